@@ -1,0 +1,95 @@
+"""The result of one scan: one row per return, numpy arrays of equal length N."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: field name -> (dtype, trailing shape); the order is the order of the npz file.
+FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "timestamp": ("<f8", ()),
+    "azimuth": ("<f4", ()),
+    "elevation": ("<f4", ()),
+    "range": ("<f4", ()),
+    "range_noisy": ("<f4", ()),
+    "xyz": ("<f4", (3,)),
+    "xyz_noisy": ("<f4", (3,)),
+    "object_id": ("<u4", ()),
+    "channel": ("<u2", ()),
+    "reflectivity": ("<f4", ()),
+    "intensity": ("<f4", ()),
+    "color": ("u1", (3,)),
+    "normal": ("<f4", (3,)),
+}
+
+
+@dataclass
+class ScanResult:
+    """Returns of one scan (seed 000 section 3.6: the 12 ground-truth fields, extended).
+
+    Per-return arrays, N rows each:
+        timestamp (N,) float64 s: absolute time of the column's firing
+            (frame time + in-sweep offset).
+        azimuth (N,) float32 rad in [0, 2 pi): column azimuth psi (0 = sensor -Z,
+            counter-clockwise seen from +Y, as the original).
+        elevation (N,) float32 rad: laser elevation.
+        range (N,) float32 m: accumulated path length (through mirrors), clean.
+        range_noisy (N,) float32 m: range + laser bias + N(mu, sigma) (seed 000 Eq. 2).
+        xyz, xyz_noisy (N, 3) float32 m: unit(original ray) * range, in ``frame_of_reference``.
+        object_id (N,) uint32: instance id of the surface that returned (1..; see ``objects``).
+        channel (N,) uint16: laser index (row of the elevation table).
+        reflectivity (N,) float32: material reflectivity in [0, 1].
+        intensity (N,) float32: reflectivity * |cos(incidence)| (seed 002 Eq. 4).
+        color (N, 3) uint8: material base colour, sRGB-encoded 0..255.
+        normal (N, 3) float32: unit geometric normal of the returning surface, in
+            ``frame_of_reference``.
+    Metadata:
+        frame: scene frame number; frame_time: seconds per frame.
+        frame_of_reference: ``"sensor"`` (camera-local: +X right, +Y up, looking down -Z)
+            or ``"world"``.
+        sensor_to_world: (4, 4) float64 rigid pose of the sensor at the scan (scale removed).
+        sensor: settings dict; objects: list of {"id", "name", "label", "instancer"}.
+        num_rays: rays cast (returns + misses).
+    """
+
+    timestamp: np.ndarray
+    azimuth: np.ndarray
+    elevation: np.ndarray
+    range: np.ndarray
+    range_noisy: np.ndarray
+    xyz: np.ndarray
+    xyz_noisy: np.ndarray
+    object_id: np.ndarray
+    channel: np.ndarray
+    reflectivity: np.ndarray
+    intensity: np.ndarray
+    color: np.ndarray
+    normal: np.ndarray
+    frame: int = 0
+    frame_time: float = 1.0 / 24.0
+    frame_of_reference: str = "sensor"
+    sensor_to_world: np.ndarray = field(default_factory=lambda: np.eye(4))
+    sensor: dict = field(default_factory=dict)
+    objects: list = field(default_factory=list)
+    num_rays: int = 0
+
+    def __post_init__(self) -> None:
+        n = len(self.timestamp)
+        for name, (dtype, shape) in FIELDS.items():
+            arr = np.ascontiguousarray(getattr(self, name), dtype=dtype)
+            if arr.shape != (n, *shape):
+                raise ValueError(f"ScanResult.{name} has shape {arr.shape}, expected {(n, *shape)}")
+            setattr(self, name, arr)
+
+    def __len__(self) -> int:
+        return int(self.timestamp.shape[0])
+
+    @classmethod
+    def empty(cls, **meta) -> "ScanResult":
+        """A result with no returns."""
+        arrays = {k: np.zeros((0, *s), dtype=d) for k, (d, s) in FIELDS.items()}
+        return cls(**arrays, **meta)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The per-return arrays by name, in :data:`FIELDS` order."""
+        return {k: getattr(self, k) for k in FIELDS}

@@ -1,0 +1,600 @@
+/*
+ * blensor_rt: two-level BVH batch ray caster.  See blensor_rt.h for the API.
+ *
+ * Build: binned SAH (Wald, "On fast Construction of SAH-based Bounding Volume
+ * Hierarchies", RT 2007) over axis-aligned boxes; the same builder serves the
+ * triangles of a mesh and the instances of a scene.
+ * Traversal: stack based, nearer child first, robust slab test with the
+ * conservative 1 + 2 gamma(3) widening of Ize, "Robust BVH Ray Traversal",
+ * JCGT 2(2), 2013.
+ * Triangles: watertight test of Woop, Benthin, Wald, JCGT 2(1), 2013, with a
+ * double precision retry on zero edge functions.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "blensor_rt.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NBINS 16
+#define STACK_SIZE 128
+#define MAX_DEPTH 100 /* deeper tasks become leaves, so a traversal stack of STACK_SIZE never overflows */
+
+typedef struct {
+    float bmin[3];
+    int32_t first; /* leaf: first primitive; inner: index of left child (right = left + 1) */
+    float bmax[3];
+    int32_t count; /* leaf: number of primitives (> 0); inner: 0 */
+} node_t;
+
+struct brt_mesh {
+    node_t *nodes;
+    int64_t nnodes;
+    float *tv;      /* (ntris, 9): v0, v1, v2 in leaf order */
+    int32_t *tid;   /* (ntris,): original triangle index in leaf order */
+    int64_t ntris;  /* triangles kept (finite) */
+};
+
+typedef struct {
+    const brt_mesh *mesh;
+    float m[12];    /* object to world, rows 0..2 of the 4x4 */
+    float inv[12];  /* world to object */
+    float nrm[9];   /* normal matrix: transpose of the inverse 3x3 */
+} instance_t;
+
+struct brt_scene {
+    node_t *nodes;
+    int64_t nnodes;
+    instance_t *inst; /* in original order */
+    int32_t *order;   /* leaf order -> original instance index */
+    int64_t ninst;
+};
+
+/* ------------------------------------------------------------------ build */
+
+typedef struct {
+    const float *bmin; /* (n,3) */
+    const float *bmax; /* (n,3) */
+    const float *cen;  /* (n,3) */
+    int32_t *idx;      /* (n,) permutation being built */
+    node_t *nodes;
+    int64_t nnodes, cap;
+    int max_leaf;
+} builder_t;
+
+static float half_area(const float *lo, const float *hi) {
+    float dx = hi[0] - lo[0], dy = hi[1] - lo[1], dz = hi[2] - lo[2];
+    if (dx < 0 || dy < 0 || dz < 0) return 0.0f;
+    return dx * dy + dy * dz + dz * dx;
+}
+
+static void box_empty(float *lo, float *hi) {
+    for (int k = 0; k < 3; ++k) { lo[k] = FLT_MAX; hi[k] = -FLT_MAX; }
+}
+
+static void box_grow(float *lo, float *hi, const float *plo, const float *phi) {
+    for (int k = 0; k < 3; ++k) {
+        if (plo[k] < lo[k]) lo[k] = plo[k];
+        if (phi[k] > hi[k]) hi[k] = phi[k];
+    }
+}
+
+static int64_t alloc_nodes(builder_t *b, int64_t n) {
+    if (b->nnodes + n > b->cap) {
+        int64_t cap = b->cap * 2 + n;
+        node_t *p = (node_t *)realloc(b->nodes, (size_t)cap * sizeof(node_t));
+        if (!p) return -1;
+        b->nodes = p;
+        b->cap = cap;
+    }
+    int64_t r = b->nnodes;
+    b->nnodes += n;
+    return r;
+}
+
+typedef struct { int64_t node, start, end, depth; } task_t;
+
+static int build_bvh(builder_t *b, int64_t n) {
+    b->cap = n > 0 ? 2 * n : 1;
+    b->nodes = (node_t *)malloc((size_t)b->cap * sizeof(node_t));
+    if (!b->nodes) return BRT_E_NOMEM;
+    b->nnodes = 0;
+    if (alloc_nodes(b, 1) < 0) return BRT_E_NOMEM;
+    task_t *stack = (task_t *)malloc(sizeof(task_t) * 128);
+    if (!stack) return BRT_E_NOMEM;
+    int64_t sp = 0, scap = 128;
+    stack[sp++] = (task_t){0, 0, n, 0};
+    while (sp > 0) {
+        task_t t = stack[--sp];
+        int64_t cnt = t.end - t.start;
+        float lo[3], hi[3], clo[3], chi[3];
+        box_empty(lo, hi);
+        box_empty(clo, chi);
+        for (int64_t i = t.start; i < t.end; ++i) {
+            int32_t p = b->idx[i];
+            box_grow(lo, hi, b->bmin + 3 * p, b->bmax + 3 * p);
+            box_grow(clo, chi, b->cen + 3 * p, b->cen + 3 * p);
+        }
+        node_t *nd = &b->nodes[t.node];
+        memcpy(nd->bmin, lo, sizeof lo);
+        memcpy(nd->bmax, hi, sizeof hi);
+        if (cnt <= b->max_leaf || t.depth >= MAX_DEPTH) {
+            nd->first = (int32_t)t.start;
+            nd->count = (int32_t)cnt;
+            continue;
+        }
+        /* binned SAH over the three axes */
+        float best_cost = FLT_MAX;
+        int best_axis = -1, best_split = 0;
+        float parent_area = half_area(lo, hi);
+        for (int axis = 0; axis < 3; ++axis) {
+            float ext = chi[axis] - clo[axis];
+            if (!(ext > 0.0f)) continue;
+            float scale = (float)NBINS / ext;
+            int64_t bcnt[NBINS];
+            float blo[NBINS][3], bhi[NBINS][3];
+            for (int k = 0; k < NBINS; ++k) { bcnt[k] = 0; box_empty(blo[k], bhi[k]); }
+            for (int64_t i = t.start; i < t.end; ++i) {
+                int32_t p = b->idx[i];
+                int bi = (int)((b->cen[3 * p + axis] - clo[axis]) * scale);
+                if (bi >= NBINS) bi = NBINS - 1;
+                if (bi < 0) bi = 0;
+                bcnt[bi]++;
+                box_grow(blo[bi], bhi[bi], b->bmin + 3 * p, b->bmax + 3 * p);
+            }
+            float rarea[NBINS];
+            int64_t rcnt[NBINS];
+            float rlo[3], rhi[3];
+            box_empty(rlo, rhi);
+            int64_t acc = 0;
+            for (int k = NBINS - 1; k > 0; --k) {
+                acc += bcnt[k];
+                if (bcnt[k]) box_grow(rlo, rhi, blo[k], bhi[k]);
+                rarea[k] = half_area(rlo, rhi);
+                rcnt[k] = acc;
+            }
+            float llo[3], lhi[3];
+            box_empty(llo, lhi);
+            acc = 0;
+            for (int k = 0; k < NBINS - 1; ++k) {
+                acc += bcnt[k];
+                if (bcnt[k]) box_grow(llo, lhi, blo[k], bhi[k]);
+                if (acc == 0 || rcnt[k + 1] == 0) continue;
+                float cost = half_area(llo, lhi) * (float)acc + rarea[k + 1] * (float)rcnt[k + 1];
+                if (cost < best_cost) { best_cost = cost; best_axis = axis; best_split = k; }
+            }
+        }
+        int64_t mid;
+        if (best_axis >= 0) {
+            float leaf_cost = (float)cnt;
+            float split_cost = 0.5f + (parent_area > 0 ? best_cost / parent_area : (float)cnt);
+            if (split_cost >= leaf_cost && cnt <= 16) {
+                nd->first = (int32_t)t.start;
+                nd->count = (int32_t)cnt;
+                continue;
+            }
+            float scale = (float)NBINS / (chi[best_axis] - clo[best_axis]);
+            int64_t i = t.start, j = t.end - 1;
+            while (i <= j) {
+                int32_t p = b->idx[i];
+                int bi = (int)((b->cen[3 * p + best_axis] - clo[best_axis]) * scale);
+                if (bi >= NBINS) bi = NBINS - 1;
+                if (bi < 0) bi = 0;
+                if (bi <= best_split) {
+                    ++i;
+                } else {
+                    b->idx[i] = b->idx[j];
+                    b->idx[j] = p;
+                    --j;
+                }
+            }
+            mid = i;
+            if (mid == t.start || mid == t.end) mid = t.start + cnt / 2;
+        } else {
+            /* all centroids coincide: split by index so leaves stay small */
+            mid = t.start + cnt / 2;
+        }
+        int64_t left = alloc_nodes(b, 2);
+        if (left < 0) { free(stack); return BRT_E_NOMEM; }
+        nd = &b->nodes[t.node]; /* realloc may have moved it */
+        nd->first = (int32_t)left;
+        nd->count = 0;
+        if (sp + 2 > scap) {
+            scap *= 2;
+            task_t *s2 = (task_t *)realloc(stack, sizeof(task_t) * (size_t)scap);
+            if (!s2) { free(stack); return BRT_E_NOMEM; }
+            stack = s2;
+        }
+        stack[sp++] = (task_t){left + 1, mid, t.end, t.depth + 1};
+        stack[sp++] = (task_t){left, t.start, mid, t.depth + 1};
+    }
+    free(stack);
+    return BRT_OK;
+}
+
+BRT_API int brt_api_version(void) { return BRT_API_VERSION; }
+
+BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *tris,
+                            int64_t ntris, brt_mesh **out) {
+    if (!out || nverts < 0 || ntris < 0 || (nverts > 0 && !verts) || (ntris > 0 && !tris))
+        return BRT_E_ARG;
+    if (ntris > INT32_MAX / 2) return BRT_E_ARG;
+    *out = NULL;
+    for (int64_t i = 0; i < 3 * ntris; ++i)
+        if (tris[i] < 0 || tris[i] >= nverts) return BRT_E_INDEX;
+    brt_mesh *m = (brt_mesh *)calloc(1, sizeof(brt_mesh));
+    float *bmin = (float *)malloc(sizeof(float) * 3 * (size_t)(ntris + 1));
+    float *bmax = (float *)malloc(sizeof(float) * 3 * (size_t)(ntris + 1));
+    float *cen = (float *)malloc(sizeof(float) * 3 * (size_t)(ntris + 1));
+    int32_t *idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(ntris + 1));
+    int rc = BRT_E_NOMEM;
+    if (!m || !bmin || !bmax || !cen || !idx) goto fail;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < ntris; ++i) {
+        const float *a = verts + 3 * tris[3 * i], *b = verts + 3 * tris[3 * i + 1],
+                    *c = verts + 3 * tris[3 * i + 2];
+        int finite = 1;
+        for (int k = 0; k < 3; ++k) finite &= isfinite(a[k]) && isfinite(b[k]) && isfinite(c[k]);
+        if (!finite) continue;
+        for (int k = 0; k < 3; ++k) {
+            float lo = fminf(a[k], fminf(b[k], c[k])), hi = fmaxf(a[k], fmaxf(b[k], c[k]));
+            bmin[3 * i + k] = lo;
+            bmax[3 * i + k] = hi;
+            cen[3 * i + k] = 0.5f * (lo + hi);
+        }
+        idx[kept++] = (int32_t)i;
+    }
+    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 4};
+    rc = build_bvh(&b, kept);
+    if (rc != BRT_OK) { free(b.nodes); goto fail; }
+    m->nodes = b.nodes;
+    m->nnodes = b.nnodes;
+    m->ntris = kept;
+    m->tv = (float *)malloc(sizeof(float) * 9 * (size_t)(kept + 1));
+    m->tid = (int32_t *)malloc(sizeof(int32_t) * (size_t)(kept + 1));
+    if (!m->tv || !m->tid) { rc = BRT_E_NOMEM; goto fail; }
+    for (int64_t i = 0; i < kept; ++i) {
+        int32_t p = idx[i];
+        m->tid[i] = p;
+        for (int v = 0; v < 3; ++v)
+            memcpy(m->tv + 9 * i + 3 * v, verts + 3 * tris[3 * p + v], 3 * sizeof(float));
+    }
+    free(bmin); free(bmax); free(cen); free(idx);
+    *out = m;
+    return BRT_OK;
+fail:
+    free(bmin); free(bmax); free(cen); free(idx);
+    brt_mesh_free(m);
+    return rc;
+}
+
+BRT_API void brt_mesh_free(brt_mesh *m) {
+    if (!m) return;
+    free(m->nodes);
+    free(m->tv);
+    free(m->tid);
+    free(m);
+}
+
+BRT_API int64_t brt_mesh_node_count(const brt_mesh *m) { return m ? m->nnodes : 0; }
+
+static int invert_affine(const float *m, float *inv) {
+    /* m: 3x4 row-major [R | t]; inv = [R^-1 | -R^-1 t], computed in double */
+    double a = m[0], b = m[1], c = m[2], d = m[4], e = m[5], f = m[6], g = m[8], h = m[9], i = m[10];
+    double A = e * i - f * h, B = -(d * i - f * g), C = d * h - e * g;
+    double det = a * A + b * B + c * C;
+    if (!(fabs(det) > 1e-30) || !isfinite(det)) return 0;
+    double r[9] = {A / det, -(b * i - c * h) / det, (b * f - c * e) / det,
+                   B / det, (a * i - c * g) / det, -(a * f - c * d) / det,
+                   C / det, -(a * h - b * g) / det, (a * e - b * d) / det};
+    for (int row = 0; row < 3; ++row) {
+        double tx = -(r[3 * row] * m[3] + r[3 * row + 1] * m[7] + r[3 * row + 2] * m[11]);
+        for (int col = 0; col < 3; ++col) inv[4 * row + col] = (float)r[3 * row + col];
+        inv[4 * row + 3] = (float)tx;
+    }
+    return 1;
+}
+
+BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int32_t *inst_mesh,
+                             const float *inst_xform, int64_t ninst, brt_scene **out) {
+    if (!out || ninst < 0 || nmeshes < 0 || (ninst > 0 && (!meshes || !inst_mesh || !inst_xform)))
+        return BRT_E_ARG;
+    *out = NULL;
+    for (int64_t i = 0; i < ninst; ++i)
+        if (inst_mesh[i] < 0 || inst_mesh[i] >= nmeshes || !meshes[inst_mesh[i]]) return BRT_E_INDEX;
+    brt_scene *s = (brt_scene *)calloc(1, sizeof(brt_scene));
+    if (!s) return BRT_E_NOMEM;
+    s->inst = (instance_t *)calloc((size_t)(ninst + 1), sizeof(instance_t));
+    float *bmin = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
+    float *bmax = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
+    float *cen = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
+    int32_t *idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(ninst + 1));
+    int rc = BRT_E_NOMEM;
+    if (!s->inst || !bmin || !bmax || !cen || !idx) goto fail;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < ninst; ++i) {
+        instance_t *in = &s->inst[i];
+        in->mesh = meshes[inst_mesh[i]];
+        memcpy(in->m, inst_xform + 16 * i, 12 * sizeof(float));
+        if (!invert_affine(in->m, in->inv)) { rc = BRT_E_ARG; goto fail; }
+        for (int r = 0; r < 3; ++r)
+            for (int c = 0; c < 3; ++c) in->nrm[3 * r + c] = in->inv[4 * c + r];
+        if (in->mesh->ntris == 0) continue;
+        const node_t *root = &in->mesh->nodes[0];
+        float lo[3], hi[3];
+        box_empty(lo, hi);
+        for (int corner = 0; corner < 8; ++corner) {
+            float p[3] = {(corner & 1) ? root->bmax[0] : root->bmin[0],
+                          (corner & 2) ? root->bmax[1] : root->bmin[1],
+                          (corner & 4) ? root->bmax[2] : root->bmin[2]};
+            float w[3];
+            for (int r = 0; r < 3; ++r)
+                w[r] = in->m[4 * r] * p[0] + in->m[4 * r + 1] * p[1] + in->m[4 * r + 2] * p[2] + in->m[4 * r + 3];
+            box_grow(lo, hi, w, w);
+        }
+        /* widen by a relative epsilon: float rounding of the transformed corners */
+        for (int k = 0; k < 3; ++k) {
+            float pad = 1e-6f * (fabsf(lo[k]) + fabsf(hi[k]) + 1.0f);
+            bmin[3 * i + k] = lo[k] - pad;
+            bmax[3 * i + k] = hi[k] + pad;
+            cen[3 * i + k] = 0.5f * (lo[k] + hi[k]);
+        }
+        idx[kept++] = (int32_t)i;
+    }
+    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 1};
+    rc = build_bvh(&b, kept);
+    if (rc != BRT_OK) { free(b.nodes); goto fail; }
+    s->nodes = b.nodes;
+    s->nnodes = b.nnodes;
+    s->ninst = kept;
+    s->order = idx;
+    free(bmin); free(bmax); free(cen);
+    *out = s;
+    return BRT_OK;
+fail:
+    free(bmin); free(bmax); free(cen); free(idx);
+    brt_scene_free(s);
+    return rc;
+}
+
+BRT_API void brt_scene_free(brt_scene *s) {
+    if (!s) return;
+    free(s->nodes);
+    free(s->inst);
+    free(s->order);
+    free(s);
+}
+
+/* -------------------------------------------------------------- traversal */
+
+typedef struct {
+    float org[3], dir[3], inv[3];
+    int kx, ky, kz;
+    float sx, sy, sz;
+} ray_t;
+
+static void ray_setup(ray_t *r) {
+    for (int k = 0; k < 3; ++k) r->inv[k] = 1.0f / r->dir[k];
+    float ax = fabsf(r->dir[0]), ay = fabsf(r->dir[1]), az = fabsf(r->dir[2]);
+    int kz = (ax > ay) ? (ax > az ? 0 : 2) : (ay > az ? 1 : 2);
+    int kx = (kz + 1) % 3, ky = (kx + 1) % 3;
+    if (r->dir[kz] < 0.0f) { int tmp = kx; kx = ky; ky = tmp; }
+    r->kx = kx; r->ky = ky; r->kz = kz;
+    r->sx = r->dir[kx] / r->dir[kz];
+    r->sy = r->dir[ky] / r->dir[kz];
+    r->sz = 1.0f / r->dir[kz];
+}
+
+#define BOX_WIDEN 1.0000004f /* 1 + 2 gamma(3) for float32 */
+
+static inline int box_hit(const node_t *n, const ray_t *r, float tmax, float *tnear) {
+    float t0 = 0.0f, t1 = tmax;
+    for (int k = 0; k < 3; ++k) {
+        float a = (n->bmin[k] - r->org[k]) * r->inv[k];
+        float b = (n->bmax[k] - r->org[k]) * r->inv[k];
+        float lo = fminf(a, b), hi = fmaxf(a, b);
+        t0 = fmaxf(t0, lo);
+        t1 = fminf(t1, hi * BOX_WIDEN);
+    }
+    *tnear = t0;
+    return t0 <= t1;
+}
+
+/* Watertight test; returns 1 and sets *t, *b1, *b2 on a hit with 0 < t < tmax. */
+static inline int tri_hit(const float *tv, const ray_t *r, float tmax, float *t, float *b1, float *b2) {
+    const int kx = r->kx, ky = r->ky, kz = r->kz;
+    float A[3], B[3], C[3];
+    for (int k = 0; k < 3; ++k) {
+        A[k] = tv[k] - r->org[k];
+        B[k] = tv[3 + k] - r->org[k];
+        C[k] = tv[6 + k] - r->org[k];
+    }
+    float Ax = A[kx] - r->sx * A[kz], Ay = A[ky] - r->sy * A[kz];
+    float Bx = B[kx] - r->sx * B[kz], By = B[ky] - r->sy * B[kz];
+    float Cx = C[kx] - r->sx * C[kz], Cy = C[ky] - r->sy * C[kz];
+    float U = Cx * By - Cy * Bx;
+    float V = Ax * Cy - Ay * Cx;
+    float W = Bx * Ay - By * Ax;
+    if (U == 0.0f || V == 0.0f || W == 0.0f) {
+        U = (float)((double)Cx * (double)By - (double)Cy * (double)Bx);
+        V = (float)((double)Ax * (double)Cy - (double)Ay * (double)Cx);
+        W = (float)((double)Bx * (double)Ay - (double)By * (double)Ax);
+    }
+    if ((U < 0.0f || V < 0.0f || W < 0.0f) && (U > 0.0f || V > 0.0f || W > 0.0f)) return 0;
+    float det = U + V + W;
+    if (det == 0.0f) return 0;
+    float Az = r->sz * A[kz], Bz = r->sz * B[kz], Cz = r->sz * C[kz];
+    float T = U * Az + V * Bz + W * Cz;
+    if (det < 0.0f) { T = -T; det = -det; U = -U; V = -V; W = -W; }
+    if (T <= 0.0f || T >= tmax * det) return 0;
+    float rcp = 1.0f / det;
+    *t = T * rcp;
+    *b1 = V * rcp;
+    *b2 = W * rcp;
+    return 1;
+}
+
+typedef struct {
+    float t, b1, b2;
+    int32_t leaf_tri; /* leaf-order triangle index in the mesh */
+    int32_t inst;     /* original instance index */
+} hit_t;
+
+static void traverse_mesh(const brt_mesh *m, const ray_t *r, hit_t *h, int32_t inst) {
+    int32_t stack[STACK_SIZE];
+    int sp = 0;
+    float tn;
+    if (!box_hit(&m->nodes[0], r, h->t, &tn)) return;
+    stack[sp++] = 0;
+    while (sp > 0) {
+        const node_t *n = &m->nodes[stack[--sp]];
+        if (n->count > 0) {
+            for (int32_t i = n->first; i < n->first + n->count; ++i) {
+                float t, b1, b2;
+                if (tri_hit(m->tv + 9 * (int64_t)i, r, h->t, &t, &b1, &b2)) {
+                    h->t = t; h->b1 = b1; h->b2 = b2; h->leaf_tri = i; h->inst = inst;
+                }
+            }
+            continue;
+        }
+        float t0, t1;
+        int h0 = box_hit(&m->nodes[n->first], r, h->t, &t0);
+        int h1 = box_hit(&m->nodes[n->first + 1], r, h->t, &t1);
+        if (h0 && h1) {
+            if (t0 <= t1) { stack[sp++] = n->first + 1; stack[sp++] = n->first; }
+            else { stack[sp++] = n->first; stack[sp++] = n->first + 1; }
+        } else if (h0) {
+            stack[sp++] = n->first;
+        } else if (h1) {
+            stack[sp++] = n->first + 1;
+        }
+    }
+}
+
+static void cast_one(const brt_scene *s, const float *org, const float *dir, float tmax, hit_t *h) {
+    h->t = tmax; h->inst = -1; h->leaf_tri = -1; h->b1 = h->b2 = 0.0f;
+    if (s->ninst == 0 || !(tmax > 0.0f)) return;
+    ray_t wr;
+    memcpy(wr.org, org, sizeof wr.org);
+    memcpy(wr.dir, dir, sizeof wr.dir);
+    ray_setup(&wr);
+    int32_t stack[STACK_SIZE];
+    int sp = 0;
+    float tn;
+    if (!box_hit(&s->nodes[0], &wr, h->t, &tn)) return;
+    stack[sp++] = 0;
+    while (sp > 0) {
+        const node_t *n = &s->nodes[stack[--sp]];
+        if (n->count > 0) {
+            for (int32_t i = n->first; i < n->first + n->count; ++i) {
+                int32_t ii = s->order[i];
+                const instance_t *in = &s->inst[ii];
+                ray_t lr;
+                for (int row = 0; row < 3; ++row) {
+                    const float *q = in->inv + 4 * row;
+                    lr.org[row] = q[0] * org[0] + q[1] * org[1] + q[2] * org[2] + q[3];
+                    lr.dir[row] = q[0] * dir[0] + q[1] * dir[1] + q[2] * dir[2];
+                }
+                ray_setup(&lr);
+                traverse_mesh(in->mesh, &lr, h, ii);
+            }
+            continue;
+        }
+        float t0, t1;
+        int h0 = box_hit(&s->nodes[n->first], &wr, h->t, &t0);
+        int h1 = box_hit(&s->nodes[n->first + 1], &wr, h->t, &t1);
+        if (h0 && h1) {
+            if (t0 <= t1) { stack[sp++] = n->first + 1; stack[sp++] = n->first; }
+            else { stack[sp++] = n->first; stack[sp++] = n->first + 1; }
+        } else if (h0) {
+            stack[sp++] = n->first;
+        } else if (h1) {
+            stack[sp++] = n->first + 1;
+        }
+    }
+}
+
+typedef struct {
+    const brt_scene *s;
+    const float *org, *dir, *tmax;
+    float tmax_default;
+    int64_t nrays;
+    float *t_out, *ng_out, *uv_out;
+    int32_t *inst_out, *prim_out;
+    int64_t next; /* shared chunk counter */
+} job_t;
+
+#define CHUNK 1024
+
+static void run_range(job_t *j, int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) {
+        float tm = j->tmax ? j->tmax[i] : j->tmax_default;
+        hit_t h;
+        cast_one(j->s, j->org + 3 * i, j->dir + 3 * i, tm, &h);
+        if (h.inst < 0) {
+            j->t_out[i] = INFINITY;
+            j->inst_out[i] = -1;
+            j->prim_out[i] = -1;
+            if (j->ng_out) j->ng_out[3 * i] = j->ng_out[3 * i + 1] = j->ng_out[3 * i + 2] = 0.0f;
+            if (j->uv_out) j->uv_out[2 * i] = j->uv_out[2 * i + 1] = 0.0f;
+            continue;
+        }
+        const instance_t *in = &j->s->inst[h.inst];
+        j->t_out[i] = h.t;
+        j->inst_out[i] = h.inst;
+        j->prim_out[i] = in->mesh->tid[h.leaf_tri];
+        if (j->uv_out) { j->uv_out[2 * i] = h.b1; j->uv_out[2 * i + 1] = h.b2; }
+        if (j->ng_out) {
+            const float *tv = in->mesh->tv + 9 * (int64_t)h.leaf_tri;
+            double e1[3], e2[3], n[3], w[3];
+            for (int k = 0; k < 3; ++k) { e1[k] = tv[3 + k] - tv[k]; e2[k] = tv[6 + k] - tv[k]; }
+            n[0] = e1[1] * e2[2] - e1[2] * e2[1];
+            n[1] = e1[2] * e2[0] - e1[0] * e2[2];
+            n[2] = e1[0] * e2[1] - e1[1] * e2[0];
+            for (int r = 0; r < 3; ++r)
+                w[r] = in->nrm[3 * r] * n[0] + in->nrm[3 * r + 1] * n[1] + in->nrm[3 * r + 2] * n[2];
+            double len = sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
+            if (len > 0) { w[0] /= len; w[1] /= len; w[2] /= len; }
+            for (int k = 0; k < 3; ++k) j->ng_out[3 * i + k] = (float)w[k];
+        }
+    }
+}
+
+static void *worker(void *arg) {
+    job_t *j = (job_t *)arg;
+    for (;;) {
+        int64_t a = __atomic_fetch_add(&j->next, CHUNK, __ATOMIC_RELAXED);
+        if (a >= j->nrays) break;
+        int64_t b = a + CHUNK < j->nrays ? a + CHUNK : j->nrays;
+        run_range(j, a, b);
+    }
+    return NULL;
+}
+
+BRT_API int brt_intersect(const brt_scene *s, const float *org, const float *dir,
+                          const float *tmax, float tmax_default, int64_t nrays, int nthreads,
+                          float *t_out, int32_t *inst_out, int32_t *prim_out, float *ng_out,
+                          float *uv_out) {
+    if (!s || nrays < 0 || (nrays > 0 && (!org || !dir || !t_out || !inst_out || !prim_out)))
+        return BRT_E_ARG;
+    job_t j = {s, org, dir, tmax, tmax_default, nrays, t_out, ng_out, uv_out, inst_out, prim_out, 0};
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 256) nthreads = 256;
+    if ((int64_t)nthreads > nrays / CHUNK + 1) nthreads = (int)(nrays / CHUNK + 1);
+    if (nthreads == 1) {
+        run_range(&j, 0, nrays);
+        return BRT_OK;
+    }
+    pthread_t th[256];
+    int started = 0;
+    for (int k = 0; k < nthreads - 1; ++k) {
+        if (pthread_create(&th[k], NULL, worker, &j) != 0) break; /* fewer threads, same result */
+        ++started;
+    }
+    worker(&j); /* the calling thread works too and finishes whatever is left */
+    for (int k = 0; k < started; ++k) pthread_join(th[k], NULL);
+    return BRT_OK;
+}
