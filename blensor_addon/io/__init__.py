@@ -1,0 +1,1 @@
+"""Writers (npz, EVD, PCD, manifest) and the range-scan runner that drives them."""

@@ -1,0 +1,51 @@
+"""NumPy ``.npz`` writer for :class:`ScanResult`, byte-reproducible.
+
+``numpy.savez`` stamps every member with the current time, so two runs differ; this
+writer fixes the timestamps (1980-01-01) and the member order, so the same scan gives
+the same bytes. Readable with ``numpy.load(path)`` (no pickle needed).
+
+Keys: the per-return arrays of :data:`blensor_addon.core.result.FIELDS`, plus
+``frame`` (int64), ``frame_time`` (float64 s), ``frame_of_reference`` (str),
+``sensor_to_world`` (4, 4) float64, ``sensor`` (JSON str of the settings) and
+``objects`` (JSON str: list of {"id", "name", "label", "instancer"}).
+"""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import numpy as np
+
+from ..core.result import ScanResult
+from .atomic import atomic_open
+
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
+    """Arrays stored in the npz, in file order."""
+    out = dict(result.arrays())
+    out["frame"] = np.array(result.frame, dtype=np.int64)
+    out["frame_time"] = np.array(result.frame_time, dtype=np.float64)
+    out["frame_of_reference"] = np.array(result.frame_of_reference)
+    out["sensor_to_world"] = np.asarray(result.sensor_to_world, dtype=np.float64)
+    out["sensor"] = np.array(json.dumps(result.sensor, sort_keys=True))
+    out["objects"] = np.array(json.dumps(result.objects, sort_keys=True))
+    return out
+
+
+def write_npz(result: ScanResult, path) -> None:
+    """Write ``result`` to ``path`` (.npz, uncompressed) atomically.
+
+    Raises:
+        OSError: the file cannot be written (no partial file is left).
+    """
+    with atomic_open(path, "wb") as f:
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
+            for name, arr in npz_members(result).items():
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+                info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, buf.getvalue())

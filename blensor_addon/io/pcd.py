@@ -1,0 +1,90 @@
+"""PCD (PCL point cloud format 0.7) writer, binary or ASCII.
+
+Fields: ``x y z intensity ring time label rgb``:
+x, y, z float32 m (result frame); intensity float32 (reflectivity x |cos incidence|);
+ring uint16 laser channel; time float32 s since the frame's time ``frame * frame_time``
+(float32 cannot hold absolute times to the microsecond; absolute float64 times are in
+the npz and EVD files); label uint32 object id; rgb float32 whose bits are the packed
+uint32 ``R << 16 | G << 8 | B`` (PCL's convention). ``VIEWPOINT`` holds the sensor pose
+when points are in world coordinates. The original wrote ASCII only, with fields
+``x y z rgb label`` (reference section 10.2); clean and ``_noisy`` files are kept.
+"""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from ..core.result import ScanResult
+from .atomic import atomic_write_bytes
+
+PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
+                      ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("rgb", "<f4")])
+
+
+def _quaternion(R: np.ndarray) -> tuple[float, float, float, float]:
+    """(w, x, y, z) of a rotation matrix."""
+    w = np.sqrt(max(0.0, 1.0 + R[0, 0] + R[1, 1] + R[2, 2])) / 2.0
+    x = np.sqrt(max(0.0, 1.0 + R[0, 0] - R[1, 1] - R[2, 2])) / 2.0
+    y = np.sqrt(max(0.0, 1.0 - R[0, 0] + R[1, 1] - R[2, 2])) / 2.0
+    z = np.sqrt(max(0.0, 1.0 - R[0, 0] - R[1, 1] + R[2, 2])) / 2.0
+    x = np.copysign(x, R[2, 1] - R[1, 2])
+    y = np.copysign(y, R[0, 2] - R[2, 0])
+    z = np.copysign(z, R[1, 0] - R[0, 1])
+    return float(w), float(x), float(y), float(z)
+
+
+def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
+    """Structured (N,) array of dtype :data:`PCD_DTYPE`."""
+    rec = np.empty(len(result), dtype=PCD_DTYPE)
+    pts = result.xyz_noisy if noisy else result.xyz
+    rec["x"], rec["y"], rec["z"] = pts[:, 0], pts[:, 1], pts[:, 2]
+    rec["intensity"] = result.intensity
+    rec["ring"] = result.channel
+    rec["time"] = result.timestamp - result.frame * result.frame_time
+    rec["label"] = result.object_id
+    c = result.color.astype(np.uint32)
+    rec["rgb"] = ((c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]).view(np.float32)
+    return rec
+
+
+def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> bytes:
+    """The whole PCD file as bytes."""
+    rec = pcd_records(result, noisy)
+    if result.frame_of_reference == "world":
+        T = result.sensor_to_world
+        vp = (*(float(v) for v in T[:3, 3]), *_quaternion(T[:3, :3]))
+    else:
+        vp = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+    n = len(rec)
+    header = (
+        "# .PCD v0.7 - Point Cloud Data file format\n"
+        "VERSION 0.7\n"
+        "FIELDS x y z intensity ring time label rgb\n"
+        "SIZE 4 4 4 4 2 4 4 4\n"
+        "TYPE F F F F U F U F\n"
+        "COUNT 1 1 1 1 1 1 1 1\n"
+        f"WIDTH {n}\n"
+        "HEIGHT 1\n"
+        "VIEWPOINT " + " ".join(f"{v:.9g}" for v in vp) + "\n"
+        f"POINTS {n}\n"
+        f"DATA {'binary' if binary else 'ascii'}\n"
+    ).encode("ascii")
+    if binary:
+        return header + rec.tobytes()
+    buf = io.StringIO()
+    rgb_bits = rec["rgb"].view(np.uint32)
+    cols = [rec["x"], rec["y"], rec["z"], rec["intensity"], rec["ring"], rec["time"], rec["label"]]
+    # floats with 9 significant digits round-trip float32 exactly; rgb as its float value
+    for row in zip(*(c.tolist() for c in cols), rgb_bits.view(np.float32).tolist()):
+        buf.write("%.9g %.9g %.9g %.9g %d %.9g %d %.9g\n" % row)
+    return header + buf.getvalue().encode("ascii")
+
+
+def write_pcd(result: ScanResult, path, noisy: bool = False, binary: bool = True) -> None:
+    """Write one PCD file atomically (``noisy`` selects ``xyz_noisy``).
+
+    Raises:
+        OSError: the file cannot be written (no partial file is left).
+    """
+    atomic_write_bytes(path, pcd_bytes(result, noisy, binary))

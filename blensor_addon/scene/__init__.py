@@ -1,0 +1,1 @@
+"""Blender side: depsgraph to arrays, scanning a camera, point meshes (imports bpy)."""

@@ -1,0 +1,213 @@
+"""Evaluated depsgraph -> :class:`SceneSnapshot` (geometry, materials, object ids).
+
+Modifiers, Geometry Nodes and instances are included because everything is read from
+the evaluated depsgraph; nothing is applied to or written into the user's objects.
+Arrays are copied with ``foreach_get`` (no per-vertex Python).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.materials import DEFAULT_REFLECTIVITY, MaterialTable
+from ..raycast.base import MeshData, SceneGeometry
+
+GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
+LABEL_PROPERTY = "blensor_label"
+
+
+def linear_to_srgb_u8(rgb) -> np.ndarray:
+    """Linear RGB in [0, 1] -> sRGB-encoded uint8 (IEC 61966-2-1 transfer function)."""
+    c = np.clip(np.asarray(rgb, dtype=np.float64), 0.0, 1.0)
+    s = np.where(c <= 0.0031308, 12.92 * c, 1.055 * np.power(c, 1.0 / 2.4) - 0.055)
+    return np.round(s * 255.0).astype(np.uint8)
+
+
+def material_color(mat) -> tuple[float, float, float]:
+    """Base colour of a material (linear RGB): the Principled BSDF's Base Color input if
+    the node tree has one, else the viewport ``diffuse_color``."""
+    if mat.use_nodes and mat.node_tree is not None:
+        for node in mat.node_tree.nodes:
+            if node.type == "BSDF_PRINCIPLED":
+                c = node.inputs["Base Color"].default_value
+                return (c[0], c[1], c[2])
+    c = mat.diffuse_color
+    return (c[0], c[1], c[2])
+
+
+def material_properties(mat) -> tuple[float, bool]:
+    """(reflectivity, mirror) of a material from its ``blensor`` settings (defaults
+    0.8 / False when the add-on's properties are absent)."""
+    props = getattr(mat, "blensor", None)
+    if props is None:
+        return DEFAULT_REFLECTIVITY, False
+    return float(props.reflectivity), bool(props.mirror)
+
+
+def mesh_arrays(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vertices (V,3) float32, triangles (T,3) int32 and triangle material slots (T,)
+    int32 of a mesh, via ``foreach_get``."""
+    nv = len(mesh.vertices)
+    v = np.empty(nv * 3, np.float32)
+    mesh.vertices.foreach_get("co", v)
+    tris = mesh.loop_triangles
+    nt = len(tris)
+    t = np.empty(nt * 3, np.int32)
+    tris.foreach_get("vertices", t)
+    m = np.empty(nt, np.int32)
+    tris.foreach_get("material_index", m)
+    return v.reshape(-1, 3), t.reshape(-1, 3), m
+
+
+@dataclass
+class SceneSnapshot:
+    """Everything a scan needs from one evaluated frame.
+
+    Attributes:
+        geometry: meshes and instances (world transforms).
+        materials: material table and per-triangle mapping.
+        instance_object_id (I,) uint32 object id of each instance.
+        objects: id table so far, list of {"id", "name", "label", "instancer"}.
+        sensor_to_world (4, 4) float64 rigid pose of the sensor (scale removed).
+    """
+
+    geometry: SceneGeometry
+    materials: MaterialTable
+    instance_object_id: np.ndarray
+    objects: list
+    sensor_to_world: np.ndarray
+
+
+@dataclass
+class ObjectRegistry:
+    """Stable object ids across the frames of one scan session.
+
+    An instance is keyed by (object name, instancer name, persistent id); keys seen in
+    the first frame get ids 1..N in sorted order, later new keys are appended. The
+    original used the first four characters of the object name (reference 3.5),
+    which collided ("Cube" and "Cube.001"); these ids never do.
+    """
+
+    ids: dict = field(default_factory=dict)
+    table: list = field(default_factory=list)
+
+    def assign(self, keys: list, infos: dict) -> np.ndarray:
+        for k in sorted(set(keys) - set(self.ids)):
+            self.ids[k] = len(self.table) + 1
+            self.table.append({"id": len(self.table) + 1, **infos[k]})
+        return np.array([self.ids[k] for k in keys], dtype=np.uint32)
+
+
+def sensor_pose(matrix_world) -> np.ndarray:
+    """Rigid (4, 4) float64 pose from an object's world matrix, scale removed."""
+    M = np.array(matrix_world, dtype=np.float64)
+    R = M[:3, :3]
+    norms = np.linalg.norm(R, axis=0)
+    norms[norms == 0] = 1.0
+    out = np.eye(4)
+    out[:3, :3] = R / norms
+    out[:3, 3] = M[:3, 3]
+    return out
+
+
+class SceneExtractor:
+    """Reads evaluated frames; keeps object ids and mesh arrays across frames."""
+
+    def __init__(self) -> None:
+        self.registry = ObjectRegistry()
+        self._mesh_cache: dict = {}  # content key -> MeshData (reused across frames)
+
+    def extract(self, depsgraph, sensor_object) -> SceneSnapshot:
+        """Snapshot of the evaluated scene, without ``sensor_object`` and without objects
+        hidden from render (``hide_render``; for instances, the instancer's)."""
+        meshes: list[MeshData] = []
+        mesh_index: dict = {}
+        tri_mats: list[np.ndarray] = []
+        inst_mesh, inst_mat, keys, slots = [], [], [], []
+        infos: dict = {}
+        mat_rows: dict = {}
+        materials = [("", DEFAULT_REFLECTIVITY, False, (0.8, 0.8, 0.8))]
+        sensor_name = sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name
+        used: dict = {}
+        for inst in depsgraph.object_instances:
+            ob = inst.object
+            if ob.type not in GEOMETRY_TYPES:
+                continue
+            orig = ob.original
+            parent = inst.parent.original if inst.is_instance and inst.parent is not None else None
+            if orig.name == sensor_name:
+                continue
+            if (parent.hide_render if parent is not None else orig.hide_render):
+                continue
+            if ob.type == "MESH":
+                data = ob.data
+                ptr = data.as_pointer()
+                if ptr not in mesh_index:
+                    v, t, m = mesh_arrays(data)
+                    mesh_index[ptr] = self._add_mesh(meshes, tri_mats, used, v, t, m)
+                mi = mesh_index[ptr]
+            else:
+                data = ob.to_mesh()
+                try:
+                    v, t, m = mesh_arrays(data)
+                finally:
+                    ob.to_mesh_clear()
+                mi = self._add_mesh(meshes, tri_mats, used, v, t, m)
+            if meshes[mi].triangles.shape[0] == 0:
+                continue
+            rows = []
+            for slot in ob.material_slots:
+                mat = slot.material
+                if mat is None:
+                    rows.append(0)
+                    continue
+                mo = mat.original
+                if mo.name_full not in mat_rows:
+                    refl, mirror = material_properties(mo)
+                    materials.append((mo.name_full, refl, mirror, material_color(mo)))
+                    mat_rows[mo.name_full] = len(materials) - 1
+                rows.append(mat_rows[mo.name_full])
+            inst_mesh.append(mi)
+            inst_mat.append(np.array(inst.matrix_world, dtype=np.float32))
+            slots.append(rows)
+            if parent is not None:
+                key = (orig.name, parent.name, tuple(inst.persistent_id))
+                label = orig.get(LABEL_PROPERTY, parent.get(LABEL_PROPERTY, ""))
+                infos[key] = {"name": orig.name, "label": str(label), "instancer": parent.name}
+            else:
+                key = (orig.name, "", ())
+                infos[key] = {"name": orig.name, "label": str(orig.get(LABEL_PROPERTY, "")),
+                              "instancer": ""}
+            keys.append(key)
+        # drop cached meshes not seen this frame
+        self._mesh_cache = {k: m for k, m in self._mesh_cache.items() if k in used}
+        object_ids = self.registry.assign(keys, infos)
+        geometry = SceneGeometry(meshes, np.array(inst_mesh, np.int32),
+                                 np.array(inst_mat, np.float32).reshape(-1, 4, 4))
+        tri_off = np.zeros(len(meshes) + 1, np.int64)
+        tri_off[1:] = np.cumsum([t.shape[0] for t in tri_mats]) if tri_mats else []
+        slot_off = np.zeros(len(slots) + 1, np.int64)
+        slot_off[1:] = np.cumsum([len(s) for s in slots]) if slots else []
+        table = MaterialTable(
+            reflectivity=np.array([m[1] for m in materials], np.float32),
+            mirror=np.array([m[2] for m in materials], bool),
+            color=linear_to_srgb_u8([m[3] for m in materials]).reshape(-1, 3),
+            names=[m[0] for m in materials],
+            mesh_tri_offset=tri_off,
+            tri_material=np.concatenate(tri_mats) if tri_mats else np.zeros(0, np.int32),
+            inst_mesh=geometry.instance_mesh,
+            inst_slot_offset=slot_off,
+            slot_material=np.array([r for s in slots for r in s], np.int32),
+        )
+        cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
+        return SceneSnapshot(geometry, table, object_ids, [dict(o) for o in self.registry.table],
+                             sensor_pose(cam.matrix_world))
+
+    def _add_mesh(self, meshes, tri_mats, used, v, t, m) -> int:
+        md = MeshData(v, t)
+        md = self._mesh_cache.setdefault(md.key, md)
+        used[md.key] = True
+        meshes.append(md)
+        tri_mats.append(m)
+        return len(meshes) - 1

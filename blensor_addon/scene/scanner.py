@@ -1,0 +1,139 @@
+"""Scanning a camera in Blender: settings from the camera, one frame -> ScanResult."""
+from __future__ import annotations
+
+
+import bpy
+import numpy as np
+
+from ..core.errors import SettingsError
+from ..core.lidar import assemble, range_frame_pattern, single_scan_pattern
+from ..core.result import ScanResult
+from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
+from ..raycast import get_backend, trace
+from .extract import SceneExtractor
+
+#: camera.data.blensor property -> LidarSettings field (same names)
+SETTING_NAMES = ("preset", "angle_resolution", "rotation_speed", "max_range", "start_angle",
+                 "end_angle", "noise_mu", "noise_sigma", "bias_distribution", "bias_sigma",
+                 "ref_dist", "ref_limit", "ref_slope", "seed", "max_bounces")
+
+
+def check_camera(camera_object) -> None:
+    """Raise SettingsError unless ``camera_object`` is a camera object."""
+    if not isinstance(camera_object, bpy.types.Object) or camera_object.type != "CAMERA":
+        name = getattr(camera_object, "name", camera_object)
+        raise SettingsError("camera", "a camera object", name)
+
+
+def read_settings(camera_object, seed: int | None = None) -> LidarSettings:
+    """LidarSettings from ``camera_object.data.blensor`` (defaults where the add-on's
+    properties are not registered), validated.
+
+    Raises:
+        SettingsError: not a camera, or a setting out of range.
+    """
+    check_camera(camera_object)
+    props = getattr(camera_object.data, "blensor", None)
+    kw = {}
+    if props is not None:
+        for name in SETTING_NAMES:
+            kw[name] = getattr(props, name)
+        if kw.get("preset") == "generic":
+            kw["elevations"] = parse_elevations(props.elevations)
+    if seed is not None:
+        kw["seed"] = seed
+    return LidarSettings(**kw).validate()
+
+
+def frame_time(scene) -> float:
+    """Seconds per scene frame: fps_base / fps."""
+    return float(scene.render.fps_base) / float(scene.render.fps)
+
+
+class Scanner:
+    """Scans one camera, frame after frame, reusing acceleration structures.
+
+    Args:
+        camera_object: a camera object in the current scene.
+        backend: ``"auto"``, ``"native"`` or ``"bvhtree"``.
+        seed: overrides the camera's ``seed`` setting if not None.
+        frame_of_reference: ``"sensor"`` or ``"world"`` output coordinates.
+        threads: native worker threads (default: all cores).
+    Raises:
+        SettingsError: bad camera, setting, backend or frame of reference.
+    """
+
+    def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
+                 frame_of_reference: str = "sensor", threads: int | None = None) -> None:
+        self.settings = read_settings(camera_object, seed)
+        if frame_of_reference not in FRAMES_OF_REFERENCE:
+            raise SettingsError("frame_of_reference", "one of sensor, world", frame_of_reference)
+        scene = bpy.context.scene
+        if scene.objects.get(camera_object.name) is None:
+            raise SettingsError("camera", f"an object of the scene '{scene.name}'", camera_object.name)
+        self.camera = camera_object
+        self.scene = scene
+        self.frame_of_reference = frame_of_reference
+        self.backend = get_backend(backend, threads)
+        self.extractor = SceneExtractor()
+        self.last_snapshot = None
+
+    def scan_frame(self, frame: int, mode: str = "single") -> ScanResult:
+        """Evaluate scene frame ``frame`` and scan it.
+
+        ``mode="single"``: the sector start..end at this frame. ``mode="range"``: the
+        azimuth sector the head sweeps during this frame (seed 000 3.2; reference 9).
+        """
+        scene = self.scene
+        if scene.frame_current != frame:
+            scene.frame_set(frame)
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        snap = self.extractor.extract(depsgraph, self.camera)
+        self.last_snapshot = snap
+        self.backend.set_geometry(snap.geometry)
+        s = self.settings
+        ft = frame_time(scene)
+        pattern = (range_frame_pattern if mode == "range" else single_scan_pattern)(s, frame, ft)
+        pose = snap.sensor_to_world
+        dirs = pattern.directions.astype(np.float64) @ pose[:3, :3].T
+        origins = np.broadcast_to(pose[:3, 3], dirs.shape)
+        mats = snap.materials
+
+        def is_mirror(inst, prim):
+            return mats.mirror[mats.lookup(inst, prim)]
+
+        tr = trace(self.backend, origins, dirs, s.max_range,
+                   is_mirror if mats.mirror.any() else None, s.max_bounces)
+        return assemble(pattern, tr, mats, snap.instance_object_id, s, frame=frame, frame_time=ft,
+                        sensor_to_world=pose, frame_of_reference=self.frame_of_reference,
+                        objects=snap.objects)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def scan(camera_object, *, frame: int | None = None, seed: int | None = None, backend: str = "auto",
+         frame_of_reference: str = "sensor") -> ScanResult:
+    """Single scan of ``camera_object`` at ``frame`` (default: the current frame).
+
+    The scene's current frame is restored afterwards.
+
+    Returns:
+        ScanResult (see :class:`blensor_addon.core.result.ScanResult`).
+    Raises:
+        SettingsError: bad camera, setting, frame or backend.
+    """
+    scene = bpy.context.scene
+    if frame is not None and (not isinstance(frame, (int, np.integer)) or isinstance(frame, bool)):
+        raise SettingsError("frame", "an integer frame number", frame)
+    scanner = Scanner(camera_object, backend=backend, seed=seed, frame_of_reference=frame_of_reference)
+    old = scene.frame_current
+    try:
+        return scanner.scan_frame(old if frame is None else int(frame), "single")
+    finally:
+        scanner.close()
+        if scene.frame_current != old:
+            scene.frame_set(old)
+
+
+__all__ = ["Scanner", "scan", "read_settings", "frame_time", "check_camera"]

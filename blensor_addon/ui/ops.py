@@ -1,0 +1,145 @@
+"""Operators: single scan into point meshes, range scan to files, delete scans.
+
+Errors reach the user through ``self.report({'ERROR'}, ...)``; called from a script
+through ``bpy.ops`` they surface as ``RuntimeError`` with the same one-line message.
+"""
+from __future__ import annotations
+
+import bpy
+
+from ..core.errors import BlensorError
+
+
+def _camera(context):
+    obj = context.active_object
+    if obj is not None and obj.type == "CAMERA":
+        return obj
+    return context.scene.camera
+
+
+def _formats(s) -> tuple:
+    return tuple(f for f, on in (("npz", s.write_npz), ("evd", s.write_evd), ("pcd", s.write_pcd)) if on)
+
+
+class BLENSOR_OT_scan(bpy.types.Operator):
+    """Scan the current frame with the active camera (or the scene camera) into point meshes"""
+
+    bl_idname = "blensor.scan"
+    bl_label = "Single scan"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context):
+        from ..scene.meshes import add_scan_mesh
+        from ..scene.scanner import scan
+        cam = _camera(context)
+        if cam is None:
+            self.report({"ERROR"}, "camera must be a camera object: make a camera active or set the scene camera")
+            return {"CANCELLED"}
+        s = cam.data.blensor
+        try:
+            result = scan(cam, frame_of_reference=s.frame_of_reference)
+        except BlensorError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        if s.add_scan_mesh:
+            add_scan_mesh(result, noisy=False)
+        if s.add_noisy_scan_mesh:
+            add_scan_mesh(result, noisy=True)
+        self.report({"INFO"}, f"BlenSor: {len(result)} returns of {result.num_rays} rays at frame {result.frame}")
+        return {"FINISHED"}
+
+
+class BLENSOR_OT_scan_range(bpy.types.Operator):
+    """Scan the scene's frame range into files (ESC cancels; finished frames are kept)"""
+
+    bl_idname = "blensor.scan_range"
+    bl_label = "Scan range"
+
+    _timer = None
+    _job = None
+
+    def _start(self, context):
+        from ..io.range import RangeScanJob
+        cam = _camera(context)
+        if cam is None:
+            raise BlensorError("camera must be a camera object: make a camera active or set the scene camera")
+        s = cam.data.blensor
+        scene = context.scene
+        return RangeScanJob(cam, list(range(scene.frame_start, scene.frame_end + 1)), s.output_dir,
+                            _formats(s) or ("npz",), None, "auto", s.frame_of_reference, s.pcd_ascii)
+
+    def execute(self, context):
+        """Synchronous path (also what runs under ``--background``)."""
+        try:
+            job = self._start(context)
+        except BlensorError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        status = "failed"
+        try:
+            while job.remaining:
+                job.step()
+            status = "complete"
+        except BlensorError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        finally:
+            job.finish(status)
+        self.report({"INFO"}, f"BlenSor: {len(job.done)} frames, {job.points} points -> {job.out}")
+        return {"FINISHED"}
+
+    def invoke(self, context, event):
+        if bpy.app.background:
+            return self.execute(context)
+        try:
+            self._job = self._start(context)
+        except BlensorError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        wm = context.window_manager
+        wm.progress_begin(0, len(self._job.frames))
+        self._timer = wm.event_timer_add(0.01, window=context.window)
+        wm.modal_handler_add(self)
+        return {"RUNNING_MODAL"}
+
+    def modal(self, context, event):
+        if event.type == "ESC":
+            return self._end(context, "cancelled")
+        if event.type != "TIMER":
+            return {"PASS_THROUGH"}
+        try:
+            entry = self._job.step()
+        except Exception as exc:  # keep finished frames, then report
+            self.report({"ERROR"}, f"BlenSor: range scan failed: {exc}")
+            return self._end(context, "failed")
+        context.window_manager.progress_update(len(self._job.done))
+        self.report({"INFO"}, f"Scanned frame {entry['frame']} ({100.0 * len(self._job.done) / len(self._job.frames):.1f} %)")
+        if not self._job.remaining:
+            return self._end(context, "complete")
+        return {"RUNNING_MODAL"}
+
+    def _end(self, context, status):
+        wm = context.window_manager
+        wm.event_timer_remove(self._timer)
+        wm.progress_end()
+        self._job.finish(status)
+        level = "INFO" if status == "complete" else "WARNING"
+        self.report({level}, f"BlenSor: range scan {status}: {len(self._job.done)} frames -> {self._job.out}")
+        return {"FINISHED"} if status == "complete" else {"CANCELLED"}
+
+
+class BLENSOR_OT_delete_scans(bpy.types.Operator):
+    """Delete every point mesh made by BlenSor scans"""
+
+    bl_idname = "blensor.delete_scans"
+    bl_label = "Delete scans"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context):
+        from ..scene.meshes import delete_scan_meshes
+        n = delete_scan_meshes()
+        self.report({"INFO"}, f"BlenSor: deleted {n} scan objects")
+        return {"FINISHED"}
+
+
+CLASSES = (BLENSOR_OT_scan, BLENSOR_OT_scan_range, BLENSOR_OT_delete_scans)
