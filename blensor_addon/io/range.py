@@ -191,7 +191,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         out_dir: folder (created if missing; ``//`` = relative to the .blend).
         formats: subset of ``("npz", "evd", "pcd")`` or a comma-separated string.
         seed: overrides the camera's seed if not None.
-        progress: called as ``progress(done, total, entry)`` after each frame.
+        progress: called as ``progress(0, total, None)`` once the input is validated, then
+            as ``progress(done, total, entry)`` after each frame.
         should_cancel: called before each frame; True stops the scan (status
             ``"cancelled"``; finished frames are kept).
     Returns:
@@ -205,6 +206,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
                        frame_of_reference, pcd_ascii)
     status = "failed"
     try:
+        if progress is not None:
+            progress(0, len(job.frames), None)
         while job.remaining:
             if should_cancel is not None and should_cancel():
                 status = "cancelled"

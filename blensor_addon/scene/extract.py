@@ -27,7 +27,7 @@ def linear_to_srgb_u8(rgb) -> np.ndarray:
 def material_color(mat) -> tuple[float, float, float]:
     """Base colour of a material (linear RGB): the Principled BSDF's Base Color input if
     the node tree has one, else the viewport ``diffuse_color``."""
-    if mat.use_nodes and mat.node_tree is not None:
+    if mat.node_tree is not None:
         for node in mat.node_tree.nodes:
             if node.type == "BSDF_PRINCIPLED":
                 c = node.inputs["Base Color"].default_value

@@ -1,0 +1,137 @@
+"""Scans of real Blender geometry against closed-form ranges (seed 001 Eq. 1 and 9),
+mirrors (seed 000 section 3.5), the reflectivity limit (seed 000 Eq. 1) and intensity
+(seed 002 Eq. 4)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import blensor_addon
+from conftest import add_camera, add_mesh, cylinder_mesh, generic_sensor
+
+BACKENDS = ["native", "bvhtree"]
+
+
+def quad(x0, x1, y0, y1, z):
+    return [(x0, y0, z), (x1, y0, z), (x1, y1, z), (x0, y1, z)], [(0, 1, 2, 3)]
+
+
+def column_azimuth_deg(result, start, res):
+    """Exact (float64) column azimuths, recovered from the float32 output."""
+    k = np.round(np.mod(np.rad2deg(result.azimuth.astype(np.float64)) - start, 360.0) / res)
+    return start + k * res
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_wall_range_is_h_sec_theta(bpy_mod, empty_scene, backend):
+    # seed 001 Eq. 1: a wall at perpendicular distance H gives r(theta) = H sec(theta);
+    # the sensor looks down -Z, so the wall is the plane z = -H.
+    H = 10.0
+    v, f = quad(-200, 200, -50, 50, -H)
+    add_mesh(bpy_mod, "Wall", v, f)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-60.0, end_angle=60.0, angle_resolution=0.25, max_range=50.0)
+    r = blensor_addon.scan(cam, backend=backend)
+    assert len(r) == r.num_rays == 480
+    theta = np.deg2rad(column_azimuth_deg(r, -60.0, 0.25))
+    np.testing.assert_allclose(r.range, H / np.cos(theta), atol=1e-4, rtol=0)
+    # points lie on the wall, noise off: noisy == clean
+    np.testing.assert_allclose(r.xyz[:, 2], -H, atol=1e-4)
+    assert np.array_equal(r.range_noisy, r.range)
+    # intensity = reflectivity (0.8 default) x cos(incidence) (seed 002 Eq. 4)
+    np.testing.assert_allclose(r.intensity, 0.8 * np.cos(theta), atol=1e-5)
+    assert set(np.unique(r.object_id)) == {1} and r.objects[0]["name"] == "Wall"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_floor_range_per_elevation(bpy_mod, empty_scene, backend):
+    # a plane 2 m below the sensor (sensor +Y is up): r = h / sin(-elevation) for every azimuth
+    h = 2.0
+    add_mesh(bpy_mod, "Floor", [(-300, -h, -300), (300, -h, -300), (300, -h, 300), (-300, -h, 300)],
+             [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "-5, -10, -30, 10", angle_resolution=1.0, max_range=100.0)
+    r = blensor_addon.scan(cam, backend=backend)
+    assert r.num_rays == 360 * 4
+    assert len(r) == 360 * 3  # the upward laser never returns
+    el = r.elevation.astype(np.float64)
+    exact = np.deg2rad(np.array([-5.0, -10.0, -30.0]))[r.channel]
+    np.testing.assert_allclose(el, exact, atol=1e-7)
+    np.testing.assert_allclose(r.range, h / np.sin(-exact), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(r.xyz[:, 1], -h, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cylinder_around_sensor_gives_radius(bpy_mod, empty_scene, backend):
+    # seed 001 Eq. 9: inside a circle of radius r1 centred on the scanner, r(theta) = r1.
+    # The cylinder axis is the spin axis (sensor +Y); 720 facets deviate < 5e-5 m at R = 5.
+    R = 5.0
+    v, f = cylinder_mesh(R, -3.0, 3.0)
+    obj = add_mesh(bpy_mod, "Tube", v, f)
+    obj.rotation_euler = (math.pi / 2, 0, 0)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=0.5)
+    r = blensor_addon.scan(cam, backend=backend)
+    assert len(r) == 720
+    assert np.abs(r.range - R).max() < 1e-4
+    # the camera's own pose does not matter: move and turn the whole rig
+    obj.location = cam.location = (3.0, -1.0, 7.0)
+    r2 = blensor_addon.scan(cam, backend=backend, frame_of_reference="world")
+    assert np.abs(r2.range - R).max() < 1e-4
+    np.testing.assert_allclose(np.linalg.norm(r2.xyz[:, [0, 2]] - [3.0, 7.0], axis=1), R, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mirror_makes_virtual_points_at_accumulated_distance(bpy_mod, empty_scene, backend):
+    # a mirror 4 m ahead (plane x + z = -4, normal (1, 0, 1)/sqrt2) sends rays toward +X
+    # onto a wall x = 6; the points appear behind the mirror at 4 + 6 = 10 m along the ray
+    mat = bpy_mod.data.materials.new("Mirror")
+    mat.blensor.mirror = True
+    d = 1.0
+    add_mesh(bpy_mod, "Mirror", [(-d, -d, -4 + d), (d, -d, -4 - d), (d, d, -4 - d), (-d, d, -4 + d)],
+             [(0, 1, 2, 3)], mat)
+    add_mesh(bpy_mod, "Wall", [(6, -50, -50), (6, 50, -50), (6, 50, 50), (6, -50, 50)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-0.5, end_angle=0.5, angle_resolution=0.25)
+    r = blensor_addon.scan(cam, backend=backend)
+    assert len(r) == 4
+    assert {o["name"] for o in r.objects if o["id"] in set(r.object_id.tolist())} == {"Wall"}
+    theta = np.deg2rad(column_azimuth_deg(r, -0.5, 0.25))
+    # ray (-sin t, 0, -cos t) meets x + z = -4 after s1 = 4 / (sin t + cos t); reflected about
+    # n = (1, 0, 1)/sqrt2 it runs along (cos t, 0, sin t) and meets x = 6 after s2
+    s1 = 4.0 / (np.cos(theta) + np.sin(theta))
+    hit_x = -np.sin(theta) * s1
+    s2 = (6.0 - hit_x) / np.cos(theta)
+    np.testing.assert_allclose(r.range, s1 + s2, atol=1e-4)
+    # the virtual point is along the original ray, behind the mirror
+    assert np.all(r.xyz[:, 2] < -9.9)
+    mat.blensor.mirror = False
+    r3 = blensor_addon.scan(cam, backend=backend)
+    np.testing.assert_allclose(r3.range, s1, atol=1e-4)
+    cam.data.blensor.max_bounces = 0
+    mat.blensor.mirror = True
+    assert len(blensor_addon.scan(cam, backend=backend)) == 0
+
+
+def test_reflectivity_limit_drops_dark_far_surfaces(bpy_mod, empty_scene):
+    # seed 000 Eq. 1 with 10 % at 50 m and 80 % at 120 m: at 80 m the limit is 0.4
+    dark = bpy_mod.data.materials.new("Dark")
+    dark.blensor.reflectivity = 0.3
+    bright = bpy_mod.data.materials.new("Bright")
+    bright.blensor.reflectivity = 0.5
+    v, f = quad(-100, 0, -50, 50, -80)
+    add_mesh(bpy_mod, "DarkWall", v, f, dark)
+    v, f = quad(0, 100, -50, 50, -80)
+    add_mesh(bpy_mod, "BrightWall", v, f, bright)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-10.25, end_angle=9.75, angle_resolution=0.5,
+                   ref_dist=50.0, ref_limit=0.1, ref_slope=0.01)
+    r = blensor_addon.scan(cam)
+    names = {o["id"]: o["name"] for o in r.objects}
+    assert {names[i] for i in np.unique(r.object_id)} == {"BrightWall"}
+    assert len(r) == 21  # of 40 columns, -10.25..-0.25 deg look at the bright wall (+X)
+    np.testing.assert_allclose(r.reflectivity, 0.5)
+    cam.data.blensor.ref_limit = -1.0  # no cut-off
+    assert len(blensor_addon.scan(cam)) == 40

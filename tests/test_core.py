@@ -1,0 +1,111 @@
+"""core/: scan pattern, timing, noise, reflectivity limit, settings validation (no bpy)."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from blensor_addon.core.errors import SettingsError
+from blensor_addon.core.lidar import (frame_rng, noisy_range, range_frame_pattern, range_scan_columns,
+                                      reflectivity_limit, single_scan_pattern)
+from blensor_addon.core.presets import HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG
+from blensor_addon.core.settings import LidarSettings, parse_elevations
+
+
+def test_core_never_imports_bpy():
+    code = ("import sys; import blensor_addon.core.lidar, blensor_addon.core.settings, "
+            "blensor_addon.raycast.trace, blensor_addon.raycast.native; "
+            "bad = [m for m in ('bpy', 'mathutils') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_hdl64e_full_turn_matches_original_ray_count():
+    s = LidarSettings()
+    p = single_scan_pattern(s, frame=0, frame_time=1 / 24)
+    assert len(p) == 133312  # 2083 columns x 64 lasers (reference 6.1)
+    assert p.directions.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(p.directions, axis=1), 1.0, atol=1e-6)
+    # azimuth 0 looks down -Z; +90 deg turns toward -X (reference section 2)
+    first = p.directions[:64]
+    assert np.all(first[:, 2] < 0) and np.allclose(first[:, 0], 0, atol=1e-6)
+    col = int(round(90 / 0.1728))
+    q = single_scan_pattern(s.replace(start_angle=90.0, end_angle=91.0), 0, 1 / 24)
+    assert np.all(q.directions[:64, 0] < -0.9)
+    np.testing.assert_allclose(np.rad2deg(p.elevation[:64]), HDL64E_S2_ELEVATIONS_DEG, atol=1e-6)
+    # timestamps: psi / (360 rps) within the turn, same for every laser of a column
+    assert p.timestamp[64 * col] == pytest.approx(col * 0.1728 / 3600.0)
+    assert np.all(p.timestamp[64 * col: 64 * col + 64] == p.timestamp[64 * col])
+
+
+def test_range_frames_tile_the_rotation():
+    s = LidarSettings()
+    ft = 1 / 24
+    cols = [range_scan_columns(s, f, ft) for f in range(0, 30)]
+    allc = np.concatenate(cols)
+    assert np.array_equal(allc, np.arange(allc[0], allc[-1] + 1))  # no gap, no overlap
+    # 150 deg per frame at 10 Hz and 24 fps (reference 9)
+    assert abs(len(cols[3]) * s.angle_resolution - 150.0) <= s.angle_resolution
+    p = range_frame_pattern(s, 5, ft)
+    assert p.timestamp.min() >= 5 * ft - 1e-12 and p.timestamp.max() < 6 * ft
+    # a sector restricts the columns of every frame
+    s2 = s.replace(start_angle=0.0, end_angle=90.0)
+    az = np.concatenate([np.rad2deg(range_frame_pattern(s2, f, ft).azimuth) for f in range(12)])
+    assert az.max() < 90.0 and az.size > 0
+
+
+def test_reflectivity_limit_is_original_rule():
+    s = LidarSettings(ref_dist=50.0, ref_limit=0.1, ref_slope=0.01)
+    d = np.array([10.0, 49.9, 50.0, 120.0])
+    np.testing.assert_allclose(reflectivity_limit(d, s), [-1, -1, 0.1, 0.8])
+
+
+def test_noise_is_seeded_and_per_laser_bias_is_the_table():
+    s = LidarSettings(noise_sigma=0.0)
+    r = np.full(64, 10.0)
+    ch = np.arange(64, dtype=np.uint16)
+    out = noisy_range(frame_rng(0, 1), r, ch, s)
+    np.testing.assert_allclose(out - 10.0, HDL64E_S2_BIAS_M)
+    s = LidarSettings(noise_sigma=0.05, bias_distribution="gaussian", bias_sigma=0.0)
+    a = noisy_range(frame_rng(7, 3), np.full(20000, 5.0), np.zeros(20000, np.uint16), s)
+    b = noisy_range(frame_rng(7, 3), np.full(20000, 5.0), np.zeros(20000, np.uint16), s)
+    c = noisy_range(frame_rng(7, 4), np.full(20000, 5.0), np.zeros(20000, np.uint16), s)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert abs(a.std() - 0.05) < 0.002 and abs(a.mean() - 5.0) < 0.002
+    lap = LidarSettings(preset="vlp16", bias_distribution="laplace", bias_sigma=0.1, seed=3).laser_bias()
+    assert lap.shape == (16,) and np.array_equal(lap, LidarSettings(
+        preset="vlp16", bias_distribution="laplace", bias_sigma=0.1, seed=3).laser_bias())
+    assert not np.array_equal(lap, LidarSettings(
+        preset="vlp16", bias_distribution="laplace", bias_sigma=0.1, seed=4).laser_bias())
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("angle_resolution", 0.0, "angle_resolution must be in (0, 360] deg"),
+    ("angle_resolution", -1.0, "angle_resolution"),
+    ("max_range", 0.0, "max_range must be in (0, 100000] m"),
+    ("max_range", float("nan"), "max_range"),
+    ("rotation_speed", float("inf"), "rotation_speed"),
+    ("noise_sigma", -0.1, "noise_sigma must be a finite number >= 0 m"),
+    ("end_angle", -10.0, "end_angle"),
+    ("preset", "hdl128", "preset must be one of hdl64e_s2, hdl32e, vlp16, generic"),
+    ("max_bounces", 100, "max_bounces must be an integer in [0, 64]"),
+    ("bias_distribution", "uniform", "bias_distribution"),
+])
+def test_bad_settings_name_setting_and_range(field, value, needle):
+    with pytest.raises(SettingsError) as ei:
+        LidarSettings(**{field: value}).validate()
+    assert needle in str(ei.value)
+    assert ei.value.setting == field
+
+
+def test_elevation_parsing():
+    assert parse_elevations("-15, 0,15") == (-15.0, 0.0, 15.0)
+    for bad in ("", "a,b", "91", "1,,nan"):
+        with pytest.raises(SettingsError, match="elevations"):
+            parse_elevations(bad)
+    s = LidarSettings(preset="generic", elevations=(-1.0, 2.0)).validate()
+    assert s.num_lasers == 2 and math.isclose(s.elevations_deg[1], 2.0)
