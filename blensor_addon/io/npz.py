@@ -45,7 +45,7 @@ def write_npz(result: ScanResult, path) -> None:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
             for name, arr in npz_members(result).items():
                 buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+                np.lib.format.write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
                 info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
                 info.external_attr = 0o644 << 16
                 zf.writestr(info, buf.getvalue())

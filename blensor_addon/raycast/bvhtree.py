@@ -83,6 +83,16 @@ class BVHTreeBackend(Backend):
             nr = np.cross(e1, e2)
             ln = np.linalg.norm(nr, axis=1, keepdims=True)
             normal[hit] = nr / np.where(ln > 0, ln, 1.0)
+            # BVHTree reports the distance from barycentric edge functions in float32, which
+            # is off by up to ~4e-4 m on long thin triangles seen from afar; take it from the
+            # triangle's plane in float64 instead, as the native library does.
+            den = (nr * d[hit]).sum(1)
+            ok = den != 0
+            t_plane = ((nr * (tri[:, 0] - o[hit])).sum(1)) / np.where(ok, den, 1.0)
+            th = t[hit]
+            th[ok] = t_plane[ok]
+            t[hit] = th
+            loc[hit] = o[hit] + d[hit] * t[hit, None].astype(np.float64)
             # barycentrics of the hit point (least squares in the triangle plane)
             w = loc[hit] - tri[:, 0]
             d00, d01, d11 = (e1 * e1).sum(1), (e1 * e2).sum(1), (e2 * e2).sum(1)

@@ -426,12 +426,24 @@ static inline int tri_hit(const float *tv, const ray_t *r, float tmax, float *t,
     if ((U < 0.0f || V < 0.0f || W < 0.0f) && (U > 0.0f || V > 0.0f || W > 0.0f)) return 0;
     float det = U + V + W;
     if (det == 0.0f) return 0;
-    float Az = r->sz * A[kz], Bz = r->sz * B[kz], Cz = r->sz * C[kz];
-    float T = U * Az + V * Bz + W * Cz;
-    if (det < 0.0f) { T = -T; det = -det; U = -U; V = -V; W = -W; }
-    if (T <= 0.0f || T >= tmax * det) return 0;
+    /* The edge functions decide inside/outside (that is what makes the test watertight).
+     * The distance is taken from the triangle's plane in double precision: the
+     * barycentric form T/det loses ~1e-4 m on long thin triangles seen from afar. */
+    double e1[3], e2[3], a[3];
+    for (int k = 0; k < 3; ++k) {
+        e1[k] = (double)tv[3 + k] - (double)tv[k];
+        e2[k] = (double)tv[6 + k] - (double)tv[k];
+        a[k] = (double)tv[k] - (double)r->org[k];
+    }
+    double n0 = e1[1] * e2[2] - e1[2] * e2[1];
+    double n1 = e1[2] * e2[0] - e1[0] * e2[2];
+    double n2 = e1[0] * e2[1] - e1[1] * e2[0];
+    double den = n0 * r->dir[0] + n1 * r->dir[1] + n2 * r->dir[2];
+    if (den == 0.0) return 0;
+    double td = (n0 * a[0] + n1 * a[1] + n2 * a[2]) / den;
+    if (!(td > 0.0) || !(td < (double)tmax)) return 0;
     float rcp = 1.0f / det;
-    *t = T * rcp;
+    *t = (float)td;
     *b1 = V * rcp;
     *b2 = W * rcp;
     return 1;
