@@ -1,0 +1,135 @@
+"""Add-on registration, settings saved in the .blend, operators (real bpy)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import blensor_addon
+from conftest import CROSSING
+
+
+def test_register_unregister_register(bpy_mod):
+    blensor_addon.unregister()
+    assert not hasattr(bpy_mod.types.Camera, "blensor")
+    assert not hasattr(bpy_mod.types, "BLENSOR_OT_scan")
+    blensor_addon.register()
+    assert hasattr(bpy_mod.types.Camera, "blensor") and hasattr(bpy_mod.types.Material, "blensor")
+    assert hasattr(bpy_mod.types, "BLENSOR_OT_scan") and hasattr(bpy_mod.types, "BLENSOR_PT_sensor")
+    bpy_mod.ops.wm.read_factory_settings(use_empty=True)
+    cam = bpy_mod.data.cameras.new("c")
+    assert cam.blensor.preset == "hdl64e_s2" and cam.blensor.angle_resolution == pytest.approx(0.1728)
+
+
+def test_settings_survive_save_and_reload_in_fresh_process(bpy_mod, empty_scene, tmp_path):
+    cam = bpy_mod.data.cameras.new("Lidar")
+    obj = bpy_mod.data.objects.new("Lidar", cam)
+    empty_scene.collection.objects.link(obj)
+    s = cam.blensor
+    s.preset = "vlp16"   # applies the VLP-16 defaults
+    assert s.angle_resolution == pytest.approx(0.2) and s.max_range == pytest.approx(100.0)
+    s.noise_sigma = 0.02
+    s.seed = 42
+    s.bias_distribution = "laplace"
+    s.end_angle = 180.0
+    mat = bpy_mod.data.materials.new("Glassy")
+    mat.blensor.mirror = True
+    mat.blensor.reflectivity = 0.25
+    mat.use_fake_user = True
+    path = tmp_path / "saved.blend"
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(path))
+    code = textwrap.dedent(f"""
+        import json, bpy, blensor_addon
+        blensor_addon.register()
+        bpy.ops.wm.open_mainfile(filepath={str(path)!r})
+        s = bpy.data.cameras["Lidar"].blensor
+        m = bpy.data.materials["Glassy"].blensor
+        print(json.dumps([s.preset, s.angle_resolution, s.noise_sigma, s.seed, s.bias_distribution,
+                          s.end_angle, m.mirror, m.reflectivity]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got[0] == "vlp16" and got[1] == pytest.approx(0.2) and got[2] == pytest.approx(0.02)
+    assert got[3:6] == [42, "laplace", 180.0] and got[6] is True and got[7] == pytest.approx(0.25)
+
+
+def test_scan_operator_makes_point_meshes_and_leaves_scene_unchanged(bpy_mod, crossing):
+    before = {o.name: (tuple(o.matrix_world.translation), len(o.data.vertices) if o.type == "MESH" else 0)
+              for o in bpy_mod.data.objects}
+    cam = bpy_mod.data.objects["Velodyne"]
+    cam.data.blensor.add_noisy_scan_mesh = True
+    assert bpy_mod.ops.blensor.scan() == {"FINISHED"}
+    scan, noisy = bpy_mod.data.objects["Scan.1"], bpy_mod.data.objects["NoisyScan.1"]
+    n = len(scan.data.vertices)
+    assert n > 100000 and len(noisy.data.vertices) == n
+    attrs = scan.data.attributes
+    for name in ("timestamp", "range", "range_noisy", "object_id", "channel", "intensity", "normal", "color"):
+        assert name in attrs
+    rng = np.empty(n, np.float32)
+    attrs["range"].data.foreach_get("value", rng)
+    co = np.empty(n * 3, np.float32)
+    scan.data.vertices.foreach_get("co", co)
+    np.testing.assert_allclose(np.linalg.norm(co.reshape(-1, 3), axis=1), rng, rtol=1e-5)
+    # placed at the sensor: the world position of the points is on the scene geometry
+    assert np.allclose(np.array(scan.matrix_world), np.array(cam.matrix_world), atol=1e-5)
+    # a second scan coexists; nothing of the user's objects changed
+    bpy_mod.context.scene.frame_set(5)
+    bpy_mod.ops.blensor.scan()
+    assert "Scan.5" in bpy_mod.data.objects and "Scan.1" in bpy_mod.data.objects
+    bpy_mod.context.scene.frame_set(1)
+    for name, state in before.items():
+        o = bpy_mod.data.objects[name]
+        assert (tuple(o.matrix_world.translation), len(o.data.vertices) if o.type == "MESH" else 0) == state
+    assert bpy_mod.ops.blensor.delete_scans() == {"FINISHED"}
+    assert not [o for o in bpy_mod.data.objects if o.name.startswith(("Scan.", "NoisyScan."))]
+
+
+def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing, tmp_path):
+    scene = bpy_mod.context.scene
+    scene.frame_start, scene.frame_end = 3, 5
+    s = bpy_mod.data.objects["Velodyne"].data.blensor
+    s.output_dir = str(tmp_path)
+    s.write_pcd = False
+    assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["manifest.json", "scan.evd", "scan00003.npz", "scan00004.npz", "scan00005.npz"]
+
+
+def test_operator_errors_reach_the_user(bpy_mod, crossing):
+    bpy_mod.data.objects["Velodyne"].data.blensor.max_range = 0.0
+    with pytest.raises(RuntimeError, match=r"max_range must be in \(0, 100000\] m"):
+        bpy_mod.ops.blensor.scan()
+
+
+def test_demo_scene_matches_its_build_script(tmp_path):
+    # scenes/crossing.blend is what scenes/build_crossing.py makes (same objects, same motion)
+    code = textwrap.dedent("""
+        import sys, json, bpy
+        sys.path.insert(0, sys.argv[1])
+        import build_crossing
+        build_crossing.build(__import__('pathlib').Path(sys.argv[2]))
+    """)
+    subprocess.run([sys.executable, "-c", code, str(CROSSING.parent), str(tmp_path / "c.blend")],
+                   check=True, capture_output=True)
+    summary = textwrap.dedent("""
+        import sys, json, bpy
+        out = {}
+        for path in sys.argv[1:]:
+            bpy.ops.wm.open_mainfile(filepath=path)
+            sc = bpy.context.scene
+            objs = {}
+            for f in (1, 24, 48):
+                sc.frame_set(f)
+                for o in sc.objects:
+                    objs.setdefault(o.name, []).append([round(v, 5) for v in o.matrix_world.translation])
+            out[path] = objs
+        a, b = out.values()
+        print(json.dumps(a == b))
+    """)
+    res = subprocess.run([sys.executable, "-c", summary, str(CROSSING), str(tmp_path / "c.blend")],
+                         check=True, capture_output=True, text=True)
+    assert res.stdout.strip().splitlines()[-1] == "true"

@@ -1,0 +1,85 @@
+"""The ``blensor`` console script (subprocesses, pip bpy)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import CROSSING
+
+BLENSOR = str(Path(sys.executable).parent / "blensor")
+
+
+def run(*args, cwd=None):
+    return subprocess.run([BLENSOR, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_scan_writes_files_and_summary(tmp_path):
+    res = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "o", "--formats", "npz,evd,pcd",
+              "--seed", "5", "--frame-of-reference", "world", "--quiet")
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.strip().splitlines()[-1]
+    assert line.startswith("blensor: 2 frames,") and "points" in line and " s (native)" in line
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert man["seed"] == 5 and man["frame_of_reference"] == "world" and man["status"] == "complete"
+    z = np.load(tmp_path / "o" / "scan00002.npz")
+    assert str(z["frame_of_reference"]) == "world"
+    # world coordinates: the scene's ground (z = 0 .. 0.16 m) is the most common height
+    hist, edges = np.histogram(z["xyz"][:, 2], bins=np.arange(-0.5, 15.0, 0.25))
+    assert -0.25 <= edges[hist.argmax()] <= 0.25
+    # the same command twice gives the same bytes
+    res2 = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "p", "--formats", "npz,evd,pcd",
+               "--seed", "5", "--frame-of-reference", "world", "--quiet")
+    assert res2.returncode == 0
+    for f in sorted((tmp_path / "o").iterdir()):
+        assert f.read_bytes() == (tmp_path / "p" / f.name).read_bytes(), f.name
+
+
+def test_info_lists_cameras():
+    res = run("info", CROSSING)
+    assert res.returncode == 0
+    assert "camera 'Velodyne' (scene camera)" in res.stdout and "preset: hdl64e_s2" in res.stdout
+    assert "64 lasers, -24.89..1.97 deg" in res.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["scan", "missing.blend"], "SCENE.blend must be an existing .blend file"),
+    (["scan", CROSSING, "--camera", "Nope"], "--camera must be one of the scene's cameras: Velodyne"),
+    (["scan", CROSSING, "--camera", "Road"], "--camera must be one of the scene's cameras"),
+    (["scan", CROSSING, "--frames", "40-60"], "--frames must be integers within the scene's frame range 1-48"),
+    (["scan", CROSSING, "--frames", "x"], "--frames must be A-B or A"),
+    (["scan", CROSSING, "--formats", "las"], "--formats must be a comma-separated subset of npz,evd,pcd"),
+    (["scan", CROSSING, "--backend", "gpu"], "--backend must be one of auto, native, bvhtree"),
+    (["scan", CROSSING, "--seed", "-3"], "--seed must be an integer >= 0"),
+    (["scan", CROSSING, "--frame-of-reference", "utm"], "--frame-of-reference must be one of sensor, world"),
+    (["scan", CROSSING, "--out", "/proc/blensor"], "--out must be a writable folder"),
+    (["scan"], "blensor: error:"),
+])
+def test_bad_input_exits_2_with_one_line_and_no_files(tmp_path, args, needle):
+    res = run(*args, cwd=tmp_path)
+    assert res.returncode == 2
+    err = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and needle in err[0], res.stderr
+    assert "Traceback" not in res.stderr
+    assert list(tmp_path.iterdir()) == []  # not even the default out/ folder
+
+
+def test_bad_sensor_setting_in_file_exits_2(tmp_path):
+    import textwrap
+    bad = tmp_path / "bad.blend"
+    code = textwrap.dedent(f"""
+        import bpy, blensor_addon
+        blensor_addon.register()
+        bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
+        bpy.data.objects["Velodyne"].data.blensor.angle_resolution = -1.0
+        bpy.ops.wm.save_as_mainfile(filepath={str(bad)!r})
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    res = run("scan", bad, "--out", tmp_path / "o", "--frames", "1")
+    assert res.returncode == 2
+    assert "angle_resolution must be in (0, 360] deg, got -1.0" in res.stderr
+    assert not (tmp_path / "o").exists()
