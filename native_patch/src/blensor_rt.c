@@ -18,9 +18,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define NBINS 16
-#define STACK_SIZE 128
+#define STACK_SIZE 512 /* 4-wide: at most 4 entries per level of a tree of depth <= MAX_DEPTH */
 #define MAX_DEPTH 100 /* deeper tasks become leaves, so a traversal stack of STACK_SIZE never overflows */
 
 typedef struct {
@@ -30,9 +33,26 @@ typedef struct {
     int32_t count; /* leaf: number of primitives (> 0); inner: 0 */
 } node_t;
 
+/* 4-wide node collapsed from the binary tree: child bounds in SoA layout so one slab
+ * test covers four boxes (the compiler vectorises the loops over the 4 lanes). */
+typedef struct {
+    float bmin[3][4];
+    float bmax[3][4];
+    int32_t child[4]; /* inner: node index; leaf: first primitive */
+    int32_t count[4]; /* leaf: primitives (> 0); inner: 0 */
+    int32_t nchild;   /* valid lanes 0..nchild-1 */
+    int32_t pad[3];
+} node4_t;
+
+typedef struct {
+    node4_t *nodes;
+    int64_t n, cap;
+} tree4_t;
+
 struct brt_mesh {
-    node_t *nodes;
+    node4_t *nodes;
     int64_t nnodes;
+    float root_min[3], root_max[3];
     float *tv;      /* (ntris, 9): v0, v1, v2 in leaf order */
     int32_t *tid;   /* (ntris,): original triangle index in leaf order */
     int64_t ntris;  /* triangles kept (finite) */
@@ -46,7 +66,7 @@ typedef struct {
 } instance_t;
 
 struct brt_scene {
-    node_t *nodes;
+    node4_t *nodes;
     int64_t nnodes;
     instance_t *inst; /* in original order */
     int32_t *order;   /* leaf order -> original instance index */
@@ -215,6 +235,81 @@ static int build_bvh(builder_t *b, int64_t n) {
     return BRT_OK;
 }
 
+/* Collapse the binary tree under bin[bi] into 4-wide nodes; returns the new node's
+ * index or -1 on allocation failure. Children are opened largest surface area first. */
+static int64_t collapse(const node_t *bin, int64_t bi, tree4_t *t) {
+    if (t->n == t->cap) {
+        int64_t cap = t->cap * 2 + 16;
+        node4_t *p = (node4_t *)realloc(t->nodes, (size_t)cap * sizeof(node4_t));
+        if (!p) return -1;
+        t->nodes = p;
+        t->cap = cap;
+    }
+    int64_t me = t->n++;
+    int32_t kids[4];
+    int nk;
+    if (bin[bi].count > 0 || bin[bi].first < 0) {
+        kids[0] = (int32_t)bi; /* a leaf root */
+        nk = bin[bi].count > 0 ? 1 : 0;
+    } else {
+        kids[0] = bin[bi].first;
+        kids[1] = bin[bi].first + 1;
+        nk = 2;
+        while (nk < 4) {
+            int best = -1;
+            float best_area = -1.0f;
+            for (int j = 0; j < nk; ++j) {
+                const node_t *c = &bin[kids[j]];
+                if (c->count == 0) {
+                    float a = half_area(c->bmin, c->bmax);
+                    if (a > best_area) { best_area = a; best = j; }
+                }
+            }
+            if (best < 0) break;
+            int32_t c = kids[best];
+            kids[best] = bin[c].first;
+            kids[nk++] = bin[c].first + 1;
+        }
+    }
+    int32_t child[4], count[4];
+    for (int j = 0; j < nk; ++j) {
+        const node_t *c = &bin[kids[j]];
+        if (c->count > 0) {
+            child[j] = c->first;
+            count[j] = c->count;
+        } else {
+            int64_t sub = collapse(bin, kids[j], t);
+            if (sub < 0) return -1;
+            child[j] = (int32_t)sub;
+            count[j] = 0;
+        }
+    }
+    node4_t *nd = &t->nodes[me]; /* after the recursion: the array may have moved */
+    memset(nd, 0, sizeof *nd);
+    for (int j = 0; j < 4; ++j) {
+        const node_t *c = &bin[kids[j < nk ? j : 0]];
+        for (int k = 0; k < 3; ++k) {
+            nd->bmin[k][j] = j < nk ? c->bmin[k] : 1.0f;
+            nd->bmax[k][j] = j < nk ? c->bmax[k] : 0.0f;
+        }
+        nd->child[j] = j < nk ? child[j] : 0;
+        nd->count[j] = j < nk ? count[j] : 0;
+    }
+    nd->nchild = nk;
+    return me;
+}
+
+/* Build the binary tree, then the 4-wide one; frees the binary nodes. */
+static int build_tree4(builder_t *b, int64_t n, node4_t **nodes, int64_t *nnodes) {
+    int rc = build_bvh(b, n);
+    if (rc != BRT_OK) { free(b->nodes); b->nodes = NULL; return rc; }
+    tree4_t t = {NULL, 0, 0};
+    if (collapse(b->nodes, 0, &t) < 0) { free(t.nodes); free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
+    *nodes = t.nodes;
+    *nnodes = t.n;
+    return BRT_OK;
+}
+
 BRT_API int brt_api_version(void) { return BRT_API_VERSION; }
 
 BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *tris,
@@ -248,10 +343,11 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
         idx[kept++] = (int32_t)i;
     }
     builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 4};
-    rc = build_bvh(&b, kept);
-    if (rc != BRT_OK) { free(b.nodes); goto fail; }
-    m->nodes = b.nodes;
-    m->nnodes = b.nnodes;
+    rc = build_tree4(&b, kept, &m->nodes, &m->nnodes);
+    if (rc != BRT_OK) goto fail;
+    memcpy(m->root_min, b.nodes[0].bmin, sizeof m->root_min);
+    memcpy(m->root_max, b.nodes[0].bmax, sizeof m->root_max);
+    free(b.nodes);
     m->ntris = kept;
     m->tv = (float *)malloc(sizeof(float) * 9 * (size_t)(kept + 1));
     m->tid = (int32_t *)malloc(sizeof(int32_t) * (size_t)(kept + 1));
@@ -323,13 +419,13 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
         for (int r = 0; r < 3; ++r)
             for (int c = 0; c < 3; ++c) in->nrm[3 * r + c] = in->inv[4 * c + r];
         if (in->mesh->ntris == 0) continue;
-        const node_t *root = &in->mesh->nodes[0];
+        const brt_mesh *mm = in->mesh;
         float lo[3], hi[3];
         box_empty(lo, hi);
         for (int corner = 0; corner < 8; ++corner) {
-            float p[3] = {(corner & 1) ? root->bmax[0] : root->bmin[0],
-                          (corner & 2) ? root->bmax[1] : root->bmin[1],
-                          (corner & 4) ? root->bmax[2] : root->bmin[2]};
+            float p[3] = {(corner & 1) ? mm->root_max[0] : mm->root_min[0],
+                          (corner & 2) ? mm->root_max[1] : mm->root_min[1],
+                          (corner & 4) ? mm->root_max[2] : mm->root_min[2]};
             float w[3];
             for (int r = 0; r < 3; ++r)
                 w[r] = in->m[4 * r] * p[0] + in->m[4 * r + 1] * p[1] + in->m[4 * r + 2] * p[2] + in->m[4 * r + 3];
@@ -345,10 +441,9 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
         idx[kept++] = (int32_t)i;
     }
     builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 1};
-    rc = build_bvh(&b, kept);
-    if (rc != BRT_OK) { free(b.nodes); goto fail; }
-    s->nodes = b.nodes;
-    s->nnodes = b.nnodes;
+    rc = build_tree4(&b, kept, &s->nodes, &s->nnodes);
+    if (rc != BRT_OK) goto fail;
+    free(b.nodes);
     s->ninst = kept;
     s->order = idx;
     free(bmin); free(bmax); free(cen);
@@ -372,12 +467,16 @@ BRT_API void brt_scene_free(brt_scene *s) {
 
 typedef struct {
     float org[3], dir[3], inv[3];
+    int neg[3]; /* direction component negative: enter boxes through bmax */
     int kx, ky, kz;
     float sx, sy, sz;
 } ray_t;
 
 static void ray_setup(ray_t *r) {
-    for (int k = 0; k < 3; ++k) r->inv[k] = 1.0f / r->dir[k];
+    for (int k = 0; k < 3; ++k) {
+        r->inv[k] = 1.0f / r->dir[k];
+        r->neg[k] = r->inv[k] < 0.0f;
+    }
     float ax = fabsf(r->dir[0]), ay = fabsf(r->dir[1]), az = fabsf(r->dir[2]);
     int kz = (ax > ay) ? (ax > az ? 0 : 2) : (ay > az ? 1 : 2);
     int kx = (kz + 1) % 3, ky = (kx + 1) % 3;
@@ -390,17 +489,68 @@ static void ray_setup(ray_t *r) {
 
 #define BOX_WIDEN 1.0000004f /* 1 + 2 gamma(3) for float32 */
 
-static inline int box_hit(const node_t *n, const ray_t *r, float tmax, float *tnear) {
-    float t0 = 0.0f, t1 = tmax;
+/* Slab test of the four child boxes of a node; returns a bit mask of the lanes hit
+ * within (0, tmax) and their entry distances. A NaN slab (origin on the plane of a zero
+ * direction component) leaves the interval unchanged, which is conservative: max/min
+ * below return their second operand on NaN, as SSE's maxps/minps do. */
+#if defined(__SSE2__)
+static inline int box4_hit(const node4_t *n, const ray_t *r, float tmax, float tnear[4]) {
+    __m128 t0 = _mm_setzero_ps(), t1 = _mm_set1_ps(tmax);
+    const __m128 widen = _mm_set1_ps(BOX_WIDEN);
     for (int k = 0; k < 3; ++k) {
-        float a = (n->bmin[k] - r->org[k]) * r->inv[k];
-        float b = (n->bmax[k] - r->org[k]) * r->inv[k];
-        float lo = fminf(a, b), hi = fmaxf(a, b);
-        t0 = fmaxf(t0, lo);
-        t1 = fminf(t1, hi * BOX_WIDEN);
+        const __m128 o = _mm_set1_ps(r->org[k]), iv = _mm_set1_ps(r->inv[k]);
+        const __m128 lo = _mm_loadu_ps(r->neg[k] ? n->bmax[k] : n->bmin[k]);
+        const __m128 hi = _mm_loadu_ps(r->neg[k] ? n->bmin[k] : n->bmax[k]);
+        const __m128 a = _mm_mul_ps(_mm_sub_ps(lo, o), iv);
+        const __m128 b = _mm_mul_ps(_mm_mul_ps(_mm_sub_ps(hi, o), iv), widen);
+        t0 = _mm_max_ps(a, t0);
+        t1 = _mm_min_ps(b, t1);
     }
-    *tnear = t0;
-    return t0 <= t1;
+    _mm_storeu_ps(tnear, t0);
+    return _mm_movemask_ps(_mm_cmple_ps(t0, t1)) & ((1 << n->nchild) - 1);
+}
+#else
+static inline int box4_hit(const node4_t *n, const ray_t *r, float tmax, float tnear[4]) {
+    float t0[4], t1[4];
+    for (int j = 0; j < 4; ++j) { t0[j] = 0.0f; t1[j] = tmax; }
+    for (int k = 0; k < 3; ++k) {
+        const float *lo = r->neg[k] ? n->bmax[k] : n->bmin[k];
+        const float *hi = r->neg[k] ? n->bmin[k] : n->bmax[k];
+        for (int j = 0; j < 4; ++j) {
+            float a = (lo[j] - r->org[k]) * r->inv[k];
+            float b = (hi[j] - r->org[k]) * r->inv[k] * BOX_WIDEN;
+            t0[j] = a > t0[j] ? a : t0[j];
+            t1[j] = b < t1[j] ? b : t1[j];
+        }
+    }
+    int mask = 0;
+    for (int j = 0; j < 4; ++j) {
+        tnear[j] = t0[j];
+        mask |= (t0[j] <= t1[j]) << j;
+    }
+    return mask & ((1 << n->nchild) - 1);
+}
+#endif
+
+typedef struct { int32_t idx, count; float t; } entry_t;
+
+/* Push the lanes of mask, farthest first, so the nearest is popped next. */
+static inline int push_children(const node4_t *n, int mask, const float tn[4], entry_t *stack, int sp) {
+    int lane[4], m = 0;
+    for (int j = 0; j < 4; ++j)
+        if (mask & (1 << j)) {
+            int p = m++;
+            while (p > 0 && tn[lane[p - 1]] < tn[j]) { lane[p] = lane[p - 1]; --p; }
+            lane[p] = j;
+        }
+    for (int q = 0; q < m; ++q) {
+        int j = lane[q];
+        stack[sp].idx = n->child[j];
+        stack[sp].count = n->count[j];
+        stack[sp].t = tn[j];
+        ++sp;
+    }
+    return sp;
 }
 
 /* Watertight test; returns 1 and sets *t, *b1, *b2 on a hit with 0 < t < tmax. */
@@ -456,15 +606,15 @@ typedef struct {
 } hit_t;
 
 static void traverse_mesh(const brt_mesh *m, const ray_t *r, hit_t *h, int32_t inst) {
-    int32_t stack[STACK_SIZE];
+    entry_t stack[STACK_SIZE];
     int sp = 0;
-    float tn;
-    if (!box_hit(&m->nodes[0], r, h->t, &tn)) return;
-    stack[sp++] = 0;
+    stack[sp++] = (entry_t){0, 0, 0.0f};
+    float tn[4];
     while (sp > 0) {
-        const node_t *n = &m->nodes[stack[--sp]];
-        if (n->count > 0) {
-            for (int32_t i = n->first; i < n->first + n->count; ++i) {
+        entry_t e = stack[--sp];
+        if (e.t >= h->t) continue; /* a nearer hit was found since this was pushed */
+        if (e.count > 0) {
+            for (int32_t i = e.idx; i < e.idx + e.count; ++i) {
                 float t, b1, b2;
                 if (tri_hit(m->tv + 9 * (int64_t)i, r, h->t, &t, &b1, &b2)) {
                     h->t = t; h->b1 = b1; h->b2 = b2; h->leaf_tri = i; h->inst = inst;
@@ -472,17 +622,9 @@ static void traverse_mesh(const brt_mesh *m, const ray_t *r, hit_t *h, int32_t i
             }
             continue;
         }
-        float t0, t1;
-        int h0 = box_hit(&m->nodes[n->first], r, h->t, &t0);
-        int h1 = box_hit(&m->nodes[n->first + 1], r, h->t, &t1);
-        if (h0 && h1) {
-            if (t0 <= t1) { stack[sp++] = n->first + 1; stack[sp++] = n->first; }
-            else { stack[sp++] = n->first; stack[sp++] = n->first + 1; }
-        } else if (h0) {
-            stack[sp++] = n->first;
-        } else if (h1) {
-            stack[sp++] = n->first + 1;
-        }
+        const node4_t *n = &m->nodes[e.idx];
+        int mask = box4_hit(n, r, h->t, tn);
+        if (mask) sp = push_children(n, mask, tn, stack, sp);
     }
 }
 
@@ -493,15 +635,15 @@ static void cast_one(const brt_scene *s, const float *org, const float *dir, flo
     memcpy(wr.org, org, sizeof wr.org);
     memcpy(wr.dir, dir, sizeof wr.dir);
     ray_setup(&wr);
-    int32_t stack[STACK_SIZE];
+    entry_t stack[STACK_SIZE];
     int sp = 0;
-    float tn;
-    if (!box_hit(&s->nodes[0], &wr, h->t, &tn)) return;
-    stack[sp++] = 0;
+    stack[sp++] = (entry_t){0, 0, 0.0f};
+    float tn[4];
     while (sp > 0) {
-        const node_t *n = &s->nodes[stack[--sp]];
-        if (n->count > 0) {
-            for (int32_t i = n->first; i < n->first + n->count; ++i) {
+        entry_t e = stack[--sp];
+        if (e.t >= h->t) continue;
+        if (e.count > 0) {
+            for (int32_t i = e.idx; i < e.idx + e.count; ++i) {
                 int32_t ii = s->order[i];
                 const instance_t *in = &s->inst[ii];
                 ray_t lr;
@@ -515,17 +657,9 @@ static void cast_one(const brt_scene *s, const float *org, const float *dir, flo
             }
             continue;
         }
-        float t0, t1;
-        int h0 = box_hit(&s->nodes[n->first], &wr, h->t, &t0);
-        int h1 = box_hit(&s->nodes[n->first + 1], &wr, h->t, &t1);
-        if (h0 && h1) {
-            if (t0 <= t1) { stack[sp++] = n->first + 1; stack[sp++] = n->first; }
-            else { stack[sp++] = n->first; stack[sp++] = n->first + 1; }
-        } else if (h0) {
-            stack[sp++] = n->first;
-        } else if (h1) {
-            stack[sp++] = n->first + 1;
-        }
+        const node4_t *n = &s->nodes[e.idx];
+        int mask = box4_hit(n, &wr, h->t, tn);
+        if (mask) sp = push_children(n, mask, tn, stack, sp);
     }
 }
 
