@@ -166,3 +166,16 @@ def test_mirror_trace_accumulates_path():
     assert not no.hit[0]
     short = trace(be, np.zeros((1, 3)), d, 5.0, lambda inst, prim: inst == 0, max_bounces=8)
     assert not short.hit[0]  # the accumulated path is longer than max_range
+
+
+def test_empty_meshes_and_scenes():
+    empty = MeshData(np.zeros((3, 3)), np.zeros((0, 3), np.int32))
+    one = MeshData(np.array([[0, 0, -1], [1, 0, -1], [0, 1, -1]], float), np.array([[0, 1, 2]]))
+    be = NativeBackend(threads=1)
+    be.set_geometry(SceneGeometry([empty, one], [1], np.eye(4)[None]))  # unused empty mesh
+    h = be.intersect(np.array([[0.2, 0.2, 0.0]]), np.array([[0.0, 0.0, -1.0]]), 10.0)
+    assert h.instance[0] == 0 and h.t[0] == pytest.approx(1.0)
+    be.set_geometry(SceneGeometry([empty], [0], np.eye(4)[None]))  # only an empty instance
+    assert be.intersect(np.zeros((1, 3)), np.array([[0.0, 0.0, -1.0]]), 10.0).instance[0] == -1
+    be.set_geometry(SceneGeometry([], np.zeros(0, np.int32), np.zeros((0, 4, 4))))  # nothing at all
+    assert be.intersect(np.zeros((2, 3)), np.array([[0.0, 0.0, -1.0]] * 2), 10.0).t.tolist() == [np.inf] * 2

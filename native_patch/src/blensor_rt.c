@@ -248,9 +248,9 @@ static int64_t collapse(const node_t *bin, int64_t bi, tree4_t *t) {
     int64_t me = t->n++;
     int32_t kids[4];
     int nk;
-    if (bin[bi].count > 0 || bin[bi].first < 0) {
+    if (bin[bi].count > 0) {
         kids[0] = (int32_t)bi; /* a leaf root */
-        nk = bin[bi].count > 0 ? 1 : 0;
+        nk = 1;
     } else {
         kids[0] = bin[bi].first;
         kids[1] = bin[bi].first + 1;
@@ -304,6 +304,13 @@ static int build_tree4(builder_t *b, int64_t n, node4_t **nodes, int64_t *nnodes
     int rc = build_bvh(b, n);
     if (rc != BRT_OK) { free(b->nodes); b->nodes = NULL; return rc; }
     tree4_t t = {NULL, 0, 0};
+    if (n == 0) { /* no primitives: one node without children */
+        t.nodes = (node4_t *)calloc(1, sizeof(node4_t));
+        if (!t.nodes) { free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
+        *nodes = t.nodes;
+        *nnodes = 1;
+        return BRT_OK;
+    }
     if (collapse(b->nodes, 0, &t) < 0) { free(t.nodes); free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
     *nodes = t.nodes;
     *nnodes = t.n;
