@@ -47,10 +47,48 @@ def material_properties(mat) -> tuple[float, bool]:
 
 def mesh_arrays(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vertices (V,3) float32, triangles (T,3) int32 and triangle material slots (T,)
-    int32 of a mesh, via ``foreach_get``."""
+    int32 of a mesh, in Blender's loop-triangle order.
+
+    Fast path (Blender 4.x/5.x attribute arrays): positions, corner vertices and the
+    polygon of each loop triangle are copied with ``foreach_get``; triangles and quads
+    are split as Blender splits them ((0,1,2), (0,2,3)), so the result equals
+    ``mesh.loop_triangles``. Meshes with n-gons (more than 4 corners) take the slower
+    ``loop_triangles`` path, which follows Blender's n-gon fill exactly.
+    """
+    attrs = mesh.attributes
     nv = len(mesh.vertices)
     v = np.empty(nv * 3, np.float32)
-    mesh.vertices.foreach_get("co", v)
+    if "position" in attrs:
+        attrs["position"].data.foreach_get("vector", v)
+    else:
+        mesh.vertices.foreach_get("co", v)
+    tri_poly = None
+    if hasattr(mesh, "loop_triangle_polygons") and ".corner_vert" in attrs:
+        nt = len(mesh.loop_triangle_polygons)
+        tri_poly = np.empty(nt, np.int32)
+        mesh.loop_triangle_polygons.foreach_get("value", tri_poly)
+        npoly = len(mesh.polygons)
+        per_poly = np.bincount(tri_poly, minlength=npoly)
+        if nt and per_poly.max() > 2:
+            tri_poly = None  # n-gons present
+    if tri_poly is not None:
+        corner_vert = np.empty(len(mesh.loops), np.int32)
+        attrs[".corner_vert"].data.foreach_get("value", corner_vert)
+        corners = per_poly + 2
+        loop_start = np.zeros(npoly, np.int64)
+        np.cumsum(corners[:-1], out=loop_start[1:])
+        first_tri = np.zeros(npoly, np.int64)
+        np.cumsum(per_poly[:-1], out=first_tri[1:])
+        k = np.arange(nt, dtype=np.int64) - first_tri[tri_poly]  # triangle k of its polygon
+        s = loop_start[tri_poly]
+        t = np.stack([corner_vert[s], corner_vert[s + k + 1], corner_vert[s + k + 2]], 1)
+        if "material_index" in attrs:
+            pm = np.empty(npoly, np.int32)
+            attrs["material_index"].data.foreach_get("value", pm)
+            m = pm[tri_poly]
+        else:
+            m = np.zeros(nt, np.int32)
+        return v.reshape(-1, 3), np.ascontiguousarray(t, np.int32), m
     tris = mesh.loop_triangles
     nt = len(tris)
     t = np.empty(nt * 3, np.int32)

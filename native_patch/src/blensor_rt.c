@@ -95,10 +95,11 @@ static void box_empty(float *lo, float *hi) {
     for (int k = 0; k < 3; ++k) { lo[k] = FLT_MAX; hi[k] = -FLT_MAX; }
 }
 
-static void box_grow(float *lo, float *hi, const float *plo, const float *phi) {
+/* Branch-free (compiles to minss/maxss): the build is dominated by these. */
+static inline void box_grow(float *lo, float *hi, const float *plo, const float *phi) {
     for (int k = 0; k < 3; ++k) {
-        if (plo[k] < lo[k]) lo[k] = plo[k];
-        if (phi[k] > hi[k]) hi[k] = phi[k];
+        lo[k] = plo[k] < lo[k] ? plo[k] : lo[k];
+        hi[k] = phi[k] > hi[k] ? phi[k] : hi[k];
     }
 }
 
@@ -115,122 +116,177 @@ static int64_t alloc_nodes(builder_t *b, int64_t n) {
     return r;
 }
 
-typedef struct { int64_t node, start, end, depth; } task_t;
+typedef struct {
+    float lo[3], hi[3];
+    int32_t id, pad;
+} prim_t;
 
+typedef struct {
+    int64_t node, start, end, depth;
+    float clo[3], chi[3]; /* centroid bounds of the task's primitives */
+} task_t;
+
+static int bin_of(float c, float clo, float scale) {
+    int bi = (int)((c - clo) * scale);
+    return bi >= NBINS ? NBINS - 1 : (bi < 0 ? 0 : bi);
+}
+
+/* Binned SAH build over the primitive boxes (b->bmin, b->bmax), in the order b->idx;
+ * on return b->idx is the leaf order and b->nodes the binary tree (node 0 = root).
+ * Primitive records are moved (not indices), so every pass reads memory in order; one
+ * pass bins all three axes, and the partition pass yields the children's centroid bounds. */
 static int build_bvh(builder_t *b, int64_t n) {
     b->cap = n > 0 ? 2 * n : 1;
     b->nodes = (node_t *)malloc((size_t)b->cap * sizeof(node_t));
-    if (!b->nodes) return BRT_E_NOMEM;
-    b->nnodes = 0;
-    if (alloc_nodes(b, 1) < 0) return BRT_E_NOMEM;
+    prim_t *prims = (prim_t *)malloc(sizeof(prim_t) * (size_t)(n > 0 ? n : 1));
     task_t *stack = (task_t *)malloc(sizeof(task_t) * 128);
-    if (!stack) return BRT_E_NOMEM;
     int64_t sp = 0, scap = 128;
-    stack[sp++] = (task_t){0, 0, n, 0};
+    if (!b->nodes || !prims || !stack) { free(prims); free(stack); return BRT_E_NOMEM; }
+    b->nnodes = 0;
+    alloc_nodes(b, 1);
+    task_t root = {0, 0, n, 0, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
+    float lo[3], hi[3];
+    box_empty(lo, hi);
+    for (int64_t i = 0; i < n; ++i) {
+        int32_t p = b->idx[i];
+        prim_t *q = &prims[i];
+        for (int k = 0; k < 3; ++k) {
+            q->lo[k] = b->bmin[3 * p + k];
+            q->hi[k] = b->bmax[3 * p + k];
+            float c = 0.5f * (q->lo[k] + q->hi[k]);
+            root.clo[k] = c < root.clo[k] ? c : root.clo[k];
+            root.chi[k] = c > root.chi[k] ? c : root.chi[k];
+        }
+        q->id = p;
+        box_grow(lo, hi, q->lo, q->hi);
+    }
+    memcpy(b->nodes[0].bmin, lo, sizeof lo);
+    memcpy(b->nodes[0].bmax, hi, sizeof hi);
+    stack[sp++] = root;
     while (sp > 0) {
         task_t t = stack[--sp];
         int64_t cnt = t.end - t.start;
-        float lo[3], hi[3], clo[3], chi[3];
-        box_empty(lo, hi);
-        box_empty(clo, chi);
-        for (int64_t i = t.start; i < t.end; ++i) {
-            int32_t p = b->idx[i];
-            box_grow(lo, hi, b->bmin + 3 * p, b->bmax + 3 * p);
-            box_grow(clo, chi, b->cen + 3 * p, b->cen + 3 * p);
-        }
         node_t *nd = &b->nodes[t.node];
-        memcpy(nd->bmin, lo, sizeof lo);
-        memcpy(nd->bmax, hi, sizeof hi);
         if (cnt <= b->max_leaf || t.depth >= MAX_DEPTH) {
             nd->first = (int32_t)t.start;
             nd->count = (int32_t)cnt;
             continue;
         }
-        /* binned SAH over the three axes */
-        float best_cost = FLT_MAX;
-        int best_axis = -1, best_split = 0;
-        float parent_area = half_area(lo, hi);
-        for (int axis = 0; axis < 3; ++axis) {
-            float ext = chi[axis] - clo[axis];
-            if (!(ext > 0.0f)) continue;
-            float scale = (float)NBINS / ext;
-            int64_t bcnt[NBINS];
-            float blo[NBINS][3], bhi[NBINS][3];
-            for (int k = 0; k < NBINS; ++k) { bcnt[k] = 0; box_empty(blo[k], bhi[k]); }
-            for (int64_t i = t.start; i < t.end; ++i) {
-                int32_t p = b->idx[i];
-                int bi = (int)((b->cen[3 * p + axis] - clo[axis]) * scale);
-                if (bi >= NBINS) bi = NBINS - 1;
-                if (bi < 0) bi = 0;
-                bcnt[bi]++;
-                box_grow(blo[bi], bhi[bi], b->bmin + 3 * p, b->bmax + 3 * p);
-            }
-            float rarea[NBINS];
-            int64_t rcnt[NBINS];
-            float rlo[3], rhi[3];
-            box_empty(rlo, rhi);
-            int64_t acc = 0;
-            for (int k = NBINS - 1; k > 0; --k) {
-                acc += bcnt[k];
-                if (bcnt[k]) box_grow(rlo, rhi, blo[k], bhi[k]);
-                rarea[k] = half_area(rlo, rhi);
-                rcnt[k] = acc;
-            }
-            float llo[3], lhi[3];
-            box_empty(llo, lhi);
-            acc = 0;
-            for (int k = 0; k < NBINS - 1; ++k) {
-                acc += bcnt[k];
-                if (bcnt[k]) box_grow(llo, lhi, blo[k], bhi[k]);
-                if (acc == 0 || rcnt[k + 1] == 0) continue;
-                float cost = half_area(llo, lhi) * (float)acc + rarea[k + 1] * (float)rcnt[k + 1];
-                if (cost < best_cost) { best_cost = cost; best_axis = axis; best_split = k; }
-            }
+        float scale[3];
+        int any_axis = 0;
+        for (int a = 0; a < 3; ++a) {
+            float ext = t.chi[a] - t.clo[a];
+            scale[a] = ext > 0.0f ? (float)NBINS / ext : 0.0f;
+            any_axis |= ext > 0.0f;
         }
         int64_t mid;
-        if (best_axis >= 0) {
-            float leaf_cost = (float)cnt;
+        float llo[3], lhi[3], rlo[3], rhi[3];
+        if (any_axis) {
+            int64_t bcnt[3][NBINS];
+            float blo[3][NBINS][3], bhi[3][NBINS][3];
+            for (int a = 0; a < 3; ++a)
+                for (int k = 0; k < NBINS; ++k) { bcnt[a][k] = 0; box_empty(blo[a][k], bhi[a][k]); }
+            for (int64_t i = t.start; i < t.end; ++i) {
+                const prim_t *q = &prims[i];
+                for (int a = 0; a < 3; ++a) {
+                    int bi = bin_of(0.5f * (q->lo[a] + q->hi[a]), t.clo[a], scale[a]);
+                    bcnt[a][bi]++;
+                    box_grow(blo[a][bi], bhi[a][bi], q->lo, q->hi);
+                }
+            }
+            float best_cost = FLT_MAX;
+            int best_axis = -1, best_split = 0;
+            for (int a = 0; a < 3; ++a) {
+                if (scale[a] == 0.0f) continue;
+                float rarea[NBINS];
+                int64_t rcnt[NBINS];
+                float xlo[3], xhi[3];
+                box_empty(xlo, xhi);
+                int64_t acc = 0;
+                for (int k = NBINS - 1; k > 0; --k) {
+                    acc += bcnt[a][k];
+                    if (bcnt[a][k]) box_grow(xlo, xhi, blo[a][k], bhi[a][k]);
+                    rarea[k] = half_area(xlo, xhi);
+                    rcnt[k] = acc;
+                }
+                box_empty(xlo, xhi);
+                acc = 0;
+                for (int k = 0; k < NBINS - 1; ++k) {
+                    acc += bcnt[a][k];
+                    if (bcnt[a][k]) box_grow(xlo, xhi, blo[a][k], bhi[a][k]);
+                    if (acc == 0 || rcnt[k + 1] == 0) continue;
+                    float cost = half_area(xlo, xhi) * (float)acc + rarea[k + 1] * (float)rcnt[k + 1];
+                    if (cost < best_cost) { best_cost = cost; best_axis = a; best_split = k; }
+                }
+            }
+            if (best_axis < 0) goto median; /* cannot happen with a positive extent */
+            float parent_area = half_area(nd->bmin, nd->bmax);
             float split_cost = 0.5f + (parent_area > 0 ? best_cost / parent_area : (float)cnt);
-            if (split_cost >= leaf_cost && cnt <= 16) {
+            if (split_cost >= (float)cnt && cnt <= 8) {
                 nd->first = (int32_t)t.start;
                 nd->count = (int32_t)cnt;
                 continue;
             }
-            float scale = (float)NBINS / (chi[best_axis] - clo[best_axis]);
+            box_empty(llo, lhi);
+            box_empty(rlo, rhi);
+            for (int k = 0; k < NBINS; ++k) {
+                if (!bcnt[best_axis][k]) continue;
+                if (k <= best_split) box_grow(llo, lhi, blo[best_axis][k], bhi[best_axis][k]);
+                else box_grow(rlo, rhi, blo[best_axis][k], bhi[best_axis][k]);
+            }
             int64_t i = t.start, j = t.end - 1;
             while (i <= j) {
-                int32_t p = b->idx[i];
-                int bi = (int)((b->cen[3 * p + best_axis] - clo[best_axis]) * scale);
-                if (bi >= NBINS) bi = NBINS - 1;
-                if (bi < 0) bi = 0;
-                if (bi <= best_split) {
+                if (bin_of(0.5f * (prims[i].lo[best_axis] + prims[i].hi[best_axis]), t.clo[best_axis],
+                           scale[best_axis]) <= best_split) {
                     ++i;
                 } else {
-                    b->idx[i] = b->idx[j];
-                    b->idx[j] = p;
+                    prim_t tmp = prims[i];
+                    prims[i] = prims[j];
+                    prims[j] = tmp;
                     --j;
                 }
             }
             mid = i;
-            if (mid == t.start || mid == t.end) mid = t.start + cnt / 2;
         } else {
-            /* all centroids coincide: split by index so leaves stay small */
+        median: /* all centroids coincide: split by position so leaves stay small */
             mid = t.start + cnt / 2;
+            box_empty(llo, lhi);
+            box_empty(rlo, rhi);
+            for (int64_t i = t.start; i < t.end; ++i) {
+                if (i < mid) box_grow(llo, lhi, prims[i].lo, prims[i].hi);
+                else box_grow(rlo, rhi, prims[i].lo, prims[i].hi);
+            }
         }
         int64_t left = alloc_nodes(b, 2);
-        if (left < 0) { free(stack); return BRT_E_NOMEM; }
+        if (left < 0) { free(prims); free(stack); return BRT_E_NOMEM; }
         nd = &b->nodes[t.node]; /* realloc may have moved it */
         nd->first = (int32_t)left;
         nd->count = 0;
+        memcpy(b->nodes[left].bmin, llo, sizeof llo);
+        memcpy(b->nodes[left].bmax, lhi, sizeof lhi);
+        memcpy(b->nodes[left + 1].bmin, rlo, sizeof rlo);
+        memcpy(b->nodes[left + 1].bmax, rhi, sizeof rhi);
+        task_t L = {left, t.start, mid, t.depth + 1, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
+        task_t R = {left + 1, mid, t.end, t.depth + 1, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
+        for (int64_t i = t.start; i < t.end; ++i) {
+            task_t *c = i < mid ? &L : &R;
+            for (int k = 0; k < 3; ++k) {
+                float cc = 0.5f * (prims[i].lo[k] + prims[i].hi[k]);
+                c->clo[k] = cc < c->clo[k] ? cc : c->clo[k];
+                c->chi[k] = cc > c->chi[k] ? cc : c->chi[k];
+            }
+        }
         if (sp + 2 > scap) {
             scap *= 2;
             task_t *s2 = (task_t *)realloc(stack, sizeof(task_t) * (size_t)scap);
-            if (!s2) { free(stack); return BRT_E_NOMEM; }
+            if (!s2) { free(prims); free(stack); return BRT_E_NOMEM; }
             stack = s2;
         }
-        stack[sp++] = (task_t){left + 1, mid, t.end, t.depth + 1};
-        stack[sp++] = (task_t){left, t.start, mid, t.depth + 1};
+        stack[sp++] = R;
+        stack[sp++] = L;
     }
+    for (int64_t i = 0; i < n; ++i) b->idx[i] = prims[i].id;
+    free(prims);
     free(stack);
     return BRT_OK;
 }
@@ -349,7 +405,7 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
         }
         idx[kept++] = (int32_t)i;
     }
-    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 4};
+    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 2};
     rc = build_tree4(&b, kept, &m->nodes, &m->nnodes);
     if (rc != BRT_OK) goto fail;
     memcpy(m->root_min, b.nodes[0].bmin, sizeof m->root_min);
