@@ -15,6 +15,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,9 @@ struct brt_mesh {
     float root_min[3], root_max[3];
     float *tv;      /* (ntris, 9): v0, v1, v2 in leaf order */
     int32_t *tid;   /* (ntris,): original triangle index in leaf order */
+    float *pk;      /* (npk, 3 vertices, 3 axes, 4 lanes): leaves as packets of 4 triangles */
+    int32_t *pk_tri; /* (npk, 4): leaf-order triangle of each lane (short leaves repeat the last) */
+    int64_t npk;
     int64_t ntris;  /* triangles kept (finite) */
 };
 
@@ -222,7 +226,7 @@ static int build_bvh(builder_t *b, int64_t n) {
             if (best_axis < 0) goto median; /* cannot happen with a positive extent */
             float parent_area = half_area(nd->bmin, nd->bmax);
             float split_cost = 0.5f + (parent_area > 0 ? best_cost / parent_area : (float)cnt);
-            if (split_cost >= (float)cnt && cnt <= 8) {
+            if (split_cost >= (float)cnt && cnt <= 4) {
                 nd->first = (int32_t)t.start;
                 nd->count = (int32_t)cnt;
                 continue;
@@ -345,8 +349,9 @@ static int64_t collapse(const node_t *bin, int64_t bi, tree4_t *t) {
     for (int j = 0; j < 4; ++j) {
         const node_t *c = &bin[kids[j < nk ? j : 0]];
         for (int k = 0; k < 3; ++k) {
-            nd->bmin[k][j] = j < nk ? c->bmin[k] : 1.0f;
-            nd->bmax[k][j] = j < nk ? c->bmax[k] : 0.0f;
+            /* empty lanes get an inverted infinite box, which no ray enters */
+            nd->bmin[k][j] = j < nk ? c->bmin[k] : INFINITY;
+            nd->bmax[k][j] = j < nk ? c->bmax[k] : -INFINITY;
         }
         nd->child[j] = j < nk ? child[j] : 0;
         nd->count[j] = j < nk ? count[j] : 0;
@@ -370,6 +375,40 @@ static int build_tree4(builder_t *b, int64_t n, node4_t **nodes, int64_t *nnodes
     if (collapse(b->nodes, 0, &t) < 0) { free(t.nodes); free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
     *nodes = t.nodes;
     *nnodes = t.n;
+    return BRT_OK;
+}
+
+/* Re-point every leaf of a mesh tree at packets of 4 triangles (SoA), so one SIMD test
+ * covers a leaf of up to 4 triangles. */
+static int packetize(brt_mesh *m) {
+    int64_t npk = 0;
+    for (int64_t i = 0; i < m->nnodes; ++i)
+        for (int j = 0; j < m->nodes[i].nchild; ++j)
+            if (m->nodes[i].count[j] > 0) npk += (m->nodes[i].count[j] + 3) / 4;
+    m->pk = (float *)malloc(sizeof(float) * 36 * (size_t)(npk + 1));
+    m->pk_tri = (int32_t *)malloc(sizeof(int32_t) * 4 * (size_t)(npk + 1));
+    if (!m->pk || !m->pk_tri) return BRT_E_NOMEM;
+    int64_t q = 0;
+    for (int64_t i = 0; i < m->nnodes; ++i) {
+        node4_t *n = &m->nodes[i];
+        for (int j = 0; j < n->nchild; ++j) {
+            if (n->count[j] <= 0) continue;
+            int32_t first = n->child[j], count = n->count[j], np = (count + 3) / 4;
+            for (int32_t p = 0; p < np; ++p, ++q) {
+                for (int lane = 0; lane < 4; ++lane) {
+                    int32_t k = 4 * p + lane < count ? 4 * p + lane : count - 1;
+                    int32_t tri = first + k;
+                    m->pk_tri[4 * q + lane] = tri;
+                    for (int v = 0; v < 3; ++v)
+                        for (int a = 0; a < 3; ++a)
+                            m->pk[36 * q + (3 * v + a) * 4 + lane] = m->tv[9 * (int64_t)tri + 3 * v + a];
+                }
+            }
+            n->child[j] = (int32_t)(q - np);
+            n->count[j] = np;
+        }
+    }
+    m->npk = q;
     return BRT_OK;
 }
 
@@ -405,7 +444,7 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
         }
         idx[kept++] = (int32_t)i;
     }
-    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 2};
+    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 4};
     rc = build_tree4(&b, kept, &m->nodes, &m->nnodes);
     if (rc != BRT_OK) goto fail;
     memcpy(m->root_min, b.nodes[0].bmin, sizeof m->root_min);
@@ -421,6 +460,8 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
         for (int v = 0; v < 3; ++v)
             memcpy(m->tv + 9 * i + 3 * v, verts + 3 * tris[3 * p + v], 3 * sizeof(float));
     }
+    rc = packetize(m);
+    if (rc != BRT_OK) goto fail;
     free(bmin); free(bmax); free(cen); free(idx);
     *out = m;
     return BRT_OK;
@@ -435,6 +476,8 @@ BRT_API void brt_mesh_free(brt_mesh *m) {
     free(m->nodes);
     free(m->tv);
     free(m->tid);
+    free(m->pk);
+    free(m->pk_tri);
     free(m);
 }
 
@@ -529,8 +572,12 @@ BRT_API void brt_scene_free(brt_scene *s) {
 /* -------------------------------------------------------------- traversal */
 
 typedef struct {
+#if defined(__SSE2__)
+    __m128 org4[3], inv4[3]; /* broadcast once per ray, not per node */
+#endif
     float org[3], dir[3], inv[3];
-    int neg[3]; /* direction component negative: enter boxes through bmax */
+    int neg[3];             /* direction component negative: enter boxes through bmax */
+    int near_off[3], far_off[3]; /* byte offsets of the entry/exit planes in a node4_t */
     int kx, ky, kz;
     float sx, sy, sz;
 } ray_t;
@@ -539,6 +586,13 @@ static void ray_setup(ray_t *r) {
     for (int k = 0; k < 3; ++k) {
         r->inv[k] = 1.0f / r->dir[k];
         r->neg[k] = r->inv[k] < 0.0f;
+        int lo = (int)offsetof(node4_t, bmin) + 16 * k, hi = (int)offsetof(node4_t, bmax) + 16 * k;
+        r->near_off[k] = r->neg[k] ? hi : lo;
+        r->far_off[k] = r->neg[k] ? lo : hi;
+#if defined(__SSE2__)
+        r->org4[k] = _mm_set1_ps(r->org[k]);
+        r->inv4[k] = _mm_set1_ps(r->inv[k]);
+#endif
     }
     float ax = fabsf(r->dir[0]), ay = fabsf(r->dir[1]), az = fabsf(r->dir[2]);
     int kz = (ax > ay) ? (ax > az ? 0 : 2) : (ay > az ? 1 : 2);
@@ -550,7 +604,8 @@ static void ray_setup(ray_t *r) {
     r->sz = 1.0f / r->dir[kz];
 }
 
-#define BOX_WIDEN 1.0000004f /* 1 + 2 gamma(3) for float32 */
+
+#define BOX_WIDEN 1.0000004f /* 1 + 2 gamma(3) for float32 (Ize 2013) */
 
 /* Slab test of the four child boxes of a node; returns a bit mask of the lanes hit
  * within (0, tmax) and their entry distances. A NaN slab (origin on the plane of a zero
@@ -560,17 +615,17 @@ static void ray_setup(ray_t *r) {
 static inline int box4_hit(const node4_t *n, const ray_t *r, float tmax, float tnear[4]) {
     __m128 t0 = _mm_setzero_ps(), t1 = _mm_set1_ps(tmax);
     const __m128 widen = _mm_set1_ps(BOX_WIDEN);
+    const char *base = (const char *)n;
     for (int k = 0; k < 3; ++k) {
-        const __m128 o = _mm_set1_ps(r->org[k]), iv = _mm_set1_ps(r->inv[k]);
-        const __m128 lo = _mm_loadu_ps(r->neg[k] ? n->bmax[k] : n->bmin[k]);
-        const __m128 hi = _mm_loadu_ps(r->neg[k] ? n->bmin[k] : n->bmax[k]);
-        const __m128 a = _mm_mul_ps(_mm_sub_ps(lo, o), iv);
-        const __m128 b = _mm_mul_ps(_mm_mul_ps(_mm_sub_ps(hi, o), iv), widen);
+        const __m128 lo = _mm_loadu_ps((const float *)(base + r->near_off[k]));
+        const __m128 hi = _mm_loadu_ps((const float *)(base + r->far_off[k]));
+        const __m128 a = _mm_mul_ps(_mm_sub_ps(lo, r->org4[k]), r->inv4[k]);
+        const __m128 b = _mm_mul_ps(_mm_mul_ps(_mm_sub_ps(hi, r->org4[k]), r->inv4[k]), widen);
         t0 = _mm_max_ps(a, t0);
         t1 = _mm_min_ps(b, t1);
     }
     _mm_storeu_ps(tnear, t0);
-    return _mm_movemask_ps(_mm_cmple_ps(t0, t1)) & ((1 << n->nchild) - 1);
+    return _mm_movemask_ps(_mm_cmple_ps(t0, t1));
 }
 #else
 static inline int box4_hit(const node4_t *n, const ray_t *r, float tmax, float tnear[4]) {
@@ -591,7 +646,7 @@ static inline int box4_hit(const node4_t *n, const ray_t *r, float tmax, float t
         tnear[j] = t0[j];
         mask |= (t0[j] <= t1[j]) << j;
     }
-    return mask & ((1 << n->nchild) - 1);
+    return mask;
 }
 #endif
 
@@ -599,19 +654,22 @@ typedef struct { int32_t idx, count; float t; } entry_t;
 
 /* Push the lanes of mask, farthest first, so the nearest is popped next. */
 static inline int push_children(const node4_t *n, int mask, const float tn[4], entry_t *stack, int sp) {
-    int lane[4], m = 0;
-    for (int j = 0; j < 4; ++j)
-        if (mask & (1 << j)) {
-            int p = m++;
-            while (p > 0 && tn[lane[p - 1]] < tn[j]) { lane[p] = lane[p - 1]; --p; }
-            lane[p] = j;
-        }
-    for (int q = 0; q < m; ++q) {
-        int j = lane[q];
+    if ((mask & (mask - 1)) == 0) { /* one child: the common case deep in the tree */
+        int j = __builtin_ctz(mask);
         stack[sp].idx = n->child[j];
         stack[sp].count = n->count[j];
         stack[sp].t = tn[j];
-        ++sp;
+        return sp + 1;
+    }
+    int base = sp;
+    while (mask) { /* insertion into stack[base..sp), farthest at the bottom */
+        int j = __builtin_ctz(mask);
+        mask &= mask - 1;
+        int p = sp++;
+        while (p > base && stack[p - 1].t < tn[j]) { stack[p] = stack[p - 1]; --p; }
+        stack[p].idx = n->child[j];
+        stack[p].count = n->count[j];
+        stack[p].t = tn[j];
     }
     return sp;
 }
@@ -662,6 +720,88 @@ static inline int tri_hit(const float *tv, const ray_t *r, float tmax, float *t,
     return 1;
 }
 
+/* Four triangles of a packet against one ray: the watertight edge functions in SIMD,
+ * then the exact plane distance (as tri_hit) for the lanes that pass. Lanes with an edge
+ * function of exactly zero are redone by the scalar test (its double-precision retry).
+ * Updates *best / *slot (packet * 4 + lane) / *b1 / *b2 on a nearer hit. */
+static inline void tri4_hit(const brt_mesh *m, int64_t pkt, const ray_t *r, float *best, int64_t *slot,
+                            float *b1, float *b2) {
+    const float *P = m->pk + 36 * pkt;
+    const int kx = r->kx, ky = r->ky, kz = r->kz;
+    float U[4], V[4], W[4];
+    int cand = 0, zero = 0;
+#if defined(__SSE2__)
+    const __m128 ox = _mm_set1_ps(r->org[kx]), oy = _mm_set1_ps(r->org[ky]), oz = _mm_set1_ps(r->org[kz]);
+    const __m128 sx = _mm_set1_ps(r->sx), sy = _mm_set1_ps(r->sy);
+    __m128 X[3], Y[3];
+    for (int v = 0; v < 3; ++v) {
+        const __m128 dz = _mm_sub_ps(_mm_loadu_ps(P + (3 * v + kz) * 4), oz);
+        X[v] = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(P + (3 * v + kx) * 4), ox), _mm_mul_ps(sx, dz));
+        Y[v] = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(P + (3 * v + ky) * 4), oy), _mm_mul_ps(sy, dz));
+    }
+    const __m128 u = _mm_sub_ps(_mm_mul_ps(X[2], Y[1]), _mm_mul_ps(Y[2], X[1]));
+    const __m128 vv = _mm_sub_ps(_mm_mul_ps(X[0], Y[2]), _mm_mul_ps(Y[0], X[2]));
+    const __m128 w = _mm_sub_ps(_mm_mul_ps(X[1], Y[0]), _mm_mul_ps(Y[1], X[0]));
+    const __m128 z = _mm_setzero_ps();
+    const __m128 neg = _mm_or_ps(_mm_or_ps(_mm_cmplt_ps(u, z), _mm_cmplt_ps(vv, z)), _mm_cmplt_ps(w, z));
+    const __m128 pos = _mm_or_ps(_mm_or_ps(_mm_cmpgt_ps(u, z), _mm_cmpgt_ps(vv, z)), _mm_cmpgt_ps(w, z));
+    const __m128 zer = _mm_or_ps(_mm_or_ps(_mm_cmpeq_ps(u, z), _mm_cmpeq_ps(vv, z)), _mm_cmpeq_ps(w, z));
+    const __m128 det = _mm_add_ps(_mm_add_ps(u, vv), w);
+    zero = _mm_movemask_ps(zer);
+    cand = _mm_movemask_ps(_mm_andnot_ps(_mm_and_ps(neg, pos), _mm_cmpneq_ps(det, z))) & ~zero;
+    _mm_storeu_ps(U, u);
+    _mm_storeu_ps(V, vv);
+    _mm_storeu_ps(W, w);
+#else
+    for (int lane = 0; lane < 4; ++lane) {
+        float X[3], Y[3];
+        for (int v = 0; v < 3; ++v) {
+            float dz = P[(3 * v + kz) * 4 + lane] - r->org[kz];
+            X[v] = P[(3 * v + kx) * 4 + lane] - r->org[kx] - r->sx * dz;
+            Y[v] = P[(3 * v + ky) * 4 + lane] - r->org[ky] - r->sy * dz;
+        }
+        U[lane] = X[2] * Y[1] - Y[2] * X[1];
+        V[lane] = X[0] * Y[2] - Y[0] * X[2];
+        W[lane] = X[1] * Y[0] - Y[1] * X[0];
+        if (U[lane] == 0.0f || V[lane] == 0.0f || W[lane] == 0.0f) { zero |= 1 << lane; continue; }
+        int ng = U[lane] < 0.0f || V[lane] < 0.0f || W[lane] < 0.0f;
+        int ps = U[lane] > 0.0f || V[lane] > 0.0f || W[lane] > 0.0f;
+        if (!(ng && ps) && U[lane] + V[lane] + W[lane] != 0.0f) cand |= 1 << lane;
+    }
+#endif
+    while (zero) { /* rare: an edge function is exactly zero; the scalar test decides */
+        int lane = __builtin_ctz(zero);
+        zero &= zero - 1;
+        float tv[9], t, c1, c2;
+        for (int v = 0; v < 3; ++v)
+            for (int a = 0; a < 3; ++a) tv[3 * v + a] = P[(3 * v + a) * 4 + lane];
+        if (tri_hit(tv, r, *best, &t, &c1, &c2)) { *best = t; *slot = 4 * pkt + lane; *b1 = c1; *b2 = c2; }
+    }
+    while (cand) {
+        int lane = __builtin_ctz(cand);
+        cand &= cand - 1;
+        double e1[3], e2[3], a[3];
+        for (int k = 0; k < 3; ++k) {
+            double v0 = P[k * 4 + lane];
+            e1[k] = (double)P[(3 + k) * 4 + lane] - v0;
+            e2[k] = (double)P[(6 + k) * 4 + lane] - v0;
+            a[k] = v0 - (double)r->org[k];
+        }
+        double n0 = e1[1] * e2[2] - e1[2] * e2[1];
+        double n1 = e1[2] * e2[0] - e1[0] * e2[2];
+        double n2 = e1[0] * e2[1] - e1[1] * e2[0];
+        double den = n0 * r->dir[0] + n1 * r->dir[1] + n2 * r->dir[2];
+        if (den == 0.0) continue;
+        double td = (n0 * a[0] + n1 * a[1] + n2 * a[2]) / den;
+        if (!(td > 0.0) || !(td < (double)*best)) continue;
+        float dsum = U[lane] + V[lane] + W[lane];
+        *best = (float)td;
+        *slot = 4 * pkt + lane;
+        *b1 = V[lane] / dsum;
+        *b2 = W[lane] / dsum;
+    }
+}
+
 typedef struct {
     float t, b1, b2;
     int32_t leaf_tri; /* leaf-order triangle index in the mesh */
@@ -677,11 +817,11 @@ static void traverse_mesh(const brt_mesh *m, const ray_t *r, hit_t *h, int32_t i
         entry_t e = stack[--sp];
         if (e.t >= h->t) continue; /* a nearer hit was found since this was pushed */
         if (e.count > 0) {
-            for (int32_t i = e.idx; i < e.idx + e.count; ++i) {
-                float t, b1, b2;
-                if (tri_hit(m->tv + 9 * (int64_t)i, r, h->t, &t, &b1, &b2)) {
-                    h->t = t; h->b1 = b1; h->b2 = b2; h->leaf_tri = i; h->inst = inst;
-                }
+            float best = h->t, c1 = 0.0f, c2 = 0.0f;
+            int64_t slot = -1;
+            for (int32_t p = e.idx; p < e.idx + e.count; ++p) tri4_hit(m, p, r, &best, &slot, &c1, &c2);
+            if (slot >= 0) {
+                h->t = best; h->b1 = c1; h->b2 = c2; h->leaf_tri = m->pk_tri[slot]; h->inst = inst;
             }
             continue;
         }
