@@ -98,6 +98,11 @@ def _camera(bpy, name: str | None):
 
 
 def cmd_scan(args) -> int:
+    """``blensor scan``: validate, open the file, run the range scan; returns 0.
+
+    Raises:
+        SettingsError: bad option or setting (the caller prints it and exits 2).
+    """
     from .core.settings import FRAMES_OF_REFERENCE
     from .core.errors import SettingsError
     from .io.range import parse_formats
@@ -143,6 +148,7 @@ def cmd_scan(args) -> int:
 
 
 def cmd_info(args) -> int:
+    """``blensor info``: print the scene's frame range and every camera's settings."""
     bpy = _open_blend(args.blend)
     from .scene.scanner import read_settings
     from .core.errors import SettingsError

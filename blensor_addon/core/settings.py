@@ -141,6 +141,7 @@ class LidarSettings:
 
     @property
     def num_lasers(self) -> int:
+        """Number of lasers (channels) L."""
         return int(self.elevations_deg.shape[0])
 
     def laser_bias(self) -> np.ndarray:

@@ -114,6 +114,7 @@ class RangeScanJob:
 
     @property
     def remaining(self) -> int:
+        """Frames not scanned yet."""
         return len(self.frames) - len(self.done)
 
     def step(self) -> dict:
@@ -160,6 +161,7 @@ class RangeScanJob:
                 self.scene.frame_set(self._old_frame)
 
     def manifest(self) -> dict:
+        """The ``manifest.json`` content so far (JSON-ready dict)."""
         h = hashlib.sha256()
         for e in self.done:
             h.update(e["geometry_hash"].encode())

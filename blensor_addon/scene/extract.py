@@ -131,6 +131,7 @@ class ObjectRegistry:
     table: list = field(default_factory=list)
 
     def assign(self, keys: list, infos: dict) -> np.ndarray:
+        """Ids (I,) uint32 for instance keys; unseen keys get new ids in sorted order."""
         for k in sorted(set(keys) - set(self.ids)):
             self.ids[k] = len(self.table) + 1
             self.table.append({"id": len(self.table) + 1, **infos[k]})

@@ -109,6 +109,7 @@ class Scanner:
                         objects=snap.objects)
 
     def close(self) -> None:
+        """Free the ray caster's native memory."""
         self.backend.close()
 
 

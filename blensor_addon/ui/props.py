@@ -95,10 +95,12 @@ CLASSES = (BLENSOR_PG_sensor, BLENSOR_PG_material)
 
 
 def register_properties() -> None:
+    """Attach ``Camera.blensor`` and ``Material.blensor``."""
     bpy.types.Camera.blensor = PointerProperty(type=BLENSOR_PG_sensor)
     bpy.types.Material.blensor = PointerProperty(type=BLENSOR_PG_material)
 
 
 def unregister_properties() -> None:
+    """Remove ``Camera.blensor`` and ``Material.blensor``."""
     del bpy.types.Material.blensor
     del bpy.types.Camera.blensor
