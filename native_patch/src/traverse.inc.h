@@ -1,0 +1,280 @@
+/*
+ * Traversal kernels of blensor_rt, included twice by blensor_rt.c: once for the baseline
+ * instruction set (SSE2 on x86-64, plain C elsewhere) and once compiled for AVX, chosen
+ * at run time. BRT_FN(name) gives each copy its own names; BRT_AVX selects the 8-lane
+ * AVX slab test.
+ */
+
+/* Slab test of the four child boxes of a node; returns a bit mask of the lanes hit
+ * within (0, tmax) and their entry distances. A NaN slab (origin on the plane of a zero
+ * direction component) leaves the interval unchanged, which is conservative: max/min
+ * below return their second operand on NaN, as SSE's maxps/minps do. */
+#if defined(BRT_AVX)
+static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, float tnear[BW]) {
+    const char *base = (const char *)n;
+    __m256 t0 = _mm256_setzero_ps(), t1 = _mm256_set1_ps(tmax);
+    for (int k = 0; k < 3; ++k) {
+        const __m256 lo = _mm256_loadu_ps((const float *)(base + r->near_off[k]));
+        const __m256 hi = _mm256_loadu_ps((const float *)(base + r->far_off[k]));
+        const __m256 o = _mm256_broadcast_ss(&r->org[k]);
+        const __m256 a = _mm256_mul_ps(_mm256_sub_ps(lo, o), _mm256_broadcast_ss(&r->inv[k]));
+        const __m256 b = _mm256_mul_ps(_mm256_sub_ps(hi, o), _mm256_broadcast_ss(&r->invf[k]));
+        t0 = _mm256_max_ps(a, t0);
+        t1 = _mm256_min_ps(b, t1);
+    }
+    _mm256_storeu_ps(tnear, t0);
+    return _mm256_movemask_ps(_mm256_cmp_ps(t0, t1, _CMP_LE_OQ)) & ((1 << n->nchild) - 1);
+}
+#elif defined(__SSE2__)
+static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, float tnear[BW]) {
+    const char *base = (const char *)n;
+    int mask = 0;
+    for (int h = 0; h < BW; h += 4) {
+        __m128 t0 = _mm_setzero_ps(), t1 = _mm_set1_ps(tmax);
+        for (int k = 0; k < 3; ++k) {
+            const __m128 lo = _mm_loadu_ps((const float *)(base + r->near_off[k]) + h);
+            const __m128 hi = _mm_loadu_ps((const float *)(base + r->far_off[k]) + h);
+            const __m128 a = _mm_mul_ps(_mm_sub_ps(lo, r->org4[k]), r->inv4[k]);
+            const __m128 b = _mm_mul_ps(_mm_sub_ps(hi, r->org4[k]), r->invf4[k]);
+            t0 = _mm_max_ps(a, t0);
+            t1 = _mm_min_ps(b, t1);
+        }
+        _mm_storeu_ps(tnear + h, t0);
+        mask |= _mm_movemask_ps(_mm_cmple_ps(t0, t1)) << h;
+    }
+    return mask & ((1 << n->nchild) - 1);
+}
+#else
+static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, float tnear[BW]) {
+    float t0[BW], t1[BW];
+    for (int j = 0; j < BW; ++j) { t0[j] = 0.0f; t1[j] = tmax; }
+    for (int k = 0; k < 3; ++k) {
+        const float *lo = r->neg[k] ? n->bmax[k] : n->bmin[k];
+        const float *hi = r->neg[k] ? n->bmin[k] : n->bmax[k];
+        for (int j = 0; j < BW; ++j) {
+            float a = (lo[j] - r->org[k]) * r->inv[k];
+            float b = (hi[j] - r->org[k]) * r->inv[k] * BOX_WIDEN;
+            t0[j] = a > t0[j] ? a : t0[j];
+            t1[j] = b < t1[j] ? b : t1[j];
+        }
+    }
+    int mask = 0;
+    for (int j = 0; j < BW; ++j) {
+        tnear[j] = t0[j];
+        mask |= (t0[j] <= t1[j]) << j;
+    }
+    return mask;
+}
+#endif
+
+
+/* Push the lanes of mask, farthest first, so the nearest is popped next. */
+static inline int BRT_FN(push_children)(const node4_t *n, int mask, const float tn[BW], entry_t *stack, int sp) {
+    if ((mask & (mask - 1)) == 0) { /* one child: the common case deep in the tree */
+        int j = __builtin_ctz(mask);
+        stack[sp].idx = n->child[j];
+        stack[sp].count = n->count[j];
+        stack[sp].t = tn[j];
+        return sp + 1;
+    }
+    int base = sp;
+    while (mask) { /* insertion into stack[base..sp), farthest at the bottom */
+        int j = __builtin_ctz(mask);
+        mask &= mask - 1;
+        int p = sp++;
+        while (p > base && stack[p - 1].t < tn[j]) { stack[p] = stack[p - 1]; --p; }
+        stack[p].idx = n->child[j];
+        stack[p].count = n->count[j];
+        stack[p].t = tn[j];
+    }
+    return sp;
+}
+
+
+/* Watertight test; returns 1 and sets *t, *b1, *b2 on a hit with 0 < t < tmax. */
+static inline int BRT_FN(tri_hit)(const float *tv, const ray_t *r, float tmax, float *t, float *b1, float *b2) {
+    const int kx = r->kx, ky = r->ky, kz = r->kz;
+    float A[3], B[3], C[3];
+    for (int k = 0; k < 3; ++k) {
+        A[k] = tv[k] - r->org[k];
+        B[k] = tv[3 + k] - r->org[k];
+        C[k] = tv[6 + k] - r->org[k];
+    }
+    float Ax = A[kx] - r->sx * A[kz], Ay = A[ky] - r->sy * A[kz];
+    float Bx = B[kx] - r->sx * B[kz], By = B[ky] - r->sy * B[kz];
+    float Cx = C[kx] - r->sx * C[kz], Cy = C[ky] - r->sy * C[kz];
+    float U = Cx * By - Cy * Bx;
+    float V = Ax * Cy - Ay * Cx;
+    float W = Bx * Ay - By * Ax;
+    if (U == 0.0f || V == 0.0f || W == 0.0f) {
+        U = (float)((double)Cx * (double)By - (double)Cy * (double)Bx);
+        V = (float)((double)Ax * (double)Cy - (double)Ay * (double)Cx);
+        W = (float)((double)Bx * (double)Ay - (double)By * (double)Ax);
+    }
+    if ((U < 0.0f || V < 0.0f || W < 0.0f) && (U > 0.0f || V > 0.0f || W > 0.0f)) return 0;
+    float det = U + V + W;
+    if (det == 0.0f) return 0;
+    /* The edge functions decide inside/outside (that is what makes the test watertight).
+     * The distance is taken from the triangle's plane in double precision: the
+     * barycentric form T/det loses ~1e-4 m on long thin triangles seen from afar. */
+    double e1[3], e2[3], a[3];
+    for (int k = 0; k < 3; ++k) {
+        e1[k] = (double)tv[3 + k] - (double)tv[k];
+        e2[k] = (double)tv[6 + k] - (double)tv[k];
+        a[k] = (double)tv[k] - (double)r->org[k];
+    }
+    double n0 = e1[1] * e2[2] - e1[2] * e2[1];
+    double n1 = e1[2] * e2[0] - e1[0] * e2[2];
+    double n2 = e1[0] * e2[1] - e1[1] * e2[0];
+    double den = n0 * r->dir[0] + n1 * r->dir[1] + n2 * r->dir[2];
+    if (den == 0.0) return 0;
+    double td = (n0 * a[0] + n1 * a[1] + n2 * a[2]) / den;
+    if (!(td > 0.0) || !(td < (double)tmax)) return 0;
+    float rcp = 1.0f / det;
+    *t = (float)td;
+    *b1 = V * rcp;
+    *b2 = W * rcp;
+    return 1;
+}
+
+/* Four triangles of a packet against one ray: the watertight edge functions in SIMD,
+ * then the exact plane distance (as tri_hit) for the lanes that pass. Lanes with an edge
+ * function of exactly zero are redone by the scalar test (its double-precision retry).
+ * Updates *best / *slot (packet * 4 + lane) / *b1 / *b2 on a nearer hit. */
+static inline void BRT_FN(tri4_hit)(const brt_mesh *m, int64_t pkt, const ray_t *r, float *best, int64_t *slot,
+                            float *b1, float *b2) {
+    const float *P = m->pk + 36 * pkt;
+    const int kx = r->kx, ky = r->ky, kz = r->kz;
+    float U[4], V[4], W[4];
+    int cand = 0, zero = 0;
+#if defined(__SSE2__)
+    const __m128 ox = _mm_set1_ps(r->org[kx]), oy = _mm_set1_ps(r->org[ky]), oz = _mm_set1_ps(r->org[kz]);
+    const __m128 sx = _mm_set1_ps(r->sx), sy = _mm_set1_ps(r->sy);
+    __m128 X[3], Y[3];
+    for (int v = 0; v < 3; ++v) {
+        const __m128 dz = _mm_sub_ps(_mm_loadu_ps(P + (3 * v + kz) * 4), oz);
+        X[v] = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(P + (3 * v + kx) * 4), ox), _mm_mul_ps(sx, dz));
+        Y[v] = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(P + (3 * v + ky) * 4), oy), _mm_mul_ps(sy, dz));
+    }
+    const __m128 u = _mm_sub_ps(_mm_mul_ps(X[2], Y[1]), _mm_mul_ps(Y[2], X[1]));
+    const __m128 vv = _mm_sub_ps(_mm_mul_ps(X[0], Y[2]), _mm_mul_ps(Y[0], X[2]));
+    const __m128 w = _mm_sub_ps(_mm_mul_ps(X[1], Y[0]), _mm_mul_ps(Y[1], X[0]));
+    const __m128 z = _mm_setzero_ps();
+    const __m128 neg = _mm_or_ps(_mm_or_ps(_mm_cmplt_ps(u, z), _mm_cmplt_ps(vv, z)), _mm_cmplt_ps(w, z));
+    const __m128 pos = _mm_or_ps(_mm_or_ps(_mm_cmpgt_ps(u, z), _mm_cmpgt_ps(vv, z)), _mm_cmpgt_ps(w, z));
+    const __m128 zer = _mm_or_ps(_mm_or_ps(_mm_cmpeq_ps(u, z), _mm_cmpeq_ps(vv, z)), _mm_cmpeq_ps(w, z));
+    const __m128 det = _mm_add_ps(_mm_add_ps(u, vv), w);
+    zero = _mm_movemask_ps(zer);
+    cand = _mm_movemask_ps(_mm_andnot_ps(_mm_and_ps(neg, pos), _mm_cmpneq_ps(det, z))) & ~zero;
+    _mm_storeu_ps(U, u);
+    _mm_storeu_ps(V, vv);
+    _mm_storeu_ps(W, w);
+#else
+    for (int lane = 0; lane < 4; ++lane) {
+        float X[3], Y[3];
+        for (int v = 0; v < 3; ++v) {
+            float dz = P[(3 * v + kz) * 4 + lane] - r->org[kz];
+            X[v] = P[(3 * v + kx) * 4 + lane] - r->org[kx] - r->sx * dz;
+            Y[v] = P[(3 * v + ky) * 4 + lane] - r->org[ky] - r->sy * dz;
+        }
+        U[lane] = X[2] * Y[1] - Y[2] * X[1];
+        V[lane] = X[0] * Y[2] - Y[0] * X[2];
+        W[lane] = X[1] * Y[0] - Y[1] * X[0];
+        if (U[lane] == 0.0f || V[lane] == 0.0f || W[lane] == 0.0f) { zero |= 1 << lane; continue; }
+        int ng = U[lane] < 0.0f || V[lane] < 0.0f || W[lane] < 0.0f;
+        int ps = U[lane] > 0.0f || V[lane] > 0.0f || W[lane] > 0.0f;
+        if (!(ng && ps) && U[lane] + V[lane] + W[lane] != 0.0f) cand |= 1 << lane;
+    }
+#endif
+    while (zero) { /* rare: an edge function is exactly zero; the scalar test decides */
+        int lane = __builtin_ctz(zero);
+        zero &= zero - 1;
+        float tv[9], t, c1, c2;
+        for (int v = 0; v < 3; ++v)
+            for (int a = 0; a < 3; ++a) tv[3 * v + a] = P[(3 * v + a) * 4 + lane];
+        if (BRT_FN(tri_hit)(tv, r, *best, &t, &c1, &c2)) { *best = t; *slot = 4 * pkt + lane; *b1 = c1; *b2 = c2; }
+    }
+    while (cand) {
+        int lane = __builtin_ctz(cand);
+        cand &= cand - 1;
+        double e1[3], e2[3], a[3];
+        for (int k = 0; k < 3; ++k) {
+            double v0 = P[k * 4 + lane];
+            e1[k] = (double)P[(3 + k) * 4 + lane] - v0;
+            e2[k] = (double)P[(6 + k) * 4 + lane] - v0;
+            a[k] = v0 - (double)r->org[k];
+        }
+        double n0 = e1[1] * e2[2] - e1[2] * e2[1];
+        double n1 = e1[2] * e2[0] - e1[0] * e2[2];
+        double n2 = e1[0] * e2[1] - e1[1] * e2[0];
+        double den = n0 * r->dir[0] + n1 * r->dir[1] + n2 * r->dir[2];
+        if (den == 0.0) continue;
+        double td = (n0 * a[0] + n1 * a[1] + n2 * a[2]) / den;
+        if (!(td > 0.0) || !(td < (double)*best)) continue;
+        float dsum = U[lane] + V[lane] + W[lane];
+        *best = (float)td;
+        *slot = 4 * pkt + lane;
+        *b1 = V[lane] / dsum;
+        *b2 = W[lane] / dsum;
+    }
+}
+
+
+static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, int32_t inst) {
+    entry_t stack[STACK_SIZE];
+    int sp = 0;
+    stack[sp++] = (entry_t){0, 0, 0.0f};
+    float tn[BW];
+    while (sp > 0) {
+        entry_t e = stack[--sp];
+        if (e.t >= h->t) continue; /* a nearer hit was found since this was pushed */
+        if (e.count > 0) {
+            float best = h->t, c1 = 0.0f, c2 = 0.0f;
+            int64_t slot = -1;
+            for (int32_t p = e.idx; p < e.idx + e.count; ++p) BRT_FN(tri4_hit)(m, p, r, &best, &slot, &c1, &c2);
+            if (slot >= 0) {
+                h->t = best; h->b1 = c1; h->b2 = c2; h->leaf_tri = m->pk_tri[slot]; h->inst = inst;
+            }
+            continue;
+        }
+        const node4_t *n = &m->nodes[e.idx];
+        int mask = BRT_FN(box_hit)(n, r, h->t, tn);
+        if (mask) sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
+    }
+}
+
+static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *dir, float tmax, hit_t *h) {
+    h->t = tmax; h->inst = -1; h->leaf_tri = -1; h->b1 = h->b2 = 0.0f;
+    if (s->ninst == 0 || !(tmax > 0.0f)) return;
+    ray_t wr;
+    memcpy(wr.org, org, sizeof wr.org);
+    memcpy(wr.dir, dir, sizeof wr.dir);
+    ray_setup(&wr);
+    entry_t stack[STACK_SIZE];
+    int sp = 0;
+    stack[sp++] = (entry_t){0, 0, 0.0f};
+    float tn[BW];
+    while (sp > 0) {
+        entry_t e = stack[--sp];
+        if (e.t >= h->t) continue;
+        if (e.count > 0) {
+            for (int32_t i = e.idx; i < e.idx + e.count; ++i) {
+                int32_t ii = s->order[i];
+                const instance_t *in = &s->inst[ii];
+                ray_t lr;
+                for (int row = 0; row < 3; ++row) {
+                    const float *q = in->inv + 4 * row;
+                    lr.org[row] = q[0] * org[0] + q[1] * org[1] + q[2] * org[2] + q[3];
+                    lr.dir[row] = q[0] * dir[0] + q[1] * dir[1] + q[2] * dir[2];
+                }
+                ray_setup(&lr);
+                BRT_FN(traverse_mesh)(in->mesh, &lr, h, ii);
+            }
+            continue;
+        }
+        const node4_t *n = &s->nodes[e.idx];
+        int mask = BRT_FN(box_hit)(n, &wr, h->t, tn);
+        if (mask) sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
+    }
+}
+
