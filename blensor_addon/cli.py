@@ -8,7 +8,8 @@
 Bad input (missing file, no such camera, a non-camera object, frames outside the scene,
 bad sensor settings, an unwritable output folder) prints one line
 ``blensor: error: ...`` naming the setting and its allowed values, exits with status 2
-and writes no file.
+and writes no file. Other BlenSor errors (``--backend native`` without the built
+library) print one line and exit with status 1.
 """
 from __future__ import annotations
 
@@ -172,10 +173,13 @@ def cmd_info(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``blensor`` console script; returns the exit status."""
     args = _build_parser().parse_args(argv)
-    from .core.errors import SettingsError
+    from .core.errors import BlensorError, SettingsError
     try:
         return cmd_scan(args) if args.command == "scan" else cmd_info(args)
-    except SettingsError as exc:
+    except BlensorError as exc:
+        if not isinstance(exc, SettingsError):  # e.g. --backend native without the library
+            print(f"blensor: error: {exc}", file=sys.stderr)
+            return 1
         if exc.setting in _OPTION_NAMES:  # say it the way the command line spells it
             exc = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value)
         print(f"blensor: error: {exc}", file=sys.stderr)

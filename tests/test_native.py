@@ -207,3 +207,14 @@ def test_avx_and_baseline_kernels_agree(tmp_path):
     for k in ("t", "p", "n", "uv"):
         assert np.array_equal(a[k], b[k]), k
     assert (a["p"] >= 0).sum() > 5000
+
+
+def test_singular_instance_transform_is_never_hit():
+    # animations hide objects by scaling them to zero: the scene must still build
+    tri = MeshData(np.array([[-5, -5, -1], [5, -5, -1], [0, 5, -1]], float), np.array([[0, 1, 2]]))
+    flat = np.eye(4)
+    flat[:3, :3] = 0.0
+    be = NativeBackend(threads=1)
+    be.set_geometry(SceneGeometry([tri], [0, 0], np.stack([flat, np.eye(4)])))
+    h = be.intersect(np.zeros((1, 3)), np.array([[0.0, 0.0, -1.0]]), 10.0)
+    assert h.instance[0] == 1 and h.t[0] == pytest.approx(1.0)

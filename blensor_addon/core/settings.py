@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,7 +81,6 @@ class LidarSettings:
     ref_slope: float = 0.01
     seed: int = 0
     max_bounces: int = 8
-    extra: dict = field(default_factory=dict, compare=False)
 
     def validate(self) -> "LidarSettings":
         """Check every setting; return self.
@@ -167,7 +166,5 @@ class LidarSettings:
     def to_dict(self) -> dict:
         """Plain JSON-ready dict of every setting plus the resolved elevation table."""
         d = dataclasses.asdict(self)
-        d.pop("extra")
         d["elevations"] = [float(v) for v in self.elevations_deg]
-        d.update(self.extra)
         return d

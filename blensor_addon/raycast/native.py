@@ -175,8 +175,7 @@ class NativeBackend(Backend):
         rc = self._lib.brt_scene_create(handles, len(keys), _ptr(im, _i32p), _ptr(xf, _f32p),
                                         im.shape[0], ctypes.byref(self._scene))
         if rc != 0:
-            raise NativeLibraryError(f"brt_scene_create failed: {_ERRORS.get(rc, rc)} "
-                                     "(a degenerate object transform?)")
+            raise NativeLibraryError(f"brt_scene_create failed: {_ERRORS.get(rc, rc)}")
 
     def intersect(self, origins, directions, tmax) -> Hits:
         if not self._scene:

@@ -527,7 +527,9 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
         instance_t *in = &s->inst[i];
         in->mesh = meshes[inst_mesh[i]];
         memcpy(in->m, inst_xform + 16 * i, 12 * sizeof(float));
-        if (!invert_affine(in->m, in->inv)) { rc = BRT_E_ARG; goto fail; }
+        /* a singular transform (an object scaled to zero, as animations do to hide
+         * things) flattens the mesh to nothing a ray can hit: leave the instance out */
+        if (!invert_affine(in->m, in->inv)) continue;
         for (int r = 0; r < 3; ++r)
             for (int c = 0; c < 3; ++c) in->nrm[3 * r + c] = in->inv[4 * c + r];
         if (in->mesh->ntris == 0) continue;

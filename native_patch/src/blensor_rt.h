@@ -56,7 +56,7 @@ BRT_API int64_t brt_mesh_node_count(const brt_mesh *mesh);
  * meshes: array of nmeshes mesh handles (may repeat; NULL not allowed).
  * inst_mesh: (ninst,) int32 index into meshes.
  * inst_xform: (ninst, 4, 4) float32 row-major object-to-world matrices
- *             (last row 0 0 0 1; must be invertible).
+ *             (last row 0 0 0 1); instances with a singular matrix are never hit.
  * The scene refers to the meshes; they must outlive it. */
 BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int32_t *inst_mesh,
                              const float *inst_xform, int64_t ninst, brt_scene **out);
