@@ -128,6 +128,10 @@ def test_failed_and_cancelled_scans_keep_finished_frames(velodyne, tmp_path, mon
     assert job.status == "cancelled" and len(job.done) == 1
     assert files_of(tmp_path / "c") == ["manifest.json", "scan.evd", "scan00001.npz"]
     assert len(read_evd(tmp_path / "c" / "scan.evd")) == 1
+    # cancelled before the first frame: only the manifest, no empty EVD
+    job = scan_range(velodyne, [1, 2], tmp_path / "z", ("npz", "evd"), should_cancel=lambda: True)
+    assert job.status == "cancelled" and files_of(tmp_path / "z") == ["manifest.json"]
+    assert json.loads((tmp_path / "z" / "manifest.json").read_text())["frames"] == []
 
 
 @pytest.mark.parametrize("kwargs,needle", [

@@ -58,8 +58,9 @@ def stage(native: bool) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "lib"))
     manifest = (ROOT / "blender_manifest.toml").read_text()
     if native:
-        sys.path.insert(0, str(ROOT / "native_patch"))
-        import build as native_build  # native_patch/build.py
+        spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
+        native_build = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(native_build)
         lib = ROOT / "build" / "native" / native_build.library_name()
         if not lib.exists():
             native_build.build(lib.parent)

@@ -13,7 +13,7 @@ fi
 # Open3D's wheel links libusb-1.0; install it where apt is available and it is missing.
 if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && apt-get install -y -qq libusb-1.0-0) >/dev/null 2>&1 \
+    (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq libusb-1.0-0) >/dev/null 2>&1 \
       || echo "setup: could not install libusb-1.0-0 (Open3D tests will fail)" >&2
   else
     echo "setup: libusb-1.0 missing (Open3D needs it; install libusb-1.0-0)" >&2

@@ -76,6 +76,14 @@ class EvdWriter:
         self._f = None
         os.replace(self._tmp, self.path)
 
+    def discard(self) -> None:
+        """Close and delete the temporary file without writing anything (idempotent)."""
+        if self._f is None:
+            return
+        self._f.close()
+        self._f = None
+        os.unlink(self._tmp)
+
     def __enter__(self):
         return self
 

@@ -148,9 +148,7 @@ class RangeScanJob:
                 if self.done:
                     self._evd.close()
                 else:  # nothing scanned: leave no empty EVD behind
-                    self._evd._f.close()
-                    os.unlink(self._evd._tmp)
-                    self._evd._f = None
+                    self._evd.discard()
             manifest = self.manifest()
             path = self.out / "manifest.json"
             atomic_write_bytes(path, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
