@@ -151,11 +151,11 @@ def sensor_pose(matrix_world) -> np.ndarray:
 
 
 class SceneExtractor:
-    """Reads evaluated frames; keeps object ids and mesh arrays across frames."""
+    """Reads evaluated frames; keeps object ids stable across frames. (Acceleration
+    structures are reused by the ray caster through the meshes' content keys.)"""
 
     def __init__(self) -> None:
         self.registry = ObjectRegistry()
-        self._mesh_cache: dict = {}  # content key -> MeshData (reused across frames)
 
     def extract(self, depsgraph, sensor_object) -> SceneSnapshot:
         """Snapshot of the evaluated scene, without ``sensor_object`` and without objects
@@ -168,7 +168,6 @@ class SceneExtractor:
         mat_rows: dict = {}
         materials = [("", DEFAULT_REFLECTIVITY, False, (0.8, 0.8, 0.8))]
         sensor_name = sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name
-        used: dict = {}
         for inst in depsgraph.object_instances:
             ob = inst.object
             if ob.type not in GEOMETRY_TYPES:
@@ -184,7 +183,7 @@ class SceneExtractor:
                 ptr = data.as_pointer()
                 if ptr not in mesh_index:
                     v, t, m = mesh_arrays(data)
-                    mesh_index[ptr] = self._add_mesh(meshes, tri_mats, used, v, t, m)
+                    mesh_index[ptr] = self._add_mesh(meshes, tri_mats, v, t, m)
                 mi = mesh_index[ptr]
             else:
                 data = ob.to_mesh()
@@ -192,7 +191,7 @@ class SceneExtractor:
                     v, t, m = mesh_arrays(data)
                 finally:
                     ob.to_mesh_clear()
-                mi = self._add_mesh(meshes, tri_mats, used, v, t, m)
+                mi = self._add_mesh(meshes, tri_mats, v, t, m)
             if meshes[mi].triangles.shape[0] == 0:
                 continue
             rows = []
@@ -219,8 +218,6 @@ class SceneExtractor:
                 infos[key] = {"name": orig.name, "label": str(orig.get(LABEL_PROPERTY, "")),
                               "instancer": ""}
             keys.append(key)
-        # drop cached meshes not seen this frame
-        self._mesh_cache = {k: m for k, m in self._mesh_cache.items() if k in used}
         object_ids = self.registry.assign(keys, infos)
         geometry = SceneGeometry(meshes, np.array(inst_mesh, np.int32),
                                  np.array(inst_mat, np.float32).reshape(-1, 4, 4))
@@ -243,10 +240,8 @@ class SceneExtractor:
         return SceneSnapshot(geometry, table, object_ids, [dict(o) for o in self.registry.table],
                              sensor_pose(cam.matrix_world))
 
-    def _add_mesh(self, meshes, tri_mats, used, v, t, m) -> int:
-        md = MeshData(v, t)
-        md = self._mesh_cache.setdefault(md.key, md)
-        used[md.key] = True
-        meshes.append(md)
+    @staticmethod
+    def _add_mesh(meshes, tri_mats, v, t, m) -> int:
+        meshes.append(MeshData(v, t))
         tri_mats.append(m)
         return len(meshes) - 1
