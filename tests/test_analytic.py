@@ -42,6 +42,11 @@ def test_wall_range_is_h_sec_theta(bpy_mod, empty_scene, backend):
     assert np.array_equal(r.range_noisy, r.range)
     # intensity = reflectivity (0.8 default) x cos(incidence) (seed 002 Eq. 4)
     np.testing.assert_allclose(r.intensity, 0.8 * np.cos(theta), atol=1e-5)
+    # normals face the sensor whatever the winding: flip the wall and scan again
+    np.testing.assert_allclose(r.normal, np.tile([0.0, 0.0, 1.0], (len(r), 1)), atol=1e-6)
+    wall = bpy_mod.data.objects["Wall"]
+    wall.data.flip_normals()
+    np.testing.assert_allclose(blensor_addon.scan(cam, backend=backend).normal, r.normal, atol=1e-6)
     assert set(np.unique(r.object_id)) == {1} and r.objects[0]["name"] == "Wall"
 
 

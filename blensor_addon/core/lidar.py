@@ -186,7 +186,10 @@ def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_obje
     xyz = u * r[:, None]
     xyz_n = u * r_noisy[:, None]
     n_world = trace.normal[idx].astype(np.float64)
-    cos_inc = np.abs(np.einsum("ij,ij->i", n_world, trace.last_dir[idx].astype(np.float64)))
+    d_last = trace.last_dir[idx].astype(np.float64)
+    facing = np.einsum("ij,ij->i", n_world, d_last)
+    n_world[facing > 0] *= -1.0  # report normals facing the incoming ray (mesh winding varies)
+    cos_inc = np.abs(facing)
     R = sensor_to_world[:3, :3]
     if frame_of_reference == "world":
         t = sensor_to_world[:3, 3]

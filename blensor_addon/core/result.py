@@ -41,8 +41,8 @@ class ScanResult:
         reflectivity (N,) float32: material reflectivity in [0, 1].
         intensity (N,) float32: reflectivity * |cos(incidence)| (seed 002 Eq. 4).
         color (N, 3) uint8: material base colour, sRGB-encoded 0..255.
-        normal (N, 3) float32: unit geometric normal of the returning surface, in
-            ``frame_of_reference``.
+        normal (N, 3) float32: unit geometric normal of the returning surface, turned
+            to face the incoming ray, in ``frame_of_reference``.
     Metadata:
         frame: scene frame number; frame_time: seconds per frame.
         frame_of_reference: ``"sensor"`` (camera-local: +X right, +Y up, looking down -Z)
