@@ -39,6 +39,14 @@ def test_scan_writes_files_and_summary(tmp_path):
         assert f.read_bytes() == (tmp_path / "p" / f.name).read_bytes(), f.name
 
 
+def test_bvhtree_backend_from_the_command_line(tmp_path):
+    res = run("scan", CROSSING, "--frames", "4", "--out", tmp_path, "--backend", "bvhtree", "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert "(bvhtree)" in res.stdout
+    assert json.loads((tmp_path / "manifest.json").read_text())["backend"] == "bvhtree"
+    assert len(np.load(tmp_path / "scan00004.npz")["range"]) > 40000
+
+
 def test_info_lists_cameras():
     res = run("info", CROSSING)
     assert res.returncode == 0
