@@ -612,9 +612,11 @@ static void ray_setup(ray_t *r) {
     int kx = (kz + 1) % 3, ky = (kx + 1) % 3;
     if (r->dir[kz] < 0.0f) { int tmp = kx; kx = ky; ky = tmp; }
     r->kx = kx; r->ky = ky; r->kz = kz;
-    r->sx = r->dir[kx] / r->dir[kz];
-    r->sy = r->dir[ky] / r->dir[kz];
-    r->sz = 1.0f / r->dir[kz];
+    /* shear constants from the reciprocal already at hand; every triangle of the ray sees
+     * the same values, which is all watertightness needs */
+    r->sz = r->inv[kz];
+    r->sx = r->dir[kx] * r->sz;
+    r->sy = r->dir[ky] * r->sz;
 }
 
 
