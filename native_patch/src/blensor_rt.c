@@ -3,12 +3,15 @@
  *
  * Build: binned SAH (Wald, "On fast Construction of SAH-based Bounding Volume
  * Hierarchies", RT 2007) over axis-aligned boxes; the same builder serves the
- * triangles of a mesh and the instances of a scene.
- * Traversal: stack based, nearer child first, robust slab test with the
- * conservative 1 + 2 gamma(3) widening of Ize, "Robust BVH Ray Traversal",
- * JCGT 2(2), 2013.
- * Triangles: watertight test of Woop, Benthin, Wald, JCGT 2(1), 2013, with a
- * double precision retry on zero edge functions.
+ * triangles of a mesh and the instances of a scene. The binary tree is collapsed into
+ * BW-wide nodes; mesh leaves hold packets of 4 triangles.
+ * Traversal (traverse.inc.h, compiled for SSE2 and for AVX, picked at run time): stack
+ * based, nearest child first, robust slab test with the conservative 1 + 2 gamma(3)
+ * widening of Ize, "Robust BVH Ray Traversal", JCGT 2(2), 2013.
+ * Triangles: watertight test of Woop, Benthin, Wald, JCGT 2(1), 2013 (double precision
+ * retry on zero edge functions); the distance of an accepted hit is then taken from the
+ * triangle plane in double precision.
+ * Large batches are traced in Morton order of origin and direction (cache coherence).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "blensor_rt.h"
@@ -38,8 +41,8 @@ typedef struct {
     int32_t count; /* leaf: number of primitives (> 0); inner: 0 */
 } node_t;
 
-/* 4-wide node collapsed from the binary tree: child bounds in SoA layout so one slab
- * test covers four boxes (the compiler vectorises the loops over the 4 lanes). */
+/* Wide node (BW children) collapsed from the binary tree: child bounds in SoA layout so
+ * one slab test covers all children (8 lanes in AVX, two 4-lane halves in SSE2). */
 #define BW 8 /* branching width of the collapsed tree (a multiple of 4) */
 
 typedef struct {
@@ -49,15 +52,15 @@ typedef struct {
     int32_t count[BW]; /* leaf: primitives (> 0); inner: 0 */
     int32_t nchild;   /* valid lanes 0..nchild-1 */
     int32_t pad[3];
-} node4_t;
+} wnode_t;
 
 typedef struct {
-    node4_t *nodes;
+    wnode_t *nodes;
     int64_t n, cap;
-} tree4_t;
+} wtree_t;
 
 struct brt_mesh {
-    node4_t *nodes;
+    wnode_t *nodes;
     int64_t nnodes;
     float root_min[3], root_max[3];
     float *tv;      /* (ntris, 9): v0, v1, v2 in leaf order */
@@ -76,7 +79,7 @@ typedef struct {
 } instance_t;
 
 struct brt_scene {
-    node4_t *nodes;
+    wnode_t *nodes;
     int64_t nnodes;
     instance_t *inst; /* in original order */
     int32_t *order;   /* leaf order -> original instance index */
@@ -88,7 +91,6 @@ struct brt_scene {
 typedef struct {
     const float *bmin; /* (n,3) */
     const float *bmax; /* (n,3) */
-    const float *cen;  /* (n,3) */
     int32_t *idx;      /* (n,) permutation being built */
     node_t *nodes;
     int64_t nnodes, cap;
@@ -301,12 +303,12 @@ static int build_bvh(builder_t *b, int64_t n) {
     return BRT_OK;
 }
 
-/* Collapse the binary tree under bin[bi] into 4-wide nodes; returns the new node's
+/* Collapse the binary tree under bin[bi] into wide nodes; returns the new node's
  * index or -1 on allocation failure. Children are opened largest surface area first. */
-static int64_t collapse(const node_t *bin, int64_t bi, tree4_t *t) {
+static int64_t collapse(const node_t *bin, int64_t bi, wtree_t *t) {
     if (t->n == t->cap) {
         int64_t cap = t->cap * 2 + 16;
-        node4_t *p = (node4_t *)realloc(t->nodes, (size_t)cap * sizeof(node4_t));
+        wnode_t *p = (wnode_t *)realloc(t->nodes, (size_t)cap * sizeof(wnode_t));
         if (!p) return -1;
         t->nodes = p;
         t->cap = cap;
@@ -350,7 +352,7 @@ static int64_t collapse(const node_t *bin, int64_t bi, tree4_t *t) {
             count[j] = 0;
         }
     }
-    node4_t *nd = &t->nodes[me]; /* after the recursion: the array may have moved */
+    wnode_t *nd = &t->nodes[me]; /* after the recursion: the array may have moved */
     memset(nd, 0, sizeof *nd);
     for (int j = 0; j < BW; ++j) {
         const node_t *c = &bin[kids[j < nk ? j : 0]];
@@ -366,13 +368,13 @@ static int64_t collapse(const node_t *bin, int64_t bi, tree4_t *t) {
     return me;
 }
 
-/* Build the binary tree, then the 4-wide one; frees the binary nodes. */
-static int build_tree4(builder_t *b, int64_t n, node4_t **nodes, int64_t *nnodes) {
+/* Build the binary tree, then the wide one (the binary nodes stay in b->nodes for the caller to free). */
+static int build_wide_tree(builder_t *b, int64_t n, wnode_t **nodes, int64_t *nnodes) {
     int rc = build_bvh(b, n);
     if (rc != BRT_OK) { free(b->nodes); b->nodes = NULL; return rc; }
-    tree4_t t = {NULL, 0, 0};
+    wtree_t t = {NULL, 0, 0};
     if (n == 0) { /* no primitives: one node without children */
-        t.nodes = (node4_t *)calloc(1, sizeof(node4_t));
+        t.nodes = (wnode_t *)calloc(1, sizeof(wnode_t));
         if (!t.nodes) { free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
         *nodes = t.nodes;
         *nnodes = 1;
@@ -396,7 +398,7 @@ static int packetize(brt_mesh *m) {
     if (!m->pk || !m->pk_tri) return BRT_E_NOMEM;
     int64_t q = 0;
     for (int64_t i = 0; i < m->nnodes; ++i) {
-        node4_t *n = &m->nodes[i];
+        wnode_t *n = &m->nodes[i];
         for (int j = 0; j < n->nchild; ++j) {
             if (n->count[j] <= 0) continue;
             int32_t first = n->child[j], count = n->count[j], np = (count + 3) / 4;
@@ -431,10 +433,9 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
     brt_mesh *m = (brt_mesh *)calloc(1, sizeof(brt_mesh));
     float *bmin = (float *)malloc(sizeof(float) * 3 * (size_t)(ntris + 1));
     float *bmax = (float *)malloc(sizeof(float) * 3 * (size_t)(ntris + 1));
-    float *cen = (float *)malloc(sizeof(float) * 3 * (size_t)(ntris + 1));
     int32_t *idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(ntris + 1));
     int rc = BRT_E_NOMEM;
-    if (!m || !bmin || !bmax || !cen || !idx) goto fail;
+    if (!m || !bmin || !bmax || !idx) goto fail;
     int64_t kept = 0;
     for (int64_t i = 0; i < ntris; ++i) {
         const float *a = verts + 3 * tris[3 * i], *b = verts + 3 * tris[3 * i + 1],
@@ -446,12 +447,11 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
             float lo = fminf(a[k], fminf(b[k], c[k])), hi = fmaxf(a[k], fmaxf(b[k], c[k]));
             bmin[3 * i + k] = lo;
             bmax[3 * i + k] = hi;
-            cen[3 * i + k] = 0.5f * (lo + hi);
         }
         idx[kept++] = (int32_t)i;
     }
-    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 4};
-    rc = build_tree4(&b, kept, &m->nodes, &m->nnodes);
+    builder_t b = {bmin, bmax, idx, NULL, 0, 0, 4};
+    rc = build_wide_tree(&b, kept, &m->nodes, &m->nnodes);
     if (rc != BRT_OK) goto fail;
     memcpy(m->root_min, b.nodes[0].bmin, sizeof m->root_min);
     memcpy(m->root_max, b.nodes[0].bmax, sizeof m->root_max);
@@ -468,11 +468,11 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
     }
     rc = packetize(m);
     if (rc != BRT_OK) goto fail;
-    free(bmin); free(bmax); free(cen); free(idx);
+    free(bmin); free(bmax); free(idx);
     *out = m;
     return BRT_OK;
 fail:
-    free(bmin); free(bmax); free(cen); free(idx);
+    free(bmin); free(bmax); free(idx);
     brt_mesh_free(m);
     return rc;
 }
@@ -518,10 +518,9 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
     s->inst = (instance_t *)calloc((size_t)(ninst + 1), sizeof(instance_t));
     float *bmin = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
     float *bmax = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
-    float *cen = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
     int32_t *idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(ninst + 1));
     int rc = BRT_E_NOMEM;
-    if (!s->inst || !bmin || !bmax || !cen || !idx) goto fail;
+    if (!s->inst || !bmin || !bmax || !idx) goto fail;
     int64_t kept = 0;
     for (int64_t i = 0; i < ninst; ++i) {
         instance_t *in = &s->inst[i];
@@ -550,21 +549,20 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
             float pad = 1e-6f * (fabsf(lo[k]) + fabsf(hi[k]) + 1.0f);
             bmin[3 * i + k] = lo[k] - pad;
             bmax[3 * i + k] = hi[k] + pad;
-            cen[3 * i + k] = 0.5f * (lo[k] + hi[k]);
         }
         idx[kept++] = (int32_t)i;
     }
-    builder_t b = {bmin, bmax, cen, idx, NULL, 0, 0, 1};
-    rc = build_tree4(&b, kept, &s->nodes, &s->nnodes);
+    builder_t b = {bmin, bmax, idx, NULL, 0, 0, 1};
+    rc = build_wide_tree(&b, kept, &s->nodes, &s->nnodes);
     if (rc != BRT_OK) goto fail;
     free(b.nodes);
     s->ninst = kept;
     s->order = idx;
-    free(bmin); free(bmax); free(cen);
+    free(bmin); free(bmax);
     *out = s;
     return BRT_OK;
 fail:
-    free(bmin); free(bmax); free(cen); free(idx);
+    free(bmin); free(bmax); free(idx);
     brt_scene_free(s);
     return rc;
 }
@@ -587,7 +585,7 @@ typedef struct {
     float org[3], dir[3], inv[3];
     float invf[3];          /* inv * (1 + 2 gamma(3)) */
     int neg[3];             /* direction component negative: enter boxes through bmax */
-    int near_off[3], far_off[3]; /* byte offsets of the entry/exit planes in a node4_t */
+    int near_off[3], far_off[3]; /* byte offsets of the entry/exit planes in a wnode_t */
     int kx, ky, kz;
     float sx, sy, sz;
 } ray_t;
@@ -597,8 +595,8 @@ static void ray_setup(ray_t *r) {
         r->inv[k] = 1.0f / r->dir[k];
         r->neg[k] = r->inv[k] < 0.0f;
         r->invf[k] = r->inv[k] * BOX_WIDEN;
-        int lo = (int)(offsetof(node4_t, bmin) + sizeof(float) * BW * k),
-            hi = (int)(offsetof(node4_t, bmax) + sizeof(float) * BW * k);
+        int lo = (int)(offsetof(wnode_t, bmin) + sizeof(float) * BW * k),
+            hi = (int)(offsetof(wnode_t, bmax) + sizeof(float) * BW * k);
         r->near_off[k] = r->neg[k] ? hi : lo;
         r->far_off[k] = r->neg[k] ? lo : hi;
 #if defined(__SSE2__)

@@ -5,12 +5,12 @@
  * AVX slab test.
  */
 
-/* Slab test of the four child boxes of a node; returns a bit mask of the lanes hit
+/* Slab test of the child boxes of a wide node; returns a bit mask of the lanes hit
  * within (0, tmax) and their entry distances. A NaN slab (origin on the plane of a zero
  * direction component) leaves the interval unchanged, which is conservative: max/min
  * below return their second operand on NaN, as SSE's maxps/minps do. */
 #if defined(BRT_AVX)
-static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, float tnear[BW]) {
+static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, float tnear[BW]) {
     const char *base = (const char *)n;
     __m256 t0 = _mm256_setzero_ps(), t1 = _mm256_set1_ps(tmax);
     for (int k = 0; k < 3; ++k) {
@@ -26,7 +26,7 @@ static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, 
     return _mm256_movemask_ps(_mm256_cmp_ps(t0, t1, _CMP_LE_OQ)) & ((1 << n->nchild) - 1);
 }
 #elif defined(__SSE2__)
-static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, float tnear[BW]) {
+static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, float tnear[BW]) {
     const char *base = (const char *)n;
     int mask = 0;
     for (int h = 0; h < BW; h += 4) {
@@ -45,7 +45,7 @@ static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, 
     return mask & ((1 << n->nchild) - 1);
 }
 #else
-static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, float tnear[BW]) {
+static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, float tnear[BW]) {
     float t0[BW], t1[BW];
     for (int j = 0; j < BW; ++j) { t0[j] = 0.0f; t1[j] = tmax; }
     for (int k = 0; k < 3; ++k) {
@@ -69,7 +69,7 @@ static inline int BRT_FN(box_hit)(const node4_t *n, const ray_t *r, float tmax, 
 
 
 /* Push the lanes of mask, farthest first, so the nearest is popped next. */
-static inline int BRT_FN(push_children)(const node4_t *n, int mask, const float tn[BW], entry_t *stack, int sp) {
+static inline int BRT_FN(push_children)(const wnode_t *n, int mask, const float tn[BW], entry_t *stack, int sp) {
     if ((mask & (mask - 1)) == 0) { /* one child: the common case deep in the tree */
         int j = __builtin_ctz(mask);
         stack[sp].idx = n->child[j];
@@ -237,7 +237,7 @@ static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, i
             }
             continue;
         }
-        const node4_t *n = &m->nodes[e.idx];
+        const wnode_t *n = &m->nodes[e.idx];
         int mask = BRT_FN(box_hit)(n, r, h->t, tn);
         if (mask) sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
     }
@@ -272,7 +272,7 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
             }
             continue;
         }
-        const node4_t *n = &s->nodes[e.idx];
+        const wnode_t *n = &s->nodes[e.idx];
         int mask = BRT_FN(box_hit)(n, &wr, h->t, tn);
         if (mask) sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
     }
