@@ -95,6 +95,7 @@ class RangeScanJob:
     frame_of_reference: str = "sensor"
     pcd_ascii: bool = False
     done: list = field(default_factory=list)
+    objects: list = field(default_factory=list)
     status: str = "running"
 
     def __post_init__(self) -> None:
@@ -176,7 +177,7 @@ class RangeScanJob:
             "frames_requested": self.frames,
             "frames": self.done,
             "geometry_hash": h.hexdigest(),
-            "objects": getattr(self, "objects", []),
+            "objects": self.objects,
             "status": self.status,
         }
 

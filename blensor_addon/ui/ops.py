@@ -80,8 +80,8 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             while job.remaining:
                 job.step()
             status = "complete"
-        except BlensorError as exc:
-            self.report({"ERROR"}, str(exc))
+        except (BlensorError, OSError) as exc:  # finished frames stay on disk
+            self.report({"ERROR"}, f"BlenSor: range scan failed after {len(job.done)} frames: {exc}")
             return {"CANCELLED"}
         finally:
             job.finish(status)
