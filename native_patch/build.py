@@ -31,11 +31,14 @@ def library_name() -> str:
     return "libblensor_rt.so"
 
 
-def build(out_dir: Path, cc: str | None = None, debug: bool = False) -> Path:
+def build(out_dir: Path, cc: str | None = None, debug: bool = False, portable: bool = False) -> Path:
     """Compile the library into ``out_dir`` and return its path.
 
     The object is written to a temporary name and renamed, so a failed build never
     leaves a half-written library where the loader looks.
+
+    ``portable=True`` compiles the plain-C kernels (no SSE/AVX), as on arm64; the tests
+    use it to check that path on x86-64.
 
     Raises:
         RuntimeError: no C compiler was found, or it failed.
@@ -49,6 +52,8 @@ def build(out_dir: Path, cc: str | None = None, debug: bool = False) -> Path:
     opt = ["-O0", "-g"] if debug else ["-O3"]
     # -ffp-contract=off: no FMA contraction, so the watertight edge tests round the same
     # way on every machine and compiler.
+    if portable:
+        opt.append("-DBRT_NO_SIMD")
     cmd = [cc, *opt, "-std=c99", "-fPIC", "-shared", "-pthread", "-ffp-contract=off",
            "-fvisibility=hidden", "-Wall", "-Wextra", "-o", str(tmp), str(SRC), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True)
@@ -65,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "native")
     ap.add_argument("--cc", default=None)
     ap.add_argument("--debug", action="store_true")
+    ap.add_argument("--portable", action="store_true", help="plain C kernels, no SSE/AVX")
     args = ap.parse_args(argv)
     try:
-        path = build(args.out, args.cc, args.debug)
+        path = build(args.out, args.cc, args.debug, args.portable)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

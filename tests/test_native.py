@@ -7,6 +7,7 @@ import pytest
 
 from blensor_addon.raycast import MeshData, SceneGeometry, get_backend, trace
 from blensor_addon.raycast.native import NativeBackend, available
+from conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not available(), reason="native library not built")
 
@@ -181,11 +182,17 @@ def test_empty_meshes_and_scenes():
     assert be.intersect(np.zeros((2, 3)), np.array([[0.0, 0.0, -1.0]] * 2), 10.0).t.tolist() == [np.inf] * 2
 
 
-def test_avx_and_baseline_kernels_agree(tmp_path):
-    # the library carries an AVX copy of the traversal chosen at run time; the baseline
-    # (SSE2) copy must give the same answers bit for bit
+def test_avx_sse_and_portable_kernels_agree(tmp_path):
+    # the library carries an AVX copy of the traversal chosen at run time over the SSE2
+    # one, and builds without SIMD on other CPUs (arm64): all three give the same answers
+    import importlib.util
+    import os
     import subprocess
     import sys
+    spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
+    native_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(native_build)
+    portable = native_build.build(tmp_path / "portable", portable=True)
     code = (
         "import sys, numpy as np\n"
         "from blensor_addon.raycast import MeshData, SceneGeometry\n"
@@ -198,15 +205,16 @@ def test_avx_and_baseline_kernels_agree(tmp_path):
         "d /= np.linalg.norm(d, axis=1, keepdims=True)\n"
         "h = b.intersect(o, d, 1e30)\n"
         "np.savez(sys.argv[1], t=h.t, p=h.primitive, n=h.normal, uv=h.uv)\n")
-    import os
-    env = dict(os.environ)
-    subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.npz")], check=True, env=env)
-    env["BLENSOR_RT_NO_AVX"] = "1"
-    subprocess.run([sys.executable, "-c", code, str(tmp_path / "b.npz")], check=True, env=env)
-    a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
-    for k in ("t", "p", "n", "uv"):
-        assert np.array_equal(a[k], b[k]), k
-    assert (a["p"] >= 0).sum() > 5000
+    variants = {"default": {}, "sse": {"BLENSOR_RT_NO_AVX": "1"}, "portable": {"BLENSOR_NATIVE_LIB": str(portable)}}
+    out = {}
+    for name, extra in variants.items():
+        env = dict(os.environ, **extra)
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{name}.npz")], check=True, env=env)
+        out[name] = np.load(tmp_path / f"{name}.npz")
+    assert (out["default"]["p"] >= 0).sum() > 5000
+    for name in ("sse", "portable"):
+        for k in ("t", "p", "n", "uv"):
+            assert np.array_equal(out["default"][k], out[name][k]), (name, k)
 
 
 def test_singular_instance_transform_is_never_hit():

@@ -22,10 +22,15 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
+/* BRT_SIMD: SSE2 kernels (every x86-64); otherwise portable C (arm64, or -DBRT_NO_SIMD,
+ * which the tests use to check the portable path). BRT_HAVE_AVX: also an AVX copy of
+ * the traversal, chosen at run time (GCC on x86-64). */
+#if defined(__SSE2__) && !defined(BRT_NO_SIMD)
+#define BRT_SIMD 1
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(BRT_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define BRT_HAVE_AVX 1
 #include <immintrin.h>
 #endif
 
@@ -578,7 +583,7 @@ BRT_API void brt_scene_free(brt_scene *s) {
 /* -------------------------------------------------------------- traversal */
 
 typedef struct {
-#if defined(__SSE2__)
+#if defined(BRT_SIMD)
     __m128 org4[3], inv4[3]; /* broadcast once per ray, not per node */
     __m128 invf4[3];          /* inv * (1 + 2 gamma(3)): exit distances rounded outward */
 #endif
@@ -599,7 +604,7 @@ static void ray_setup(ray_t *r) {
             hi = (int)(offsetof(wnode_t, bmax) + sizeof(float) * BW * k);
         r->near_off[k] = r->neg[k] ? hi : lo;
         r->far_off[k] = r->neg[k] ? lo : hi;
-#if defined(__SSE2__)
+#if defined(BRT_SIMD)
         r->org4[k] = _mm_set1_ps(r->org[k]);
         r->inv4[k] = _mm_set1_ps(r->inv[k]);
         r->invf4[k] = _mm_set1_ps(r->inv[k] * BOX_WIDEN);
@@ -632,8 +637,7 @@ typedef struct {
 #include "traverse.inc.h"
 #undef BRT_FN
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BRT_HAVE_AVX 1
+#if defined(BRT_HAVE_AVX)
 #pragma GCC push_options
 #pragma GCC target("avx")
 #define BRT_AVX 1

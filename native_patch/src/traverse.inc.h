@@ -25,7 +25,7 @@ static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, 
     _mm256_storeu_ps(tnear, t0);
     return _mm256_movemask_ps(_mm256_cmp_ps(t0, t1, _CMP_LE_OQ)) & ((1 << n->nchild) - 1);
 }
-#elif defined(__SSE2__)
+#elif defined(BRT_SIMD)
 static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, float tnear[BW]) {
     const char *base = (const char *)n;
     int mask = 0;
@@ -147,7 +147,7 @@ static inline void BRT_FN(tri4_hit)(const brt_mesh *m, int64_t pkt, const ray_t 
     const int kx = r->kx, ky = r->ky, kz = r->kz;
     float U[4], V[4], W[4];
     int cand = 0, zero = 0;
-#if defined(__SSE2__)
+#if defined(BRT_SIMD)
     const __m128 ox = _mm_set1_ps(r->org[kx]), oy = _mm_set1_ps(r->org[ky]), oz = _mm_set1_ps(r->org[kz]);
     const __m128 sx = _mm_set1_ps(r->sx), sy = _mm_set1_ps(r->sy);
     __m128 X[3], Y[3];
