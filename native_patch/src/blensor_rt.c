@@ -68,10 +68,8 @@ struct brt_mesh {
     wnode_t *nodes;
     int64_t nnodes;
     float root_min[3], root_max[3];
-    float *tv;      /* (ntris, 9): v0, v1, v2 in leaf order */
-    int32_t *tid;   /* (ntris,): original triangle index in leaf order */
     float *pk;      /* (npk, 3 vertices, 3 axes, 4 lanes): leaves as packets of 4 triangles */
-    int32_t *pk_tri; /* (npk, 4): leaf-order triangle of each lane (short leaves repeat the last) */
+    int32_t *pk_tri; /* (npk, 4): input triangle index of each lane (short leaves repeat the last) */
     int64_t npk;
     int64_t ntris;  /* triangles kept (finite) */
 };
@@ -393,7 +391,7 @@ static int build_wide_tree(builder_t *b, int64_t n, wnode_t **nodes, int64_t *nn
 
 /* Re-point every leaf of a mesh tree at packets of 4 triangles (SoA), so one SIMD test
  * covers a leaf of up to 4 triangles. */
-static int packetize(brt_mesh *m) {
+static int packetize(brt_mesh *m, const float *verts, const int32_t *tris, const int32_t *order) {
     int64_t npk = 0;
     for (int64_t i = 0; i < m->nnodes; ++i)
         for (int j = 0; j < m->nodes[i].nchild; ++j)
@@ -410,11 +408,11 @@ static int packetize(brt_mesh *m) {
             for (int32_t p = 0; p < np; ++p, ++q) {
                 for (int lane = 0; lane < 4; ++lane) {
                     int32_t k = 4 * p + lane < count ? 4 * p + lane : count - 1;
-                    int32_t tri = first + k;
+                    int32_t tri = order[first + k]; /* leaf order -> input triangle */
                     m->pk_tri[4 * q + lane] = tri;
                     for (int v = 0; v < 3; ++v)
                         for (int a = 0; a < 3; ++a)
-                            m->pk[36 * q + (3 * v + a) * 4 + lane] = m->tv[9 * (int64_t)tri + 3 * v + a];
+                            m->pk[36 * q + (3 * v + a) * 4 + lane] = verts[3 * (int64_t)tris[3 * (int64_t)tri + v] + a];
                 }
             }
             n->child[j] = (int32_t)(q - np);
@@ -462,16 +460,7 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
     memcpy(m->root_max, b.nodes[0].bmax, sizeof m->root_max);
     free(b.nodes);
     m->ntris = kept;
-    m->tv = (float *)malloc(sizeof(float) * 9 * (size_t)(kept + 1));
-    m->tid = (int32_t *)malloc(sizeof(int32_t) * (size_t)(kept + 1));
-    if (!m->tv || !m->tid) { rc = BRT_E_NOMEM; goto fail; }
-    for (int64_t i = 0; i < kept; ++i) {
-        int32_t p = idx[i];
-        m->tid[i] = p;
-        for (int v = 0; v < 3; ++v)
-            memcpy(m->tv + 9 * i + 3 * v, verts + 3 * tris[3 * p + v], 3 * sizeof(float));
-    }
-    rc = packetize(m);
+    rc = packetize(m, verts, tris, idx);
     if (rc != BRT_OK) goto fail;
     free(bmin); free(bmax); free(idx);
     *out = m;
@@ -485,8 +474,6 @@ fail:
 BRT_API void brt_mesh_free(brt_mesh *m) {
     if (!m) return;
     free(m->nodes);
-    free(m->tv);
-    free(m->tid);
     free(m->pk);
     free(m->pk_tri);
     free(m);
@@ -628,7 +615,7 @@ typedef struct { int32_t idx, count; float t; } entry_t;
 
 typedef struct {
     float t, b1, b2;
-    int32_t leaf_tri; /* leaf-order triangle index in the mesh */
+    int64_t slot;     /* packet * 4 + lane of the hit triangle in the instance's mesh */
     int32_t inst;     /* original instance index */
 } hit_t;
 
@@ -756,12 +743,16 @@ static void run_range(job_t *j, int64_t a, int64_t b) {
         const instance_t *in = &j->s->inst[h.inst];
         j->t_out[i] = h.t;
         j->inst_out[i] = h.inst;
-        j->prim_out[i] = in->mesh->tid[h.leaf_tri];
+        j->prim_out[i] = in->mesh->pk_tri[h.slot];
         if (j->uv_out) { j->uv_out[2 * i] = h.b1; j->uv_out[2 * i + 1] = h.b2; }
         if (j->ng_out) {
-            const float *tv = in->mesh->tv + 9 * (int64_t)h.leaf_tri;
+            const float *P = in->mesh->pk + 36 * (h.slot / 4);
+            const int lane = (int)(h.slot % 4);
             double e1[3], e2[3], n[3], w[3];
-            for (int k = 0; k < 3; ++k) { e1[k] = tv[3 + k] - tv[k]; e2[k] = tv[6 + k] - tv[k]; }
+            for (int k = 0; k < 3; ++k) {
+                e1[k] = (double)P[(3 + k) * 4 + lane] - P[k * 4 + lane];
+                e2[k] = (double)P[(6 + k) * 4 + lane] - P[k * 4 + lane];
+            }
             n[0] = e1[1] * e2[2] - e1[2] * e2[1];
             n[1] = e1[2] * e2[0] - e1[0] * e2[2];
             n[2] = e1[0] * e2[1] - e1[1] * e2[0];

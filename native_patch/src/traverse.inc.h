@@ -233,7 +233,7 @@ static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, i
             int64_t slot = -1;
             for (int32_t p = e.idx; p < e.idx + e.count; ++p) BRT_FN(tri4_hit)(m, p, r, &best, &slot, &c1, &c2);
             if (slot >= 0) {
-                h->t = best; h->b1 = c1; h->b2 = c2; h->leaf_tri = m->pk_tri[slot]; h->inst = inst;
+                h->t = best; h->b1 = c1; h->b2 = c2; h->slot = slot; h->inst = inst;
             }
             continue;
         }
@@ -244,7 +244,7 @@ static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, i
 }
 
 static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *dir, float tmax, hit_t *h) {
-    h->t = tmax; h->inst = -1; h->leaf_tri = -1; h->b1 = h->b2 = 0.0f;
+    h->t = tmax; h->inst = -1; h->slot = -1; h->b1 = h->b2 = 0.0f;
     if (s->ninst == 0 || !(tmax > 0.0f)) return;
     ray_t wr;
     memcpy(wr.org, org, sizeof wr.org);
