@@ -11,7 +11,6 @@
  * Triangles: watertight test of Woop, Benthin, Wald, JCGT 2(1), 2013 (double precision
  * retry on zero edge functions); the distance of an accepted hit is then taken from the
  * triangle plane in double precision.
- * Large batches are traced in Morton order of origin and direction (cache coherence).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "blensor_rt.h"
@@ -644,76 +643,7 @@ typedef struct {
     int32_t *inst_out, *prim_out;
     int64_t next; /* shared chunk counter */
     void (*cast)(const brt_scene *, const float *, const float *, float, hit_t *);
-    const int32_t *order; /* processing order (coherent rays together), or NULL */
 } job_t;
-
-/* Ray order for coherence: rays sorted by a 30-bit Morton key of their origin (within
- * the batch's bounds) and direction (octahedral map), 6 bits per component, so rays
- * that start near each other heading the same way are traced together and find the
- * same nodes in cache. Results do not depend on the order. Returns NULL when the batch
- * is small or memory is short (then rays run in input order). */
-#define SORT_MIN_RAYS 16384
-
-static uint32_t quant6(float x, float lo, float scale) {
-    float v = (x - lo) * scale;
-    if (!(v >= 0.0f)) return 0; /* also NaN */
-    return v >= 63.0f ? 63u : (uint32_t)v;
-}
-
-static int32_t *coherent_order(const float *org, const float *dir, int64_t n) {
-    if (n < SORT_MIN_RAYS || n > INT32_MAX) return NULL;
-    uint32_t *key = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
-    uint32_t *key2 = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n);
-    int32_t *idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
-    int32_t *idx2 = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
-    if (!key || !key2 || !idx || !idx2) { free(key); free(key2); free(idx); free(idx2); return NULL; }
-    float lo[3] = {FLT_MAX, FLT_MAX, FLT_MAX}, hi[3] = {-FLT_MAX, -FLT_MAX, -FLT_MAX};
-    for (int64_t i = 0; i < n; ++i)
-        for (int k = 0; k < 3; ++k) {
-            float v = org[3 * i + k];
-            lo[k] = v < lo[k] ? v : lo[k];
-            hi[k] = v > hi[k] ? v : hi[k];
-        }
-    float sc[3];
-    for (int k = 0; k < 3; ++k) sc[k] = hi[k] > lo[k] ? 64.0f / (hi[k] - lo[k]) : 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-        const float *d = dir + 3 * i;
-        float a = fabsf(d[0]) + fabsf(d[1]) + fabsf(d[2]);
-        float u = a > 0 ? d[0] / a : 0.0f, v = a > 0 ? d[1] / a : 0.0f;
-        if (d[2] < 0.0f) { /* fold the lower hemisphere (octahedral map) */
-            float fu = (1.0f - fabsf(v)) * (u >= 0 ? 1.0f : -1.0f);
-            float fv = (1.0f - fabsf(u)) * (v >= 0 ? 1.0f : -1.0f);
-            u = fu;
-            v = fv;
-        }
-        uint32_t c[5] = {quant6(org[3 * i], lo[0], sc[0]), quant6(org[3 * i + 1], lo[1], sc[1]),
-                         quant6(org[3 * i + 2], lo[2], sc[2]), quant6(u, -1.0f, 32.0f), quant6(v, -1.0f, 32.0f)};
-        uint32_t k = 0;
-        for (int bit = 5; bit >= 0; --bit)
-            for (int comp = 0; comp < 5; ++comp) k = (k << 1) | ((c[comp] >> bit) & 1u);
-        key[i] = k;
-        idx[i] = (int32_t)i;
-    }
-    /* LSD radix sort, two 15-bit passes (stable) */
-    size_t *cnt = (size_t *)calloc(1u << 15, sizeof(size_t));
-    if (!cnt) { free(key); free(key2); free(idx); free(idx2); return NULL; }
-    for (int pass = 0; pass < 2; ++pass) {
-        int shift = 15 * pass;
-        memset(cnt, 0, sizeof(size_t) << 15);
-        for (int64_t i = 0; i < n; ++i) cnt[(key[i] >> shift) & 0x7FFF]++;
-        size_t sum = 0;
-        for (int b = 0; b < (1 << 15); ++b) { size_t c = cnt[b]; cnt[b] = sum; sum += c; }
-        for (int64_t i = 0; i < n; ++i) {
-            size_t at = cnt[(key[i] >> shift) & 0x7FFF]++;
-            key2[at] = key[i];
-            idx2[at] = idx[i];
-        }
-        uint32_t *tk = key; key = key2; key2 = tk;
-        int32_t *ti = idx; idx = idx2; idx2 = ti;
-    }
-    free(cnt); free(key); free(key2); free(idx2);
-    return idx;
-}
 
 #define CHUNK 1024
 
@@ -727,8 +657,7 @@ static int use_avx(void) {
 #endif
 
 static void run_range(job_t *j, int64_t a, int64_t b) {
-    for (int64_t q = a; q < b; ++q) {
-        int64_t i = j->order ? j->order[q] : q;
+    for (int64_t i = a; i < b; ++i) {
         float tm = j->tmax ? j->tmax[i] : j->tmax_default;
         hit_t h;
         j->cast(j->s, j->org + 3 * i, j->dir + 3 * i, tm, &h);
@@ -783,18 +712,15 @@ BRT_API int brt_intersect(const brt_scene *s, const float *org, const float *dir
     if (!s || nrays < 0 || (nrays > 0 && (!org || !dir || !t_out || !inst_out || !prim_out)))
         return BRT_E_ARG;
     job_t j = {s, org, dir, tmax, tmax_default, nrays, t_out, ng_out, uv_out, inst_out, prim_out, 0,
-               cast_one_base, NULL};
+               cast_one_base};
 #if defined(BRT_HAVE_AVX)
     if (use_avx()) j.cast = cast_one_avx;
 #endif
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 256) nthreads = 256;
     if ((int64_t)nthreads > nrays / CHUNK + 1) nthreads = (int)(nrays / CHUNK + 1);
-    int32_t *order = coherent_order(org, dir, nrays);
-    j.order = order;
     if (nthreads == 1) {
         run_range(&j, 0, nrays);
-        free(order);
         return BRT_OK;
     }
     pthread_t th[256];
@@ -805,6 +731,5 @@ BRT_API int brt_intersect(const brt_scene *s, const float *org, const float *dir
     }
     worker(&j); /* the calling thread works too and finishes whatever is left */
     for (int k = 0; k < started; ++k) pthread_join(th[k], NULL);
-    free(order);
     return BRT_OK;
 }
