@@ -187,3 +187,18 @@ def test_backends_agree_on_demo_scene(velodyne):
     sb = np.array([ib[(k[0], int(k[1]))] for k in both.tolist()])
     assert np.abs(a.range[sa] - b.range[sb]).max() <= 1e-4
     assert np.mean(a.object_id[sa] != b.object_id[sb]) <= 1e-4
+
+
+def test_world_frame_pcd_viewpoint_is_the_sensor_pose(velodyne, tmp_path):
+    from mathutils import Matrix
+    from pypcd4 import PointCloud
+    job = scan_range(velodyne, [6], tmp_path, ("npz", "pcd"), frame_of_reference="world")
+    assert job.status == "complete"
+    z = np.load(tmp_path / "scan00006.npz")
+    pose = z["sensor_to_world"]
+    vp = np.array(PointCloud.from_path(tmp_path / "scan00006.pcd").metadata.viewpoint, float)
+    np.testing.assert_allclose(vp[:3], pose[:3, 3], atol=1e-5)
+    q = np.array(tuple(Matrix(pose[:3, :3].tolist()).to_quaternion()))
+    assert np.allclose(vp[3:], q, atol=1e-5) or np.allclose(vp[3:], -q, atol=1e-5)
+    # world points: the sensor sits 2.5 m above the road, so the pose's z is 2.5
+    assert pose[2, 3] == pytest.approx(2.5, abs=1e-5)
