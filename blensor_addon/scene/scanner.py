@@ -1,6 +1,7 @@
 """Scanning a camera in Blender: settings from the camera, one frame -> ScanResult."""
 from __future__ import annotations
 
+import dataclasses
 
 import bpy
 import numpy as np
@@ -12,10 +13,9 @@ from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
 from ..raycast import get_backend, trace
 from .extract import SceneExtractor
 
-#: camera.data.blensor property -> LidarSettings field (same names)
-SETTING_NAMES = ("preset", "angle_resolution", "rotation_speed", "max_range", "start_angle",
-                 "end_angle", "noise_mu", "noise_sigma", "bias_distribution", "bias_sigma",
-                 "ref_dist", "ref_limit", "ref_slope", "seed", "max_bounces")
+#: LidarSettings fields read as-is from camera.data.blensor (same names); ``elevations``
+#: is a comma-separated string there and is parsed.
+SETTING_NAMES = tuple(f.name for f in dataclasses.fields(LidarSettings) if f.name != "elevations")
 
 
 def check_camera(camera_object) -> None:

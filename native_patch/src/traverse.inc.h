@@ -91,6 +91,25 @@ static inline int BRT_FN(push_children)(const wnode_t *n, int mask, const float 
 }
 
 
+/* Distance along the ray to the plane of a triangle whose vertex v, axis a is
+ * P[(3 v + a) * stride], in double precision (the barycentric form T/det of the
+ * watertight test loses ~1e-4 m on long thin triangles seen from afar). NaN when the
+ * ray is parallel to the plane, which every caller's range test rejects. */
+static inline double BRT_FN(plane_distance)(const float *P, int stride, const ray_t *r) {
+    double e1[3], e2[3], a[3];
+    for (int k = 0; k < 3; ++k) {
+        double v0 = P[k * stride];
+        e1[k] = (double)P[(3 + k) * stride] - v0;
+        e2[k] = (double)P[(6 + k) * stride] - v0;
+        a[k] = v0 - (double)r->org[k];
+    }
+    double n0 = e1[1] * e2[2] - e1[2] * e2[1];
+    double n1 = e1[2] * e2[0] - e1[0] * e2[2];
+    double n2 = e1[0] * e2[1] - e1[1] * e2[0];
+    double den = n0 * r->dir[0] + n1 * r->dir[1] + n2 * r->dir[2];
+    return den == 0.0 ? NAN : (n0 * a[0] + n1 * a[1] + n2 * a[2]) / den;
+}
+
 /* Watertight test; returns 1 and sets *t, *b1, *b2 on a hit with 0 < t < tmax. */
 static inline int BRT_FN(tri_hit)(const float *tv, const ray_t *r, float tmax, float *t, float *b1, float *b2) {
     const int kx = r->kx, ky = r->ky, kz = r->kz;
@@ -114,21 +133,9 @@ static inline int BRT_FN(tri_hit)(const float *tv, const ray_t *r, float tmax, f
     if ((U < 0.0f || V < 0.0f || W < 0.0f) && (U > 0.0f || V > 0.0f || W > 0.0f)) return 0;
     float det = U + V + W;
     if (det == 0.0f) return 0;
-    /* The edge functions decide inside/outside (that is what makes the test watertight).
-     * The distance is taken from the triangle's plane in double precision: the
-     * barycentric form T/det loses ~1e-4 m on long thin triangles seen from afar. */
-    double e1[3], e2[3], a[3];
-    for (int k = 0; k < 3; ++k) {
-        e1[k] = (double)tv[3 + k] - (double)tv[k];
-        e2[k] = (double)tv[6 + k] - (double)tv[k];
-        a[k] = (double)tv[k] - (double)r->org[k];
-    }
-    double n0 = e1[1] * e2[2] - e1[2] * e2[1];
-    double n1 = e1[2] * e2[0] - e1[0] * e2[2];
-    double n2 = e1[0] * e2[1] - e1[1] * e2[0];
-    double den = n0 * r->dir[0] + n1 * r->dir[1] + n2 * r->dir[2];
-    if (den == 0.0) return 0;
-    double td = (n0 * a[0] + n1 * a[1] + n2 * a[2]) / den;
+    /* The edge functions decide inside/outside (that is what makes the test watertight);
+     * the distance comes from the triangle's plane. */
+    double td = BRT_FN(plane_distance)(tv, 1, r);
     if (!(td > 0.0) || !(td < (double)tmax)) return 0;
     float rcp = 1.0f / det;
     *t = (float)td;
@@ -197,19 +204,7 @@ static inline void BRT_FN(tri4_hit)(const brt_mesh *m, int64_t pkt, const ray_t 
     while (cand) {
         int lane = __builtin_ctz(cand);
         cand &= cand - 1;
-        double e1[3], e2[3], a[3];
-        for (int k = 0; k < 3; ++k) {
-            double v0 = P[k * 4 + lane];
-            e1[k] = (double)P[(3 + k) * 4 + lane] - v0;
-            e2[k] = (double)P[(6 + k) * 4 + lane] - v0;
-            a[k] = v0 - (double)r->org[k];
-        }
-        double n0 = e1[1] * e2[2] - e1[2] * e2[1];
-        double n1 = e1[2] * e2[0] - e1[0] * e2[2];
-        double n2 = e1[0] * e2[1] - e1[1] * e2[0];
-        double den = n0 * r->dir[0] + n1 * r->dir[1] + n2 * r->dir[2];
-        if (den == 0.0) continue;
-        double td = (n0 * a[0] + n1 * a[1] + n2 * a[2]) / den;
+        double td = BRT_FN(plane_distance)(P + lane, 4, r);
         if (!(td > 0.0) || !(td < (double)*best)) continue;
         float dsum = U[lane] + V[lane] + W[lane];
         *best = (float)td;
