@@ -89,11 +89,14 @@ def test_modifiers_instances_hidden_objects_and_labels(bpy_mod, empty_scene):
     px = r.xyz[level & (r.object_id == post_id), 0]
     assert {int(np.round(x)) for x in px} == {0, 1, 2}
     assert names[post_id]["label"] == "pole"
-    # the two instances of the same box are two objects with the instancer's label
-    boxes = [o for o in r.objects if o["name"] == "Box"]
-    assert len(boxes) == 2 and {b["instancer"] for b in boxes} == {"Inst0", "Inst1"}
-    assert all(b["label"] == "crate" for b in boxes)
-    assert set(np.unique(r.object_id[np.isin(r.object_id, [b["id"] for b in boxes])])) == {b["id"] for b in boxes}
+    # the two instances of the same box: one source object, two instancers (labelled
+    # "crate"), instance index 1 in each; drawn-directly objects have 0 for both
+    by_name = {o["name"]: o for o in r.objects}
+    box = r.object_id == by_name["Box"]["id"]
+    assert set(r.instancer_id[box].tolist()) == {by_name["Inst0"]["id"], by_name["Inst1"]["id"]}
+    assert set(r.instance_id[box].tolist()) == {1}
+    assert by_name["Inst0"]["label"] == by_name["Inst1"]["label"] == "crate"
+    assert not r.instancer_id[~box].any() and not r.instance_id[~box].any()
     # the user's objects were not changed by the scan
     assert post.modifiers[0].count == 3 and len(post.data.vertices) == 4
 
@@ -108,8 +111,15 @@ def test_object_ids_stable_across_frames(bpy_mod, crossing):
         for o in snap.objects:
             first.setdefault(o["id"], o["name"])
             assert first[o["id"]] == o["name"]
-        ids = snap.instance_object_id
-        assert len(set(ids.tolist())) == len(ids)  # one id per instance, never shared
+        keys = list(zip(snap.instance_object_id.tolist(), snap.instance_instancer_id.tolist(),
+                        snap.instance_index.tolist()))
+        assert len(set(keys)) == len(keys)  # one key per instance, never shared
+        # ids come from the file, not from the frames seen before: a fresh extractor that
+        # sees only this frame numbers every instance the same way
+        fresh = SceneExtractor().extract(bpy_mod.context.evaluated_depsgraph_get(), cam)
+        assert np.array_equal(fresh.instance_object_id, snap.instance_object_id)
+        assert np.array_equal(fresh.instance_instancer_id, snap.instance_instancer_id)
+        assert fresh.objects == snap.objects
         snaps.append(snap)
     crossing.frame_set(1)
     # the cars moved: same mesh fingerprints (no BVH rebuild), other transforms, other pose

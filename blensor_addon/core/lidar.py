@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import SettingsError
 from .materials import MaterialTable
 from .result import ScanResult
 from .settings import LidarSettings
@@ -39,12 +40,81 @@ class RayPattern:
     def __len__(self) -> int:
         return int(self.directions.shape[0])
 
+    def take(self, idx: np.ndarray) -> "RayPattern":
+        """The rays ``idx`` (int array or bool mask), in order."""
+        return RayPattern(self.directions[idx], self.azimuth[idx], self.elevation[idx], self.channel[idx],
+                          self.column[idx], self.timestamp[idx])
+
+    @classmethod
+    def concat(cls, parts: list["RayPattern"]) -> "RayPattern":
+        """Rays of ``parts`` one after the other (at least one part)."""
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                     ("directions", "azimuth", "elevation", "channel", "column", "timestamp")))
+
+
+#: Most rays one scan (a single scan, or one frame of a range scan) may cast. Rays are
+#: cast in chunks of :data:`CHUNK_RAYS`, so memory grows with the returns kept; a scan
+#: in which every ray returns needs about :data:`BYTES_PER_RETURN` per ray, so the cap
+#: keeps the worst case near 6 GB. (An HDL-64E S2 turn at 0.01 deg is 2.3 M rays.)
+MAX_RAYS = 20_000_000
+#: Rays generated and cast at once.
+CHUNK_RAYS = 1 << 18
+#: Peak bytes per kept return while a result is assembled (measured upper bound).
+BYTES_PER_RETURN = 300
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process (Linux ``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
+    """Refuse a scan whose ray count exceeds :data:`MAX_RAYS` or the free memory, before
+    anything is allocated. ``columns`` is the scan's column count; returns the ray count.
+
+    Raises:
+        SettingsError naming the setting that made the scan too large:
+        ``rotation_speed`` when a range-scan frame sweeps more than one turn, else
+        ``angle_resolution``, with the smallest value that fits.
+    """
+    rays = int(columns) * s.num_lasers
+    limit = MAX_RAYS
+    mem = available_memory()
+    if mem is not None:
+        limit = min(limit, max(CHUNK_RAYS, mem // BYTES_PER_RETURN))
+    if rays <= limit:
+        return rays
+    factor = rays / limit
+    turns = columns * s.angle_resolution / 360.0
+    if mode == "range" and turns > 1.0:
+        raise SettingsError("rotation_speed", f"at most {s.rotation_speed / factor:.6g} Hz at these settings "
+                            f"({rays:,} rays per frame; the limit is {limit:,})", s.rotation_speed)
+    raise SettingsError("angle_resolution", f"at least {s.angle_resolution * factor:.6g} deg at these settings "
+                        f"({rays:,} rays per scan; the limit is {limit:,})", s.angle_resolution)
+
+
+def single_scan_count(s: LidarSettings) -> int:
+    """Number of columns of a single scan, ``int((end - start) / res)`` (the original's
+    count: a full HDL-64E turn at 0.1728 deg has 2083 columns)."""
+    return int((s.end_angle - s.start_angle) / s.angle_resolution + 1e-9)
+
 
 def single_scan_columns(s: LidarSettings) -> np.ndarray:
     """Azimuths (deg) of the columns of a single scan: ``start + k * res`` for
-    ``k < int((end - start) / res)`` (the original's count: a full HDL-64E turn at
-    0.1728 deg has 2083 columns). Returns (C,) float64."""
-    n = int((s.end_angle - s.start_angle) / s.angle_resolution + 1e-9)
+    ``k < single_scan_count(s)``. Returns (C,) float64.
+
+    Raises:
+        SettingsError: too many rays (:func:`check_ray_budget`).
+    """
+    n = single_scan_count(s)
+    check_ray_budget(s, n, "single")
     return s.start_angle + np.arange(n, dtype=np.float64) * s.angle_resolution
 
 
@@ -58,6 +128,9 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
     rotation exactly. Columns whose azimuth (mod 360) falls outside
     ``[start_angle, end_angle)`` are dropped (the original ignored the sector here).
     Returns (C,) int64.
+
+    Raises:
+        SettingsError: too many rays (:func:`check_ray_budget`).
     """
     sweep = 360.0 * s.rotation_speed * frame_time
     res = s.angle_resolution
@@ -65,7 +138,9 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
     def first_column(f: int) -> int:
         return int(math.ceil(f * sweep / res - 1e-9))
 
-    k = np.arange(first_column(frame), first_column(frame + 1), dtype=np.int64)
+    a, b = first_column(frame), first_column(frame + 1)
+    check_ray_budget(s, b - a, "range")
+    k = np.arange(a, b, dtype=np.int64)
     psi = np.mod(k * res, 360.0)
     lo = np.mod(s.start_angle, 360.0)
     width = s.end_angle - s.start_angle
@@ -75,7 +150,8 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
     return k
 
 
-def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray) -> RayPattern:
+def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
+                 column0: int = 0) -> RayPattern:
     """Ray directions for the given columns.
 
     Args:
@@ -99,31 +175,47 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
         azimuth=np.repeat(np.mod(np.deg2rad(azimuth_deg), 2.0 * np.pi), L),
         elevation=np.tile(elev, C),
         channel=np.tile(np.arange(L, dtype=np.uint16), C),
-        column=np.repeat(np.arange(C, dtype=np.int64), L),
+        column=np.repeat(np.arange(column0, column0 + C, dtype=np.int64), L),
         timestamp=np.repeat(np.asarray(timestamp, dtype=np.float64), L),
     )
 
 
-def single_scan_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
-    """Pattern of a single scan at scene frame ``frame``: the sector start..end.
+def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "single"
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Column azimuths (C,) float64 deg in [0, 360) or the sector, and their absolute
+    firing times (C,) float64 s, of a single scan (``mode="single"``: the sector
+    start..end at frame ``frame``, times ``frame * frame_time + (psi - start) /
+    (360 * rotation_speed)``) or of frame ``frame`` of a range scan (``mode="range"``,
+    see :func:`range_scan_columns`; times ``k * res / (360 * rotation_speed)``).
 
-    Timestamps: ``frame * frame_time + (psi - start) / (360 * rotation_speed)`` (s).
+    Raises:
+        SettingsError: too many rays (:func:`check_ray_budget`).
     """
+    if mode == "range":
+        psi = range_scan_columns(s, frame, frame_time) * s.angle_resolution
+        return np.mod(psi, 360.0), psi / (360.0 * s.rotation_speed)
     psi = single_scan_columns(s)
-    t = frame * frame_time + (psi - s.start_angle) / (360.0 * s.rotation_speed)
-    return make_pattern(s, psi, t)
+    return psi, frame * frame_time + (psi - s.start_angle) / (360.0 * s.rotation_speed)
+
+
+def iter_patterns(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
+                  chunk_rays: int = CHUNK_RAYS):
+    """:func:`make_pattern` over consecutive column chunks of about ``chunk_rays`` rays,
+    so the rays of a scan never exist all at once. Yields RayPattern (one empty
+    pattern if there are no columns)."""
+    step = max(1, chunk_rays // s.num_lasers)
+    for i in range(0, max(1, azimuth_deg.shape[0]), step):
+        yield make_pattern(s, azimuth_deg[i:i + step], timestamp[i:i + step], i)
+
+
+def single_scan_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
+    """Every ray of a single scan at scene frame ``frame`` (:func:`scan_columns`)."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "single"))
 
 
 def range_frame_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
-    """Pattern of frame ``frame`` of a range scan (see :func:`range_scan_columns`).
-
-    Timestamps are absolute: ``k * res / (360 * rotation_speed)`` = frame time
-    ``frame * frame_time`` + the in-sweep offset.
-    """
-    k = range_scan_columns(s, frame, frame_time)
-    psi = k * s.angle_resolution
-    t = psi / (360.0 * s.rotation_speed)
-    return make_pattern(s, np.mod(psi, 360.0), t)
+    """Every ray of frame ``frame`` of a range scan (:func:`scan_columns`)."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "range"))
 
 
 def frame_rng(seed: int, frame: int) -> np.random.Generator:
@@ -156,9 +248,20 @@ def noisy_range(rng: np.random.Generator, rng_clean: np.ndarray, channel: np.nda
     return rng_clean.astype(np.float64) + bias[channel.astype(np.int64)] + per_ray
 
 
-def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_object_id: np.ndarray,
-             s: LidarSettings, *, frame: int, frame_time: float, sensor_to_world: np.ndarray,
-             frame_of_reference: str = "sensor", objects: list | None = None) -> ScanResult:
+def returns_mask(trace, materials: MaterialTable, s: LidarSettings) -> np.ndarray:
+    """(N,) bool: which traced rays return: they ended on a non-mirror surface within
+    ``max_range`` whose reflectivity exceeds the limit at the accumulated range (seed
+    000 Eq. 1, section 3.5)."""
+    refl = materials.reflectivity[materials.lookup(trace.instance, trace.primitive)]
+    ok = trace.hit & (trace.range <= s.max_range)
+    ok &= refl > reflectivity_limit(trace.range, s)
+    return ok
+
+
+def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_ids, s: LidarSettings, *,
+             frame: int, frame_time: float, sensor_to_world: np.ndarray,
+             frame_of_reference: str = "sensor", objects: list | None = None,
+             num_rays: int | None = None) -> ScanResult:
     """Turn traced rays into a :class:`ScanResult`.
 
     Args:
@@ -167,17 +270,17 @@ def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_obje
             (duck-typed: ``range``, ``hit``, ``instance``, ``primitive``, ``normal``,
             ``last_dir``; world frame).
         materials: material table of the scanned scene.
-        instance_object_id (I,) uint32 object id of each instance.
+        instance_ids: three (I,) uint32 arrays, per instance: object id, instancer id,
+            instance index (see :class:`ScanResult`).
         sensor_to_world (4, 4) float64 rigid pose.
         frame_of_reference: ``"sensor"`` or ``"world"``.
-    A ray returns iff it ended on a non-mirror surface within ``max_range`` whose
-    reflectivity exceeds the limit at the accumulated range (seed 000 Eq. 1, 3.5).
+        num_rays: rays cast, if ``pattern`` holds only some of them (default its length).
+    A ray returns iff :func:`returns_mask` says so; the noise of the returns is drawn in
+    ray order from the frame's generator.
     """
     mat = materials.lookup(trace.instance, trace.primitive)
     refl = materials.reflectivity[mat]
-    ok = trace.hit & (trace.range <= s.max_range)
-    ok &= refl > reflectivity_limit(trace.range, s)
-    idx = np.flatnonzero(ok)
+    idx = np.flatnonzero(returns_mask(trace, materials, s))
     rng = frame_rng(s.seed, frame)
     r = trace.range[idx].astype(np.float64)
     ch = pattern.channel[idx]
@@ -199,6 +302,8 @@ def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_obje
     else:
         normal = n_world @ R  # world -> sensor: R^T n
     rows = mat[idx]
+    hit_inst = trace.instance[idx]
+    ids = [np.asarray(a, np.uint32)[hit_inst] if idx.size else np.zeros(0, np.uint32) for a in instance_ids]
     return ScanResult(
         timestamp=pattern.timestamp[idx],
         azimuth=pattern.azimuth[idx],
@@ -207,7 +312,9 @@ def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_obje
         range_noisy=r_noisy,
         xyz=xyz,
         xyz_noisy=xyz_n,
-        object_id=instance_object_id[trace.instance[idx]] if idx.size else np.zeros(0, np.uint32),
+        object_id=ids[0],
+        instancer_id=ids[1],
+        instance_id=ids[2],
         channel=ch,
         reflectivity=refl[idx],
         intensity=refl[idx] * cos_inc,
@@ -219,5 +326,5 @@ def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_obje
         sensor_to_world=np.asarray(sensor_to_world, dtype=np.float64),
         sensor=s.to_dict(),
         objects=list(objects or []),
-        num_rays=len(pattern),
+        num_rays=len(pattern) if num_rays is None else int(num_rays),
     )

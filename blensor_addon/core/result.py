@@ -15,6 +15,8 @@ FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
     "xyz": ("<f4", (3,)),
     "xyz_noisy": ("<f4", (3,)),
     "object_id": ("<u4", ()),
+    "instancer_id": ("<u4", ()),
+    "instance_id": ("<u4", ()),
     "channel": ("<u2", ()),
     "reflectivity": ("<f4", ()),
     "intensity": ("<f4", ()),
@@ -36,7 +38,13 @@ class ScanResult:
         range (N,) float32 m: accumulated path length (through mirrors), clean.
         range_noisy (N,) float32 m: range + laser bias + N(mu, sigma) (seed 000 Eq. 2).
         xyz, xyz_noisy (N, 3) float32 m: unit(original ray) * range, in ``frame_of_reference``.
-        object_id (N,) uint32: instance id of the surface that returned (1..; see ``objects``).
+        object_id (N,) uint32: id of the object whose surface returned (1..; see
+            ``objects``; the ids derive from the file, see
+            :class:`blensor_addon.scene.extract.ObjectTable`).
+        instancer_id (N,) uint32: id of the object that instanced it (collection
+            instance, Geometry Nodes, particles), 0 if it is drawn directly.
+        instance_id (N,) uint32: index of that instance within its instancer + 1, 0 if
+            drawn directly. (object_id, instancer_id, instance_id) is unique per instance.
         channel (N,) uint16: laser index (row of the elevation table).
         reflectivity (N,) float32: material reflectivity in [0, 1].
         intensity (N,) float32: reflectivity * |cos(incidence)| (seed 002 Eq. 4).
@@ -48,7 +56,8 @@ class ScanResult:
         frame_of_reference: ``"sensor"`` (camera-local: +X right, +Y up, looking down -Z)
             or ``"world"``.
         sensor_to_world: (4, 4) float64 rigid pose of the sensor at the scan (scale removed).
-        sensor: settings dict; objects: list of {"id", "name", "label", "instancer"}.
+        sensor: settings dict; objects: the object table, list of {"id", "name",
+            "label", "type"} (label: the object property ``blensor_label``).
         num_rays: rays cast (returns + misses).
     """
 
@@ -60,6 +69,8 @@ class ScanResult:
     xyz: np.ndarray
     xyz_noisy: np.ndarray
     object_id: np.ndarray
+    instancer_id: np.ndarray
+    instance_id: np.ndarray
     channel: np.ndarray
     reflectivity: np.ndarray
     intensity: np.ndarray

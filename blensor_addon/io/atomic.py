@@ -1,25 +1,67 @@
-"""Write files so that a reader never sees a half-written one: write to a temporary
-name in the same folder, flush, then rename over the target (atomic on POSIX and on
-Windows via ``os.replace``)."""
+"""Write files so that a reader never sees a half-written one.
+
+Data goes to a temporary sibling first, is flushed and fsynced, then renamed over the
+target (``os.replace``: atomic on POSIX and Windows). Temporary names are unique per
+process and call (``.<name>.<pid>.<random>.part``), so two runs writing into one folder
+never share one, and they are created exclusively (``O_CREAT | O_EXCL``, plus
+``O_NOFOLLOW`` where the OS has it): a file or symlink planted at that name makes the
+write fail instead of being followed. On every error path the temporary file is removed.
+"""
 from __future__ import annotations
 
 import os
+import secrets
 from contextlib import contextmanager
 from pathlib import Path
 
+#: Suffix of every temporary file BlenSor writes; a folder holding such files after a
+#: run has ended was left by a killed process (SIGKILL) and the files can be removed.
+PART_SUFFIX = ".part"
+
 
 def temp_name(path: Path) -> Path:
-    """Temporary sibling of ``path`` (same folder, so the rename stays on one file system)."""
-    return path.with_name(f".{path.name}.part")
+    """A fresh, unique temporary sibling of ``path`` (same folder, so the rename stays on
+    one file system): ``.<name>.<pid>.<16 hex>.part``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}{PART_SUFFIX}")
+
+
+def open_exclusive(path: Path, mode: str = "wb"):
+    """Create ``path`` exclusively and open it for writing.
+
+    Raises:
+        FileExistsError: something (a file, a symlink) is already there; it is not touched.
+        OSError: the folder is not writable.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def remove_quietly(path: Path) -> None:
+    """Unlink ``path`` if it exists; errors are ignored (used on error paths)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 @contextmanager
 def atomic_open(path, mode: str = "wb"):
-    """Open a temporary sibling for writing; on success rename it to ``path``, on an
-    exception remove it and re-raise. Yields the open file."""
+    """Open a unique temporary sibling of ``path`` for writing; on success fsync and
+    rename it to ``path``, on any exception (including KeyboardInterrupt) remove it and
+    re-raise. Yields the open file.
+
+    Raises:
+        OSError: the write, fsync or rename failed (e.g. ENOSPC); nothing is left behind.
+    """
     path = Path(path)
     tmp = temp_name(path)
-    f = open(tmp, mode)
+    f = open_exclusive(tmp, mode)
     try:
         yield f
         f.flush()
@@ -27,15 +69,19 @@ def atomic_open(path, mode: str = "wb"):
         f.close()
         os.replace(tmp, path)
     except BaseException:
-        f.close()
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
+            f.close()
+        except OSError:
             pass
+        remove_quietly(tmp)
         raise
 
 
 def atomic_write_bytes(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically."""
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_open`).
+
+    Raises:
+        OSError: the file cannot be written; no partial file is left.
+    """
     with atomic_open(path, "wb") as f:
         f.write(data)

@@ -43,6 +43,17 @@ class TraceResult:
     last_dir: np.ndarray
     bounces: np.ndarray
 
+    _FIELDS = ("range", "hit", "instance", "primitive", "normal", "last_dir", "bounces")
+
+    def take(self, idx: np.ndarray) -> "TraceResult":
+        """The rays ``idx`` (int array or bool mask), in order."""
+        return TraceResult(*(getattr(self, f)[idx] for f in self._FIELDS))
+
+    @classmethod
+    def concat(cls, parts: list["TraceResult"]) -> "TraceResult":
+        """Rays of ``parts`` one after the other (at least one part)."""
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS))
+
 
 def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_range: float,
           is_mirror: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,

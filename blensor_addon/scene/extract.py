@@ -6,7 +6,8 @@ Arrays are copied with ``foreach_get`` (no per-vertex Python).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -102,40 +103,72 @@ def mesh_arrays(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class SceneSnapshot:
     """Everything a scan needs from one evaluated frame.
 
+    Geometry is stored relative to the sensor position (``origin``): instance transforms
+    are made in float64, the sensor position is subtracted, and only then are they
+    rounded to float32. Far from the world origin (100 km) ranges therefore keep
+    sub-0.1 mm precision; the ray caster works in this shifted world frame, rays start
+    at (0, 0, 0).
+
     Attributes:
-        geometry: meshes and instances (world transforms).
+        geometry: meshes and instances (transforms: world minus ``origin``).
         materials: material table and per-triangle mapping.
-        instance_object_id (I,) uint32 object id of each instance.
-        objects: id table so far, list of {"id", "name", "label", "instancer"}.
+        instance_object_id (I,) uint32: object id of each instance's source object.
+        instance_instancer_id (I,) uint32: object id of the instancer (0: drawn directly).
+        instance_index (I,) uint32: index of the instance within its instancer, + 1
+            (0: drawn directly).
+        objects: the object table, list of {"id", "name", "label", "type"}.
         sensor_to_world (4, 4) float64 rigid pose of the sensor (scale removed).
+        origin (3,) float64 m: world position subtracted from the geometry.
     """
 
     geometry: SceneGeometry
     materials: MaterialTable
     instance_object_id: np.ndarray
+    instance_instancer_id: np.ndarray
+    instance_index: np.ndarray
     objects: list
     sensor_to_world: np.ndarray
+    origin: np.ndarray
 
 
-@dataclass
-class ObjectRegistry:
-    """Stable object ids across the frames of one scan session.
+class ObjectTable:
+    """Object ids derived from the file, not from the frames scanned.
 
-    An instance is keyed by (object name, instancer name, persistent id); keys seen in
-    the first frame get ids 1..N in sorted order, later new keys are appended. The
-    original used the first four characters of the object name (reference 3.5),
+    Every object of ``bpy.data.objects`` gets id ``1 + rank`` of its full name
+    (``name_full``, which includes the library of linked objects) in sorted order, so
+    the same .blend gives the same ids in every process, whichever frames it scans:
+    frame ranges split over processes or hosts give identical files. An instance is
+    identified by three numbers: the id of its source object (the mesh that was hit,
+    whose ``blensor_label`` is its label), the id of its instancer and its index there.
+    The original used the first four characters of the object name (reference 3.5),
     which collided ("Cube" and "Cube.001"); these ids never do.
     """
 
-    ids: dict = field(default_factory=dict)
-    table: list = field(default_factory=list)
+    def __init__(self, objects) -> None:
+        obs = sorted(objects, key=lambda o: o.name_full)
+        self.ids = {o.name_full: i + 1 for i, o in enumerate(obs)}
+        self.table = [{"id": i + 1, "name": o.name_full, "type": o.type,
+                       "label": str(o.get(LABEL_PROPERTY, ""))} for i, o in enumerate(obs)]
 
-    def assign(self, keys: list, infos: dict) -> np.ndarray:
-        """Ids (I,) uint32 for instance keys; unseen keys get new ids in sorted order."""
-        for k in sorted(set(keys) - set(self.ids)):
-            self.ids[k] = len(self.table) + 1
-            self.table.append({"id": len(self.table) + 1, **infos[k]})
-        return np.array([self.ids[k] for k in keys], dtype=np.uint32)
+    def id_of(self, ob) -> int:
+        """Id of an (original) object; objects created after the table get new ids."""
+        name = ob.name_full
+        i = self.ids.get(name)
+        if i is None:
+            i = self.ids[name] = len(self.table) + 1
+            self.table.append({"id": i, "name": name, "type": ob.type,
+                               "label": str(ob.get(LABEL_PROPERTY, ""))})
+        return i
+
+
+def instance_index(persistent_id) -> int:
+    """Index of an instance within its instancer, + 1, from Blender's persistent id
+    (unused levels hold INT_MAX). One level: the index itself + 1; nested instancing:
+    a CRC-32 of the used levels (never 0)."""
+    levels = [int(x) for x in persistent_id if int(x) != 0x7FFFFFFF]
+    if len(levels) <= 1:
+        return (levels[0] if levels else 0) + 1
+    return (zlib.crc32(np.asarray(levels, np.int64).tobytes()) & 0xFFFFFFFF) or 1
 
 
 def sensor_pose(matrix_world) -> np.ndarray:
@@ -151,11 +184,15 @@ def sensor_pose(matrix_world) -> np.ndarray:
 
 
 class SceneExtractor:
-    """Reads evaluated frames; keeps object ids stable across frames. (Acceleration
-    structures are reused by the ray caster through the meshes' content keys.)"""
+    """Reads evaluated frames into :class:`SceneSnapshot`. Object ids come from
+    :class:`ObjectTable` (built once, from ``bpy.data.objects``); acceleration
+    structures are reused by the ray caster through the meshes' content keys."""
 
-    def __init__(self) -> None:
-        self.registry = ObjectRegistry()
+    def __init__(self, objects=None) -> None:
+        if objects is None:
+            import bpy
+            objects = bpy.data.objects
+        self.table = ObjectTable(objects)
 
     def extract(self, depsgraph, sensor_object) -> SceneSnapshot:
         """Snapshot of the evaluated scene, without ``sensor_object`` and without objects
@@ -163,11 +200,15 @@ class SceneExtractor:
         meshes: list[MeshData] = []
         mesh_index: dict = {}
         tri_mats: list[np.ndarray] = []
-        inst_mesh, inst_mat, keys, slots = [], [], [], []
-        infos: dict = {}
+        inst_mesh, inst_mat, slots = [], [], []
+        inst_obj, inst_parent, inst_idx = [], [], []
         mat_rows: dict = {}
         materials = [("", DEFAULT_REFLECTIVITY, False, (0.8, 0.8, 0.8))]
         sensor_name = sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name
+        cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
+        pose = sensor_pose(cam.matrix_world)
+        origin = pose[:3, 3].copy()
+        table = self.table
         for inst in depsgraph.object_instances:
             ob = inst.object
             if ob.type not in GEOMETRY_TYPES:
@@ -207,25 +248,23 @@ class SceneExtractor:
                     mat_rows[mo.name_full] = len(materials) - 1
                 rows.append(mat_rows[mo.name_full])
             inst_mesh.append(mi)
-            inst_mat.append(np.array(inst.matrix_world, dtype=np.float32))
+            inst_mat.append(np.array(inst.matrix_world, dtype=np.float64))
             slots.append(rows)
+            inst_obj.append(table.id_of(orig))
             if parent is not None:
-                key = (orig.name, parent.name, tuple(inst.persistent_id))
-                label = orig.get(LABEL_PROPERTY, parent.get(LABEL_PROPERTY, ""))
-                infos[key] = {"name": orig.name, "label": str(label), "instancer": parent.name}
+                inst_parent.append(table.id_of(parent))
+                inst_idx.append(instance_index(inst.persistent_id))
             else:
-                key = (orig.name, "", ())
-                infos[key] = {"name": orig.name, "label": str(orig.get(LABEL_PROPERTY, "")),
-                              "instancer": ""}
-            keys.append(key)
-        object_ids = self.registry.assign(keys, infos)
-        geometry = SceneGeometry(meshes, np.array(inst_mesh, np.int32),
-                                 np.array(inst_mat, np.float32).reshape(-1, 4, 4))
+                inst_parent.append(0)
+                inst_idx.append(0)
+        mats = np.array(inst_mat, np.float64).reshape(-1, 4, 4)
+        mats[:, :3, 3] -= origin  # float64 before the float32 rounding (precision far out)
+        geometry = SceneGeometry(meshes, np.array(inst_mesh, np.int32), mats.astype(np.float32))
         tri_off = np.zeros(len(meshes) + 1, np.int64)
         tri_off[1:] = np.cumsum([t.shape[0] for t in tri_mats]) if tri_mats else []
         slot_off = np.zeros(len(slots) + 1, np.int64)
         slot_off[1:] = np.cumsum([len(s) for s in slots]) if slots else []
-        table = MaterialTable(
+        mtable = MaterialTable(
             reflectivity=np.array([m[1] for m in materials], np.float32),
             mirror=np.array([m[2] for m in materials], bool),
             color=linear_to_srgb_u8([m[3] for m in materials]).reshape(-1, 3),
@@ -236,9 +275,9 @@ class SceneExtractor:
             inst_slot_offset=slot_off,
             slot_material=np.array([r for s in slots for r in s], np.int32),
         )
-        cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
-        return SceneSnapshot(geometry, table, object_ids, [dict(o) for o in self.registry.table],
-                             sensor_pose(cam.matrix_world))
+        return SceneSnapshot(geometry, mtable, np.array(inst_obj, np.uint32),
+                             np.array(inst_parent, np.uint32), np.array(inst_idx, np.uint32),
+                             table.table, pose, origin)
 
     @staticmethod
     def _add_mesh(meshes, tri_mats, v, t, m) -> int:

@@ -7,10 +7,10 @@ import bpy
 import numpy as np
 
 from ..core.errors import SettingsError
-from ..core.lidar import assemble, range_frame_pattern, single_scan_pattern
+from ..core.lidar import RayPattern, assemble, iter_patterns, returns_mask, scan_columns
 from ..core.result import ScanResult
 from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
-from ..raycast import get_backend, trace
+from ..raycast import TraceResult, get_backend, trace
 from .extract import SceneExtractor
 
 #: LidarSettings fields read as-is from camera.data.blensor (same names); ``elevations``
@@ -83,30 +83,42 @@ class Scanner:
 
         ``mode="single"``: the sector start..end at this frame. ``mode="range"``: the
         azimuth sector the head sweeps during this frame (seed 000 3.2; reference 9).
+        Rays are generated and cast in chunks (:data:`~blensor_addon.core.lidar.CHUNK_RAYS`)
+        and only the returns are kept, so memory grows with the returns.
+
+        Raises:
+            SettingsError: the scan would cast more rays than allowed (named setting).
         """
         scene = self.scene
+        s = self.settings
+        ft = frame_time(scene)
+        azimuth, stamp = scan_columns(s, frame, ft, mode)  # checks the ray budget first
         if scene.frame_current != frame:
             scene.frame_set(frame)
         depsgraph = bpy.context.evaluated_depsgraph_get()
         snap = self.extractor.extract(depsgraph, self.camera)
         self.last_snapshot = snap
         self.backend.set_geometry(snap.geometry)
-        s = self.settings
-        ft = frame_time(scene)
-        pattern = (range_frame_pattern if mode == "range" else single_scan_pattern)(s, frame, ft)
         pose = snap.sensor_to_world
-        dirs = pattern.directions.astype(np.float64) @ pose[:3, :3].T
-        origins = np.broadcast_to(pose[:3, 3], dirs.shape)
         mats = snap.materials
 
         def is_mirror(inst, prim):
             return mats.mirror[mats.lookup(inst, prim)]
 
-        tr = trace(self.backend, origins, dirs, s.max_range,
-                   is_mirror if mats.mirror.any() else None, s.max_bounces)
-        return assemble(pattern, tr, mats, snap.instance_object_id, s, frame=frame, frame_time=ft,
-                        sensor_to_world=pose, frame_of_reference=self.frame_of_reference,
-                        objects=snap.objects)
+        kept_p, kept_t, rays = [], [], 0
+        for pattern in iter_patterns(s, azimuth, stamp):
+            dirs = pattern.directions.astype(np.float64) @ pose[:3, :3].T
+            # geometry is relative to the sensor position: rays start at the origin
+            tr = trace(self.backend, np.zeros_like(dirs), dirs, s.max_range,
+                       is_mirror if mats.mirror.any() else None, s.max_bounces)
+            keep = returns_mask(tr, mats, s)
+            kept_p.append(pattern.take(keep))
+            kept_t.append(tr.take(keep))
+            rays += len(pattern)
+        ids = (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index)
+        return assemble(RayPattern.concat(kept_p), TraceResult.concat(kept_t), mats, ids, s, frame=frame,
+                        frame_time=ft, sensor_to_world=pose, frame_of_reference=self.frame_of_reference,
+                        objects=snap.objects, num_rays=rays)
 
     def close(self) -> None:
         """Free the ray caster's native memory."""
