@@ -2,25 +2,40 @@
 
     blensor scan SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
                  [--formats npz,evd,pcd] [--seed N] [--backend auto|native|bvhtree]
-                 [--frame-of-reference sensor|world] [--pcd-ascii] [--quiet]
-    blensor info SCENE.blend
+                 [--frame-of-reference sensor|world] [--pcd-ascii] [--overwrite | --resume]
+                 [--quiet]
+    blensor info SCENE.blend [--json]
+    blensor --version
 
-Bad input (missing file, no such camera, a non-camera object, frames outside the scene,
-bad sensor settings, an unwritable output folder) prints one line
-``blensor: error: ...`` naming the setting and its allowed values, exits with status 2
-and writes no file. Other BlenSor errors (``--backend native`` without the built
-library) print one line and exit with status 1.
+Exit status and the one line printed on stderr:
+
+- 0: done.
+- 2, ``blensor: error: <setting> must be <allowed>, got <value>``: bad input (missing or
+  unreadable file, no such camera, frames outside the scene, bad sensor settings, too
+  many rays, an unwritable folder, a folder in use by another run or holding another
+  run's files); nothing is written.
+- 1, ``blensor: error: ...``: the scan failed (a write error such as a full disk, the
+  native library missing with ``--backend native``); finished frames and the manifest
+  (status ``failed``) are kept.
+- 130, ``blensor: interrupted ...``: SIGINT or SIGTERM; the current frame is finished
+  (a second signal drops it), finished frames, a terminated EVD and the manifest
+  (status ``cancelled``) are kept.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
-_OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed"}
+EXIT_INTERRUPTED = 130
+_OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed", "resume"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,7 +44,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from . import __version__
     ap = _Parser(prog="blensor", description="BlenSor: LiDAR simulation of Blender scenes")
+    ap.add_argument("--version", action="version", version=f"blensor {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sc = sub.add_parser("scan", help="scan frames of a .blend into files")
     sc.add_argument("blend", help="the .blend file")
@@ -41,21 +58,28 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--backend", default="auto", help="auto, native or bvhtree")
     sc.add_argument("--frame-of-reference", default="sensor", help="sensor or world")
     sc.add_argument("--pcd-ascii", action="store_true", help="ASCII instead of binary PCD")
-    sc.add_argument("--quiet", action="store_true", help="no progress bar")
+    mode = sc.add_mutually_exclusive_group()
+    mode.add_argument("--overwrite", action="store_true",
+                      help="replace the files of an earlier run in --out (else refused)")
+    mode.add_argument("--resume", action="store_true",
+                      help="keep the finished frames of an earlier run in --out with the same settings")
+    sc.add_argument("--quiet", action="store_true", help="print nothing but errors")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
     info.add_argument("blend")
+    info.add_argument("--json", action="store_true", help="print one JSON document")
     return ap
 
 
-def parse_frames(text: str | None, scene) -> list[int]:
-    """``"A-B"`` or ``"A"`` -> list of frames; None -> the scene's range.
+def parse_frames(text: str | None, scene) -> range:
+    """``"A-B"`` or ``"A"`` -> range of frames (no list is built before the range is
+    checked against the scene); None -> the scene's range.
 
     Raises:
         SettingsError (``--frames``) on a malformed range.
     """
     from .core.errors import SettingsError
     if text is None:
-        return list(range(scene.frame_start, scene.frame_end + 1))
+        return range(scene.frame_start, scene.frame_end + 1)
     try:
         if "-" in text.strip()[1:]:
             i = text.index("-", 1)
@@ -66,21 +90,43 @@ def parse_frames(text: str | None, scene) -> list[int]:
         raise SettingsError("--frames", "A-B or A with integer frames", text) from None
     if b < a:
         raise SettingsError("--frames", "A-B with A <= B", text)
-    return list(range(a, b + 1))
+    return range(a, b + 1)
 
 
-def _open_blend(path: str):
+@contextmanager
+def _stdout_silenced(on: bool):
+    """Send file descriptor 1 to the null device (Blender's C code prints "Read blend"
+    there, past Python's sys.stdout)."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _open_blend(path: str, quiet: bool = False):
     from .core.errors import SettingsError
     p = Path(path)
     if not p.is_file():
         raise SettingsError("SCENE.blend", "an existing .blend file", path)
-    import bpy
-    from . import register
-    register()
-    try:
-        bpy.ops.wm.open_mainfile(filepath=str(p.resolve()))
-    except RuntimeError as exc:
-        raise SettingsError("SCENE.blend", "a readable .blend file", f"{path} ({exc})") from None
+    with _stdout_silenced(quiet):
+        import bpy
+        from . import register
+        register()
+        try:
+            bpy.ops.wm.open_mainfile(filepath=str(p.resolve()))
+        except RuntimeError as exc:
+            msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
+            raise SettingsError("SCENE.blend", "a readable .blend file", f"{path} ({msg})") from None
     return bpy
 
 
@@ -117,7 +163,7 @@ def cmd_scan(args) -> int:
                             args.frame_of_reference)
     if args.seed is not None and args.seed < 0:
         raise SettingsError("--seed", "an integer >= 0", args.seed)
-    bpy = _open_blend(args.blend)
+    bpy = _open_blend(args.blend, args.quiet)
     cam = _camera(bpy, args.camera)
     frames = parse_frames(args.frames, bpy.context.scene)
     from .io.range import scan_range
@@ -138,22 +184,44 @@ def cmd_scan(args) -> int:
     try:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
-                         progress=progress)
+                         overwrite=args.overwrite, resume=args.resume, progress=progress)
     finally:
         if bar is not None:
             bar.close()
     dt = time.perf_counter() - t0
-    print(f"blensor: {len(job.done)} frames, {job.points} points, {dt:.2f} s "
-          f"({job.scanner.backend.name}) -> {job.out}")
+    if job.signal is not None:
+        print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
+              f"{len(job.frames)} frames; finished frames kept in {job.out} (manifest: cancelled)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if not args.quiet:
+        reused = f", {job.reused} reused" if job.reused else ""
+        print(f"blensor: {len(job.done)} frames{reused}, {job.points} points, {dt:.2f} s "
+              f"({job.scanner.backend.name}) -> {job.out}")
     return 0
 
 
 def cmd_info(args) -> int:
-    """``blensor info``: print the scene's frame range and every camera's settings."""
-    bpy = _open_blend(args.blend)
+    """``blensor info``: print the scene's frame range and every camera's settings
+    (``--json``: one JSON document with ``scene``, ``frame_start``, ``frame_end``,
+    ``fps``, ``cameras`` (name, scene_camera, settings or error))."""
+    bpy = _open_blend(args.blend, args.json)
     from .scene.scanner import read_settings
     from .core.errors import SettingsError
     scene = bpy.context.scene
+    if args.json:
+        cams = []
+        for obj in sorted((o for o in scene.objects if o.type == "CAMERA"), key=lambda o: o.name):
+            entry = {"name": obj.name, "scene_camera": obj == scene.camera}
+            try:
+                entry["settings"] = read_settings(obj).to_dict()
+            except SettingsError as exc:
+                entry["error"] = str(exc)
+            cams.append(entry)
+        doc = {"blend_file": bpy.data.filepath, "scene": scene.name, "frame_start": scene.frame_start,
+               "frame_end": scene.frame_end, "fps": scene.render.fps / scene.render.fps_base, "cameras": cams}
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return 0
     print(f"scene '{scene.name}': frames {scene.frame_start}-{scene.frame_end} at "
           f"{scene.render.fps / scene.render.fps_base:g} fps")
     for obj in sorted((o for o in scene.objects if o.type == "CAMERA"), key=lambda o: o.name):
@@ -171,7 +239,9 @@ def cmd_info(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``blensor`` console script; returns the exit status."""
+    """Entry point of the ``blensor`` console script; returns the exit status (see the
+    module docstring). The add-on is unregistered before returning: bpy 4.2 crashes and
+    4.5 hangs at interpreter exit while operators or panels are registered."""
     args = _build_parser().parse_args(argv)
     from .core.errors import BlensorError, SettingsError
     try:
@@ -179,11 +249,22 @@ def main(argv: list[str] | None = None) -> int:
     except BlensorError as exc:
         if not isinstance(exc, SettingsError):  # e.g. --backend native without the library
             print(f"blensor: error: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_FAILED
         if exc.setting in _OPTION_NAMES:  # say it the way the command line spells it
             exc = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value)
         print(f"blensor: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as exc:  # write errors during the scan: finished frames are kept
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished frames and the "
+              "manifest (status failed) are kept", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("blensor: interrupted; finished frames kept (manifest: cancelled)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        from . import unregister
+        unregister()
 
 
 if __name__ == "__main__":

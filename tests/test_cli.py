@@ -20,7 +20,7 @@ def run(*args, cwd=None):
 
 def test_scan_writes_files_and_summary(tmp_path):
     res = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "o", "--formats", "npz,evd,pcd",
-              "--seed", "5", "--frame-of-reference", "world", "--quiet")
+              "--seed", "5", "--frame-of-reference", "world")
     assert res.returncode == 0, res.stderr
     line = res.stdout.strip().splitlines()[-1]
     assert line.startswith("blensor: 2 frames,") and "points" in line and " s (native)" in line
@@ -34,13 +34,13 @@ def test_scan_writes_files_and_summary(tmp_path):
     # the same command twice gives the same bytes
     res2 = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "p", "--formats", "npz,evd,pcd",
                "--seed", "5", "--frame-of-reference", "world", "--quiet")
-    assert res2.returncode == 0
+    assert res2.returncode == 0 and res2.stdout == "" and res2.stderr == ""  # --quiet: silent
     for f in sorted((tmp_path / "o").iterdir()):
         assert f.read_bytes() == (tmp_path / "p" / f.name).read_bytes(), f.name
 
 
 def test_bvhtree_backend_from_the_command_line(tmp_path):
-    res = run("scan", CROSSING, "--frames", "4", "--out", tmp_path, "--backend", "bvhtree", "--quiet")
+    res = run("scan", CROSSING, "--frames", "4", "--out", tmp_path, "--backend", "bvhtree")
     assert res.returncode == 0, res.stderr
     assert "(bvhtree)" in res.stdout
     assert json.loads((tmp_path / "manifest.json").read_text())["backend"] == "bvhtree"

@@ -150,6 +150,12 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
     return k
 
 
+def range_scan_max_columns(s: LidarSettings, frame_time: float) -> int:
+    """Most columns one frame of a range scan can have (the sweep per frame over the
+    resolution, rounded up, + 1)."""
+    return int(math.ceil(360.0 * s.rotation_speed * frame_time / s.angle_resolution)) + 1
+
+
 def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
                  column0: int = 0) -> RayPattern:
     """Ray directions for the given columns.

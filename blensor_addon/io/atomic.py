@@ -26,7 +26,7 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}{PART_SUFFIX}")
 
 
-def open_exclusive(path: Path, mode: str = "wb"):
+def open_exclusive(path: Path, mode: str = "wb", buffering: int = -1):
     """Create ``path`` exclusively and open it for writing.
 
     Raises:
@@ -36,7 +36,7 @@ def open_exclusive(path: Path, mode: str = "wb"):
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     fd = os.open(path, flags, 0o644)
     try:
-        return os.fdopen(fd, mode)
+        return os.fdopen(fd, mode, buffering)
     except BaseException:
         os.close(fd)
         raise
@@ -75,6 +75,27 @@ def atomic_open(path, mode: str = "wb"):
             pass
         remove_quietly(tmp)
         raise
+
+
+def stage_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to a fresh temporary sibling of ``path``, fsynced, and return the
+    temporary path; the caller renames it (``os.replace``) when every file of a group
+    is staged, or removes it.
+
+    Raises:
+        OSError: the write failed; the temporary file is removed.
+    """
+    path = Path(path)
+    tmp = temp_name(path)
+    try:
+        with open_exclusive(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    return tmp
 
 
 def atomic_write_bytes(path, data: bytes) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.result import ScanResult
-from .atomic import temp_name
+from .atomic import open_exclusive, remove_quietly, temp_name
 
 RECORD = struct.Struct("<14dQ")
 EVD_DTYPE = np.dtype([("timestamp", "<f8"), ("yaw", "<f8"), ("pitch", "<f8"), ("distance", "<f8"),
@@ -47,42 +47,92 @@ def evd_block(result: ScanResult) -> bytes:
     return struct.pack("<i", len(result)) + rec.tobytes()
 
 
+TERMINATOR = struct.pack("<i", -1)
+
+
 class EvdWriter:
-    """Appends blocks to ``<path>`` through a temporary file; :meth:`close` writes the
-    -1 terminator and renames it into place. Use as a context manager: on an exception
-    the finished blocks are still closed and kept.
+    """Appends blocks to ``<path>`` through a unique temporary file that is a complete,
+    terminated EVD after every block: each block is written together with the -1
+    terminator, and the next block overwrites that terminator. A write that fails
+    (ENOSPC) is rolled back to the last whole block, so a full disk, a signal or a
+    killed process never leaves a truncated block, and :meth:`close` has nothing left
+    to write: it fsyncs and renames. Unbuffered: the bytes are in the file when
+    :meth:`write` returns.
+
+    Raises (constructor): FileExistsError/OSError if the temporary file cannot be
+    created exclusively.
     """
 
     def __init__(self, path) -> None:
         self.path = Path(path)
-        self._tmp = temp_name(self.path)
-        self._f = open(self._tmp, "wb")
+        self.tmp = temp_name(self.path)
+        self._f = open_exclusive(self.tmp, "wb", buffering=0)
+        self._end = 0  # offset of the terminator = end of the last whole block
         self.blocks = 0
+        try:
+            self._put(0, TERMINATOR)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _put(self, offset: int, data: bytes) -> None:
+        f = self._f
+        f.seek(offset)
+        view = memoryview(data)
+        while view:
+            n = f.write(view)
+            view = view[n:]
 
     def write(self, result: ScanResult) -> None:
-        """Append one block (a frame) in one write."""
-        self._f.write(evd_block(result))
-        self._f.flush()
+        """Append one block (a frame) and the terminator.
+
+        Raises:
+            OSError: the write failed; the file is rolled back to the blocks before.
+        """
+        self.write_block(evd_block(result))
+
+    def write_block(self, block: bytes) -> None:
+        """Append one encoded block (:func:`evd_block`); see :meth:`write`."""
+        try:
+            self._put(self._end, block + TERMINATOR)
+        except BaseException:
+            self._rollback()
+            raise
+        self._end += len(block)
         self.blocks += 1
 
+    def _rollback(self) -> None:
+        try:  # overwriting 4 allocated bytes needs no free space
+            self._f.truncate(self._end + 4)
+            self._put(self._end, TERMINATOR)
+        except OSError:
+            pass
+
     def close(self) -> None:
-        """Terminate the file and rename it to its final name (idempotent)."""
+        """Fsync the (already terminated) file and rename it to its final name
+        (idempotent).
+
+        Raises:
+            OSError: fsync or rename failed; the temporary file is left for inspection.
+        """
         if self._f is None:
             return
-        self._f.write(struct.pack("<i", -1))
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self._f.close()
-        self._f = None
-        os.replace(self._tmp, self.path)
+        f, self._f = self._f, None
+        try:
+            os.fsync(f.fileno())
+        finally:
+            f.close()
+        os.replace(self.tmp, self.path)
 
     def discard(self) -> None:
-        """Close and delete the temporary file without writing anything (idempotent)."""
+        """Close and delete the temporary file (idempotent)."""
         if self._f is None:
             return
-        self._f.close()
-        self._f = None
-        os.unlink(self._tmp)
+        f, self._f = self._f, None
+        try:
+            f.close()
+        finally:
+            remove_quietly(self.tmp)
 
     def __enter__(self):
         return self

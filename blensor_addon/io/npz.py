@@ -6,8 +6,9 @@ the same bytes. Readable with ``numpy.load(path)`` (no pickle needed).
 
 Keys: the per-return arrays of :data:`blensor_addon.core.result.FIELDS`, plus
 ``frame`` (int64), ``frame_time`` (float64 s), ``frame_of_reference`` (str),
-``sensor_to_world`` (4, 4) float64, ``sensor`` (JSON str of the settings) and
-``objects`` (JSON str: list of {"id", "name", "label", "instancer"}).
+``sensor_to_world`` (4, 4) float64 and ``sensor`` (JSON str of the settings). The object
+table (id -> name, label, type) is written once per run, in ``manifest.json``, not into
+every frame (with 10^6 instances it would dominate the file).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import zipfile
 import numpy as np
 
 from ..core.result import ScanResult
-from .atomic import atomic_open
+from .atomic import atomic_write_bytes
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -31,8 +32,20 @@ def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
     out["frame_of_reference"] = np.array(result.frame_of_reference)
     out["sensor_to_world"] = np.asarray(result.sensor_to_world, dtype=np.float64)
     out["sensor"] = np.array(json.dumps(result.sensor, sort_keys=True))
-    out["objects"] = np.array(json.dumps(result.objects, sort_keys=True))
     return out
+
+
+def npz_bytes(result: ScanResult) -> bytes:
+    """The bytes of the .npz file of ``result`` (uncompressed, fixed member times)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, arr in npz_members(result).items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
+            info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, buf.getvalue())
+    return out.getvalue()
 
 
 def write_npz(result: ScanResult, path) -> None:
@@ -41,11 +54,4 @@ def write_npz(result: ScanResult, path) -> None:
     Raises:
         OSError: the file cannot be written (no partial file is left).
     """
-    with atomic_open(path, "wb") as f:
-        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
-            for name, arr in npz_members(result).items():
-                buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
-                info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
-                info.external_attr = 0o644 << 16
-                zf.writestr(info, buf.getvalue())
+    atomic_write_bytes(path, npz_bytes(result))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.errors import SettingsError
 from ..core.materials import DEFAULT_REFLECTIVITY, MaterialTable
 from ..raycast.base import MeshData, SceneGeometry
 
@@ -172,11 +173,19 @@ def instance_index(persistent_id) -> int:
 
 
 def sensor_pose(matrix_world) -> np.ndarray:
-    """Rigid (4, 4) float64 pose from an object's world matrix, scale removed."""
+    """Rigid (4, 4) float64 pose from an object's world matrix, scale removed.
+
+    Raises:
+        SettingsError (``camera``): the matrix is not finite, or its scale is zero or
+        negative on some axis (a mirrored sensor frame has no rigid pose).
+    """
     M = np.array(matrix_world, dtype=np.float64)
     R = M[:3, :3]
     norms = np.linalg.norm(R, axis=0)
-    norms[norms == 0] = 1.0
+    if not np.isfinite(M).all() or not (norms > 1e-12).all() or np.linalg.det(R) <= 0:
+        scale = tuple(round(float(x), 6) for x in norms * np.sign(np.linalg.det(R) or 1.0))
+        raise SettingsError("camera", "a camera whose world matrix is finite with a positive scale on "
+                            "every axis", f"scale {scale}" if np.isfinite(M).all() else "a non-finite matrix")
     out = np.eye(4)
     out[:3, :3] = R / norms
     out[:3, 3] = M[:3, 3]

@@ -11,7 +11,7 @@ from ..core.lidar import RayPattern, assemble, iter_patterns, returns_mask, scan
 from ..core.result import ScanResult
 from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
 from ..raycast import TraceResult, get_backend, trace
-from .extract import SceneExtractor
+from .extract import SceneExtractor, sensor_pose
 
 #: LidarSettings fields read as-is from camera.data.blensor (same names); ``elevations``
 #: is a comma-separated string there and is parsed.
@@ -71,12 +71,21 @@ class Scanner:
         scene = bpy.context.scene
         if scene.objects.get(camera_object.name) is None:
             raise SettingsError("camera", f"an object of the scene '{scene.name}'", camera_object.name)
+        sensor_pose(camera_object.matrix_world)  # refuse a zero, negative or non-finite scale now
         self.camera = camera_object
         self.scene = scene
         self.frame_of_reference = frame_of_reference
         self.backend = get_backend(backend, threads)
         self.extractor = SceneExtractor()
         self.last_snapshot = None
+
+    def snapshot(self, frame: int):
+        """Evaluate scene frame ``frame`` and extract it (no ray is cast); also kept as
+        :attr:`last_snapshot`. Returns a :class:`~blensor_addon.scene.extract.SceneSnapshot`."""
+        if self.scene.frame_current != frame:
+            self.scene.frame_set(frame)
+        self.last_snapshot = self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera)
+        return self.last_snapshot
 
     def scan_frame(self, frame: int, mode: str = "single") -> ScanResult:
         """Evaluate scene frame ``frame`` and scan it.
@@ -89,15 +98,10 @@ class Scanner:
         Raises:
             SettingsError: the scan would cast more rays than allowed (named setting).
         """
-        scene = self.scene
         s = self.settings
-        ft = frame_time(scene)
+        ft = frame_time(self.scene)
         azimuth, stamp = scan_columns(s, frame, ft, mode)  # checks the ray budget first
-        if scene.frame_current != frame:
-            scene.frame_set(frame)
-        depsgraph = bpy.context.evaluated_depsgraph_get()
-        snap = self.extractor.extract(depsgraph, self.camera)
-        self.last_snapshot = snap
+        snap = self.snapshot(frame)
         self.backend.set_geometry(snap.geometry)
         pose = snap.sensor_to_world
         mats = snap.materials

@@ -1,0 +1,93 @@
+"""The output folder of a range scan: one run at a time, no mixing with an old run.
+
+- :class:`FolderLock`: an advisory lock (``flock`` on POSIX, ``msvcrt.locking`` on
+  Windows) on ``.blensor.lock`` in the folder, held for the whole run. The OS releases
+  it when the process dies, even by SIGKILL, so a stale lock file never blocks a later
+  run; a second live run into the same folder is refused.
+- :func:`previous_outputs`: files a BlenSor run leaves (``manifest.json``, ``scan.evd``,
+  ``scan<frame>.npz``, ``scan<frame>.pcd``, ``scan_noisy<frame>.pcd``); a folder holding
+  them is refused unless the user asks to overwrite or resume.
+- :func:`stale_parts`: temporary files of a killed run (``.<name>.<pid>.<hex>.part``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from ..core.errors import SettingsError
+from .atomic import PART_SUFFIX, remove_quietly
+
+LOCK_NAME = ".blensor.lock"
+_OUTPUT = re.compile(r"^(manifest\.json|scan\.evd|scan(_noisy)?\d+\.(npz|pcd))$")
+_PART = re.compile(r"^\.(manifest\.json|scan\.evd|scan(_noisy)?\d+\.(npz|pcd))\.\d+\.[0-9a-f]{16}"
+                   + re.escape(PART_SUFFIX) + "$")
+
+
+def previous_outputs(folder: Path) -> list[Path]:
+    """Files of an earlier BlenSor run in ``folder``, sorted."""
+    return sorted(p for p in Path(folder).iterdir() if _OUTPUT.match(p.name) and p.is_file())
+
+
+def stale_parts(folder: Path) -> list[Path]:
+    """Temporary files BlenSor left in ``folder`` (a run killed by SIGKILL), sorted."""
+    return sorted(p for p in Path(folder).iterdir() if _PART.match(p.name))
+
+
+class FolderLock:
+    """Exclusive advisory lock on ``folder/.blensor.lock``.
+
+    Raises (constructor):
+        SettingsError (``out``): another live run holds the lock (its pid is named).
+        OSError: the lock file cannot be created.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / LOCK_NAME
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            if sys.platform == "win32":
+                import msvcrt
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            else:
+                import fcntl
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() if hasattr(os, "pread") else "?"
+            finally:
+                os.close(fd)
+            raise SettingsError("out", "a folder no other BlenSor run is writing to",
+                                f"{folder} (in use by process {holder or '?'})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Remove the lock file and release the lock (idempotent)."""
+        if self._fd is None:
+            return
+        remove_quietly(self.path)
+        os.close(self._fd)
+        self._fd = None
+
+
+def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
+    """Refuse a folder holding another run's files unless ``overwrite`` (delete them)
+    or ``resume`` (keep them); delete stale temporary files either way. Call with the
+    folder's :class:`FolderLock` held.
+
+    Raises:
+        SettingsError (``out``): earlier outputs present and neither flag given.
+    """
+    old = previous_outputs(folder)
+    if old and not (overwrite or resume):
+        raise SettingsError("out", "an empty folder or one without BlenSor output (use --overwrite to "
+                            "replace the earlier run's files, --resume to continue it)",
+                            f"{folder} (holds {old[0].name}{' and more' if len(old) > 1 else ''})")
+    if overwrite and not resume:
+        for p in old:
+            p.unlink()
+    for p in stale_parts(folder):
+        remove_quietly(p)

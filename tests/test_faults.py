@@ -1,0 +1,237 @@
+"""Faults are inputs too: the ``blensor`` command on hostile input, signals, full disks,
+concurrent runs, reruns and resumes. Each case: one line, its exit code, nothing partial."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import CROSSING
+
+BLENSOR = str(Path(sys.executable).parent / "blensor")
+
+
+def run(*args, cwd=None):
+    return subprocess.run([BLENSOR, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def one_error_line(res) -> str:
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+def visible_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory):
+    """.blend variants of the demo scene, made in one Blender subprocess."""
+    d = tmp_path_factory.mktemp("variants")
+    code = textwrap.dedent(f"""
+        import bpy, blensor_addon
+        blensor_addon.register()
+        def variant(name, edit):
+            bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
+            edit(bpy.data.objects["Velodyne"])
+            bpy.ops.wm.save_as_mainfile(filepath={str(d)!r} + "/" + name + ".blend")
+        variant("tiny_res", lambda c: setattr(c.data.blensor, "angle_resolution", 1e-6))
+        variant("fast_spin", lambda c: (setattr(c.data.blensor, "rotation_speed", 1000.0),
+                                        setattr(c.data.blensor, "angle_resolution", 0.01)))
+        variant("nan_noise", lambda c: setattr(c.data.blensor, "noise_sigma", float("nan")))
+        variant("inf_range", lambda c: setattr(c.data.blensor, "max_range", float("inf")))
+        variant("scale0", lambda c: setattr(c, "scale", (0.0, 1.0, 1.0)))
+        variant("mirrored", lambda c: setattr(c, "scale", (-1.0, 1.0, 1.0)))
+        def only_camera(c):
+            for o in list(bpy.data.objects):
+                if o is not c:
+                    bpy.data.objects.remove(o, do_unlink=True)
+        variant("only_camera", only_camera)
+        def slow(c):  # the demo scene with a generic 64-laser sensor at 0.05 deg: ~1 s a frame
+            c.data.blensor.preset = "generic"
+            c.data.blensor.elevations = ",".join(str(-24 + 0.4 * i) for i in range(64))
+            c.data.blensor.angle_resolution = 0.02
+        variant("slow", slow)
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    blob = CROSSING.read_bytes()
+    (d / "corrupt.blend").write_bytes(blob[:12] + bytes(4096) + blob[4108:20000])
+    return d
+
+
+@pytest.mark.parametrize("name,needle", [
+    ("tiny_res", "angle_resolution must be at least"),
+    ("fast_spin", "rotation_speed must be at most"),
+    ("nan_noise", "noise_sigma must be a finite number >= 0 m, got nan"),
+    ("inf_range", "max_range must be in (0, 100000] m, got 3.40282"),  # Blender stores inf as FLT_MAX
+    ("scale0", "camera must be a camera whose world matrix is finite with a positive scale"),
+    ("mirrored", "camera must be a camera whose world matrix is finite with a positive scale"),
+    ("corrupt", "SCENE.blend must be a readable .blend file"),
+])
+def test_hostile_scene_files_exit_2_with_one_line(variants, tmp_path, name, needle):
+    res = run("scan", variants / f"{name}.blend", "--frames", "1", "--out", tmp_path / "o", "--quiet")
+    assert res.returncode == 2, res.stderr
+    assert needle in one_error_line(res)
+    out = tmp_path / "o"
+    assert not out.exists() or visible_files(out) == []
+
+
+def test_directory_as_scene_and_huge_frame_range(tmp_path):
+    res = run("scan", tmp_path, "--out", tmp_path / "o")
+    assert res.returncode == 2 and "SCENE.blend must be an existing .blend file" in one_error_line(res)
+    res = run("scan", CROSSING, "--frames", "1-100000000", "--out", tmp_path / "o")
+    assert res.returncode == 2
+    assert "--frames must be integers within the scene's frame range 1-48, got '1-100000000'" \
+        in one_error_line(res)
+    assert not (tmp_path / "o").exists()
+
+
+def test_scene_with_only_the_camera_scans_nothing(variants, tmp_path):
+    res = run("scan", variants / "only_camera.blend", "--frames", "1-2", "--out", tmp_path, "--formats",
+              "npz,evd,pcd")
+    assert res.returncode == 0, res.stderr
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["status"] == "complete" and [f["points"] for f in man["frames"]] == [0, 0]
+    assert len(np.load(tmp_path / "scan00001.npz")["range"]) == 0
+
+
+def wait_for(path: Path, proc, timeout=120.0):
+    t0 = time.monotonic()
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < timeout, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
+    from blensor_addon.io.evd import read_evd
+    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
+                             str(tmp_path), "--formats", "npz,evd", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(tmp_path / "scan00002.npz", proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"interrupted by {sig.name}" in lines[0] and "Traceback" not in err
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["status"] == "cancelled"
+    done = [f["frame"] for f in man["frames"]]
+    assert 2 <= len(done) < 48 and done == list(range(1, len(done) + 1))
+    # files, EVD blocks and manifest agree exactly; no temporary file is left
+    assert visible_files(tmp_path) == sorted(["manifest.json", "scan.evd"] + [f"scan{f:05d}.npz" for f in done])
+    blocks = read_evd(tmp_path / "scan.evd")
+    assert [len(b) for b in blocks] == [f["points"] for f in man["frames"]]
+
+
+def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(variants, tmp_path):
+    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-6", "--out",
+                             str(tmp_path), "--formats", "npz,evd", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(tmp_path / "scan00001.npz", proc)
+    res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite")
+    assert res.returncode == 2
+    assert "--out must be a folder no other BlenSor run is writing to" in one_error_line(res)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert json.loads(first["manifest.json"])["status"] == "complete"
+    # a rerun into the used folder is refused (no mixing of runs), and leaves it as it was
+    res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path)
+    assert res.returncode == 2 and "use --overwrite" in one_error_line(res)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
+    # --overwrite replaces the earlier run's files: only the new run's remain
+    res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite", "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert visible_files(tmp_path) == ["manifest.json", "scan00001.npz", "scan00002.npz"]
+
+
+def test_resume_after_sigkill_gives_the_bytes_of_an_uninterrupted_run(variants, tmp_path):
+    scene = variants / "slow.blend"
+    ref, part = tmp_path / "ref", tmp_path / "part"
+    assert run("scan", scene, "--frames", "1-5", "--out", ref, "--formats", "npz,pcd", "--quiet").returncode == 0
+    proc = subprocess.Popen([BLENSOR, "scan", str(scene), "--frames", "1-5", "--out", str(part), "--formats",
+                             "npz,pcd", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(part / "scan_noisy00002.pcd", proc)
+    proc.kill()
+    proc.communicate()
+    man = json.loads((part / "manifest.json").read_text())
+    assert man["status"] == "running" and len(man["frames"]) >= 2
+    kept = len(man["frames"])
+    res = run("scan", scene, "--frames", "1-5", "--out", part, "--formats", "npz,pcd", "--resume")
+    assert res.returncode == 0, res.stderr
+    assert f"{kept} reused" in res.stdout or kept == 5
+    assert visible_files(part) == visible_files(ref)
+    for p in ref.iterdir():
+        if p.name != "manifest.json":
+            assert p.read_bytes() == (part / p.name).read_bytes(), p.name
+    a, b = (json.loads((d / "manifest.json").read_text()) for d in (ref, part))
+    assert a["frames"] == b["frames"] and b["status"] == "complete"
+    # resuming with other settings is refused
+    res = run("scan", scene, "--frames", "1-5", "--out", part, "--formats", "npz,pcd", "--resume", "--seed", "9")
+    assert res.returncode == 2 and "--resume must be a folder scanned with the same" in one_error_line(res)
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    path.mkdir()
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+def test_full_disk_gives_one_line_failed_manifest_and_no_partial_files(tmp_path):
+    from blensor_addon.io.evd import read_evd
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "40m"):
+        pytest.skip("needs root and tmpfs to make a small file system")
+    try:
+        res = run("scan", CROSSING, "--frames", "1-48", "--out", disk, "--formats", "npz,evd", "--quiet")
+        assert res.returncode == 1
+        assert "writing failed: No space left on device" in one_error_line(res)
+        man = json.loads((disk / "manifest.json").read_text())
+        assert man["status"] == "failed" and len(man["frames"]) >= 1
+        done = [f["frame"] for f in man["frames"]]
+        assert visible_files(disk) == sorted(["manifest.json", "scan.evd"] + [f"scan{f:05d}.npz" for f in done])
+        assert [len(b) for b in read_evd(disk / "scan.evd")] == [f["points"] for f in man["frames"]]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_temporary_files_are_unique_and_never_follow_a_planted_link(tmp_path):
+    from blensor_addon.io.atomic import atomic_write_bytes, open_exclusive, temp_name
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target = tmp_path / "scan00001.npz"
+    a, b = temp_name(target), temp_name(target)
+    assert a != b and a.parent == target.parent and a.name.startswith(".scan00001.npz.")
+    a.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        open_exclusive(a)
+    assert victim.read_text() == "keep me"
+    atomic_write_bytes(target, b"data")
+    assert target.read_bytes() == b"data" and victim.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([a.name, "scan00001.npz", "victim.txt"])
+
+
+def test_version_and_info_json():
+    from blensor_addon import __version__
+    res = run("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"blensor {__version__}"
+    res = run("info", CROSSING, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["frame_start"] == 1 and doc["frame_end"] == 48 and doc["fps"] == 24
+    cam = [c for c in doc["cameras"] if c["name"] == "Velodyne"][0]
+    assert cam["scene_camera"] and cam["settings"]["preset"] == "hdl64e_s2"
