@@ -141,3 +141,38 @@ def test_reflectivity_limit_drops_dark_far_surfaces(bpy_mod, empty_scene):
     np.testing.assert_allclose(r.reflectivity, 0.5)
     cam.data.blensor.ref_limit = -1.0  # no cut-off
     assert len(blensor_addon.scan(cam)) == 40
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_precision_100_km_from_the_origin(bpy_mod, empty_scene, backend):
+    # the same wall and sensor at the origin and 100 km away: the sensor position is
+    # subtracted in float64 before the float32 rounding, so ranges agree within 1e-4 m
+    H = 10.0
+    v, f = quad(-200, 200, -50, 50, -H)
+    wall = add_mesh(bpy_mod, "Wall", v, f)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "-10, 0, 10", start_angle=-60.0, end_angle=60.0, angle_resolution=0.5, max_range=60.0)
+    near = blensor_addon.scan(cam, backend=backend)
+    far = (100_000.0, 70_000.0, 1_000.0)
+    wall.location = far
+    cam.location = far
+    bpy_mod.context.view_layer.update()
+    r = blensor_addon.scan(cam, backend=backend, frame_of_reference="world")
+    assert len(r) == len(near) == near.num_rays
+    np.testing.assert_allclose(r.range, near.range, atol=1e-4, rtol=0)
+    theta = np.deg2rad(column_azimuth_deg(r, -60.0, 0.5))
+    np.testing.assert_allclose(r.range, H / np.cos(theta) / np.cos(r.elevation.astype(np.float64)),
+                               atol=1e-4, rtol=0)
+    # world coordinates are float32: far from the origin only their spacing (8 mm) limits them
+    np.testing.assert_allclose(r.xyz[:, 2], far[2] - H, atol=1e-4)
+
+
+def test_chunked_casting_gives_the_same_result(bpy_mod, crossing, monkeypatch):
+    from blensor_addon.core import lidar
+    cam = bpy_mod.data.objects["Velodyne"]
+    whole = blensor_addon.scan(cam, frame=12)
+    monkeypatch.setattr(lidar, "CHUNK_RAYS", 1000)  # 139 chunks of 15 columns x 64 lasers
+    parts = blensor_addon.scan(cam, frame=12)
+    assert whole.num_rays == parts.num_rays == 2083 * 64 and len(whole) > 100_000
+    for name, a in whole.arrays().items():
+        assert np.array_equal(a, getattr(parts, name)), name

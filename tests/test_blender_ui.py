@@ -97,6 +97,15 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["manifest.json", "scan.evd", "scan00003.npz", "scan00004.npz", "scan00005.npz"]
+    # a second run into the same folder is refused (no mixing of runs)
+    with pytest.raises(RuntimeError, match="use --overwrite"):
+        bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT")
+    # every format unticked: refused, nothing written
+    s.output_dir = str(tmp_path / "none")
+    s.write_npz = s.write_evd = s.write_pcd = False
+    with pytest.raises(RuntimeError, match="formats must be at least one of NPZ, EVD, PCD"):
+        bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT")
+    assert not (tmp_path / "none").exists()
 
 
 def test_operator_errors_reach_the_user(bpy_mod, crossing):

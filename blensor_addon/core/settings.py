@@ -16,6 +16,9 @@ from .errors import SettingsError
 from .presets import PRESETS, preset_bias_m, preset_elevations_deg
 
 BIAS_DISTRIBUTIONS = ("table", "gaussian", "laplace")
+VISIBILITIES = ("render", "viewport")
+#: Seeds are stored in a Blender integer property (signed 32-bit).
+MAX_SEED = 2**31 - 1
 FRAMES_OF_REFERENCE = ("sensor", "world")
 MAX_LASERS = 1024
 
@@ -61,8 +64,11 @@ class LidarSettings:
         ref_dist, ref_limit, ref_slope: reflectivity limit (seed 000 Eq. 1): a hit at
             accumulated range d returns iff reflectivity > r_min(d), r_min = -1 for
             d < ref_dist, else ref_limit + ref_slope (d - ref_dist). Units m, 1, 1/m.
-        seed: seed of every random draw, integer in [0, 2**63).
+        seed: seed of every random draw, integer in [0, 2**31 - 1] (the range of the
+            Blender property that stores it).
         max_bounces: mirror reflections followed per ray, in [0, 64].
+        visibility: ``"render"`` (default: scan what renders, as the original, reference
+            section 3.2) or ``"viewport"`` (what the viewport shows).
     """
 
     preset: str = "hdl64e_s2"
@@ -81,6 +87,7 @@ class LidarSettings:
     ref_slope: float = 0.01
     seed: int = 0
     max_bounces: int = 8
+    visibility: str = "render"
 
     def validate(self) -> "LidarSettings":
         """Check every setting; return self.
@@ -122,10 +129,12 @@ class LidarSettings:
         finite("ref_limit", self.ref_limit, "a finite number")
         finite("ref_slope", self.ref_slope, "a finite number (1/m)")
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) \
-                or not 0 <= int(self.seed) < 2**63:
-            raise SettingsError("seed", "an integer in [0, 2**63)", self.seed)
+                or not 0 <= int(self.seed) <= MAX_SEED:
+            raise SettingsError("seed", f"an integer in [0, {MAX_SEED}]", self.seed)
         if not isinstance(self.max_bounces, (int, np.integer)) or not 0 <= int(self.max_bounces) <= 64:
             raise SettingsError("max_bounces", "an integer in [0, 64]", self.max_bounces)
+        if self.visibility not in VISIBILITIES:
+            raise SettingsError("visibility", "one of " + ", ".join(VISIBILITIES), self.visibility)
         return self
 
     def replace(self, **changes) -> "LidarSettings":

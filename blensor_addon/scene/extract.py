@@ -203,9 +203,11 @@ class SceneExtractor:
             objects = bpy.data.objects
         self.table = ObjectTable(objects)
 
-    def extract(self, depsgraph, sensor_object) -> SceneSnapshot:
-        """Snapshot of the evaluated scene, without ``sensor_object`` and without objects
-        hidden from render (``hide_render``; for instances, the instancer's)."""
+    def extract(self, depsgraph, sensor_object, render: bool = True) -> SceneSnapshot:
+        """Snapshot of the evaluated scene, without ``sensor_object``; with
+        ``render=True`` also without objects hidden from render (``hide_render``; for
+        instances, the instancer's). The depsgraph decides everything else (see
+        :mod:`blensor_addon.scene.visibility`)."""
         meshes: list[MeshData] = []
         mesh_index: dict = {}
         tri_mats: list[np.ndarray] = []
@@ -226,7 +228,7 @@ class SceneExtractor:
             parent = inst.parent.original if inst.is_instance and inst.parent is not None else None
             if orig.name == sensor_name:
                 continue
-            if (parent.hide_render if parent is not None else orig.hide_render):
+            if render and (parent.hide_render if parent is not None else orig.hide_render):
                 continue
             if ob.type == "MESH":
                 data = ob.data

@@ -12,6 +12,7 @@ from ..core.result import ScanResult
 from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
 from ..raycast import TraceResult, get_backend, trace
 from .extract import SceneExtractor, sensor_pose
+from .visibility import apply_render_visibility
 
 #: LidarSettings fields read as-is from camera.data.blensor (same names); ``elevations``
 #: is a comma-separated string there and is parsed.
@@ -78,13 +79,17 @@ class Scanner:
         self.backend = get_backend(backend, threads)
         self.extractor = SceneExtractor()
         self.last_snapshot = None
+        self._visibility = None  # VisibilitySwitch while the render visibility is applied
 
     def snapshot(self, frame: int):
         """Evaluate scene frame ``frame`` and extract it (no ray is cast); also kept as
         :attr:`last_snapshot`. Returns a :class:`~blensor_addon.scene.extract.SceneSnapshot`."""
+        render = self.settings.visibility == "render"
+        if render and self._visibility is None:
+            self._visibility = apply_render_visibility(self.scene, bpy.context.view_layer)
         if self.scene.frame_current != frame:
             self.scene.frame_set(frame)
-        self.last_snapshot = self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera)
+        self.last_snapshot = self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera, render)
         return self.last_snapshot
 
     def scan_frame(self, frame: int, mode: str = "single") -> ScanResult:
@@ -125,7 +130,11 @@ class Scanner:
                         objects=snap.objects, num_rays=rays)
 
     def close(self) -> None:
-        """Free the ray caster's native memory."""
+        """Undo the render-visibility switches and free the ray caster's native memory
+        (idempotent)."""
+        if self._visibility is not None:
+            self._visibility.restore()
+            self._visibility = None
         self.backend.close()
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..core.errors import BlensorError
+from ..core.errors import BlensorError, SettingsError
 
 
 def _camera(context):
@@ -65,8 +65,10 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             raise BlensorError("camera must be a camera object: make a camera active or set the scene camera")
         s = cam.data.blensor
         scene = context.scene
-        return RangeScanJob(cam, list(range(scene.frame_start, scene.frame_end + 1)), s.output_dir,
-                            _formats(s) or ("npz",), None, "auto", s.frame_of_reference, s.pcd_ascii)
+        if not _formats(s):
+            raise SettingsError("formats", "at least one of NPZ, EVD, PCD ticked in the Output box", "none")
+        return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
+                            _formats(s), None, "auto", s.frame_of_reference, s.pcd_ascii)
 
     def execute(self, context):
         """Synchronous path (also what runs under ``--background``)."""

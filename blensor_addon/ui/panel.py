@@ -42,6 +42,7 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         col.prop(s, "ref_slope")
         layout.prop(s, "max_bounces")
         layout.prop(s, "seed")
+        layout.prop(s, "visibility")
         box = layout.box()
         box.label(text="Output")
         box.prop(s, "frame_of_reference")

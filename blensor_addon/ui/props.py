@@ -65,6 +65,11 @@ class BLENSOR_PG_sensor(bpy.types.PropertyGroup):
                              description="Growth of the minimum reflectivity per metre (1/m)",
                              default=_D.ref_slope, precision=4)
     seed: IntProperty(name="Seed", description="Seed of every random draw", default=0, min=0)
+    visibility: EnumProperty(
+        name="Scan", description="Which evaluation of the scene is scanned",
+        items=[("render", "What renders", "Render visibility, modifiers and subdivision levels"),
+               ("viewport", "What the viewport shows", "Viewport visibility, modifiers and levels")],
+        default="render")
     max_bounces: IntProperty(name="Max bounces", description="Mirror reflections followed per ray",
                              default=_D.max_bounces, soft_min=0, soft_max=64)
     # output options
