@@ -8,7 +8,7 @@ import numpy as np
 
 import blensor_addon
 from blensor_addon.scene.extract import SceneExtractor, mesh_arrays
-from conftest import add_camera, add_mesh, generic_sensor
+from conftest import ROOT, add_camera, add_mesh, generic_sensor
 
 
 def loop_triangles(mesh):
@@ -128,3 +128,51 @@ def test_object_ids_stable_across_frames(bpy_mod, crossing):
     assert not np.array_equal(a.geometry.instance_matrix, b.geometry.instance_matrix)
     assert a.sensor_to_world[1, 3] < b.sensor_to_world[1, 3]  # the ego car drives north (+Y)
     assert math.isclose(np.linalg.det(a.sensor_to_world[:3, :3]), 1.0, abs_tol=1e-9)
+
+
+def _scatter_scene(bpy_mod, n):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gn_scatter", ROOT / "scenes" / "gn_scatter.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    red = bpy_mod.data.materials.new("Red")
+    red.blensor.reflectivity = 0.5
+    red.diffuse_color = (1.0, 0.0, 0.0, 1.0)
+    return mod.make_gn_scatter(bpy_mod, n=n, size=20.0, box_half=0.2, z=-1.5, material=red)
+
+
+def test_geometry_nodes_instances_as_arrays_equal_the_per_instance_loop(bpy_mod, empty_scene):
+    scatter = _scatter_scene(bpy_mod, 21)  # 441 boxes 1 m apart, 1.5 m below the sensor
+    cam = add_camera(bpy_mod, rotation=(math.pi / 2, 0.0, 0.0))  # +Y up = world +Z
+    generic_sensor(cam, "-20, -30, -45", angle_resolution=0.5)
+    depsgraph = bpy_mod.context.evaluated_depsgraph_get()
+    fast = SceneExtractor().extract(depsgraph, cam)
+    slow_ext = SceneExtractor()
+    slow_ext.vectorize = False
+    slow = slow_ext.extract(depsgraph, cam)
+    assert fast.geometry.instance_mesh.shape == slow.geometry.instance_mesh.shape == (441,)
+    np.testing.assert_allclose(fast.geometry.instance_matrix, slow.geometry.instance_matrix, atol=1e-6)
+    for a, b in ((fast.instance_object_id, slow.instance_object_id),
+                 (fast.instance_instancer_id, slow.instance_instancer_id), (fast.instance_index, slow.instance_index)):
+        assert np.array_equal(a, b)
+    assert sorted(fast.instance_index.tolist()) == list(range(1, 442))
+    r_fast = blensor_addon.scan(cam)
+    SceneExtractor.vectorize = False
+    try:
+        r_slow = blensor_addon.scan(cam)
+    finally:
+        SceneExtractor.vectorize = True
+    assert len(r_fast) > 1000
+    for name, a in r_fast.arrays().items():
+        assert np.array_equal(a, getattr(r_slow, name)), name
+    names = {o["id"]: o["name"] for o in r_fast.objects}
+    assert {names[i] for i in np.unique(r_fast.object_id)} == {"Scatter"}
+    from blensor_addon.scene.extract import linear_to_srgb_u8, material_color
+    red = linear_to_srgb_u8(material_color(bpy_mod.data.materials["Red"]))
+    assert np.all(r_fast.reflectivity == np.float32(0.5)) and np.all(r_fast.color == red)
+    # the box tops (z = -1.3 m) seen by the -45 deg laser: range 1.3 / sin(45 deg)
+    steep = r_fast.channel == 2
+    np.testing.assert_allclose(r_fast.range[steep & (r_fast.normal[:, 1] > 0.99)], 1.3 * math.sqrt(2),
+                               atol=1e-4)
+    scatter.hide_render = True
+    assert len(blensor_addon.scan(cam)) == 0

@@ -12,6 +12,7 @@ import blensor_addon
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.io.evd import EVD_DTYPE, read_evd
 from blensor_addon.io.range import scan_range
+from conftest import CROSSING
 
 
 @pytest.fixture
@@ -203,3 +204,20 @@ def test_world_frame_pcd_viewpoint_is_the_sensor_pose(velodyne, tmp_path):
     assert np.allclose(vp[3:], q, atol=1e-5) or np.allclose(vp[3:], -q, atol=1e-5)
     # world points: the sensor sits 2.5 m above the road, so the pose's z is 2.5
     assert pose[2, 3] == pytest.approx(2.5, abs=1e-5)
+
+
+def test_repeated_single_scans_reuse_mesh_bvhs_until_a_file_is_loaded(velodyne, bpy_mod):
+    from blensor_addon import raycast
+    raycast.release_shared()
+    first = blensor_addon.scan(velodyne, frame=12, backend="native")
+    be = raycast.shared_backend("native")
+    builds = be.blas_builds
+    assert builds > 0
+    again = blensor_addon.scan(velodyne, frame=12, backend="native")
+    assert be.blas_builds == builds  # nothing rebuilt: same meshes, same content keys
+    for name, a in first.arrays().items():
+        assert np.array_equal(a, getattr(again, name)), name
+    blensor_addon.scan(velodyne, frame=30, backend="native")  # cars moved: transforms only
+    assert be.blas_builds == builds
+    bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))  # a file load frees the shared caster
+    assert raycast._shared == {}

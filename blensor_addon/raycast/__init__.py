@@ -1,6 +1,8 @@
 """Batch ray casting: one interface, two backends (native library, BVHTree fallback)."""
 from __future__ import annotations
 
+import atexit
+
 from ..core.errors import NativeLibraryError, SettingsError
 from .base import Backend, Hits, MeshData, SceneGeometry
 from .trace import TraceResult, trace
@@ -38,5 +40,33 @@ def get_backend(name: str = "auto", threads: int | None = None) -> Backend:
     return BVHTreeBackend()
 
 
-__all__ = ["Backend", "Hits", "MeshData", "SceneGeometry", "TraceResult", "trace", "get_backend",
+_shared: dict = {}
+
+
+def shared_backend(name: str = "auto", threads: int | None = None) -> Backend:
+    """A backend kept between calls (one per ``(name, threads)``), so repeated single
+    scans of an unchanged scene reuse every mesh BVH (they are cached by content). Its
+    memory is bounded by the last scene scanned: meshes that the next geometry does not
+    use are freed by ``set_geometry``, and :func:`release_shared` (called when a file is
+    loaded and when the add-on is unregistered) frees everything.
+
+    Raises:
+        SettingsError, NativeLibraryError: as :func:`get_backend`.
+    """
+    key = (name, threads)
+    backend = _shared.get(key)
+    if backend is None:
+        if not _shared:
+            atexit.register(release_shared)  # free native memory before ctypes goes away
+        backend = _shared[key] = get_backend(name, threads)
+    return backend
+
+
+def release_shared() -> None:
+    """Free the backends of :func:`shared_backend` (idempotent)."""
+    while _shared:
+        _shared.popitem()[1].close()
+
+
+__all__ = ["shared_backend", "release_shared", "Backend", "Hits", "MeshData", "SceneGeometry", "TraceResult", "trace", "get_backend",
            "BACKENDS"]

@@ -10,7 +10,7 @@ from ..core.errors import SettingsError
 from ..core.lidar import RayPattern, assemble, iter_patterns, returns_mask, scan_columns
 from ..core.result import ScanResult
 from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
-from ..raycast import TraceResult, get_backend, trace
+from ..raycast import TraceResult, get_backend, shared_backend, trace
 from .extract import SceneExtractor, sensor_pose
 from .visibility import apply_render_visibility
 
@@ -60,12 +60,15 @@ class Scanner:
         seed: overrides the camera's ``seed`` setting if not None.
         frame_of_reference: ``"sensor"`` or ``"world"`` output coordinates.
         threads: native worker threads (default: all cores).
+        shared: use the process-wide backend of
+            :func:`~blensor_addon.raycast.shared_backend` (single scans: mesh BVHs are
+            reused across calls) instead of one owned (and freed) by this scanner.
     Raises:
         SettingsError: bad camera, setting, backend or frame of reference.
     """
 
     def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
-                 frame_of_reference: str = "sensor", threads: int | None = None) -> None:
+                 frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False) -> None:
         self.settings = read_settings(camera_object, seed)
         if frame_of_reference not in FRAMES_OF_REFERENCE:
             raise SettingsError("frame_of_reference", "one of sensor, world", frame_of_reference)
@@ -76,7 +79,8 @@ class Scanner:
         self.camera = camera_object
         self.scene = scene
         self.frame_of_reference = frame_of_reference
-        self.backend = get_backend(backend, threads)
+        self._shared = shared
+        self.backend = shared_backend(backend, threads) if shared else get_backend(backend, threads)
         self.extractor = SceneExtractor()
         self.last_snapshot = None
         self._visibility = None  # VisibilitySwitch while the render visibility is applied
@@ -135,7 +139,8 @@ class Scanner:
         if self._visibility is not None:
             self._visibility.restore()
             self._visibility = None
-        self.backend.close()
+        if not self._shared:
+            self.backend.close()
 
 
 def scan(camera_object, *, frame: int | None = None, seed: int | None = None, backend: str = "auto",
@@ -152,7 +157,8 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
     scene = bpy.context.scene
     if frame is not None and (not isinstance(frame, (int, np.integer)) or isinstance(frame, bool)):
         raise SettingsError("frame", "an integer frame number", frame)
-    scanner = Scanner(camera_object, backend=backend, seed=seed, frame_of_reference=frame_of_reference)
+    scanner = Scanner(camera_object, backend=backend, seed=seed, frame_of_reference=frame_of_reference,
+                      shared=True)
     old = scene.frame_current
     try:
         return scanner.scan_frame(old if frame is None else int(frame), "single")
