@@ -254,11 +254,14 @@ def noisy_range(rng: np.random.Generator, rng_clean: np.ndarray, channel: np.nda
     return rng_clean.astype(np.float64) + bias[channel.astype(np.int64)] + per_ray
 
 
-def returns_mask(trace, materials: MaterialTable, s: LidarSettings) -> np.ndarray:
+def returns_mask(trace, materials: MaterialTable, s: LidarSettings, mat: np.ndarray | None = None
+                 ) -> np.ndarray:
     """(N,) bool: which traced rays return: they ended on a non-mirror surface within
     ``max_range`` whose reflectivity exceeds the limit at the accumulated range (seed
-    000 Eq. 1, section 3.5)."""
-    refl = materials.reflectivity[materials.lookup(trace.instance, trace.primitive)]
+    000 Eq. 1, section 3.5). ``mat`` (N,) int32: the rays' material rows, if known."""
+    if mat is None:
+        mat = materials.lookup(trace.instance, trace.primitive)
+    refl = materials.reflectivity[mat]
     ok = trace.hit & (trace.range <= s.max_range)
     ok &= refl > reflectivity_limit(trace.range, s)
     return ok
@@ -267,7 +270,8 @@ def returns_mask(trace, materials: MaterialTable, s: LidarSettings) -> np.ndarra
 def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_ids, s: LidarSettings, *,
              frame: int, frame_time: float, sensor_to_world: np.ndarray,
              frame_of_reference: str = "sensor", objects: list | None = None,
-             num_rays: int | None = None) -> ScanResult:
+             num_rays: int | None = None, keep: np.ndarray | None = None,
+             mat: np.ndarray | None = None) -> ScanResult:
     """Turn traced rays into a :class:`ScanResult`.
 
     Args:
@@ -281,12 +285,15 @@ def assemble(pattern: RayPattern, trace, materials: MaterialTable, instance_ids,
         sensor_to_world (4, 4) float64 rigid pose.
         frame_of_reference: ``"sensor"`` or ``"world"``.
         num_rays: rays cast, if ``pattern`` holds only some of them (default its length).
+        keep (N,) bool, mat (N,) int32: :func:`returns_mask` and the material rows of
+            the rays, if the caller has them already.
     A ray returns iff :func:`returns_mask` says so; the noise of the returns is drawn in
     ray order from the frame's generator.
     """
-    mat = materials.lookup(trace.instance, trace.primitive)
+    if mat is None:
+        mat = materials.lookup(trace.instance, trace.primitive)
     refl = materials.reflectivity[mat]
-    idx = np.flatnonzero(returns_mask(trace, materials, s))
+    idx = np.flatnonzero(returns_mask(trace, materials, s, mat) if keep is None else keep)
     rng = frame_rng(s.seed, frame)
     r = trace.range[idx].astype(np.float64)
     ch = pattern.channel[idx]

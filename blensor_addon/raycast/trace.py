@@ -72,42 +72,51 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
     o = np.ascontiguousarray(origins, dtype=np.float32).reshape(-1, 3)
     d = np.ascontiguousarray(directions, dtype=np.float32).reshape(-1, 3)
     n = o.shape[0]
-    total = np.zeros(n, np.float64)
-    hit = np.zeros(n, bool)
-    inst = np.full(n, -1, np.int32)
-    prim = np.full(n, -1, np.int32)
-    normal = np.zeros((n, 3), np.float32)
-    last_dir = d.copy()
+    h = backend.intersect(o, d, np.float32(max_range))
+    got = h.instance >= 0
+    # first segment: the hit arrays are the result as they are (no copies per ray)
+    total = h.t.astype(np.float64)
+    inst, prim, normal = h.instance, h.primitive, h.normal
+    last_dir = d
     bounces = np.zeros(n, np.uint8)
-    active = np.arange(n)
-    cur_o, cur_d = o, d
-    for bounce in range(max_bounces + 1):
-        if active.size == 0:
-            break
-        h = backend.intersect(cur_o, cur_d, (max_range - total[active]).astype(np.float32))
-        got = h.instance >= 0
-        idx = active[got]
-        total[idx] += h.t[got]
-        inst[idx] = h.instance[got]
-        prim[idx] = h.primitive[got]
-        normal[idx] = h.normal[got]
-        last_dir[idx] = cur_d[got]
-        mir = is_mirror(h.instance[got], h.primitive[got]) if is_mirror is not None \
-            else np.zeros(idx.shape, bool)
-        hit[idx[~mir]] = True
-        if bounce == max_bounces or not mir.any():
-            break
-        # reflect the mirror hits and continue
-        sel = np.flatnonzero(got)[mir]
+    mir = is_mirror(inst[got], prim[got]) if is_mirror is not None else None
+    if mir is None or max_bounces == 0 or not mir.any():
+        hit = got
+        if mir is not None:
+            hit = got.copy()
+            hit[np.flatnonzero(got)[mir]] = False
+        total[~hit] = np.inf
+        return TraceResult(total, hit, inst, prim, normal, last_dir, bounces)
+    inst, prim, normal, last_dir = inst.copy(), prim.copy(), normal.copy(), d.copy()
+    hit = np.zeros(n, bool)
+    idx = np.flatnonzero(got)
+    hit[idx[~mir]] = True
+    cur_o, cur_d, cur_h, active = o, d, h, idx
+    for bounce in range(1, max_bounces + 1):
+        # reflect the mirror hits of the last segment and continue
+        sel = np.flatnonzero(cur_h.instance >= 0)[mir]
         dd = cur_d[sel].astype(np.float64)
-        nn = h.normal[sel].astype(np.float64)
-        p = cur_o[sel].astype(np.float64) + dd * h.t[sel, None].astype(np.float64)
+        nn = cur_h.normal[sel].astype(np.float64)
+        p = cur_o[sel].astype(np.float64) + dd * cur_h.t[sel, None].astype(np.float64)
         r = dd - 2.0 * np.einsum("ij,ij->i", dd, nn)[:, None] * nn
         side = np.sign(np.einsum("ij,ij->i", r, nn))[:, None]
         eps = BOUNCE_OFFSET + BOUNCE_OFFSET_REL * np.abs(p).max(axis=1, keepdims=True)
-        active = idx[mir]
+        active = active[mir]
         bounces[active] += 1
         cur_o = (p + side * nn * eps).astype(np.float32)
         cur_d = r.astype(np.float32)
+        cur_h = backend.intersect(cur_o, cur_d, (max_range - total[active]).astype(np.float32))
+        g = cur_h.instance >= 0
+        idx = active[g]
+        total[idx] += cur_h.t[g]
+        inst[idx] = cur_h.instance[g]
+        prim[idx] = cur_h.primitive[g]
+        normal[idx] = cur_h.normal[g]
+        last_dir[idx] = cur_d[g]
+        mir = is_mirror(cur_h.instance[g], cur_h.primitive[g])
+        hit[idx[~mir]] = True
+        active = idx  # rays that missed after a mirror stay without a return (hit False)
+        if bounce == max_bounces or not mir.any():
+            break
     total[~hit] = np.inf
     return TraceResult(total, hit, inst, prim, normal, last_dir, bounces)

@@ -118,20 +118,26 @@ class Scanner:
         def is_mirror(inst, prim):
             return mats.mirror[mats.lookup(inst, prim)]
 
-        kept_p, kept_t, rays = [], [], 0
+        parts, rays = [], 0
         for pattern in iter_patterns(s, azimuth, stamp):
             dirs = pattern.directions.astype(np.float64) @ pose[:3, :3].T
             # geometry is relative to the sensor position: rays start at the origin
             tr = trace(self.backend, np.zeros_like(dirs), dirs, s.max_range,
                        is_mirror if mats.mirror.any() else None, s.max_bounces)
-            keep = returns_mask(tr, mats, s)
-            kept_p.append(pattern.take(keep))
-            kept_t.append(tr.take(keep))
+            mat = mats.lookup(tr.instance, tr.primitive)
+            parts.append((pattern, tr, mat, returns_mask(tr, mats, s, mat)))
             rays += len(pattern)
+        if len(parts) == 1:  # one chunk: no compaction needed
+            pattern, tr, mat, keep = parts[0]
+        else:  # keep only the returns of each chunk
+            pattern = RayPattern.concat([p.take(k) for p, _, _, k in parts])
+            tr = TraceResult.concat([t.take(k) for _, t, _, k in parts])
+            mat = np.concatenate([m[k] for _, _, m, k in parts])
+            keep = np.ones(len(pattern), bool)
         ids = (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index)
-        return assemble(RayPattern.concat(kept_p), TraceResult.concat(kept_t), mats, ids, s, frame=frame,
-                        frame_time=ft, sensor_to_world=pose, frame_of_reference=self.frame_of_reference,
-                        objects=snap.objects, num_rays=rays)
+        return assemble(pattern, tr, mats, ids, s, frame=frame, frame_time=ft, sensor_to_world=pose,
+                        frame_of_reference=self.frame_of_reference, objects=snap.objects, num_rays=rays,
+                        keep=keep, mat=mat)
 
     def close(self) -> None:
         """Undo the render-visibility switches and free the ray caster's native memory
