@@ -238,27 +238,36 @@ class SceneExtractor:
         pose = sensor_pose(cam.matrix_world)
         origin = pose[:3, 3].copy()
         plans: dict = {}
-        it = iter(depsgraph.object_instances)
-        for inst in it:
-            ob = inst.object
-            parent = inst.parent if inst.is_instance else None
-            if vectorize and parent is not None:
-                key = parent.original.name_full
-                if key not in plans:
-                    plans[key] = _gn_plan(parent, b)
-                plan = plans[key]
-                if plan is not None:
-                    plan.consume(inst, it)
-                    if not (render and parent.original.hide_render):
-                        b.add_block(plan, parent.original)
-                    continue
-            if ob.type not in GEOMETRY_TYPES:
-                continue
+        entries = None
+        if vectorize:
+            # Geometry Nodes instances as arrays; if nothing else instances (collection
+            # instances, vertex/face instancing, particles), the depsgraph's objects are
+            # all the rest and its per-instance list is never walked.
+            objects = list(depsgraph.objects)
+            simple = True
+            for ob in objects:
+                if ob.is_instancer:
+                    simple = False
+                elif any(md.type == "NODES" for md in ob.original.modifiers):
+                    plan = _gn_plan(ob, b)
+                    if plan is _UNSUPPORTED:
+                        simple = False
+                    elif plan is not None:
+                        plans[ob.original.name_full] = plan
+            if simple:
+                entries = ((ob, None, ob.matrix_world) for ob in objects)
+        if entries is None:
+            entries = self._instances(depsgraph, plans, b, render)
+        for ob, parent, matrix_world, *pid in entries:
             orig = ob.original
-            parent = parent.original if parent is not None else None
             if orig.name == sensor_name:
                 continue
             if render and (parent.hide_render if parent is not None else orig.hide_render):
+                continue
+            plan = plans.get(orig.name_full) if parent is None else None
+            if plan is not None:
+                b.add_block(plan, orig)
+            if ob.type not in GEOMETRY_TYPES:
                 continue
             if ob.type == "MESH":
                 mi = b.mesh_of(ob.data)
@@ -270,9 +279,26 @@ class SceneExtractor:
                     ob.to_mesh_clear()
             if b.meshes[mi].triangles.shape[0] == 0:
                 continue
-            b.add_instance(mi, inst.matrix_world, [slot.material for slot in ob.material_slots], orig, parent,
-                           inst.persistent_id if parent is not None else None)
+            b.add_instance(mi, matrix_world, [slot.material for slot in ob.material_slots], orig, parent,
+                           pid[0] if pid else None)
         return b.snapshot(pose, origin)
+
+    @staticmethod
+    def _instances(depsgraph, plans: dict, b, render: bool):
+        """Walk ``depsgraph.object_instances``: yields (evaluated object, original
+        instancer or None, world matrix, persistent id); the instances of objects with a
+        plan are skipped over (their plan adds them as one block)."""
+        it = iter(depsgraph.object_instances)
+        for inst in it:
+            parent = inst.parent if inst.is_instance else None
+            if parent is not None:
+                plan = plans.get(parent.original.name_full)
+                if plan is not None:
+                    plan.consume(inst, it)
+                    continue
+                yield inst.object, parent.original, inst.matrix_world, inst.persistent_id
+            else:
+                yield inst.object, None, inst.matrix_world, None
 
 
 class _PlanMismatch(Exception):
@@ -419,17 +445,24 @@ class _GNPlan:
             self._check(last, n - 1)
 
 
+#: :func:`_gn_plan`'s answer for instances that cannot be read as arrays
+_UNSUPPORTED = object()
+
+
 def _gn_plan(parent, b: _Builder):
-    """A :class:`_GNPlan` for the instances of the evaluated object ``parent``, or None
-    where they cannot be read as arrays: Blender before 4.3, no instances, or a
-    reference that is not a plain mesh (nested instances, curves, volumes)."""
+    """A :class:`_GNPlan` for the Geometry Nodes instances of the evaluated object
+    ``parent``; None if it has none; :data:`_UNSUPPORTED` where they cannot be read as
+    arrays (Blender before 4.3, a reference that is not a plain mesh: nested
+    instances, curves, volumes)."""
     GeometrySet = compat.GeometrySet
-    if GeometrySet is None or parent.type not in GEOMETRY_TYPES:
+    if GeometrySet is None:
+        return _UNSUPPORTED
+    if parent.type not in GEOMETRY_TYPES:
         return None
     try:
         gs = GeometrySet.from_evaluated_object(parent)
     except (RuntimeError, TypeError):
-        return None
+        return _UNSUPPORTED
     pc = gs.instances_pointcloud()
     if pc is None or len(pc.points) == 0:
         return None
@@ -438,7 +471,7 @@ def _gn_plan(parent, b: _Builder):
     for ref in refs:
         if not isinstance(ref, GeometrySet) or ref.instances_pointcloud() is not None or ref.mesh is None \
                 or any(getattr(ref, k, None) is not None for k in ("curves", "pointcloud", "volume")):
-            return None
+            return _UNSUPPORTED
         ref_mesh.append(b.mesh_of(ref.mesh))
         ref_rows.append([b.material_row(m) for m in ref.mesh.materials])
     n = len(pc.points)
