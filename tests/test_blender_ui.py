@@ -98,8 +98,12 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["manifest.json", "scan.evd", "scan00003.npz", "scan00004.npz", "scan00005.npz"]
     # a second run into the same folder is refused (no mixing of runs)
-    with pytest.raises(RuntimeError, match="use --overwrite"):
+    with pytest.raises(RuntimeError, match="use --overwrite, or Overwrite in the panel"):
         bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT")
+    s.overwrite = True
+    s.frame_of_reference = "world"
+    assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
+    assert json.loads((tmp_path / "manifest.json").read_text())["frame_of_reference"] == "world"
     # every format unticked: refused, nothing written
     s.output_dir = str(tmp_path / "none")
     s.write_npz = s.write_evd = s.write_pcd = False

@@ -83,8 +83,9 @@ def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
     """
     old = previous_outputs(folder)
     if old and not (overwrite or resume):
-        raise SettingsError("out", "an empty folder or one without BlenSor output (use --overwrite to "
-                            "replace the earlier run's files, --resume to continue it)",
+        raise SettingsError("out", "an empty folder or one without BlenSor output (use --overwrite, or "
+                            "Overwrite in the panel, to replace the earlier run's files; --resume "
+                            "to continue it)",
                             f"{folder} (holds {old[0].name}{' and more' if len(old) > 1 else ''})")
     if overwrite and not resume:
         for p in old:

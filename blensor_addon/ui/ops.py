@@ -68,7 +68,7 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         if not _formats(s):
             raise SettingsError("formats", "at least one of NPZ, EVD, PCD ticked in the Output box", "none")
         return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
-                            _formats(s), None, "auto", s.frame_of_reference, s.pcd_ascii)
+                            _formats(s), None, "auto", s.frame_of_reference, s.pcd_ascii, s.overwrite)
 
     def execute(self, context):
         """Synchronous path (also what runs under ``--background``)."""

@@ -50,6 +50,7 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         row.prop(s, "add_scan_mesh")
         row.prop(s, "add_noisy_scan_mesh")
         box.prop(s, "output_dir")
+        box.prop(s, "overwrite")
         row = box.row(align=True)
         row.prop(s, "write_npz")
         row.prop(s, "write_evd")

@@ -83,6 +83,8 @@ class BLENSOR_PG_sensor(bpy.types.PropertyGroup):
     write_evd: BoolProperty(name="EVD", default=False)
     write_pcd: BoolProperty(name="PCD", default=False)
     pcd_ascii: BoolProperty(name="ASCII PCD", default=False)
+    overwrite: BoolProperty(name="Overwrite", default=False,
+                            description="Replace the files of an earlier scan in the output folder")
 
 
 class BLENSOR_PG_material(bpy.types.PropertyGroup):
