@@ -176,3 +176,24 @@ def test_chunked_casting_gives_the_same_result(bpy_mod, crossing, monkeypatch):
     assert whole.num_rays == parts.num_rays == 2083 * 64 and len(whole) > 100_000
     for name, a in whole.arrays().items():
         assert np.array_equal(a, getattr(parts, name)), name
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_finite_geometry_is_left_out_with_one_warning(bpy_mod, empty_scene, backend, capsys):
+    # a wall of a quad and a triangle with a NaN vertex; an object with a NaN location; the
+    # scan keeps the finite quad (analytic ranges) and names each object once
+    H = 10.0
+    verts = [(-20, -5, -H), (0, -5, -H), (0, 5, -H), (-20, 5, -H), (20, -5, -H), (20, 5, -H)]
+    wall = add_mesh(bpy_mod, "Wall", verts, [(0, 1, 2, 3), (1, 4, 2)])
+    wall.data.vertices[4].co = (float("nan"), -5.0, -H)
+    lost = add_mesh(bpy_mod, "Lost", *quad(-50, 50, -50, 50, -5.0))
+    lost.location = (float("nan"), 0.0, 0.0)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-60.0, end_angle=60.0, angle_resolution=0.5, max_range=50.0)
+    r = blensor_addon.scan(cam, backend=backend)
+    az = column_azimuth_deg(r, -60.0, 0.5)
+    # only the finite quad (x <= 0) returns: the triangle with the NaN vertex is gone
+    assert len(r) > 0 and np.all(r.xyz[:, 0] <= 1e-4)
+    np.testing.assert_allclose(r.range, H / np.cos(np.deg2rad(az)), atol=1e-4, rtol=0)
+    err = capsys.readouterr().err
+    assert err.count("object 'Wall' has non-finite") == 1 and err.count("object 'Lost' has non-finite") == 1

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import collections
 import itertools
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -122,6 +123,8 @@ class SceneSnapshot:
         objects: the object table, list of {"id", "name", "label", "type"}.
         sensor_to_world (4, 4) float64 rigid pose of the sensor (scale removed).
         origin (3,) float64 m: world position subtracted from the geometry.
+        dropped: object name -> number of triangles (with a NaN/inf vertex) or instances
+            (with a NaN/inf transform) left out of this snapshot.
     """
 
     geometry: SceneGeometry
@@ -132,6 +135,7 @@ class SceneSnapshot:
     objects: list
     sensor_to_world: np.ndarray
     origin: np.ndarray
+    dropped: dict = field(default_factory=dict)
 
 
 class ObjectTable:
@@ -207,6 +211,7 @@ class SceneExtractor:
             import bpy
             objects = bpy.data.objects
         self.table = ObjectTable(objects)
+        self.warned: set = set()  # objects named in a non-finite-geometry warning already
 
     def extract(self, depsgraph, sensor_object, render: bool = True) -> SceneSnapshot:
         """Snapshot of the evaluated scene, without ``sensor_object``; with
@@ -221,12 +226,20 @@ class SceneExtractor:
         Raises:
             SettingsError (``camera``): the sensor's world matrix has no rigid pose.
         """
+        snap = None
         if self.vectorize and compat.GeometrySet is not None:
             try:
-                return self._extract(depsgraph, sensor_object, render, True)
+                snap = self._extract(depsgraph, sensor_object, render, True)
             except _PlanMismatch:  # Blender listed the instances otherwise: loop over them
                 pass
-        return self._extract(depsgraph, sensor_object, render, False)
+        if snap is None:
+            snap = self._extract(depsgraph, sensor_object, render, False)
+        for name, n in sorted(snap.dropped.items()):
+            if name not in self.warned:
+                self.warned.add(name)
+                print(f"blensor: warning: object '{name}' has non-finite (NaN/inf) coordinates; {n} of its "
+                      "triangles or instances are left out of the scan", file=sys.stderr)
+        return snap
 
     #: read Geometry Nodes instances as arrays where possible (tests turn it off to compare)
     vectorize = True
@@ -270,11 +283,11 @@ class SceneExtractor:
             if ob.type not in GEOMETRY_TYPES:
                 continue
             if ob.type == "MESH":
-                mi = b.mesh_of(ob.data)
+                mi = b.mesh_of(ob.data, orig.name)
             else:
                 data = ob.to_mesh()
                 try:
-                    mi = b.add_mesh(*mesh_arrays(data))
+                    mi = b.add_mesh(*mesh_arrays(data), orig.name)
                 finally:
                     ob.to_mesh_clear()
             if b.meshes[mi].triangles.shape[0] == 0:
@@ -320,17 +333,26 @@ class _Builder:
         self.mesh, self.matrix, self.slots, self.obj, self.parent, self.index = [], [], [], [], [], []
         # ... and whole blocks of Geometry Nodes instances (arrays)
         self.blocks: list[dict] = []
+        #: object name -> triangles or instances left out for non-finite coordinates
+        self.dropped: dict = {}
 
-    def add_mesh(self, v, t, m) -> int:
+    def add_mesh(self, v, t, m, owner: str) -> int:
+        """Add a mesh (V,3) float32, (T,3) int32, (T,) int32; triangles with a
+        non-finite vertex are left out (and ``owner`` is named once)."""
+        bad_v = ~np.isfinite(v).all(axis=1)
+        if bad_v.any():
+            ok = ~bad_v[t].any(axis=1)
+            self.dropped[owner] = self.dropped.get(owner, 0) + int((~ok).sum())
+            t, m = t[ok], m[ok]
         self.meshes.append(MeshData(v, t))
         self.tri_mats.append(m)
         return len(self.meshes) - 1
 
-    def mesh_of(self, data) -> int:
+    def mesh_of(self, data, owner: str) -> int:
         """Mesh index of a Blender mesh datablock, extracted once per snapshot."""
         ptr = data.as_pointer()
         if ptr not in self._mesh_index:
-            self._mesh_index[ptr] = self.add_mesh(*mesh_arrays(data))
+            self._mesh_index[ptr] = self.add_mesh(*mesh_arrays(data), owner)
         return self._mesh_index[ptr]
 
     def material_row(self, mat) -> int:
@@ -345,8 +367,13 @@ class _Builder:
         return row
 
     def add_instance(self, mi, matrix_world, materials, orig, parent, persistent_id) -> None:
+        matrix = np.array(matrix_world, dtype=np.float64)
+        if not np.isfinite(matrix).all():  # a NaN/inf transform: the instance is left out
+            name = orig.name if parent is None else parent.name
+            self.dropped[name] = self.dropped.get(name, 0) + 1
+            return
         self.mesh.append(mi)
-        self.matrix.append(np.array(matrix_world, dtype=np.float64))
+        self.matrix.append(matrix)
         self.slots.append([self.material_row(m) for m in materials])
         self.obj.append(self.table.id_of(orig))
         if parent is not None:
@@ -357,7 +384,9 @@ class _Builder:
             self.index.append(0)
 
     def add_block(self, plan, parent) -> None:
-        keep = plan.nonempty
+        keep = plan.nonempty & np.isfinite(plan.world).all(axis=(1, 2))
+        if not keep.all():
+            self.dropped[parent.name] = self.dropped.get(parent.name, 0) + int((plan.nonempty & ~keep).sum())
         n = int(keep.sum())
         if n == 0:
             return
@@ -404,7 +433,8 @@ class _Builder:
             inst_slot_offset=slot_off,
             slot_material=np.concatenate(flat),
         )
-        return SceneSnapshot(geometry, mtable, *(np.concatenate(x) for x in ids), self.table.table, pose, origin)
+        return SceneSnapshot(geometry, mtable, *(np.concatenate(x) for x in ids), self.table.table, pose, origin,
+                             dict(self.dropped))
 
 
 class _GNPlan:
@@ -472,7 +502,7 @@ def _gn_plan(parent, b: _Builder):
         if not isinstance(ref, GeometrySet) or ref.instances_pointcloud() is not None or ref.mesh is None \
                 or any(getattr(ref, k, None) is not None for k in ("curves", "pointcloud", "volume")):
             return _UNSUPPORTED
-        ref_mesh.append(b.mesh_of(ref.mesh))
+        ref_mesh.append(b.mesh_of(ref.mesh, parent.original.name))
         ref_rows.append([b.material_row(m) for m in ref.mesh.materials])
     n = len(pc.points)
     xf = np.empty(n * 16, np.float32)
