@@ -257,6 +257,8 @@ def build(out: Path) -> None:
 
     out.parent.mkdir(parents=True, exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)
+    if registered:  # bpy 4.2/4.5 crash or hang at exit while add-on classes are registered
+        blensor_addon.unregister()
     print(f"wrote {out}")
 
 

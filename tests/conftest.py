@@ -17,7 +17,9 @@ def bpy_mod():
 
     import blensor_addon
     blensor_addon.register()
-    return bpy
+    yield bpy
+    # bpy 4.2 crashes and 4.5 hangs at exit while add-on classes are registered
+    blensor_addon.unregister()
 
 
 @pytest.fixture

@@ -50,6 +50,7 @@ def test_settings_survive_save_and_reload_in_fresh_process(bpy_mod, empty_scene,
         m = bpy.data.materials["Glassy"].blensor
         print(json.dumps([s.preset, s.angle_resolution, s.noise_sigma, s.seed, s.bias_distribution,
                           s.end_angle, m.mirror, m.reflectivity]))
+        blensor_addon.unregister()
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     got = json.loads(out.strip().splitlines()[-1])

@@ -85,6 +85,7 @@ def test_bad_sensor_setting_in_file_exits_2(tmp_path):
         bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
         bpy.data.objects["Velodyne"].data.blensor.angle_resolution = -1.0
         bpy.ops.wm.save_as_mainfile(filepath={str(bad)!r})
+        blensor_addon.unregister()
     """)
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     res = run("scan", bad, "--out", tmp_path / "o", "--frames", "1")

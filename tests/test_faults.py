@@ -62,6 +62,7 @@ def variants(tmp_path_factory):
             c.data.blensor.elevations = ",".join(str(-24 + 0.4 * i) for i in range(64))
             c.data.blensor.angle_resolution = 0.02
         variant("slow", slow)
+        blensor_addon.unregister()
     """)
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     blob = CROSSING.read_bytes()
