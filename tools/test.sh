@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run the test suite from a fresh clone: set up (tools/setup.sh), then pytest.
-# Extra arguments go to pytest.
+# Run the test suite from a fresh clone: set up with the test readers (tools/setup.sh),
+# then pytest. Extra arguments go to pytest. BLENSOR_BPY=4.2.23 (or 4.5.15) runs it on
+# that Blender instead of 5.0.1, in its own environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
-exec .venv/bin/python -m pytest "$@"
+venv=$(BLENSOR_EXTRAS=test bash tools/setup.sh | tail -n 1)
+exec "$venv/bin/python" -m pytest "$@"
