@@ -121,6 +121,8 @@ class RangeScanJob:
         self.formats = parse_formats(self.formats)
         self.scene = bpy.context.scene
         self.frames = check_frames(self.scene, self.frames)
+        f = self.frames
+        self._requested = [f[0], f[-1]] if f == list(range(f[0], f[-1] + 1)) else list(f)
         self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
                                frame_of_reference=self.frame_of_reference)
         self._lock = self._evd = None
@@ -279,16 +281,12 @@ class RangeScanJob:
             "frame_of_reference": self.frame_of_reference,
             "formats": list(self.formats),
             "pcd_ascii": bool(self.pcd_ascii),
-            "frames_requested": [self.frames[0], self.frames[-1]] if _is_span(self.frames) else self.frames,
+            "frames_requested": self._requested,  # [first, last] of a contiguous range
             "frames": self.done,
             "geometry_hash": h.hexdigest(),
             "objects": self.scanner.extractor.table.table,
             "status": self.status,
         }
-
-
-def _is_span(frames: list) -> bool:
-    return len(frames) > 1 and frames == list(range(frames[0], frames[-1] + 1))
 
 
 class _Signals:
