@@ -1,6 +1,6 @@
 """Build the native batch ray-cast library ``blensor_rt``.
 
-Usage: ``python native_patch/build.py [--out DIR] [--cc CC] [--debug]``
+Usage: ``python native_patch/build.py [--out DIR] [--cc CC] [--debug] [--portable] [--sanitize]``
 
 Compiles ``native_patch/src/blensor_rt.c`` (C99, pthreads, no Python headers) into
 ``build/native/libblensor_rt.so`` (``.dylib`` on macOS).  That folder is git-ignored;
@@ -31,14 +31,22 @@ def library_name() -> str:
     return "libblensor_rt.so"
 
 
-def build(out_dir: Path, cc: str | None = None, debug: bool = False, portable: bool = False) -> Path:
+#: flags of the sanitizer build (``--sanitize``): AddressSanitizer + UndefinedBehaviorSanitizer,
+#: every finding fatal. A process loading it needs libasan preloaded (LD_PRELOAD).
+SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+                  "-fno-sanitize-recover=all"]
+
+
+def build(out_dir: Path, cc: str | None = None, debug: bool = False, portable: bool = False,
+          sanitize: bool = False) -> Path:
     """Compile the library into ``out_dir`` and return its path.
 
     The object is written to a temporary name and renamed, so a failed build never
     leaves a half-written library where the loader looks.
 
     ``portable=True`` compiles the plain-C kernels (no SSE/AVX), as on arm64; the tests
-    use it to check that path on x86-64.
+    use it to check that path on x86-64. ``sanitize=True`` builds with ASan + UBSan
+    (:data:`SANITIZE_FLAGS`) for the sanitizer test.
 
     Raises:
         RuntimeError: no C compiler was found, or it failed.
@@ -49,7 +57,7 @@ def build(out_dir: Path, cc: str | None = None, debug: bool = False, portable: b
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / library_name()
     tmp = out_dir / (library_name() + ".tmp")
-    opt = ["-O0", "-g"] if debug else ["-O3"]
+    opt = list(SANITIZE_FLAGS) if sanitize else (["-O0", "-g"] if debug else ["-O3"])
     # -ffp-contract=off: no FMA contraction, so the watertight edge tests round the same
     # way on every machine and compiler.
     if portable:
@@ -71,9 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cc", default=None)
     ap.add_argument("--debug", action="store_true")
     ap.add_argument("--portable", action="store_true", help="plain C kernels, no SSE/AVX")
+    ap.add_argument("--sanitize", action="store_true",
+                    help="ASan + UBSan build (default folder build/native-asan[-portable])")
     args = ap.parse_args(argv)
+    out = args.out
+    if args.sanitize and out == ROOT / "build" / "native":
+        out = ROOT / "build" / ("native-asan-portable" if args.portable else "native-asan")
     try:
-        path = build(args.out, args.cc, args.debug, args.portable)
+        path = build(out, args.cc, args.debug, args.portable, args.sanitize)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import NativeLibraryError
-from .base import Backend, Hits, SceneGeometry
+from .base import Backend, Hits, MeshData, SceneGeometry
 
 API_VERSION = 1
 _ADDON_DIR = Path(__file__).resolve().parent.parent
@@ -122,6 +122,9 @@ class _NativeMesh:
         self.handle = ctypes.c_void_p()
         v = np.ascontiguousarray(vertices, dtype=np.float32)
         t = np.ascontiguousarray(triangles, dtype=np.int32)
+        if v.ndim != 2 or v.shape[1] != 3 or t.ndim != 2 or t.shape[1] != 3:
+            raise ValueError(f"mesh arrays must be vertices (V, 3) and triangles (T, 3), got {v.shape} and "
+                             f"{t.shape}")
         rc = lib.brt_mesh_create(_ptr(v, _f32p), v.shape[0], _ptr(t, _i32p), t.shape[0],
                                  ctypes.byref(self.handle))
         if rc != 0:
@@ -133,9 +136,23 @@ class _NativeMesh:
     def free(self) -> None:
         if self.handle:
             self._lib.brt_mesh_free(self.handle)
-            self.handle = ctypes.c_void_p()
+            self.handle = None
 
-    __del__ = free
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown: ctypes may be gone already
+            pass
+
+
+def _singular(xf: np.ndarray) -> np.ndarray:
+    """(I,) bool: finite instance transforms (I, 4, 4) whose 3x3 part the library cannot
+    invert (|det| <= 1e-30 in double precision, its own test)."""
+    if xf.shape[0] == 0:
+        return np.zeros(0, bool)
+    finite = np.isfinite(xf).all(axis=(1, 2))
+    det = np.linalg.det(np.where(finite[:, None, None], xf, 0.0)[:, :3, :3].astype(np.float64))
+    return finite & ~(np.abs(det) > 1e-30)
 
 
 class NativeBackend(Backend):
@@ -161,27 +178,66 @@ class NativeBackend(Backend):
         self.blas_builds = 0  # number of per-mesh BVH builds so far (tests, benchmarks)
 
     def set_geometry(self, geometry: SceneGeometry) -> None:
-        keys = [m.key for m in geometry.meshes]
-        for m in geometry.meshes:
+        """Build the top level over ``geometry`` (per-mesh BVHs are reused by content key).
+
+        Instances whose transform is singular (a scale of 0 on some axis: the object is
+        flat, yet it renders and Blender's BVHTree hits it) cannot move rays into their
+        mesh's frame; their triangles are baked into world space as a mesh of their own
+        under an identity transform, keeping the instance and triangle indices.
+
+        Raises:
+            ValueError: instance_mesh outside the mesh list, or arrays of the wrong shape.
+            NativeLibraryError: the library failed (out of memory).
+        """
+        im = np.ascontiguousarray(geometry.instance_mesh, dtype=np.int32).reshape(-1)
+        xf = np.ascontiguousarray(geometry.instance_matrix, dtype=np.float32)
+        if xf.shape != (im.shape[0], 4, 4):
+            raise ValueError(f"instance_matrix must be ({im.shape[0]}, 4, 4), got {xf.shape}")
+        if im.size and (im.min() < 0 or im.max() >= len(geometry.meshes)):
+            raise ValueError(f"instance_mesh must index the {len(geometry.meshes)} meshes")
+        meshes = list(geometry.meshes)
+        keys = [m.key for m in meshes]
+        singular = _singular(xf)
+        if singular.any():
+            im = im.copy()
+            xf = xf.copy()
+            for i in np.flatnonzero(singular):
+                m = meshes[im[i]]
+                world = m.vertices.astype(np.float64) @ xf[i, :3, :3].T.astype(np.float64) + xf[i, :3, 3]
+                baked = MeshData(world.astype(np.float32), m.triangles)
+                meshes.append(baked)
+                keys.append(baked.key)
+                im[i] = len(meshes) - 1
+                xf[i] = np.eye(4, dtype=np.float32)
+        for m in meshes:
             if m.key not in self._meshes:
                 self._meshes[m.key] = _NativeMesh(self._lib, m.vertices, m.triangles)
                 self.blas_builds += 1
-        for k in [k for k in self._meshes if k not in set(keys)]:
+        used = set(keys)
+        for k in [k for k in self._meshes if k not in used]:
             self._meshes.pop(k).free()
         self._free_scene()
         handles = (ctypes.c_void_p * max(1, len(keys)))(*[self._meshes[k].handle.value for k in keys])
-        im = np.ascontiguousarray(geometry.instance_mesh, dtype=np.int32)
-        xf = np.ascontiguousarray(geometry.instance_matrix, dtype=np.float32)
         rc = self._lib.brt_scene_create(handles, len(keys), _ptr(im, _i32p), _ptr(xf, _f32p),
                                         im.shape[0], ctypes.byref(self._scene))
         if rc != 0:
             raise NativeLibraryError(f"brt_scene_create failed: {_ERRORS.get(rc, rc)}")
 
     def intersect(self, origins, directions, tmax) -> Hits:
+        """Closest hits (see :meth:`Backend.intersect`). Rays with a NaN/inf origin,
+        direction or tmax, or a zero direction, miss.
+
+        Raises:
+            ValueError: origins and directions are not both (N, 3), or tmax is neither a
+            scalar nor (N,); checked here, so no mismatched buffer reaches the library.
+            NativeLibraryError: no geometry set.
+        """
         if not self._scene:
             raise NativeLibraryError("set_geometry() must be called before intersect()")
-        o = np.ascontiguousarray(origins, dtype=np.float32).reshape(-1, 3)
-        d = np.ascontiguousarray(directions, dtype=np.float32).reshape(-1, 3)
+        o = np.ascontiguousarray(origins, dtype=np.float32)
+        d = np.ascontiguousarray(directions, dtype=np.float32)
+        if o.ndim != 2 or o.shape[1] != 3 or d.shape != o.shape:
+            raise ValueError(f"origins and directions must both be (N, 3), got {o.shape} and {d.shape}")
         n = o.shape[0]
         t = np.empty(n, np.float32)
         inst = np.empty(n, np.int32)
@@ -191,7 +247,9 @@ class NativeBackend(Backend):
         if np.ndim(tmax) == 0:
             tm_ptr, tm_default = None, float(tmax)
         else:
-            tm = np.ascontiguousarray(tmax, dtype=np.float32).reshape(-1)
+            tm = np.ascontiguousarray(tmax, dtype=np.float32)
+            if tm.shape != (n,):
+                raise ValueError(f"tmax must be a scalar or ({n},), got {tm.shape}")
             tm_ptr, tm_default = _ptr(tm, _f32p), 0.0
         rc = self._lib.brt_intersect(self._scene, _ptr(o, _f32p), _ptr(d, _f32p), tm_ptr,
                                      tm_default, n, self.threads, _ptr(t, _f32p), _ptr(inst, _i32p),

@@ -140,9 +140,13 @@ typedef struct {
     float clo[3], chi[3]; /* centroid bounds of the task's primitives */
 } task_t;
 
+/* Bin of a centroid coordinate; never converts NaN or an out-of-range float to int
+ * (undefined in C): such values go to the first or last bin. */
 static int bin_of(float c, float clo, float scale) {
-    int bi = (int)((c - clo) * scale);
-    return bi >= NBINS ? NBINS - 1 : (bi < 0 ? 0 : bi);
+    float x = (c - clo) * scale;
+    if (!(x >= 1.0f)) return 0;
+    if (!(x < (float)NBINS)) return NBINS - 1;
+    return (int)x;
 }
 
 /* Binned SAH build over the primitive boxes (b->bmin, b->bmax), in the order b->idx;
@@ -440,8 +444,9 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
     if (!m || !bmin || !bmax || !idx) goto fail;
     int64_t kept = 0;
     for (int64_t i = 0; i < ntris; ++i) {
-        const float *a = verts + 3 * tris[3 * i], *b = verts + 3 * tris[3 * i + 1],
-                    *c = verts + 3 * tris[3 * i + 2];
+        /* 64-bit index arithmetic: 3 * index overflows int32 past ~715M vertices */
+        const float *a = verts + 3 * (int64_t)tris[3 * i], *b = verts + 3 * (int64_t)tris[3 * i + 1],
+                    *c = verts + 3 * (int64_t)tris[3 * i + 2];
         int finite = 1;
         for (int k = 0; k < 3; ++k) finite &= isfinite(a[k]) && isfinite(b[k]) && isfinite(c[k]);
         if (!finite) continue;
@@ -517,9 +522,12 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
         instance_t *in = &s->inst[i];
         in->mesh = meshes[inst_mesh[i]];
         memcpy(in->m, inst_xform + 16 * i, 12 * sizeof(float));
-        /* a singular transform (an object scaled to zero, as animations do to hide
-         * things) flattens the mesh to nothing a ray can hit: leave the instance out */
-        if (!invert_affine(in->m, in->inv)) continue;
+        /* a non-finite or singular transform cannot be used to move rays into the mesh's
+         * frame: the instance is left out (the Python layer bakes singular ones, e.g. a
+         * scale of 0 on one axis, into world-space meshes beforehand) */
+        int finite = 1;
+        for (int k = 0; k < 12; ++k) finite &= isfinite(in->m[k]) != 0;
+        if (!finite || !invert_affine(in->m, in->inv)) continue;
         for (int r = 0; r < 3; ++r)
             for (int c = 0; c < 3; ++c) in->nrm[3 * r + c] = in->inv[4 * c + r];
         if (in->mesh->ntris == 0) continue;
@@ -536,11 +544,14 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
             box_grow(lo, hi, w, w);
         }
         /* widen by a relative epsilon: float rounding of the transformed corners */
+        int box_ok = 1;
         for (int k = 0; k < 3; ++k) {
-            float pad = 1e-6f * (fabsf(lo[k]) + fabsf(hi[k]) + 1.0f);
-            bmin[3 * i + k] = lo[k] - pad;
-            bmax[3 * i + k] = hi[k] + pad;
+            float pad = 1e-6f * fabsf(lo[k]) + 1e-6f * fabsf(hi[k]) + 1e-6f; /* no overflow near FLT_MAX */
+            bmin[3 * i + k] = fmaxf(lo[k] - pad, -FLT_MAX);
+            bmax[3 * i + k] = fminf(hi[k] + pad, FLT_MAX);
+            box_ok &= isfinite(lo[k]) && isfinite(hi[k]);
         }
+        if (!box_ok) continue; /* transformed corners overflowed to inf: unusable */
         idx[kept++] = (int32_t)i;
     }
     builder_t b = {bmin, bmax, idx, NULL, 0, 0, 1};

@@ -63,13 +63,16 @@ static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, 
         tnear[j] = t0[j];
         mask |= (t0[j] <= t1[j]) << j;
     }
-    return mask;
+    /* lanes past nchild are empty: never report them (with a NaN ray the comparisons
+     * above leave t0 = 0 <= t1 = tmax and would push child 0 again and again) */
+    return mask & ((1 << n->nchild) - 1);
 }
 #endif
 
 
 /* Push the lanes of mask, farthest first, so the nearest is popped next. */
 static inline int BRT_FN(push_children)(const wnode_t *n, int mask, const float tn[BW], entry_t *stack, int sp) {
+    if (sp > STACK_SIZE - BW) return sp; /* cannot happen for trees of depth <= MAX_DEPTH; never overflow */
     if ((mask & (mask - 1)) == 0) { /* one child: the common case deep in the tree */
         int j = __builtin_ctz(mask);
         stack[sp].idx = n->child[j];
@@ -241,6 +244,10 @@ static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, i
 static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *dir, float tmax, hit_t *h) {
     h->t = tmax; h->inst = -1; h->slot = -1; h->b1 = h->b2 = 0.0f;
     if (s->ninst == 0 || !(tmax > 0.0f)) return;
+    /* non-finite or zero-length rays miss */
+    int finite = 1;
+    for (int k = 0; k < 3; ++k) finite &= isfinite(org[k]) && isfinite(dir[k]);
+    if (!finite || (dir[0] == 0.0f && dir[1] == 0.0f && dir[2] == 0.0f)) return;
     ray_t wr;
     memcpy(wr.org, org, sizeof wr.org);
     memcpy(wr.dir, dir, sizeof wr.dir);
