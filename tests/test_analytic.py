@@ -197,3 +197,19 @@ def test_non_finite_geometry_is_left_out_with_one_warning(bpy_mod, empty_scene, 
     np.testing.assert_allclose(r.range, H / np.cos(np.deg2rad(az)), atol=1e-4, rtol=0)
     err = capsys.readouterr().err
     assert err.count("object 'Wall' has non-finite") == 1 and err.count("object 'Lost' has non-finite") == 1
+
+
+def test_flat_object_scaled_to_zero_on_one_axis_returns_on_both_backends(bpy_mod, empty_scene):
+    # a 2 m cube scaled (1, 1, 0) at z = -6: flat, yet it renders; the native library
+    # bakes it into world space, so both backends see the square at range 6 m
+    cube = add_mesh(bpy_mod, "Flat", [(x, y, z) for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)],
+                    [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)])
+    cube.location = (0.0, 0.0, -6.0)
+    cube.scale = (1.0, 1.0, 0.0)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-5.0, end_angle=5.0, angle_resolution=1.0)
+    res = {b: blensor_addon.scan(cam, backend=b) for b in BACKENDS}
+    theta = np.deg2rad(column_azimuth_deg(res["native"], -5.0, 1.0))
+    assert len(res["native"]) == len(res["bvhtree"]) == 10
+    np.testing.assert_allclose(res["native"].range, 6.0 / np.cos(theta), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(res["native"].range, res["bvhtree"].range, atol=1e-4, rtol=0)
