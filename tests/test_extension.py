@@ -14,7 +14,10 @@ def test_extension_zip_installs_and_scans(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "tools" / "build_extension.py"), "--output-dir",
                           str(tmp_path / "dist")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    zpath = tmp_path / "dist" / "blensor-0.1.0.zip"
+    from blensor_addon import __version__
+    zips = sorted((tmp_path / "dist").glob(f"blensor-{__version__}-*.zip"))  # named after this platform
+    assert len(zips) == 1
+    zpath = zips[0]
     names = zipfile.ZipFile(zpath).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names and "core/lidar.py" in names
     assert any(n.startswith("lib/libblensor_rt") for n in names)

@@ -1,14 +1,18 @@
-"""Build the Blender extension zip ``dist/blensor-<version>.zip``.
+"""Build the Blender extension zips ``dist/blensor-<version>-<platform>.zip``.
 
-Usage: ``python tools/build_extension.py [--no-native] [--output-dir DIR]``
+Usage: ``python tools/build_extension.py [--platform P ... | --all-platforms | --no-native]
+[--output-dir DIR]``
 
-Stages ``blensor_addon/`` with the top-level ``blender_manifest.toml`` in
-``build/extension/``, adds the native ray-cast library for this platform under ``lib/``
-(built first if missing; the manifest then names this platform) and runs Blender's own
-extension tool, which ships inside the ``bpy`` wheel
-(``addons_core/bl_pkg/cli/blender_ext.py``): ``build``, then ``validate`` on the zip.
-Without the native library (``--no-native``) the zip is platform independent and
-scans with the BVHTree fallback.
+For each platform (default: this machine's), stages ``blensor_addon/`` with the
+top-level ``blender_manifest.toml`` in ``build/extension/``, adds the native ray-cast
+library of that platform under ``lib/`` (always built afresh from the sources, so a
+stale library is never packaged: with this machine's C compiler for its own platform,
+with ``ziglang`` for the others, see ``native_patch/build.py --target``), names the
+platform in the manifest (``platforms = [...]``) and runs Blender's own extension tool,
+which ships inside the ``bpy`` wheel (``addons_core/bl_pkg/cli/blender_ext.py``):
+``build``, then ``validate`` on the zip. Platforms: linux-x64, linux-arm64,
+windows-x64, macos-x64, macos-arm64. Without the native library (``--no-native``) one
+platform-independent zip ``blensor-<version>.zip`` scans with the BVHTree fallback.
 
 Exit status 0 on success; the tool's output is shown on failure.
 """
@@ -51,22 +55,38 @@ def platform_tag() -> str:
     return f"{osname}-{arch}"
 
 
-def stage(native: bool) -> Path:
+def _native_build():
+    spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
+    native_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(native_build)
+    return native_build
+
+
+def fresh_library(platform: str | None) -> Path:
+    """The native library for ``platform`` built now from the sources (None: none).
+
+    Raises:
+        RuntimeError: the compiler (or ziglang for another platform) is missing or failed.
+    """
+    nb = _native_build()
+    out = ROOT / "build" / "extension-lib" / platform
+    if platform == platform_tag():
+        return nb.build(out)  # this machine's compiler: the AVX kernels where GCC has them
+    return nb.cross_build(platform, out)
+
+
+def stage(platform: str | None) -> Path:
+    """Stage the add-on with ``platform``'s library (None: no library, no platforms)."""
     if STAGE.exists():
         shutil.rmtree(STAGE)
     shutil.copytree(ROOT / "blensor_addon", STAGE,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "lib"))
     manifest = (ROOT / "blender_manifest.toml").read_text()
-    if native:
-        spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
-        native_build = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(native_build)
-        lib = ROOT / "build" / "native" / native_build.library_name()
-        if not lib.exists():
-            native_build.build(lib.parent)
+    if platform is not None:
+        lib = fresh_library(platform)
         (STAGE / "lib").mkdir()
         shutil.copy2(lib, STAGE / "lib" / lib.name)
-        manifest = re.sub(r"(blender_version_min = .*\n)", r'\1\nplatforms = ["%s"]\n' % platform_tag(),
+        manifest = re.sub(r"(blender_version_min = .*\n)", r'\1\nplatforms = ["%s"]\n' % platform,
                           manifest, count=1)
     (STAGE / "blender_manifest.toml").write_text(manifest)
     return STAGE
@@ -78,13 +98,18 @@ def run(cmd: list) -> None:
         raise RuntimeError(f"{' '.join(map(str, cmd))} failed:\n{res.stdout}{res.stderr}")
 
 
-def build(output_dir: Path, native: bool = True) -> Path:
-    """Stage, build and validate; return the zip's path."""
+def build(output_dir: Path, platform: str | None) -> Path:
+    """Stage, build and validate the zip for ``platform`` (None: without the native
+    library); return the zip's path.
+
+    Raises:
+        RuntimeError: a build step or Blender's validation failed.
+    """
     tool = blender_ext_tool()
-    src = stage(native)
+    src = stage(platform)
     version = re.search(r'^version = "([^"]+)"', (src / "blender_manifest.toml").read_text(), re.M).group(1)
     output_dir.mkdir(parents=True, exist_ok=True)
-    out = output_dir / f"blensor-{version}.zip"
+    out = output_dir / (f"blensor-{version}-{platform}.zip" if platform else f"blensor-{version}.zip")
     if out.exists():
         out.unlink()
     run([sys.executable, str(tool), "build", "--source-dir", str(src), "--output-filepath", str(out)])
@@ -96,13 +121,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Build the BlenSor extension zip")
     ap.add_argument("--output-dir", type=Path, default=ROOT / "dist")
     ap.add_argument("--no-native", action="store_true", help="leave the native library out")
+    ap.add_argument("--platform", action="append", help="a Blender platform (repeatable; default: this one)")
+    ap.add_argument("--all-platforms", action="store_true", help="one zip per supported platform")
     args = ap.parse_args(argv)
+    plats = [None] if args.no_native else (sorted(_native_build().TARGETS) if args.all_platforms
+                                           else args.platform or [platform_tag()])
     try:
-        out = build(args.output_dir, native=not args.no_native)
+        for plat in plats:
+            print(f"built {build(args.output_dir, plat)}")
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"built {out}")
     return 0
 
 

@@ -18,9 +18,24 @@
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+/* Threads: pthreads, or Win32 threads on Windows (no pthreads there). */
+#if defined(_WIN32)
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#else
+#include <pthread.h>
+#endif
+/* Compiler builtins with portable versions for MSVC (clang and GCC have them). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+#define BRT_FETCH_ADD(p, v) _InterlockedExchangeAdd64((volatile long long *)(p), (long long)(v))
+static __inline int brt_ctz(unsigned x) { unsigned long i; _BitScanForward(&i, x); return (int)i; }
+#else
+#define BRT_FETCH_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define brt_ctz(x) __builtin_ctz(x)
+#endif
 /* BRT_SIMD: SSE2 kernels (every x86-64); otherwise portable C (arm64, or -DBRT_NO_SIMD,
  * which the tests use to check the portable path). BRT_HAVE_AVX: also an AVX copy of
  * the traversal, chosen at run time (GCC on x86-64). */
@@ -708,13 +723,20 @@ static void run_range(job_t *j, int64_t a, int64_t b) {
 static void *worker(void *arg) {
     job_t *j = (job_t *)arg;
     for (;;) {
-        int64_t a = __atomic_fetch_add(&j->next, CHUNK, __ATOMIC_RELAXED);
+        int64_t a = BRT_FETCH_ADD(&j->next, CHUNK);
         if (a >= j->nrays) break;
         int64_t b = a + CHUNK < j->nrays ? a + CHUNK : j->nrays;
         run_range(j, a, b);
     }
     return NULL;
 }
+
+#if defined(_WIN32)
+static DWORD WINAPI worker_win32(LPVOID arg) {
+    worker(arg);
+    return 0;
+}
+#endif
 
 BRT_API int brt_intersect(const brt_scene *s, const float *org, const float *dir,
                           const float *tmax, float tmax_default, int64_t nrays, int nthreads,
@@ -734,13 +756,27 @@ BRT_API int brt_intersect(const brt_scene *s, const float *org, const float *dir
         run_range(&j, 0, nrays);
         return BRT_OK;
     }
-    pthread_t th[256];
     int started = 0;
+#if defined(_WIN32)
+    HANDLE th[256];
+    for (int k = 0; k < nthreads - 1; ++k) {
+        th[k] = CreateThread(NULL, 0, worker_win32, &j, 0, NULL);
+        if (th[k] == NULL) break; /* fewer threads, same result */
+        ++started;
+    }
+    worker(&j); /* the calling thread works too and finishes whatever is left */
+    for (int k = 0; k < started; ++k) {
+        WaitForSingleObject(th[k], INFINITE);
+        CloseHandle(th[k]);
+    }
+#else
+    pthread_t th[256];
     for (int k = 0; k < nthreads - 1; ++k) {
         if (pthread_create(&th[k], NULL, worker, &j) != 0) break; /* fewer threads, same result */
         ++started;
     }
     worker(&j); /* the calling thread works too and finishes whatever is left */
     for (int k = 0; k < started; ++k) pthread_join(th[k], NULL);
+#endif
     return BRT_OK;
 }

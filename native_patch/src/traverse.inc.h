@@ -74,7 +74,7 @@ static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, 
 static inline int BRT_FN(push_children)(const wnode_t *n, int mask, const float tn[BW], entry_t *stack, int sp) {
     if (sp > STACK_SIZE - BW) return sp; /* cannot happen for trees of depth <= MAX_DEPTH; never overflow */
     if ((mask & (mask - 1)) == 0) { /* one child: the common case deep in the tree */
-        int j = __builtin_ctz(mask);
+        int j = brt_ctz(mask);
         stack[sp].idx = n->child[j];
         stack[sp].count = n->count[j];
         stack[sp].t = tn[j];
@@ -82,7 +82,7 @@ static inline int BRT_FN(push_children)(const wnode_t *n, int mask, const float 
     }
     int base = sp;
     while (mask) { /* insertion into stack[base..sp), farthest at the bottom */
-        int j = __builtin_ctz(mask);
+        int j = brt_ctz(mask);
         mask &= mask - 1;
         int p = sp++;
         while (p > base && stack[p - 1].t < tn[j]) { stack[p] = stack[p - 1]; --p; }
@@ -197,7 +197,7 @@ static inline void BRT_FN(tri4_hit)(const brt_mesh *m, int64_t pkt, const ray_t 
     }
 #endif
     while (zero) { /* rare: an edge function is exactly zero; the scalar test decides */
-        int lane = __builtin_ctz(zero);
+        int lane = brt_ctz(zero);
         zero &= zero - 1;
         float tv[9], t, c1, c2;
         for (int v = 0; v < 3; ++v)
@@ -205,7 +205,7 @@ static inline void BRT_FN(tri4_hit)(const brt_mesh *m, int64_t pkt, const ray_t 
         if (BRT_FN(tri_hit)(tv, r, *best, &t, &c1, &c2)) { *best = t; *slot = 4 * pkt + lane; *b1 = c1; *b2 = c2; }
     }
     while (cand) {
-        int lane = __builtin_ctz(cand);
+        int lane = brt_ctz(cand);
         cand &= cand - 1;
         double td = BRT_FN(plane_distance)(P + lane, 4, r);
         if (!(td > 0.0) || !(td < (double)*best)) continue;
