@@ -54,9 +54,10 @@ def check_frames(scene, frames) -> list[int]:
     """
     lo, hi = scene.frame_start, scene.frame_end
     allowed = f"integers within the scene's frame range {lo}-{hi}"
-    if isinstance(frames, range):  # check the ends before building a list
-        if len(frames) and (min(frames) < lo or max(frames) > hi):
-            raise SettingsError("frames", allowed, f"{min(frames)}-{max(frames)}")
+    if isinstance(frames, range) and len(frames):  # check the ends (O(1)) before building a list
+        a, b = sorted((frames[0], frames[-1]))
+        if a < lo or b > hi:
+            raise SettingsError("frames", allowed, f"{a}-{b}")
     frames = list(frames)
     if not frames or not all(isinstance(f, (int, np.integer)) and not isinstance(f, bool) for f in frames):
         raise SettingsError("frames", allowed, frames)
