@@ -189,7 +189,7 @@ def cmd_scan(args) -> int:
         if bar is not None:
             bar.close()
     dt = time.perf_counter() - t0
-    if job.signal is not None:
+    if job.status == "cancelled" and job.signal is not None:
         print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
               f"{len(job.frames)} frames; finished frames kept in {job.out} (manifest: cancelled)",
               file=sys.stderr)

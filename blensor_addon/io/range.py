@@ -361,8 +361,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
                 entry = job.step()
                 if progress is not None:
                     progress(len(job.done), len(job.frames), entry)
-            else:
-                status = "cancelled" if sig.signum is not None else "complete"
+            else:  # every frame done (a signal during the last one lost nothing)
+                status = "complete"
         except KeyboardInterrupt:
             status = "cancelled"
             raise

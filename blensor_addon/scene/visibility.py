@@ -35,11 +35,15 @@ class VisibilitySwitch:
         self._undo: list = []
 
     def set(self, owner, attr: str, value) -> None:
-        """``owner.attr = value``, remembered."""
+        """``owner.attr = value``, remembered. Data that cannot be edited (linked from a
+        library) is left as it is."""
         old = getattr(owner, attr)
         if old != value:
+            try:
+                setattr(owner, attr, value)
+            except (AttributeError, RuntimeError, TypeError):
+                return
             self._undo.append((owner, attr, old))
-            setattr(owner, attr, value)
 
     def unhide(self, ob, view_layer) -> None:
         """Turn off the view layer's eye of ``ob``, remembered."""
