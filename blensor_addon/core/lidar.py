@@ -204,12 +204,18 @@ def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "s
     return psi, frame * frame_time + (psi - s.start_angle) / (360.0 * s.rotation_speed)
 
 
+def chunk_columns(s: LidarSettings, chunk_rays: int | None = None) -> int:
+    """Columns per chunk of :func:`iter_patterns`: about ``chunk_rays`` (default
+    :data:`CHUNK_RAYS`) rays, at least one column."""
+    return max(1, (chunk_rays or CHUNK_RAYS) // s.num_lasers)
+
+
 def iter_patterns(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
                   chunk_rays: int | None = None):
     """:func:`make_pattern` over consecutive column chunks of about ``chunk_rays`` rays,
     so the rays of a scan never exist all at once. Yields RayPattern (one empty
     pattern if there are no columns)."""
-    step = max(1, (chunk_rays or CHUNK_RAYS) // s.num_lasers)
+    step = chunk_columns(s, chunk_rays)
     for i in range(0, max(1, azimuth_deg.shape[0]), step):
         yield make_pattern(s, azimuth_deg[i:i + step], timestamp[i:i + step], i)
 

@@ -7,7 +7,7 @@ import bpy
 import numpy as np
 
 from ..core.errors import SettingsError
-from ..core.lidar import RayPattern, assemble, iter_patterns, returns_mask, scan_columns
+from ..core.lidar import RayPattern, assemble, chunk_columns, iter_patterns, returns_mask, scan_columns
 from ..core.result import ScanResult
 from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
 from ..raycast import TraceResult, get_backend, shared_backend, trace
@@ -118,6 +118,7 @@ class Scanner:
         def is_mirror(inst, prim):
             return mats.mirror[mats.lookup(inst, prim)]
 
+        one_chunk = azimuth.shape[0] <= chunk_columns(s)
         parts, rays = [], 0
         for pattern in iter_patterns(s, azimuth, stamp):
             dirs = pattern.directions.astype(np.float64) @ pose[:3, :3].T
@@ -125,14 +126,18 @@ class Scanner:
             tr = trace(self.backend, np.zeros_like(dirs), dirs, s.max_range,
                        is_mirror if mats.mirror.any() else None, s.max_bounces)
             mat = mats.lookup(tr.instance, tr.primitive)
-            parts.append((pattern, tr, mat, returns_mask(tr, mats, s, mat)))
+            keep = returns_mask(tr, mats, s, mat)
             rays += len(pattern)
-        if len(parts) == 1:  # one chunk: no compaction needed
+            if one_chunk:  # nothing to compact
+                parts.append((pattern, tr, mat, keep))
+            else:  # keep only the returns: memory grows with them, not with the rays
+                parts.append((pattern.take(keep), tr.take(keep), mat[keep], None))
+        if one_chunk:
             pattern, tr, mat, keep = parts[0]
-        else:  # keep only the returns of each chunk
-            pattern = RayPattern.concat([p.take(k) for p, _, _, k in parts])
-            tr = TraceResult.concat([t.take(k) for _, t, _, k in parts])
-            mat = np.concatenate([m[k] for _, _, m, k in parts])
+        else:
+            pattern = RayPattern.concat([p for p, _, _, _ in parts])
+            tr = TraceResult.concat([t for _, t, _, _ in parts])
+            mat = np.concatenate([m for _, _, m, _ in parts])
             keep = np.ones(len(pattern), bool)
         ids = (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index)
         return assemble(pattern, tr, mats, ids, s, frame=frame, frame_time=ft, sensor_to_world=pose,
