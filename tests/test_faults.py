@@ -137,17 +137,19 @@ def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
 
 
 def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(variants, tmp_path):
-    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-6", "--out",
+    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
                              str(tmp_path), "--formats", "npz,evd", "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(tmp_path / "scan00001.npz", proc)
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite")
+    assert proc.poll() is None  # the first run was still going: the refusal was the lock's
     assert res.returncode == 2
     assert "--out must be a folder no other BlenSor run is writing to" in one_error_line(res)
+    proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err
     first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert json.loads(first["manifest.json"])["status"] == "complete"
+    assert json.loads(first["manifest.json"])["status"] == "cancelled"
     # a rerun into the used folder is refused (no mixing of runs), and leaves it as it was
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path)
     assert res.returncode == 2 and "use --overwrite" in one_error_line(res)
