@@ -13,6 +13,7 @@
  * triangle plane in double precision.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DARWIN_C_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) on macOS */
 #include "blensor_rt.h"
 
 #include <float.h>
@@ -26,6 +27,7 @@
 #include <windows.h>
 #else
 #include <pthread.h>
+#include <unistd.h>
 #endif
 /* Compiler builtins with portable versions for MSVC (clang and GCC have them). */
 #if defined(_MSC_VER) && !defined(__clang__)
@@ -168,13 +170,237 @@ static int bin_of(float c, float clo, float scale) {
  * on return b->idx is the leaf order and b->nodes the binary tree (node 0 = root).
  * Primitive records are moved (not indices), so every pass reads memory in order; one
  * pass bins all three axes, and the partition pass yields the children's centroid bounds. */
+/* One task of the build: make it a leaf (returns 0) or split it by binned SAH into
+ * children *L and *R whose two nodes are allocated in b (returns 1); BRT_E_NOMEM. */
+static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t *R) {
+    int64_t cnt = t.end - t.start;
+    node_t *nd = &b->nodes[t.node];
+    if (cnt <= b->max_leaf || t.depth >= MAX_DEPTH) {
+        nd->first = (int32_t)t.start;
+        nd->count = (int32_t)cnt;
+        return 0;
+    }
+    float scale[3];
+    int any_axis = 0;
+    for (int a = 0; a < 3; ++a) {
+        float ext = t.chi[a] - t.clo[a];
+        scale[a] = ext > 0.0f ? (float)NBINS / ext : 0.0f;
+        any_axis |= ext > 0.0f;
+    }
+    int64_t mid;
+    float llo[3], lhi[3], rlo[3], rhi[3];
+    if (any_axis) {
+        int64_t bcnt[3][NBINS];
+        float blo[3][NBINS][3], bhi[3][NBINS][3];
+        for (int a = 0; a < 3; ++a)
+            for (int k = 0; k < NBINS; ++k) { bcnt[a][k] = 0; box_empty(blo[a][k], bhi[a][k]); }
+        for (int64_t i = t.start; i < t.end; ++i) {
+            const prim_t *q = &prims[i];
+            for (int a = 0; a < 3; ++a) {
+                int bi = bin_of(0.5f * (q->lo[a] + q->hi[a]), t.clo[a], scale[a]);
+                bcnt[a][bi]++;
+                box_grow(blo[a][bi], bhi[a][bi], q->lo, q->hi);
+            }
+        }
+        float best_cost = FLT_MAX;
+        int best_axis = -1, best_split = 0;
+        for (int a = 0; a < 3; ++a) {
+            if (scale[a] == 0.0f) continue;
+            float rarea[NBINS];
+            int64_t rcnt[NBINS];
+            float xlo[3], xhi[3];
+            box_empty(xlo, xhi);
+            int64_t acc = 0;
+            for (int k = NBINS - 1; k > 0; --k) {
+                acc += bcnt[a][k];
+                if (bcnt[a][k]) box_grow(xlo, xhi, blo[a][k], bhi[a][k]);
+                rarea[k] = half_area(xlo, xhi);
+                rcnt[k] = acc;
+            }
+            box_empty(xlo, xhi);
+            acc = 0;
+            for (int k = 0; k < NBINS - 1; ++k) {
+                acc += bcnt[a][k];
+                if (bcnt[a][k]) box_grow(xlo, xhi, blo[a][k], bhi[a][k]);
+                if (acc == 0 || rcnt[k + 1] == 0) continue;
+                float cost = half_area(xlo, xhi) * (float)acc + rarea[k + 1] * (float)rcnt[k + 1];
+                if (cost < best_cost) { best_cost = cost; best_axis = a; best_split = k; }
+            }
+        }
+        if (best_axis < 0) goto median; /* cannot happen with a positive extent */
+        float parent_area = half_area(nd->bmin, nd->bmax);
+        float split_cost = 0.5f + (parent_area > 0 ? best_cost / parent_area : (float)cnt);
+        if (split_cost >= (float)cnt && cnt <= 4) {
+            nd->first = (int32_t)t.start;
+            nd->count = (int32_t)cnt;
+            return 0;
+        }
+        box_empty(llo, lhi);
+        box_empty(rlo, rhi);
+        for (int k = 0; k < NBINS; ++k) {
+            if (!bcnt[best_axis][k]) continue;
+            if (k <= best_split) box_grow(llo, lhi, blo[best_axis][k], bhi[best_axis][k]);
+            else box_grow(rlo, rhi, blo[best_axis][k], bhi[best_axis][k]);
+        }
+        int64_t i = t.start, j = t.end - 1;
+        while (i <= j) {
+            if (bin_of(0.5f * (prims[i].lo[best_axis] + prims[i].hi[best_axis]), t.clo[best_axis],
+                       scale[best_axis]) <= best_split) {
+                ++i;
+            } else {
+                prim_t tmp = prims[i];
+                prims[i] = prims[j];
+                prims[j] = tmp;
+                --j;
+            }
+        }
+        mid = i;
+    } else {
+    median: /* all centroids coincide: split by position so leaves stay small */
+        mid = t.start + cnt / 2;
+        box_empty(llo, lhi);
+        box_empty(rlo, rhi);
+        for (int64_t i = t.start; i < t.end; ++i) {
+            if (i < mid) box_grow(llo, lhi, prims[i].lo, prims[i].hi);
+            else box_grow(rlo, rhi, prims[i].lo, prims[i].hi);
+        }
+    }
+    int64_t left = alloc_nodes(b, 2);
+    if (left < 0) return BRT_E_NOMEM;
+    nd = &b->nodes[t.node]; /* realloc may have moved it */
+    nd->first = (int32_t)left;
+    nd->count = 0;
+    memcpy(b->nodes[left].bmin, llo, sizeof llo);
+    memcpy(b->nodes[left].bmax, lhi, sizeof lhi);
+    memcpy(b->nodes[left + 1].bmin, rlo, sizeof rlo);
+    memcpy(b->nodes[left + 1].bmax, rhi, sizeof rhi);
+    *L = (task_t){left, t.start, mid, t.depth + 1, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
+    *R = (task_t){left + 1, mid, t.end, t.depth + 1, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
+    for (int64_t i = t.start; i < t.end; ++i) {
+        task_t *c = i < mid ? L : R;
+        for (int k = 0; k < 3; ++k) {
+            float cc = 0.5f * (prims[i].lo[k] + prims[i].hi[k]);
+            c->clo[k] = cc < c->clo[k] ? cc : c->clo[k];
+            c->chi[k] = cc > c->chi[k] ? cc : c->chi[k];
+        }
+    }
+    return 1;
+}
+
+/* Run tasks from ``root`` until every one is a leaf (depth first, left child first). */
+static int build_from(builder_t *b, prim_t *prims, task_t root) {
+    int64_t sp = 0, scap = 128;
+    task_t *stack = (task_t *)malloc(sizeof(task_t) * (size_t)scap);
+    if (!stack) return BRT_E_NOMEM;
+    stack[sp++] = root;
+    while (sp > 0) {
+        task_t t = stack[--sp], L, R;
+        int rc = process_task(b, prims, t, &L, &R);
+        if (rc < 0) { free(stack); return rc; }
+        if (rc == 0) continue;
+        if (sp + 2 > scap) {
+            scap *= 2;
+            task_t *s2 = (task_t *)realloc(stack, sizeof(task_t) * (size_t)scap);
+            if (!s2) { free(stack); return BRT_E_NOMEM; }
+            stack = s2;
+        }
+        stack[sp++] = R;
+        stack[sp++] = L;
+    }
+    free(stack);
+    return BRT_OK;
+}
+
+/* Subtree of one child of the root, built into its own node array (node 0 = its root). */
+typedef struct {
+    builder_t sub;
+    prim_t *prims;
+    task_t task;
+    int rc;
+} subtree_job_t;
+
+static void subtree_run(subtree_job_t *j) { j->rc = build_from(&j->sub, j->prims, j->task); }
+
+#if defined(_WIN32)
+static DWORD WINAPI subtree_thread(LPVOID arg) { subtree_run((subtree_job_t *)arg); return 0; }
+#else
+static void *subtree_thread(void *arg) { subtree_run((subtree_job_t *)arg); return NULL; }
+#endif
+
+static int online_cpus(void) {
+#if defined(_WIN32)
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return (int)si.dwNumberOfProcessors;
+#else
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+#endif
+}
+
+/* Below this many primitives the tree is built in one pass; from it on, the two
+ * children of the root are built as separate subtrees (on two threads where the machine
+ * has two cores) and appended after the root. The tree is the one the single pass
+ * builds (same splits, same child order), only numbered otherwise, and its numbering
+ * depends on the input alone, not on the thread count or timing. */
+#define PAR_MIN 20000
+
+static int build_subtrees(builder_t *b, prim_t *prims, task_t root) {
+    task_t L, R;
+    int rc = process_task(b, prims, root, &L, &R);
+    if (rc <= 0) return rc; /* a leaf, or out of memory */
+    subtree_job_t job[2];
+    task_t kids[2] = {L, R};
+    for (int k = 0; k < 2; ++k) {
+        int64_t cnt = kids[k].end - kids[k].start;
+        job[k].sub = (builder_t){NULL, NULL, NULL, NULL, 0, 2 * cnt + 1, b->max_leaf};
+        job[k].sub.nodes = (node_t *)malloc((size_t)job[k].sub.cap * sizeof(node_t));
+        job[k].prims = prims;
+        job[k].task = kids[k];
+        job[k].task.node = 0;
+        job[k].rc = BRT_E_NOMEM;
+        if (job[k].sub.nodes) {
+            job[k].sub.nnodes = 1;
+            job[k].sub.nodes[0] = b->nodes[kids[k].node];
+        }
+    }
+    if (job[0].sub.nodes && job[1].sub.nodes) {
+        int threaded = 0;
+#if defined(_WIN32)
+        HANDLE th = online_cpus() > 1 ? CreateThread(NULL, 0, subtree_thread, &job[1], 0, NULL) : NULL;
+        threaded = th != NULL;
+        subtree_run(&job[0]);
+        if (threaded) { WaitForSingleObject(th, INFINITE); CloseHandle(th); }
+#else
+        pthread_t th;
+        threaded = online_cpus() > 1 && pthread_create(&th, NULL, subtree_thread, &job[1]) == 0;
+        subtree_run(&job[0]);
+        if (threaded) pthread_join(th, NULL);
+#endif
+        if (!threaded) subtree_run(&job[1]);
+    }
+    rc = job[0].rc < 0 ? job[0].rc : job[1].rc;
+    /* node i >= 1 of a subtree goes to base + i - 1; its root replaces the child node */
+    for (int k = 0; k < 2 && rc == BRT_OK; ++k) {
+        int64_t m = job[k].sub.nnodes - 1;
+        int64_t base = alloc_nodes(b, m);
+        if (base < 0) { rc = BRT_E_NOMEM; break; }
+        for (int64_t i = 0; i <= m; ++i) {
+            node_t nd = job[k].sub.nodes[i];
+            if (nd.count == 0) nd.first = (int32_t)(base + nd.first - 1);
+            b->nodes[i == 0 ? kids[k].node : base + i - 1] = nd;
+        }
+    }
+    free(job[0].sub.nodes);
+    free(job[1].sub.nodes);
+    return rc;
+}
+
 static int build_bvh(builder_t *b, int64_t n) {
     b->cap = n > 0 ? 2 * n : 1;
     b->nodes = (node_t *)malloc((size_t)b->cap * sizeof(node_t));
     prim_t *prims = (prim_t *)malloc(sizeof(prim_t) * (size_t)(n > 0 ? n : 1));
-    task_t *stack = (task_t *)malloc(sizeof(task_t) * 128);
-    int64_t sp = 0, scap = 128;
-    if (!b->nodes || !prims || !stack) { free(prims); free(stack); return BRT_E_NOMEM; }
+    if (!b->nodes || !prims) { free(prims); return BRT_E_NOMEM; }
     b->nnodes = 0;
     alloc_nodes(b, 1);
     task_t root = {0, 0, n, 0, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
@@ -195,134 +421,13 @@ static int build_bvh(builder_t *b, int64_t n) {
     }
     memcpy(b->nodes[0].bmin, lo, sizeof lo);
     memcpy(b->nodes[0].bmax, hi, sizeof hi);
-    stack[sp++] = root;
-    while (sp > 0) {
-        task_t t = stack[--sp];
-        int64_t cnt = t.end - t.start;
-        node_t *nd = &b->nodes[t.node];
-        if (cnt <= b->max_leaf || t.depth >= MAX_DEPTH) {
-            nd->first = (int32_t)t.start;
-            nd->count = (int32_t)cnt;
-            continue;
-        }
-        float scale[3];
-        int any_axis = 0;
-        for (int a = 0; a < 3; ++a) {
-            float ext = t.chi[a] - t.clo[a];
-            scale[a] = ext > 0.0f ? (float)NBINS / ext : 0.0f;
-            any_axis |= ext > 0.0f;
-        }
-        int64_t mid;
-        float llo[3], lhi[3], rlo[3], rhi[3];
-        if (any_axis) {
-            int64_t bcnt[3][NBINS];
-            float blo[3][NBINS][3], bhi[3][NBINS][3];
-            for (int a = 0; a < 3; ++a)
-                for (int k = 0; k < NBINS; ++k) { bcnt[a][k] = 0; box_empty(blo[a][k], bhi[a][k]); }
-            for (int64_t i = t.start; i < t.end; ++i) {
-                const prim_t *q = &prims[i];
-                for (int a = 0; a < 3; ++a) {
-                    int bi = bin_of(0.5f * (q->lo[a] + q->hi[a]), t.clo[a], scale[a]);
-                    bcnt[a][bi]++;
-                    box_grow(blo[a][bi], bhi[a][bi], q->lo, q->hi);
-                }
-            }
-            float best_cost = FLT_MAX;
-            int best_axis = -1, best_split = 0;
-            for (int a = 0; a < 3; ++a) {
-                if (scale[a] == 0.0f) continue;
-                float rarea[NBINS];
-                int64_t rcnt[NBINS];
-                float xlo[3], xhi[3];
-                box_empty(xlo, xhi);
-                int64_t acc = 0;
-                for (int k = NBINS - 1; k > 0; --k) {
-                    acc += bcnt[a][k];
-                    if (bcnt[a][k]) box_grow(xlo, xhi, blo[a][k], bhi[a][k]);
-                    rarea[k] = half_area(xlo, xhi);
-                    rcnt[k] = acc;
-                }
-                box_empty(xlo, xhi);
-                acc = 0;
-                for (int k = 0; k < NBINS - 1; ++k) {
-                    acc += bcnt[a][k];
-                    if (bcnt[a][k]) box_grow(xlo, xhi, blo[a][k], bhi[a][k]);
-                    if (acc == 0 || rcnt[k + 1] == 0) continue;
-                    float cost = half_area(xlo, xhi) * (float)acc + rarea[k + 1] * (float)rcnt[k + 1];
-                    if (cost < best_cost) { best_cost = cost; best_axis = a; best_split = k; }
-                }
-            }
-            if (best_axis < 0) goto median; /* cannot happen with a positive extent */
-            float parent_area = half_area(nd->bmin, nd->bmax);
-            float split_cost = 0.5f + (parent_area > 0 ? best_cost / parent_area : (float)cnt);
-            if (split_cost >= (float)cnt && cnt <= 4) {
-                nd->first = (int32_t)t.start;
-                nd->count = (int32_t)cnt;
-                continue;
-            }
-            box_empty(llo, lhi);
-            box_empty(rlo, rhi);
-            for (int k = 0; k < NBINS; ++k) {
-                if (!bcnt[best_axis][k]) continue;
-                if (k <= best_split) box_grow(llo, lhi, blo[best_axis][k], bhi[best_axis][k]);
-                else box_grow(rlo, rhi, blo[best_axis][k], bhi[best_axis][k]);
-            }
-            int64_t i = t.start, j = t.end - 1;
-            while (i <= j) {
-                if (bin_of(0.5f * (prims[i].lo[best_axis] + prims[i].hi[best_axis]), t.clo[best_axis],
-                           scale[best_axis]) <= best_split) {
-                    ++i;
-                } else {
-                    prim_t tmp = prims[i];
-                    prims[i] = prims[j];
-                    prims[j] = tmp;
-                    --j;
-                }
-            }
-            mid = i;
-        } else {
-        median: /* all centroids coincide: split by position so leaves stay small */
-            mid = t.start + cnt / 2;
-            box_empty(llo, lhi);
-            box_empty(rlo, rhi);
-            for (int64_t i = t.start; i < t.end; ++i) {
-                if (i < mid) box_grow(llo, lhi, prims[i].lo, prims[i].hi);
-                else box_grow(rlo, rhi, prims[i].lo, prims[i].hi);
-            }
-        }
-        int64_t left = alloc_nodes(b, 2);
-        if (left < 0) { free(prims); free(stack); return BRT_E_NOMEM; }
-        nd = &b->nodes[t.node]; /* realloc may have moved it */
-        nd->first = (int32_t)left;
-        nd->count = 0;
-        memcpy(b->nodes[left].bmin, llo, sizeof llo);
-        memcpy(b->nodes[left].bmax, lhi, sizeof lhi);
-        memcpy(b->nodes[left + 1].bmin, rlo, sizeof rlo);
-        memcpy(b->nodes[left + 1].bmax, rhi, sizeof rhi);
-        task_t L = {left, t.start, mid, t.depth + 1, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
-        task_t R = {left + 1, mid, t.end, t.depth + 1, {FLT_MAX, FLT_MAX, FLT_MAX}, {-FLT_MAX, -FLT_MAX, -FLT_MAX}};
-        for (int64_t i = t.start; i < t.end; ++i) {
-            task_t *c = i < mid ? &L : &R;
-            for (int k = 0; k < 3; ++k) {
-                float cc = 0.5f * (prims[i].lo[k] + prims[i].hi[k]);
-                c->clo[k] = cc < c->clo[k] ? cc : c->clo[k];
-                c->chi[k] = cc > c->chi[k] ? cc : c->chi[k];
-            }
-        }
-        if (sp + 2 > scap) {
-            scap *= 2;
-            task_t *s2 = (task_t *)realloc(stack, sizeof(task_t) * (size_t)scap);
-            if (!s2) { free(prims); free(stack); return BRT_E_NOMEM; }
-            stack = s2;
-        }
-        stack[sp++] = R;
-        stack[sp++] = L;
-    }
-    for (int64_t i = 0; i < n; ++i) b->idx[i] = prims[i].id;
+    int rc = n >= PAR_MIN ? build_subtrees(b, prims, root) : build_from(b, prims, root);
+    if (rc == BRT_OK)
+        for (int64_t i = 0; i < n; ++i) b->idx[i] = prims[i].id;
     free(prims);
-    free(stack);
-    return BRT_OK;
+    return rc;
 }
+
 
 /* Collapse the binary tree under bin[bi] into wide nodes; returns the new node's
  * index or -1 on allocation failure. Children are opened largest surface area first. */
