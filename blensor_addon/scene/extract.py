@@ -268,10 +268,10 @@ class SceneExtractor:
                     elif plan is not None:
                         plans[ob.original.name_full] = plan
             if simple:
-                entries = ((ob, None, ob.matrix_world) for ob in objects)
+                entries = ((ob, None, ob.matrix_world, None) for ob in objects)
         if entries is None:
-            entries = self._instances(depsgraph, plans, b, render)
-        for ob, parent, matrix_world, *pid in entries:
+            entries = self._instances(depsgraph, plans)
+        for ob, parent, matrix_world, pid in entries:
             orig = ob.original
             if orig.name == sensor_name:
                 continue
@@ -292,12 +292,11 @@ class SceneExtractor:
                     ob.to_mesh_clear()
             if b.meshes[mi].triangles.shape[0] == 0:
                 continue
-            b.add_instance(mi, matrix_world, [slot.material for slot in ob.material_slots], orig, parent,
-                           pid[0] if pid else None)
+            b.add_instance(mi, matrix_world, [slot.material for slot in ob.material_slots], orig, parent, pid)
         return b.snapshot(pose, origin)
 
     @staticmethod
-    def _instances(depsgraph, plans: dict, b, render: bool):
+    def _instances(depsgraph, plans: dict):
         """Walk ``depsgraph.object_instances``: yields (evaluated object, original
         instancer or None, world matrix, persistent id); the instances of objects with a
         plan are skipped over (their plan adds them as one block)."""
