@@ -65,3 +65,25 @@ class MaterialTable:
         rows[has] = self.slot_material[(start + slot)[has]]
         out[ok] = rows
         return out
+
+    def is_mirror(self, instance: np.ndarray, primitive: np.ndarray) -> np.ndarray:
+        """(N,) bool: the hits (instance (N,) int32 >= 0, primitive (N,) int32) are on a
+        mirror material. Only hits on instances that have a mirror slot at all are looked
+        up, so a scene with one shop window does not pay a full lookup per bounce."""
+        instance = np.asarray(instance)
+        out = np.zeros(instance.shape, bool)
+        cand = np.flatnonzero(self._instance_has_mirror()[instance]) if instance.size else instance[:0]
+        if cand.size:
+            out[cand] = self.mirror[self.lookup(instance[cand], np.asarray(primitive)[cand])]
+        return out
+
+    def _instance_has_mirror(self) -> np.ndarray:
+        """(I,) bool, computed once: some material slot of the instance is a mirror."""
+        has = getattr(self, "_has_mirror", None)
+        if has is None:
+            n = self.inst_slot_offset.shape[0] - 1
+            owner = np.repeat(np.arange(n), np.diff(self.inst_slot_offset))
+            flags = self.mirror[self.slot_material].astype(np.float64) if self.slot_material.size else np.zeros(0)
+            has = np.bincount(owner, weights=flags, minlength=n) > 0
+            self._has_mirror = has
+        return has

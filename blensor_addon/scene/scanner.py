@@ -115,16 +115,13 @@ class Scanner:
         pose = snap.sensor_to_world
         mats = snap.materials
 
-        def is_mirror(inst, prim):
-            return mats.mirror[mats.lookup(inst, prim)]
-
         one_chunk = azimuth.shape[0] <= chunk_columns(s)
         parts, rays = [], 0
         for pattern in iter_patterns(s, azimuth, stamp):
             dirs = pattern.directions.astype(np.float64) @ pose[:3, :3].T
             # geometry is relative to the sensor position: rays start at the origin
             tr = trace(self.backend, np.zeros_like(dirs), dirs, s.max_range,
-                       is_mirror if mats.mirror.any() else None, s.max_bounces)
+                       mats.is_mirror if mats.mirror.any() else None, s.max_bounces)
             mat = mats.lookup(tr.instance, tr.primitive)
             keep = returns_mask(tr, mats, s, mat)
             rays += len(pattern)
