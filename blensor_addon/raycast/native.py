@@ -18,7 +18,7 @@ import numpy as np
 from ..core.errors import NativeLibraryError
 from .base import Backend, Hits, MeshData, SceneGeometry
 
-API_VERSION = 1
+API_VERSION = 2
 _ADDON_DIR = Path(__file__).resolve().parent.parent
 
 _lib = None
@@ -83,6 +83,16 @@ def load_library():
     raise NativeLibraryError(_load_error)
 
 
+def kernel() -> str:
+    """The traversal kernel the library runs on this CPU: ``"avx"``, ``"sse2"`` or
+    ``"portable"``.
+
+    Raises:
+        NativeLibraryError: the library cannot be loaded.
+    """
+    return load_library().brt_kernel().decode()
+
+
 def available() -> bool:
     """True if the native library loads."""
     try:
@@ -100,6 +110,8 @@ def _declare(lib) -> None:
     lib.brt_mesh_free.restype = None
     lib.brt_mesh_node_count.argtypes = [vp]
     lib.brt_mesh_node_count.restype = ctypes.c_int64
+    lib.brt_kernel.argtypes = []
+    lib.brt_kernel.restype = ctypes.c_char_p
     lib.brt_scene_create.argtypes = [ctypes.POINTER(vp), ctypes.c_int64, _i32p, _f32p, ctypes.c_int64,
                                      ctypes.POINTER(vp)]
     lib.brt_scene_create.restype = ctypes.c_int

@@ -45,9 +45,10 @@ static __inline int brt_ctz(unsigned x) { unsigned long i; _BitScanForward(&i, x
 #define BRT_SIMD 1
 #include <emmintrin.h>
 #endif
-#if defined(BRT_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(BRT_SIMD) && defined(__x86_64__) && defined(__GNUC__) /* GCC and Clang (zig cc) */
 #define BRT_HAVE_AVX 1
 #include <immintrin.h>
+#include <cpuid.h>
 #endif
 
 #define NBINS 16
@@ -548,6 +549,21 @@ static int packetize(brt_mesh *m, const float *verts, const int32_t *tris, const
 
 BRT_API int brt_api_version(void) { return BRT_API_VERSION; }
 
+#if defined(BRT_HAVE_AVX)
+static int use_avx(void);
+#endif
+
+BRT_API const char *brt_kernel(void) {
+#if defined(BRT_HAVE_AVX)
+    if (use_avx()) return "avx";
+#endif
+#if defined(BRT_SIMD)
+    return "sse2";
+#else
+    return "portable";
+#endif
+}
+
 BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *tris,
                             int64_t ntris, brt_mesh **out) {
     if (!out || nverts < 0 || ntris < 0 || (nverts > 0 && !verts) || (ntris > 0 && !tris))
@@ -755,14 +771,22 @@ typedef struct {
 #undef BRT_FN
 
 #if defined(BRT_HAVE_AVX)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx")
+#endif
 #define BRT_AVX 1
 #define BRT_FN(name) name##_avx
 #include "traverse.inc.h"
 #undef BRT_FN
 #undef BRT_AVX
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
 
 typedef struct {
@@ -780,9 +804,19 @@ typedef struct {
 
 #if defined(BRT_HAVE_AVX)
 /* AVX kernels unless the CPU lacks AVX or BLENSOR_RT_NO_AVX is set (for comparisons). */
+static int cpu_has_avx(void) {
+    /* CPUID.1:ECX bit 28 (AVX) and 27 (OSXSAVE), and the OS saves the YMM state (XCR0 bits 1, 2) */
+    unsigned a, b, c, d, lo, hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (!(c & (1u << 28)) || !(c & (1u << 27))) return 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 6u) == 6u;
+}
+
 static int use_avx(void) {
     static int cached = -1;
-    if (cached < 0) cached = __builtin_cpu_supports("avx") && !getenv("BLENSOR_RT_NO_AVX");
+    if (cached < 0) cached = cpu_has_avx() && !getenv("BLENSOR_RT_NO_AVX");
     return cached;
 }
 #endif

@@ -26,7 +26,7 @@
 #define BRT_API __attribute__((visibility("default")))
 #endif
 
-#define BRT_API_VERSION 1
+#define BRT_API_VERSION 2 /* 2: brt_kernel() */
 
 /* Error codes (negative). */
 #define BRT_OK 0
@@ -40,6 +40,10 @@ typedef struct brt_scene brt_scene;
 
 /* Version of this ABI; the loader refuses a library with another value. */
 BRT_API int brt_api_version(void);
+
+/* Traversal kernel brt_intersect uses on this CPU: "avx", "sse2" or "portable"
+ * (x86-64 picks AVX at run time unless the CPU lacks it or BLENSOR_RT_NO_AVX is set). */
+BRT_API const char *brt_kernel(void);
 
 /* Build the BVH of one mesh.
  * verts: (nverts, 3) float32 object-space coordinates [m].
