@@ -104,8 +104,8 @@ def zig_cc() -> list[str]:
 def cross_build(platform: str, out_dir: Path | None = None) -> Path:
     """Cross-compile the library for Blender platform ``platform`` (a key of
     :data:`TARGETS`) with zig's clang, ``-Werror``; returns the library's path
-    (``out_dir`` defaults to ``build/native/<platform>``). x86-64 targets get the SSE2
-    kernels (the AVX copy is built by GCC only), arm64 targets the portable ones.
+    (``out_dir`` defaults to ``build/native/<platform>``). x86-64 targets carry the SSE2
+    and AVX kernels (AVX chosen at run time by CPUID), arm64 targets the portable ones.
 
     Raises:
         RuntimeError: unknown platform, no ziglang, or the compiler failed.
