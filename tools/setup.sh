@@ -36,7 +36,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" >&2 || true
   spec="."
   [ -n "$EXTRAS" ] && spec=".[$EXTRAS]"
-  "$VENV/bin/python" -m pip install -q -e "$spec" "bpy==$BPY" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  # PYTHONWARNINGS: no setuptools banners from the editable build
+  PYTHONWARNINGS=ignore "$VENV/bin/python" -m pip install -q -e "$spec" "bpy==$BPY" 2>&1 \
+    | grep -v "^WARNING: Location" >&2 || true
   "$VENV/bin/python" - "$BPY" <<'PYCHECK'
 import sys
 import bpy
