@@ -78,3 +78,32 @@ def cylinder_mesh(radius, z0, z1, segments=720):
     verts = [(x, y, z0) for x, y in ring] + [(x, y, z1) for x, y in ring]
     faces = [(i, (i + 1) % segments, segments + (i + 1) % segments, segments + i) for i in range(segments)]
     return verts, faces
+
+
+#: Casts 20,000 random rays at 3,000 random triangles in a fresh process and saves the
+#: hits (t, p, n, uv) and the kernel name (k) to the .npz named by argv[1].
+RANDOM_CAST_SCRIPT = (
+    "import sys, numpy as np\n"
+    "from blensor_addon.raycast import MeshData, SceneGeometry\n"
+    "from blensor_addon.raycast.native import NativeBackend, kernel\n"
+    "rng = np.random.default_rng(5)\n"
+    "c = rng.uniform(-5, 5, (3000, 1, 3)); v = (c + rng.normal(0, .6, (3000, 3, 3))).reshape(-1, 3)\n"
+    "b = NativeBackend(2); b.set_geometry(SceneGeometry([MeshData(v, np.arange(9000).reshape(-1, 3))],"
+    " [0], np.eye(4)[None]))\n"
+    "o = rng.uniform(-8, 8, (20000, 3)); d = rng.normal(size=(20000, 3))\n"
+    "d /= np.linalg.norm(d, axis=1, keepdims=True)\n"
+    "h = b.intersect(o, d, 1e30)\n"
+    "np.savez(sys.argv[1], t=h.t, p=h.primitive, n=h.normal, uv=h.uv, k=kernel())\n")
+
+
+def random_cast(out_path, **env_extra):
+    """Run :data:`RANDOM_CAST_SCRIPT` with the environment plus ``env_extra`` (e.g.
+    ``BLENSOR_NATIVE_LIB``, ``BLENSOR_RT_NO_AVX``); returns the loaded .npz."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env_extra)
+    if "BLENSOR_RT_NO_AVX" not in env_extra:
+        env.pop("BLENSOR_RT_NO_AVX", None)
+    subprocess.run([sys.executable, "-c", RANDOM_CAST_SCRIPT, str(out_path)], check=True, env=env)
+    return np.load(out_path)

@@ -7,7 +7,7 @@ import pytest
 
 from blensor_addon.raycast import MeshData, SceneGeometry, get_backend, trace
 from blensor_addon.raycast.native import NativeBackend, available
-from conftest import ROOT
+from conftest import ROOT, random_cast
 
 pytestmark = pytest.mark.skipif(not available(), reason="native library not built")
 
@@ -186,31 +186,12 @@ def test_avx_sse_and_portable_kernels_agree(tmp_path):
     # the library carries an AVX copy of the traversal chosen at run time over the SSE2
     # one, and builds without SIMD on other CPUs (arm64): all three give the same answers
     import importlib.util
-    import os
-    import subprocess
-    import sys
     spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
     native_build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(native_build)
     portable = native_build.build(tmp_path / "portable", portable=True)
-    code = (
-        "import sys, numpy as np\n"
-        "from blensor_addon.raycast import MeshData, SceneGeometry\n"
-        "from blensor_addon.raycast.native import NativeBackend\n"
-        "rng = np.random.default_rng(5)\n"
-        "c = rng.uniform(-5, 5, (3000, 1, 3)); v = (c + rng.normal(0, .6, (3000, 3, 3))).reshape(-1, 3)\n"
-        "b = NativeBackend(2); b.set_geometry(SceneGeometry([MeshData(v, np.arange(9000).reshape(-1, 3))],"
-        " [0], np.eye(4)[None]))\n"
-        "o = rng.uniform(-8, 8, (20000, 3)); d = rng.normal(size=(20000, 3))\n"
-        "d /= np.linalg.norm(d, axis=1, keepdims=True)\n"
-        "h = b.intersect(o, d, 1e30)\n"
-        "np.savez(sys.argv[1], t=h.t, p=h.primitive, n=h.normal, uv=h.uv)\n")
     variants = {"default": {}, "sse": {"BLENSOR_RT_NO_AVX": "1"}, "portable": {"BLENSOR_NATIVE_LIB": str(portable)}}
-    out = {}
-    for name, extra in variants.items():
-        env = dict(os.environ, **extra)
-        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{name}.npz")], check=True, env=env)
-        out[name] = np.load(tmp_path / f"{name}.npz")
+    out = {name: random_cast(tmp_path / f"{name}.npz", **extra) for name, extra in variants.items()}
     assert (out["default"]["p"] >= 0).sum() > 5000
     for name in ("sse", "portable"):
         for k in ("t", "p", "n", "uv"):

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, random_cast
 
 _spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
 native_build = importlib.util.module_from_spec(_spec)
@@ -75,27 +75,10 @@ def test_one_validated_extension_zip_per_platform(tmp_path):
 def test_zig_linux_x64_build_runs_the_avx_kernels_with_the_gcc_builds_answers(tmp_path):
     # clang (zig cc) gets the AVX copy too, chosen by CPUID at run time, so the x64 zips
     # for Windows and macOS are not left on SSE2
-    import os
     zig = native_build.cross_build("linux-x64", tmp_path / "zig")
     gcc = native_build.build(tmp_path / "gcc")
-    code = (
-        "import sys, numpy as np\n"
-        "from blensor_addon.raycast import MeshData, SceneGeometry\n"
-        "from blensor_addon.raycast.native import NativeBackend, kernel\n"
-        "rng = np.random.default_rng(7)\n"
-        "c = rng.uniform(-5, 5, (3000, 1, 3)); v = (c + rng.normal(0, .6, (3000, 3, 3))).reshape(-1, 3)\n"
-        "b = NativeBackend(2); b.set_geometry(SceneGeometry([MeshData(v, np.arange(9000).reshape(-1, 3))],"
-        " [0], np.eye(4)[None]))\n"
-        "o = rng.uniform(-8, 8, (20000, 3)); d = rng.normal(size=(20000, 3))\n"
-        "d /= np.linalg.norm(d, axis=1, keepdims=True)\n"
-        "h = b.intersect(o, d, 1e30)\n"
-        "np.savez(sys.argv[1], t=h.t, p=h.primitive, n=h.normal, k=kernel())\n")
-    out = {}
-    for name, lib in (("zig", zig), ("gcc", gcc)):
-        env = dict(os.environ, BLENSOR_NATIVE_LIB=str(lib), PYTHONPATH=str(ROOT))
-        env.pop("BLENSOR_RT_NO_AVX", None)
-        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{name}.npz")], check=True, env=env)
-        out[name] = np.load(tmp_path / f"{name}.npz")
+    out = {name: random_cast(tmp_path / f"{name}.npz", BLENSOR_NATIVE_LIB=str(lib))
+           for name, lib in (("zig", zig), ("gcc", gcc))}
     cpu_avx = "avx" in open("/proc/cpuinfo").read().split()
     assert str(out["zig"]["k"]) == str(out["gcc"]["k"]) == ("avx" if cpu_avx else "sse2")
     for k in ("t", "p", "n"):
