@@ -79,8 +79,7 @@ def sensor_origin():
 
 
 def hdl64_rays():
-    from blensor_addon.core.lidar import single_scan_pattern
-    from blensor_addon.core.settings import LidarSettings
+    from blensor_addon.core.sensors.rotating import LidarSettings, single_scan_pattern
     p = single_scan_pattern(LidarSettings(), 0, 1 / 24)
     d = p.directions.astype(np.float64)
     world = np.stack([d[:, 0], -d[:, 2], d[:, 1]], 1)  # sensor +Y up -> world +Z up

@@ -40,15 +40,18 @@ def unregister() -> None:
     _registered = False
 
 
-def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_reference="sensor"):
+def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_reference="sensor", **overrides):
     """Single scan of ``camera_object``; see :func:`blensor_addon.scene.scanner.scan`.
 
-    ``seed=None`` uses the camera's ``seed`` setting (default 0).
+    ``seed=None`` uses the camera's ``seed`` setting (default 0). ``overrides``: setting
+    names of the sensor type plus ``sensor_type`` and ``preset``, e.g.
+    ``scan(cam, sensor_type="tof", preset="sr4000", backfolding=True)``; the camera's
+    stored settings are not changed.
     Returns a :class:`blensor_addon.core.result.ScanResult`.
     """
     from .scene.scanner import scan as _scan
     return _scan(camera_object, frame=frame, seed=seed, backend=backend,
-                 frame_of_reference=frame_of_reference)
+                 frame_of_reference=frame_of_reference, **overrides)
 
 
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed=None, **kwargs):

@@ -3,9 +3,15 @@
     blensor scan SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
                  [--formats npz,evd,pcd] [--seed N] [--backend auto|native|bvhtree]
                  [--frame-of-reference sensor|world] [--pcd-ascii] [--overwrite | --resume]
-                 [--quiet]
+                 [--set NAME=VALUE ...] [--quiet]
     blensor info SCENE.blend [--json]
+    blensor sensors [--json]
     blensor --version
+
+``--set NAME=VALUE`` (repeatable) overrides a setting of the camera's sensor for this run
+(``--set sensor_type=tof --set preset=sr4000 --set backfolding=true``); the .blend is
+not changed. ``blensor sensors`` lists every sensor type, its presets and its settings
+with unit, allowed range and default.
 
 Exit status and the one line printed on stderr:
 
@@ -63,7 +69,11 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="replace the files of an earlier run in --out (else refused)")
     mode.add_argument("--resume", action="store_true",
                       help="keep the finished frames of an earlier run in --out with the same settings")
+    sc.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
+                    help="override a sensor setting for this run (repeatable; see 'blensor sensors')")
     sc.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    sens = sub.add_parser("sensors", help="list sensor types, presets and settings")
+    sens.add_argument("--json", action="store_true", help="print one JSON document")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
@@ -144,13 +154,90 @@ def _camera(bpy, name: str | None):
     return obj
 
 
+def split_sets(pairs: list[str]) -> dict[str, str]:
+    """``["NAME=VALUE", ...]`` -> {NAME: VALUE} (text values, parsed later by the
+    sensor's metadata).
+
+    Raises:
+        SettingsError (``--set``): an item without ``=`` or a name given twice.
+    """
+    from .core.errors import SettingsError
+    out: dict[str, str] = {}
+    for item in pairs:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise SettingsError("--set", "NAME=VALUE (see 'blensor sensors' for the names)", item)
+        if name in out:
+            raise SettingsError("--set", f"each name once ({name} is given twice)", item)
+        out[name] = value.strip()
+    return out
+
+
+def parse_sets(texts: dict[str, str], cam) -> dict:
+    """Typed overrides of the camera's sensor (or of ``sensor_type`` if set) from text.
+
+    Raises:
+        SettingsError: unknown sensor type, setting name or preset, or a value that is
+        not of the setting's kind or out of its range (named, with unit and range).
+    """
+    import dataclasses
+    from .core.errors import SettingsError
+    from .core.sensors import DEFAULT_TYPE, get_sensor
+    props = getattr(cam.data, "blensor", None)
+    stype = texts.get("sensor_type") or getattr(props, "sensor_type", DEFAULT_TYPE)
+    sensor = get_sensor(stype)
+    metas = {f.name: f.metadata["blensor"] for f in dataclasses.fields(sensor.Settings)}
+    out: dict = {}
+    for name, text in texts.items():
+        if name == "sensor_type":
+            out[name] = stype
+        elif name == "preset" and "preset" in metas:
+            sensor.preset_values(text)  # refuses a preset of another type
+            out[name] = text
+        elif name in metas:
+            out[name] = metas[name].parse(name, text)
+        else:
+            raise SettingsError(name, f"a setting of sensor type '{stype}': " + ", ".join(sorted(metas)), text)
+    return out
+
+
+def cmd_sensors(args) -> int:
+    """``blensor sensors``: every sensor type, its presets and settings (unit, allowed
+    range, default); ``--json``: the same as one JSON document."""
+    import dataclasses
+    from .core.sensors import SENSORS
+    doc = []
+    for name, sensor in SENSORS.items():
+        settings = []
+        for f in dataclasses.fields(sensor.Settings):
+            m = f.metadata["blensor"]
+            settings.append({"name": f.name, "label": m.label, "description": m.description, "unit": m.unit,
+                             "kind": m.kind, "allowed": m.allowed(), "default": m.format(f.default)})
+        doc.append({"type": name, "label": sensor.label, "description": sensor.description,
+                    "presets": {k: {"label": p.label, "values": p.values, "source": p.source}
+                                for k, p in sensor.presets.items()},
+                    "settings": settings})
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    for entry in doc:
+        print(f"{entry['type']}: {entry['label']} - {entry['description']}")
+        if entry["presets"]:
+            print("  presets: " + ", ".join(f"{k} ({p['label']})" for k, p in entry["presets"].items()))
+        for st in entry["settings"]:
+            unit = f" [{st['unit']}]" if st["unit"] else ""
+            print(f"  {st['name']}{unit} = {st['default']}: {st['description']}; {st['allowed']}")
+    return 0
+
+
 def cmd_scan(args) -> int:
     """``blensor scan``: validate, open the file, run the range scan; returns 0.
 
     Raises:
         SettingsError: bad option or setting (the caller prints it and exits 2).
     """
-    from .core.settings import FRAMES_OF_REFERENCE
+    from .core.sensors._base import FRAMES_OF_REFERENCE
     from .core.errors import SettingsError
     from .io.range import parse_formats
     from .raycast import BACKENDS
@@ -163,8 +250,10 @@ def cmd_scan(args) -> int:
                             args.frame_of_reference)
     if args.seed is not None and args.seed < 0:
         raise SettingsError("--seed", "an integer >= 0", args.seed)
+    texts = split_sets(args.set)
     bpy = _open_blend(args.blend, args.quiet)
     cam = _camera(bpy, args.camera)
+    overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     from .io.range import scan_range
     bar = None
@@ -184,7 +273,7 @@ def cmd_scan(args) -> int:
     try:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
-                         overwrite=args.overwrite, resume=args.resume, progress=progress)
+                         overwrite=args.overwrite, resume=args.resume, progress=progress, **overrides)
     finally:
         if bar is not None:
             bar.close()
@@ -206,7 +295,7 @@ def cmd_info(args) -> int:
     (``--json``: one JSON document with ``scene``, ``frame_start``, ``frame_end``,
     ``fps``, ``cameras`` (name, scene_camera, settings or error))."""
     bpy = _open_blend(args.blend, args.json)
-    from .scene.scanner import read_settings
+    from .scene.scanner import read_sensor
     from .core.errors import SettingsError
     scene = bpy.context.scene
     if args.json:
@@ -214,7 +303,9 @@ def cmd_info(args) -> int:
         for obj in sorted((o for o in scene.objects if o.type == "CAMERA"), key=lambda o: o.name):
             entry = {"name": obj.name, "scene_camera": obj == scene.camera}
             try:
-                entry["settings"] = read_settings(obj).to_dict()
+                sensor, st = read_sensor(obj)
+                entry["sensor_type"] = sensor.name
+                entry["settings"] = st.to_dict()
             except SettingsError as exc:
                 entry["error"] = str(exc)
             cams.append(entry)
@@ -228,14 +319,20 @@ def cmd_info(args) -> int:
         mark = " (scene camera)" if obj == scene.camera else ""
         print(f"camera '{obj.name}'{mark}")
         try:
-            s = read_settings(obj)
+            sensor, s = read_sensor(obj)
+            print(f"  sensor_type: {sensor.name}")
             d = s.to_dict()
-            d["elevations"] = f"{s.num_lasers} lasers, {min(d['elevations']):.2f}..{max(d['elevations']):.2f} deg"
+            if "elevations" in d and len(d["elevations"]) > 4:
+                d["elevations"] = f"{len(d['elevations'])} lasers, {min(d['elevations']):.2f}.." \
+                                  f"{max(d['elevations']):.2f} deg"
             for k, v in d.items():
                 print(f"  {k}: {v}")
         except SettingsError as exc:
             print(f"  invalid settings: {exc}")
     return 0
+
+
+COMMANDS = {"scan": cmd_scan, "info": cmd_info, "sensors": cmd_sensors}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     from .core.errors import BlensorError, SettingsError
     try:
-        return cmd_scan(args) if args.command == "scan" else cmd_info(args)
+        return COMMANDS[args.command](args)
     except BlensorError as exc:
         if not isinstance(exc, SettingsError):  # e.g. --backend native without the library
             print(f"blensor: error: {exc}", file=sys.stderr)

@@ -168,10 +168,10 @@ def test_precision_100_km_from_the_origin(bpy_mod, empty_scene, backend):
 
 
 def test_chunked_casting_gives_the_same_result(bpy_mod, crossing, monkeypatch):
-    from blensor_addon.core import lidar
+    from blensor_addon.core.sensors import rotating
     cam = bpy_mod.data.objects["Velodyne"]
     whole = blensor_addon.scan(cam, frame=12)
-    monkeypatch.setattr(lidar, "CHUNK_RAYS", 1000)  # 139 chunks of 15 columns x 64 lasers
+    monkeypatch.setattr(rotating, "CHUNK_RAYS", 1000)  # 139 chunks of 15 columns x 64 lasers
     parts = blensor_addon.scan(cam, frame=12)
     assert whole.num_rays == parts.num_rays == 2083 * 64 and len(whole) > 100_000
     for name, a in whole.arrays().items():

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.core.lidar import (frame_rng, noisy_range, range_frame_pattern, range_scan_columns,
-                                      reflectivity_limit, single_scan_pattern)
-from blensor_addon.core.presets import HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG
-from blensor_addon.core.settings import LidarSettings, parse_elevations
+from blensor_addon.core.sensors._base import frame_rng, reflectivity_limit
+from blensor_addon.core.sensors.rotating import (HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG, LidarSettings,
+                                                 noisy_range, parse_elevations, range_frame_pattern,
+                                                 range_scan_columns, single_scan_pattern)
 
 
 def test_core_never_imports_bpy():
-    code = ("import sys; import blensor_addon.core.lidar, blensor_addon.core.settings, "
+    code = ("import sys; import blensor_addon.core.sensors, "
             "blensor_addon.raycast.trace, blensor_addon.raycast.native; "
             "bad = [m for m in ('bpy', 'mathutils') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
@@ -61,7 +61,7 @@ def test_range_frames_tile_the_rotation():
 def test_reflectivity_limit_is_original_rule():
     s = LidarSettings(ref_dist=50.0, ref_limit=0.1, ref_slope=0.01)
     d = np.array([10.0, 49.9, 50.0, 120.0])
-    np.testing.assert_allclose(reflectivity_limit(d, s), [-1, -1, 0.1, 0.8])
+    np.testing.assert_allclose(reflectivity_limit(d, s.ref_dist, s.ref_limit, s.ref_slope), [-1, -1, 0.1, 0.8])
 
 
 def test_noise_is_seeded_and_per_laser_bias_is_the_table():
@@ -91,7 +91,7 @@ def test_noise_is_seeded_and_per_laser_bias_is_the_table():
     ("rotation_speed", float("inf"), "rotation_speed"),
     ("noise_sigma", -0.1, "noise_sigma must be a finite number >= 0 m"),
     ("end_angle", -10.0, "end_angle"),
-    ("preset", "hdl128", "preset must be one of hdl64e_s2, hdl32e, vlp16, generic"),
+    ("preset", "hdl128", "preset must be one of hdl64e_s2, hdl32e, vlp16, generic, os0_128"),
     ("max_bounces", 100, "max_bounces must be an integer in [0, 64]"),
     ("bias_distribution", "uniform", "bias_distribution"),
 ])

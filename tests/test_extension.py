@@ -19,7 +19,7 @@ def test_extension_zip_installs_and_scans(tmp_path):
     assert len(zips) == 1
     zpath = zips[0]
     names = zipfile.ZipFile(zpath).namelist()
-    assert "blender_manifest.toml" in names and "__init__.py" in names and "core/lidar.py" in names
+    assert "blender_manifest.toml" in names and "__init__.py" in names and "core/sensors/rotating.py" in names
     assert any(n.startswith("lib/libblensor_rt") for n in names)
     code = textwrap.dedent(f"""
         import bpy

@@ -18,6 +18,7 @@ FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
     "instancer_id": ("<u4", ()),
     "instance_id": ("<u4", ()),
     "channel": ("<u2", ()),
+    "ray_index": ("<u4", ()),
     "reflectivity": ("<f4", ()),
     "intensity": ("<f4", ()),
     "color": ("u1", (3,)),
@@ -45,7 +46,10 @@ class ScanResult:
             instance, Geometry Nodes, particles), 0 if it is drawn directly.
         instance_id (N,) uint32: index of that instance within its instancer + 1, 0 if
             drawn directly. (object_id, instancer_id, instance_id) is unique per instance.
-        channel (N,) uint16: laser index (row of the elevation table).
+        channel (N,) uint16: laser index (row of the elevation table; 0 for pixel sensors).
+        ray_index (N,) uint32: the ray's cell in the sensor's grid, ``row * cols + col``
+            with ``(rows, cols) = grid_shape`` (laser x column, or image row x column
+            with row 0 at the top).
         reflectivity (N,) float32: material reflectivity in [0, 1].
         intensity (N,) float32: reflectivity * |cos(incidence)| (seed 002 Eq. 4).
         color (N, 3) uint8: material base colour, sRGB-encoded 0..255.
@@ -59,6 +63,8 @@ class ScanResult:
         sensor: settings dict; objects: the object table, list of {"id", "name",
             "label", "type"} (label: the object property ``blensor_label``).
         num_rays: rays cast (returns + misses).
+        grid_shape: (rows, cols) of the sensor's grid (see ``ray_index``); () if none.
+        sensor_type: the sensor type's name (``"rotating"``, ``"tof"``, ...).
     """
 
     timestamp: np.ndarray
@@ -72,6 +78,7 @@ class ScanResult:
     instancer_id: np.ndarray
     instance_id: np.ndarray
     channel: np.ndarray
+    ray_index: np.ndarray
     reflectivity: np.ndarray
     intensity: np.ndarray
     color: np.ndarray
@@ -83,6 +90,8 @@ class ScanResult:
     sensor: dict = field(default_factory=dict)
     objects: list = field(default_factory=list)
     num_rays: int = 0
+    grid_shape: tuple = ()
+    sensor_type: str = "rotating"
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)
@@ -100,6 +109,22 @@ class ScanResult:
         """A result with no returns."""
         arrays = {k: np.zeros((0, *s), dtype=d) for k, (d, s) in FIELDS.items()}
         return cls(**arrays, **meta)
+
+    def image(self, name: str = "range", fill=np.nan) -> np.ndarray:
+        """Field ``name`` scattered into the sensor's grid by ``ray_index``:
+        (rows, cols) or (rows, cols, k) array of the field's dtype (float fields; other
+        dtypes get ``fill`` cast to them), ``fill`` where no ray returned.
+
+        Raises:
+            ValueError: the result has no grid (``grid_shape`` is empty).
+        """
+        if len(self.grid_shape) != 2:
+            raise ValueError("this result has no grid_shape")
+        rows, cols = self.grid_shape
+        src = getattr(self, name)
+        out = np.full((rows * cols, *src.shape[1:]), fill, dtype=src.dtype)
+        out[self.ray_index.astype(np.int64)] = src
+        return out.reshape(rows, cols, *src.shape[1:])
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The per-return arrays by name, in :data:`FIELDS` order."""

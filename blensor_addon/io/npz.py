@@ -6,7 +6,9 @@ the same bytes. Readable with ``numpy.load(path)`` (no pickle needed).
 
 Keys: the per-return arrays of :data:`blensor_addon.core.result.FIELDS`, plus
 ``frame`` (int64), ``frame_time`` (float64 s), ``frame_of_reference`` (str),
-``sensor_to_world`` (4, 4) float64 and ``sensor`` (JSON str of the settings). The object
+``sensor_to_world`` (4, 4) float64, ``sensor`` (JSON str of the settings),
+``sensor_type`` (str) and ``grid_shape`` (int64 (rows, cols), with ``ray_index``
+placing each return in the sensor's grid). The object
 table (id -> name, label, type) is written once per run, in ``manifest.json``, not into
 every frame (with 10^6 instances it would dominate the file).
 """
@@ -32,6 +34,8 @@ def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
     out["frame_of_reference"] = np.array(result.frame_of_reference)
     out["sensor_to_world"] = np.asarray(result.sensor_to_world, dtype=np.float64)
     out["sensor"] = np.array(json.dumps(result.sensor, sort_keys=True))
+    out["sensor_type"] = np.array(result.sensor_type)
+    out["grid_shape"] = np.asarray(result.grid_shape, dtype=np.int64)
     return out
 
 

@@ -22,8 +22,7 @@ import numpy as np
 
 from .. import __version__
 from ..core.errors import SettingsError
-from ..core.lidar import check_ray_budget, range_scan_max_columns
-from ..scene.scanner import Scanner, frame_time
+from ..scene.scanner import Scanner
 from .atomic import atomic_write_bytes, remove_quietly, stage_bytes
 from .evd import EvdWriter
 from .npz import npz_bytes
@@ -83,7 +82,7 @@ def check_output_dir(out_dir) -> Path:
 
 
 #: manifest keys that must match for ``resume`` to reuse an earlier run's frames
-RESUME_KEYS = ("camera", "sensor", "seed", "backend", "frame_of_reference", "formats", "pcd_ascii")
+RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "formats", "pcd_ascii")
 
 
 @dataclass
@@ -115,6 +114,7 @@ class RangeScanJob:
     pcd_ascii: bool = False
     overwrite: bool = False
     resume: bool = False
+    overrides: dict = field(default_factory=dict)
     done: list = field(default_factory=list)
     status: str = "running"
 
@@ -125,11 +125,10 @@ class RangeScanJob:
         f = self.frames
         self._requested = [f[0], f[-1]] if f == list(range(f[0], f[-1] + 1)) else list(f)
         self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
-                               frame_of_reference=self.frame_of_reference)
+                               frame_of_reference=self.frame_of_reference, overrides=self.overrides)
         self._lock = self._evd = None
         try:
-            s = self.scanner.settings
-            check_ray_budget(s, range_scan_max_columns(s, frame_time(self.scene)), "range")
+            self.scanner.check_budget(self.frames[0], "range")
             self.out = check_output_dir(self.out_dir)
             self._lock = FolderLock(self.out)
             self._reuse = self._resumable() if self.resume else {}
@@ -276,6 +275,7 @@ class RangeScanJob:
             "blender_version": bpy.app.version_string,
             "blend_file": bpy.data.filepath,
             "camera": self.camera_object.name,
+            "sensor_type": self.scanner.sensor_type,
             "sensor": self.scanner.settings.to_dict(),
             "seed": int(self.scanner.settings.seed),
             "backend": self.scanner.backend.name,
@@ -319,7 +319,7 @@ class _Signals:
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | None = None, *,
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
-               should_cancel=None) -> RangeScanJob:
+               should_cancel=None, **overrides) -> RangeScanJob:
     """Scan ``frames`` of ``camera_object`` into ``out_dir``.
 
     Args:
@@ -335,6 +335,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
             as ``progress(done, total, entry)`` after each frame.
         should_cancel: called before each frame; True stops the scan (status
             ``"cancelled"``; finished frames are kept).
+        overrides: setting names of the sensor type plus ``sensor_type`` and ``preset``,
+            applied over the camera's stored settings (as :func:`~..scene.scanner.scan`).
     Returns:
         the finished :class:`RangeScanJob` (``done`` entries, ``points``, ``status``;
         ``signal`` is the signal number if SIGINT/SIGTERM stopped it).
@@ -347,7 +349,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
     job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
-                       frame_of_reference, pcd_ascii, overwrite, resume)
+                       frame_of_reference, pcd_ascii, overwrite, resume, overrides)
     job.signal = None
     status = "failed"
     with _Signals() as sig:

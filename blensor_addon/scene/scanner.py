@@ -1,4 +1,10 @@
-"""Scanning a camera in Blender: settings from the camera, one frame -> ScanResult."""
+"""Scanning a camera in Blender: the camera's sensor settings, one frame -> ScanResult.
+
+The sensor type (``Camera.blensor.sensor_type``) picks a module of
+:mod:`blensor_addon.core.sensors`; this layer gives it a :class:`ScanContext` over the
+evaluated scene (ray casting through mirrors, surface attributes, the camera's view
+frame) and never knows which sensor it runs.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -7,16 +13,12 @@ import bpy
 import numpy as np
 
 from ..core.errors import SettingsError
-from ..core.lidar import RayPattern, assemble, chunk_columns, iter_patterns, returns_mask, scan_columns
 from ..core.result import ScanResult
-from ..core.settings import FRAMES_OF_REFERENCE, LidarSettings, parse_elevations
+from ..core.sensors import COMMON, DEFAULT_TYPE, SENSORS, get_sensor, make_settings
+from ..core.sensors._base import FRAMES_OF_REFERENCE, MAX_PIXELS_SIDE, CameraFrame
 from ..raycast import TraceResult, get_backend, shared_backend, trace
 from .extract import SceneExtractor, sensor_pose
 from .visibility import apply_render_visibility
-
-#: LidarSettings fields read as-is from camera.data.blensor (same names); ``elevations``
-#: is a comma-separated string there and is parsed.
-SETTING_NAMES = tuple(f.name for f in dataclasses.fields(LidarSettings) if f.name != "elevations")
 
 
 def check_camera(camera_object) -> None:
@@ -26,29 +28,149 @@ def check_camera(camera_object) -> None:
         raise SettingsError("camera", "a camera object", name)
 
 
-def read_settings(camera_object, seed: int | None = None) -> LidarSettings:
-    """LidarSettings from ``camera_object.data.blensor`` (defaults where the add-on's
-    properties are not registered), validated.
+def settings_group(props, sensor):
+    """The property group holding ``sensor``'s own settings on ``Camera.blensor``."""
+    return props if not sensor.storage else getattr(props, sensor.storage, None)
+
+
+def stored_values(camera_object, sensor) -> dict:
+    """The values of ``sensor``'s settings stored on the camera (empty where the
+    add-on's properties are not registered). ``floats`` settings are typed text there
+    and parsed (a bad list raises SettingsError naming the setting)."""
+    props = getattr(camera_object.data, "blensor", None)
+    if props is None:
+        return {}
+    group = settings_group(props, sensor)
+    values = {}
+    for f in dataclasses.fields(sensor.Settings):
+        src = props if f.name in COMMON else group
+        if src is None:
+            continue
+        meta = f.metadata["blensor"]
+        value = getattr(src, f.name)
+        if meta.kind == "floats":
+            shown = meta.show_if
+            if shown is not None and values.get(shown[0], getattr(src, shown[0], None)) != shown[1]:
+                continue  # not used (e.g. elevations of a non-generic preset): keep the default
+            value = meta.parse(f.name, value)
+        values[f.name] = value
+    return values
+
+
+def read_settings(camera_object, seed: int | None = None, overrides: dict | None = None):
+    """The camera's sensor settings: the stored sensor type and values, then
+    ``overrides`` (setting names of the sensor type, plus ``sensor_type`` and
+    ``preset``), then ``seed``; validated. The camera is not changed.
+
+    Returns:
+        the settings dataclass of the sensor type (``.sensor_type`` is not a field;
+        use :func:`read_sensor` for the pair).
+    Raises:
+        SettingsError: not a camera, unknown name, or a setting out of range.
+    """
+    return read_sensor(camera_object, seed, overrides)[1]
+
+
+def read_sensor(camera_object, seed: int | None = None, overrides: dict | None = None):
+    """(Sensor, settings) of the camera; see :func:`read_settings`."""
+    check_camera(camera_object)
+    overrides = dict(overrides or {})
+    props = getattr(camera_object.data, "blensor", None)
+    stype = overrides.pop("sensor_type", None)
+    if stype is None:
+        stype = getattr(props, "sensor_type", DEFAULT_TYPE) if props is not None else DEFAULT_TYPE
+    sensor = get_sensor(stype)
+    if seed is not None:
+        overrides["seed"] = seed
+    return make_settings(stype, stored_values(camera_object, sensor), overrides)
+
+
+def camera_frame(camera_object, scene) -> CameraFrame:
+    """The Blender camera's image as a :class:`CameraFrame`: render resolution times
+    percentage (Blender's integer rounding), and the view frame Blender itself projects
+    with (lens or field of view, sensor size and fit, shift, pixel aspect).
 
     Raises:
-        SettingsError: not a camera, or a setting out of range.
+        SettingsError: a non-perspective camera (``camera.type``), or an image side
+        outside 1..16384 pixels (``resolution``).
     """
-    check_camera(camera_object)
-    props = getattr(camera_object.data, "blensor", None)
-    kw = {}
-    if props is not None:
-        for name in SETTING_NAMES:
-            kw[name] = getattr(props, name)
-        if kw.get("preset") == "generic":
-            kw["elevations"] = parse_elevations(props.elevations)
-    if seed is not None:
-        kw["seed"] = seed
-    return LidarSettings(**kw).validate()
+    cam = camera_object.data
+    if cam.type != "PERSP":
+        raise SettingsError("camera.type", "PERSP (a perspective camera) for this sensor", cam.type)
+    r = scene.render
+    w = int(r.resolution_x * r.resolution_percentage / 100)
+    h = int(r.resolution_y * r.resolution_percentage / 100)
+    for value in (w, h):
+        if not 1 <= value <= MAX_PIXELS_SIDE:
+            raise SettingsError("resolution", f"1 to {MAX_PIXELS_SIDE} pixels a side (render resolution "
+                                "times percentage)", f"{w} x {h}")
+    corners = [tuple(v) for v in cam.view_frame(scene=scene)]
+    xs = [c[0] for c in corners]
+    ys = [c[1] for c in corners]
+    return CameraFrame(w, h, min(xs), max(xs), min(ys), max(ys), corners[0][2])
 
 
 def frame_time(scene) -> float:
     """Seconds per scene frame: fps_base / fps."""
     return float(scene.render.fps_base) / float(scene.render.fps)
+
+
+class _Hits:
+    """Cast results of N rays: the trace, the material rows, their reflectivity."""
+
+    def __init__(self, tr: TraceResult, mat: np.ndarray, reflectivity: np.ndarray) -> None:
+        self.tr, self.mat, self.reflectivity = tr, mat, reflectivity
+
+    @property
+    def range(self) -> np.ndarray:
+        return self.tr.range
+
+    @property
+    def hit(self) -> np.ndarray:
+        return self.tr.hit
+
+    def take(self, idx) -> "_Hits":
+        return _Hits(self.tr.take(idx), self.mat[idx], self.reflectivity[idx])
+
+    @classmethod
+    def concat(cls, parts: list["_Hits"]) -> "_Hits":
+        return cls(TraceResult.concat([p.tr for p in parts]), np.concatenate([p.mat for p in parts]),
+                   np.concatenate([p.reflectivity for p in parts]))
+
+
+class _Context:
+    """:class:`~blensor_addon.core.sensors._base.ScanContext` over one snapshot."""
+
+    def __init__(self, backend, snap, frame_of_reference: str, camera: CameraFrame | None) -> None:
+        self.backend = backend
+        self.snap = snap
+        self.sensor_to_world = snap.sensor_to_world
+        self.frame_of_reference = frame_of_reference
+        self.objects = snap.objects
+        self.camera = camera
+        self._R = snap.sensor_to_world[:3, :3]
+
+    def cast(self, origins, directions, max_range, max_bounces):
+        mats = self.snap.materials
+        # geometry is relative to the sensor position: the sensor origin is (0, 0, 0)
+        dirs = np.asarray(directions, dtype=np.float64) @ self._R.T
+        orig = np.asarray(origins, dtype=np.float64) @ self._R.T
+        tr = trace(self.backend, orig, dirs, max_range, mats.is_mirror if mats.mirror.any() else None, max_bounces)
+        mat = mats.lookup(tr.instance, tr.primitive)
+        return _Hits(tr, mat, mats.reflectivity[mat])
+
+    def surface(self, pattern, hits) -> dict:
+        tr = hits.tr
+        n_world = tr.normal.astype(np.float64)
+        facing = np.einsum("ij,ij->i", n_world, tr.last_dir.astype(np.float64))
+        n_world[facing > 0] *= -1.0  # report normals facing the incoming ray (mesh winding varies)
+        normal = n_world if self.frame_of_reference == "world" else n_world @ self._R  # world -> sensor: R^T n
+        snap = self.snap
+        inst = tr.instance
+        ids = [np.asarray(a, np.uint32)[inst] if inst.size else np.zeros(0, np.uint32)
+               for a in (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index)]
+        return {"normal": normal, "cos_inc": np.abs(facing), "color": snap.materials.color[hits.mat],
+                "object_id": ids[0], "instancer_id": ids[1], "instance_id": ids[2]}
 
 
 class Scanner:
@@ -63,19 +185,23 @@ class Scanner:
         shared: use the process-wide backend of
             :func:`~blensor_addon.raycast.shared_backend` (single scans: mesh BVHs are
             reused across calls) instead of one owned (and freed) by this scanner.
+        overrides: setting name -> value, applied over the camera's stored settings
+            (``sensor_type`` and ``preset`` included); the camera is not changed.
     Raises:
         SettingsError: bad camera, setting, backend or frame of reference.
     """
 
     def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
-                 frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False) -> None:
-        self.settings = read_settings(camera_object, seed)
+                 frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
+                 overrides: dict | None = None) -> None:
+        self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
         if frame_of_reference not in FRAMES_OF_REFERENCE:
             raise SettingsError("frame_of_reference", "one of sensor, world", frame_of_reference)
         scene = bpy.context.scene
         if scene.objects.get(camera_object.name) is None:
             raise SettingsError("camera", f"an object of the scene '{scene.name}'", camera_object.name)
         sensor_pose(camera_object.matrix_world)  # refuse a zero, negative or non-finite scale now
+        self.camera_frame = camera_frame(camera_object, scene) if self.sensor.uses_camera else None
         self.camera = camera_object
         self.scene = scene
         self.frame_of_reference = frame_of_reference
@@ -84,6 +210,16 @@ class Scanner:
         self.extractor = SceneExtractor()
         self.last_snapshot = None
         self._visibility = None  # VisibilitySwitch while the render visibility is applied
+
+    @property
+    def sensor_type(self) -> str:
+        """Name of the sensor type scanned."""
+        return self.sensor.name
+
+    def check_budget(self, frame: int, mode: str) -> int:
+        """Refuse a scan of ``frame`` that would cast too many rays (SettingsError
+        naming the setting), before anything is evaluated; returns the ray count."""
+        return self.sensor.check_budget(self.settings, frame, frame_time(self.scene), mode, self.camera_frame)
 
     def snapshot(self, frame: int):
         """Evaluate scene frame ``frame`` and extract it (no ray is cast); also kept as
@@ -97,49 +233,21 @@ class Scanner:
         return self.last_snapshot
 
     def scan_frame(self, frame: int, mode: str = "single") -> ScanResult:
-        """Evaluate scene frame ``frame`` and scan it.
+        """Evaluate scene frame ``frame`` and scan it with the camera's sensor.
 
-        ``mode="single"``: the sector start..end at this frame. ``mode="range"``: the
-        azimuth sector the head sweeps during this frame (seed 000 3.2; reference 9).
-        Rays are generated and cast in chunks (:data:`~blensor_addon.core.lidar.CHUNK_RAYS`)
-        and only the returns are kept, so memory grows with the returns.
+        ``mode="single"``: one whole scan at this frame. ``mode="range"``: what the
+        sensor sees during this frame of a range scan (a rotating LiDAR's sector swept
+        in the frame, a line or planar scanner's sweeps, one image of a camera sensor).
+        Rays are cast in chunks and only the returns are kept.
 
         Raises:
             SettingsError: the scan would cast more rays than allowed (named setting).
         """
-        s = self.settings
-        ft = frame_time(self.scene)
-        azimuth, stamp = scan_columns(s, frame, ft, mode)  # checks the ray budget first
+        self.check_budget(frame, mode)
         snap = self.snapshot(frame)
         self.backend.set_geometry(snap.geometry)
-        pose = snap.sensor_to_world
-        mats = snap.materials
-
-        one_chunk = azimuth.shape[0] <= chunk_columns(s)
-        parts, rays = [], 0
-        for pattern in iter_patterns(s, azimuth, stamp):
-            dirs = pattern.directions.astype(np.float64) @ pose[:3, :3].T
-            # geometry is relative to the sensor position: rays start at the origin
-            tr = trace(self.backend, np.zeros_like(dirs), dirs, s.max_range,
-                       mats.is_mirror if mats.mirror.any() else None, s.max_bounces)
-            mat = mats.lookup(tr.instance, tr.primitive)
-            keep = returns_mask(tr, mats, s, mat)
-            rays += len(pattern)
-            if one_chunk:  # nothing to compact
-                parts.append((pattern, tr, mat, keep))
-            else:  # keep only the returns: memory grows with them, not with the rays
-                parts.append((pattern.take(keep), tr.take(keep), mat[keep], None))
-        if one_chunk:
-            pattern, tr, mat, keep = parts[0]
-        else:
-            pattern = RayPattern.concat([p for p, _, _, _ in parts])
-            tr = TraceResult.concat([t for _, t, _, _ in parts])
-            mat = np.concatenate([m for _, _, m, _ in parts])
-            keep = np.ones(len(pattern), bool)
-        ids = (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index)
-        return assemble(pattern, tr, mats, ids, s, frame=frame, frame_time=ft, sensor_to_world=pose,
-                        frame_of_reference=self.frame_of_reference, objects=snap.objects, num_rays=rays,
-                        keep=keep, mat=mat)
+        ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame)
+        return self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene), mode=mode)
 
     def close(self) -> None:
         """Undo the render-visibility switches and free the ray caster's native memory
@@ -152,21 +260,25 @@ class Scanner:
 
 
 def scan(camera_object, *, frame: int | None = None, seed: int | None = None, backend: str = "auto",
-         frame_of_reference: str = "sensor") -> ScanResult:
+         frame_of_reference: str = "sensor", **overrides) -> ScanResult:
     """Single scan of ``camera_object`` at ``frame`` (default: the current frame).
 
+    ``overrides``: setting names of the camera's sensor type (or of ``sensor_type``, if
+    given) plus ``sensor_type`` and ``preset``, e.g. ``scan(cam, sensor_type="tof",
+    preset="sr4000", backfolding=True)``; the camera's stored settings are not changed.
     The scene's current frame is restored afterwards.
 
     Returns:
         ScanResult (see :class:`blensor_addon.core.result.ScanResult`).
     Raises:
-        SettingsError: bad camera, setting, frame or backend.
+        SettingsError: bad camera, setting (unknown name, value out of range: the
+        message names the setting, its unit and allowed range), frame or backend.
     """
     scene = bpy.context.scene
     if frame is not None and (not isinstance(frame, (int, np.integer)) or isinstance(frame, bool)):
         raise SettingsError("frame", "an integer frame number", frame)
     scanner = Scanner(camera_object, backend=backend, seed=seed, frame_of_reference=frame_of_reference,
-                      shared=True)
+                      shared=True, overrides=overrides)
     old = scene.frame_current
     try:
         return scanner.scan_frame(old if frame is None else int(frame), "single")
@@ -176,4 +288,5 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
             scene.frame_set(old)
 
 
-__all__ = ["Scanner", "scan", "read_settings", "frame_time", "check_camera"]
+__all__ = ["Scanner", "scan", "read_settings", "read_sensor", "frame_time", "check_camera", "camera_frame",
+           "SENSORS"]

@@ -18,31 +18,25 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         return context.camera is not None and hasattr(context.camera, "blensor")
 
     def draw(self, context):
+        import dataclasses
+        from ..core.sensors import COMMON, SENSORS
         s = context.camera.blensor
         layout = self.layout
         layout.use_property_split = True
-        layout.prop(s, "preset")
-        if s.preset == "generic":
-            layout.prop(s, "elevations")
+        layout.prop(s, "sensor_type")
+        sensor = SENSORS[s.sensor_type]
+        group = getattr(s, sensor.storage) if sensor.storage else s
         col = layout.column(align=True)
-        col.prop(s, "angle_resolution")
-        col.prop(s, "rotation_speed")
-        col.prop(s, "max_range")
+        for f in dataclasses.fields(sensor.Settings):
+            if f.name in COMMON:
+                continue
+            show = f.metadata["blensor"].show_if
+            if show is not None and getattr(group, show[0]) != show[1]:
+                continue
+            col.prop(group, f.name)
         col = layout.column(align=True)
-        col.prop(s, "start_angle")
-        col.prop(s, "end_angle")
-        col = layout.column(align=True, heading="Noise")
-        col.prop(s, "noise_mu")
-        col.prop(s, "noise_sigma")
-        col.prop(s, "bias_distribution")
-        col.prop(s, "bias_sigma")
-        col = layout.column(align=True, heading="Reflectivity")
-        col.prop(s, "ref_dist")
-        col.prop(s, "ref_limit")
-        col.prop(s, "ref_slope")
-        layout.prop(s, "max_bounces")
-        layout.prop(s, "seed")
-        layout.prop(s, "visibility")
+        for name in COMMON:
+            col.prop(s, name)
         box = layout.box()
         box.label(text="Output")
         box.prop(s, "frame_of_reference")
@@ -57,9 +51,13 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         row.prop(s, "write_pcd")
         if s.write_pcd:
             box.prop(s, "pcd_ascii")
+        if sensor.uses_camera:
+            box.prop(s, "depth_formats")
         row = layout.row(align=True)
         row.operator("blensor.scan", icon="OUTLINER_OB_POINTCLOUD")
         row.operator("blensor.scan_range", icon="RENDER_ANIMATION")
+        if sensor.uses_camera:
+            layout.operator("blensor.export_depth_map", icon="IMAGE_ZDEPTH")
         layout.operator("blensor.delete_scans", icon="TRASH")
 
 

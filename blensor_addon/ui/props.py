@@ -1,90 +1,120 @@
-"""Sensor settings on camera data and BlenSor settings on materials (saved in the .blend).
+"""Sensor settings on camera data and BlenSor settings on materials (saved in the .blend),
+generated from the sensor registry's metadata (:mod:`blensor_addon.core.sensors`).
 
-``bpy.types.Camera.blensor`` holds the rotating-LiDAR settings (names and defaults of
-:class:`blensor_addon.core.settings.LidarSettings`) and the output options;
-``bpy.types.Material.blensor`` holds reflectivity and the mirror flag. Hard limits are
-left loose on purpose: values out of range are reported by the scan with the setting's
-name and allowed range instead of being clamped silently.
+``bpy.types.Camera.blensor`` holds ``sensor_type``, the settings common to every sensor
+(seed, max bounces, visibility), the output options and, per sensor type, that type's
+settings: the rotating LiDAR's on the group itself (where v0.1 stored them, so v0.1
+files load unchanged), every other type's in a nested group named after it
+(``blensor.tof.max_range``). ``bpy.types.Material.blensor`` holds reflectivity and the
+mirror flag. Hard limits are left loose on purpose: values out of range are reported by
+the scan with the setting's name and allowed range instead of being clamped silently.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
                        StringProperty)
 
-from ..core.presets import PRESETS
-from ..core.settings import LidarSettings
-
-_D = LidarSettings()
+from ..core.sensors import COMMON, SENSORS, SensorSettings
 
 
-def _apply_preset(self, _context) -> None:
-    for key, value in PRESETS[self.preset]["defaults"].items():
-        setattr(self, key, value)
+def _description(meta) -> str:
+    return meta.description + (f" ({meta.unit})" if meta.unit else "")
 
 
-class BLENSOR_PG_sensor(bpy.types.PropertyGroup):
-    """Rotating LiDAR settings of a camera (reference section 6.1)."""
+def _prop(name: str, default, meta, update=None):
+    """The bpy property of one setting."""
+    kw = {"name": meta.label, "description": _description(meta)}
+    if meta.kind == "bool":
+        return BoolProperty(default=default, **kw)
+    if meta.kind == "int":
+        lo = int(meta.lo) if meta.lo is not None and meta.lo >= -2**31 else None
+        extra = {"min": lo} if name == "seed" and lo is not None else {}
+        return IntProperty(default=default, **extra, **kw)
+    if meta.kind == "float":
+        extra = {}
+        if meta.lo is not None:
+            extra["soft_min"] = float(meta.lo)
+        if meta.hi is not None:
+            extra["soft_max"] = float(meta.hi)
+        return FloatProperty(default=default, precision=meta.precision, **extra, **kw)
+    if meta.kind == "enum":
+        items = [(c, c.replace("_", " "), c) for c in meta.choices]
+        return EnumProperty(items=items, default=default, update=update, **kw)
+    if meta.kind == "floats":
+        return StringProperty(default=meta.format(default), **kw)
+    return StringProperty(default=default, **kw)
 
-    preset: EnumProperty(
-        name="Sensor", description="Sensor model; choosing one sets its resolution, speed and range",
-        items=[(k, v["label"], v["label"]) for k, v in PRESETS.items()], default="hdl64e_s2",
-        update=_apply_preset)
-    elevations: StringProperty(
-        name="Elevations", description="Generic sensor: comma-separated laser elevations (deg)",
-        default="0.0")
-    angle_resolution: FloatProperty(
-        name="Angle resolution", description="Azimuth step between columns (deg)",
-        default=_D.angle_resolution, soft_min=0.01, soft_max=10.0, precision=4)
-    rotation_speed: FloatProperty(name="Rotation speed", description="Spin rate (Hz)",
-                                  default=_D.rotation_speed, soft_min=1.0, soft_max=100.0)
-    max_range: FloatProperty(name="Max range", description="Farthest return (m)",
-                             default=_D.max_range, soft_min=0.1, soft_max=1000.0, unit="LENGTH")
-    start_angle: FloatProperty(name="Start angle", description="Sector start (deg)",
-                               default=_D.start_angle, soft_min=-360.0, soft_max=360.0)
-    end_angle: FloatProperty(name="End angle", description="Sector end (deg)",
-                             default=_D.end_angle, soft_min=-360.0, soft_max=720.0)
-    noise_mu: FloatProperty(name="Noise mean", description="Per-ray range noise mean (m)",
-                            default=_D.noise_mu, precision=4)
-    noise_sigma: FloatProperty(name="Noise sigma", description="Per-ray range noise sigma (m)",
-                               default=_D.noise_sigma, soft_min=0.0, precision=4)
-    bias_distribution: EnumProperty(
-        name="Laser bias", description="Per-laser distance bias (drawn from the seed)",
-        items=[("table", "Calibrated table", "The preset's table; Gaussian where it has none"),
-               ("gaussian", "Gaussian", "N(0, sigma) per laser"),
-               ("laplace", "Laplace", "Laplace(0, sigma) per laser")], default="table")
-    bias_sigma: FloatProperty(name="Bias sigma", description="Per-laser bias spread (m)",
-                              default=_D.bias_sigma, soft_min=0.0, precision=4)
-    ref_dist: FloatProperty(name="Reflectivity distance",
-                            description="Below this range every reflectivity returns (m)",
-                            default=_D.ref_dist, soft_min=0.0)
-    ref_limit: FloatProperty(name="Reflectivity limit",
-                             description="Minimum reflectivity at the reflectivity distance",
-                             default=_D.ref_limit, precision=3)
-    ref_slope: FloatProperty(name="Reflectivity slope",
-                             description="Growth of the minimum reflectivity per metre (1/m)",
-                             default=_D.ref_slope, precision=4)
-    seed: IntProperty(name="Seed", description="Seed of every random draw", default=0, min=0)
-    visibility: EnumProperty(
-        name="Scan", description="Which evaluation of the scene is scanned",
-        items=[("render", "What renders", "Render visibility, modifiers and subdivision levels"),
-               ("viewport", "What the viewport shows", "Viewport visibility, modifiers and levels")],
-        default="render")
-    max_bounces: IntProperty(name="Max bounces", description="Mirror reflections followed per ray",
-                             default=_D.max_bounces, soft_min=0, soft_max=64)
-    # output options
-    add_scan_mesh: BoolProperty(name="Add scan mesh", default=True)
-    add_noisy_scan_mesh: BoolProperty(name="Add noisy mesh", default=False)
-    frame_of_reference: EnumProperty(
-        name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)"),
-                                   ("world", "World", "Blender world frame")], default="sensor")
-    output_dir: StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/")
-    write_npz: BoolProperty(name="NPZ", default=True)
-    write_evd: BoolProperty(name="EVD", default=False)
-    write_pcd: BoolProperty(name="PCD", default=False)
-    pcd_ascii: BoolProperty(name="ASCII PCD", default=False)
-    overwrite: BoolProperty(name="Overwrite", default=False,
-                            description="Replace the files of an earlier scan in the output folder")
+
+def _preset_updater(sensor):
+    def update(self, _context) -> None:
+        for key, value in sensor.presets[self.preset].values.items():
+            meta = dataclasses.fields(sensor.Settings)
+            kind = next(f.metadata["blensor"] for f in meta if f.name == key)
+            setattr(self, key, kind.format(value) if kind.kind == "floats" else value)
+    return update
+
+
+def _annotations(sensor, names) -> dict:
+    out = {}
+    for f in dataclasses.fields(sensor.Settings):
+        if f.name not in names:
+            continue
+        meta = f.metadata["blensor"]
+        update = _preset_updater(sensor) if f.name == "preset" else None
+        prop = _prop(f.name, f.default, meta, update)
+        if f.name == "preset":  # label the presets with their names
+            prop = EnumProperty(name=meta.label, description=_description(meta), default=f.default, update=update,
+                                items=[(k, p.label, p.source or p.label) for k, p in sensor.presets.items()])
+        out[f.name] = prop
+    return out
+
+
+def _own_fields(sensor) -> list[str]:
+    return [f.name for f in dataclasses.fields(sensor.Settings) if f.name not in COMMON]
+
+
+def _make_groups():
+    """One PropertyGroup class per sensor type with a nested group, and the camera's group."""
+    nested = {}
+    for name, sensor in SENSORS.items():
+        if sensor.storage:
+            cls = type(f"BLENSOR_PG_{name}", (bpy.types.PropertyGroup,),
+                       {"__annotations__": _annotations(sensor, _own_fields(sensor)),
+                        "__doc__": f"{sensor.label} settings of a camera"})
+            nested[name] = cls
+    ann = {"sensor_type": EnumProperty(
+        name="Sensor type", description="Which sensor this camera simulates",
+        items=[(k, s.label, s.description) for k, s in SENSORS.items()], default="rotating")}
+    common = SensorSettings()
+    for f in dataclasses.fields(SensorSettings):
+        ann[f.name] = _prop(f.name, getattr(common, f.name), f.metadata["blensor"])
+    for name, sensor in SENSORS.items():
+        if not sensor.storage:
+            ann.update(_annotations(sensor, _own_fields(sensor)))
+    for name, cls in nested.items():
+        ann[name] = PointerProperty(type=cls)
+    ann.update({
+        "add_scan_mesh": BoolProperty(name="Add scan mesh", default=True),
+        "add_noisy_scan_mesh": BoolProperty(name="Add noisy mesh", default=False),
+        "frame_of_reference": EnumProperty(
+            name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)"),
+                                       ("world", "World", "Blender world frame")], default="sensor"),
+        "output_dir": StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
+        "write_npz": BoolProperty(name="NPZ", default=True),
+        "write_evd": BoolProperty(name="EVD", default=False),
+        "write_pcd": BoolProperty(name="PCD", default=False),
+        "pcd_ascii": BoolProperty(name="ASCII PCD", default=False),
+        "overwrite": BoolProperty(name="Overwrite", default=False,
+                                  description="Replace the files of an earlier scan in the output folder"),
+        "depth_formats": StringProperty(name="Depth formats", default="exr",
+                                        description="Depth-map export: comma-separated exr, npy, pfm, dmap"),
+    })
+    camera = type("BLENSOR_PG_sensor", (bpy.types.PropertyGroup,),
+                  {"__annotations__": ann, "__doc__": "BlenSor sensor settings of a camera"})
+    return tuple(nested.values()), camera
 
 
 class BLENSOR_PG_material(bpy.types.PropertyGroup):
@@ -98,7 +128,8 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
                          default=False)
 
 
-CLASSES = (BLENSOR_PG_sensor, BLENSOR_PG_material)
+NESTED, BLENSOR_PG_sensor = _make_groups()
+CLASSES = (*NESTED, BLENSOR_PG_sensor, BLENSOR_PG_material)
 
 
 def register_properties() -> None:

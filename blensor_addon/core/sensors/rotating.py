@@ -1,0 +1,463 @@
+"""Rotating multi-laser LiDAR (Velodyne HDL-64E S2, HDL-32E, VLP-16, Ouster OS0-128, generic).
+
+Seed 000 section 3.2 and reference section 6.1: L lasers at fixed elevations spin about
+the sensor's up axis (+Y); every column fires all lasers at once. Column azimuth psi
+(deg) = 0 looks down -Z and grows toward -X; laser k at elevation p fires along
+``(cos p sin th, sin p, cos p cos th)`` with ``th = psi - a_k + 180 deg``, where a_k is the
+laser's azimuth offset (0 for the Velodyne tables). The Ouster OS0-128 also fires from a
+beam origin ``n = 27.67 mm`` out from the axis along the column azimuth (Ouster's
+``lidar_origin_to_beam_origin_mm``; its range-to-XYZ formula puts the point at
+``n (cos th_enc, sin th_enc, 0) + (r - n) * dir(th_enc - a_k, p_k)``); here the range
+is the path from that beam origin.
+
+Sources of the tables:
+- Velodyne HDL-64E S2: the 64 calibrated elevations and 64 per-laser distance biases of
+  the original BlenSor (reference section 6.1, from a Velodyne calibration file; seed 000
+  section 5). The bias table is the original's "fixed randomized array for
+  reproducibility" (seed 000 Eq. 2, eps_bias,i).
+- Velodyne HDL-32E: the original's 32-entry elevation table (reference 6.1); 10 Hz,
+  0.16 deg at 10 Hz, 100 m from the HDL-32E datasheet.
+- Velodyne VLP-16: 16 lasers from -15 to +15 deg in 2 deg steps in the datasheet's firing
+  order (laser 0 = -15, 1 = +1, 2 = -13, ...); 0.2 deg at 10 Hz, 100 m.
+- Ouster OS0-128: seed 002 section on validation and the OS0 datasheet it cites (ref.
+  [28]): 128 channels over a 90 deg vertical FOV, 1024 (or 512, 2048) columns at 10 (or
+  20) Hz, maximum range 50 m at 80 % reflectance, modelled as seed 002's linear
+  reflectance limit R_L(d) = 0.8 d / 50 m (``ref_dist=0, ref_limit=0, ref_slope=0.016``)
+  with returns beyond 50 m dropped. Beams are spaced uniformly from +45 to -45 deg; the
+  beam azimuth offsets and the 27.67 mm beam origin are the ``beam_intrinsics`` of OS0-128
+  (Rev 7) sensor metadata in Ouster's JSON layout (as distributed with
+  jcfurey/gz_sensors_ouster, ``config/metadata/os0_128_rev7.json``). Choose 2048 columns
+  with ``angle_resolution=0.17578125`` and 20 Hz with ``rotation_speed=20``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SettingsError
+from ._base import (CHUNK_RAYS, Preset, RayPattern, Sensor, SensorSettings, ray_limit, reflectivity_limit,
+                    setting)
+
+HDL64E_S2_ELEVATIONS_DEG = (
+    -7.1143909, -6.8259001, 0.33287099, 0.66078597, -6.4908152, -6.0973902, -8.5282297, -8.1613369,
+    -5.8425112, -5.4713659, -7.8512449, -7.5291781, -3.049051, -2.7686839, -5.053277, -4.7975101,
+    -2.382966, -2.114002, -4.4367881, -4.0757122, -1.727937, -1.447062, -3.7842851, -3.4226439,
+    1.023782, 1.339875, -0.99049801, -0.69775897, 1.690992, 1.971796, -0.346425, -0.041912999,
+    -22.617477, -22.217125, -11.351527, -10.776211, -21.743774, -21.196053, -24.893286, -24.263714,
+    -20.664749, -20.016045, -23.745707, -23.065102, -16.414013, -16.014454, -19.424471, -19.10091,
+    -15.493717, -15.014058, -18.650002, -18.154394, -14.466367, -13.827651, -17.592127, -16.994211,
+    -10.334768, -9.8352394, -13.229812, -12.896399, -9.3798056, -8.8888798, -12.372269, -11.969375,
+)
+
+HDL64E_S2_BIAS_M = (
+    0.023188431056485468, 0.018160539830319688, -0.082857233607375583, -0.064524698320918547,
+    -0.093271246114693618, 0.043527643100361682, 0.02964170651252759, 0.022130151884228375,
+    0.057142456134798118, -0.0022902380317122851, 0.0067235936679492184, -0.036271973173879445,
+    0.017223035592365758, -0.077567037832670549, -0.045212530018321921, -0.071407355488847954,
+    -0.044010545427414234, -0.13100196824243787, 0.06562213285464942, 0.072876545417746588,
+    0.02948486101287804, -0.0549980634164711, 0.0017215074797752329, 0.011024793340907989,
+    -0.031627028532767984, -0.0015734962901194415, -0.036013321659115423, 0.10758083132777119,
+    -0.08155406184051478, 0.042643613869132221, -0.0084507159317202072, -0.13509680354593059,
+    -0.011626407663142539, -0.016650248443238872, -0.089390919093335297, 0.058944202109090765,
+    -0.0017922326055001933, 0.17981608947109032, -0.08508532554265108, 0.073143736372048768,
+    -0.048115410987441362, -0.042704861239692658, 0.035086496817459518, 0.064943607611183743,
+    0.010321640735410247, -0.088027285788537329, 0.064927912617182712, -0.0063073544055394313,
+    0.0094236036091259051, -0.012188267349634907, -0.030570059320519608, -0.022883795755219431,
+    -0.01536736072143652, 0.091570972465821771, -0.09083766812058082, 0.14380982060713934,
+    0.01373428104250375, -0.014464880110123654, -0.031761209027541266, -0.01571113598069827,
+    -0.14107381715154735, -0.064936750764770235, 0.034911820770082327, 0.065682492298063416,
+)
+
+HDL32E_ELEVATIONS_DEG = (
+    -30.67, -9.33, -29.33, -8.00, -28.00, -6.66, -26.66, -5.33, -25.33, -4.00, -24.00, -2.67,
+    -22.67, -1.33, -21.33, 0.00, -20.00, 1.33, -18.67, 2.67, -17.33, 4.00, -16.00, 5.33,
+    -14.67, 6.67, -13.33, 8.00, -12.00, 9.33, -10.67, 10.67,
+)
+
+VLP16_ELEVATIONS_DEG = (-15.0, 1.0, -13.0, 3.0, -11.0, 5.0, -9.0, 7.0,
+                        -7.0, 9.0, -5.0, 11.0, -3.0, 13.0, -1.0, 15.0)
+
+#: Ouster OS0-128: 128 beams spaced uniformly over the 90 deg vertical FOV (+45 deg first)
+OS0_128_ELEVATIONS_DEG = tuple(45.0 - 90.0 * k / 127.0 for k in range(128))
+
+OS0_128_AZIMUTH_OFFSETS_DEG = (
+    2.95, 0.852, -1.245, -3.343, 2.959, 0.862, -1.236, -3.334, 2.969, 0.871, -1.227, -3.324, 2.978, 0.88, -1.217, -3.315,
+    2.988, 0.89, -1.208, -3.305, 2.997, 0.899, -1.198, -3.296, 3.006, 0.909, -1.189, -3.287, 3.016, 0.918, -1.18, -3.277,
+    3.025, 0.927, -1.17, -3.268, 3.034, 0.937, -1.161, -3.259, 3.044, 0.946, -1.152, -3.249, 3.053, 0.955, -1.142, -3.24,
+    3.062, 0.965, -1.133, -3.23, 3.072, 0.974, -1.123, -3.221, 3.081, 0.984, -1.114, -3.212, 3.091, 0.993, -1.105, -3.202,
+    3.1, 1.002, -1.095, -3.193, 3.109, 1.012, -1.086, -3.184, 3.119, 1.021, -1.077, -3.174, 3.128, 1.03, -1.067, -3.165,
+    3.138, 1.04, -1.058, -3.155, 3.147, 1.049, -1.048, -3.146, 3.156, 1.059, -1.039, -3.137, 3.166, 1.068, -1.03, -3.127,
+    3.175, 1.077, -1.02, -3.118, 3.184, 1.087, -1.011, -3.109, 3.194, 1.096, -1.002, -3.099, 3.203, 1.105, -0.992, -3.09,
+    3.212, 1.115, -0.983, -3.08, 3.222, 1.124, -0.973, -3.071, 3.231, 1.134, -0.964, -3.062, 3.241, 1.143, -0.955, -3.052,
+)
+
+#: preset id -> per-laser tables (elevations deg, distance bias m or None, azimuth offsets deg
+#: or None, beam origin offset m)
+TABLES: dict[str, dict] = {
+    "hdl64e_s2": {"elevations": HDL64E_S2_ELEVATIONS_DEG, "bias": HDL64E_S2_BIAS_M},
+    "hdl32e": {"elevations": HDL32E_ELEVATIONS_DEG},
+    "vlp16": {"elevations": VLP16_ELEVATIONS_DEG},
+    "generic": {"elevations": None},
+    "os0_128": {"elevations": OS0_128_ELEVATIONS_DEG, "azimuth": OS0_128_AZIMUTH_OFFSETS_DEG,
+                "beam_origin": 0.02767},
+}
+
+_VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table", "bias_sigma": 0.078,
+             "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01}
+
+#: the order is the order of the stored enum (v0.1 files): append only
+PRESETS: dict[str, Preset] = {
+    "hdl64e_s2": Preset("Velodyne HDL-64E S2", {"angle_resolution": 0.1728, "rotation_speed": 10.0,
+                                                "max_range": 120.0, **_VELODYNE}, "reference 6.1"),
+    "hdl32e": Preset("Velodyne HDL-32E", {"angle_resolution": 0.16, "rotation_speed": 10.0, "max_range": 100.0,
+                                          **_VELODYNE}, "reference 6.1; HDL-32E datasheet"),
+    "vlp16": Preset("Velodyne VLP-16", {"angle_resolution": 0.2, "rotation_speed": 10.0, "max_range": 100.0,
+                                        **_VELODYNE}, "VLP-16 datasheet"),
+    "generic": Preset("Generic rotating LiDAR", {}, "elevations typed by the user"),
+    "os0_128": Preset("Ouster OS0-128", {"angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
+                                         "max_range": 50.0, "start_angle": 0.0, "end_angle": 360.0,
+                                         "noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "gaussian",
+                                         "bias_sigma": 0.0, "ref_dist": 0.0, "ref_limit": 0.0,
+                                         "ref_slope": 0.016}, "seed 002; OS0 datasheet; Ouster metadata"),
+}
+
+BIAS_DISTRIBUTIONS = ("table", "gaussian", "laplace")
+MAX_LASERS = 1024
+
+
+@dataclass(frozen=True)
+class LidarSettings(SensorSettings):
+    """Settings of one rotating LiDAR (seed 000 section 3.2; reference section 6.1).
+
+    Attributes (units):
+        preset: one of :data:`PRESETS`; sets the laser tables (and, when chosen in the
+            panel or with ``preset=``, the values of the preset).
+        elevations: laser elevations (deg) for ``generic``; ignored by the other presets.
+        angle_resolution: azimuth step between columns (deg), in (0, 360].
+        rotation_speed: spin rate (Hz), in (0, 1000].
+        max_range: farthest accumulated path that returns (m), in (0, 100000].
+        start_angle, end_angle: azimuth sector (deg); start < end, end - start <= 360.
+        noise_mu, noise_sigma: per-ray Gaussian range noise (m), sigma >= 0.
+        bias_distribution: per-laser distance bias: ``"table"`` (the preset's calibrated
+            table; presets without one draw Gaussian biases), ``"gaussian"`` or
+            ``"laplace"`` (scale ``bias_sigma``), drawn from ``seed``.
+        bias_sigma: spread of the per-laser bias (m), >= 0 (original 0.078).
+        ref_dist, ref_limit, ref_slope: reflectivity limit (seed 000 Eq. 1): a hit at
+            accumulated range d returns iff reflectivity > r_min(d), r_min = -1 for
+            d < ref_dist, else ref_limit + ref_slope (d - ref_dist). Units m, 1, 1/m.
+        seed, max_bounces, visibility: see :class:`SensorSettings`.
+    """
+
+    preset: str = setting("hdl64e_s2", "Sensor", "Sensor model; choosing one sets its values",
+                          choices=tuple(PRESETS))
+    elevations: tuple = setting((0.0,), "Elevations", "Generic sensor: comma-separated laser elevations",
+                                "deg", lo=-90.0, hi=90.0, count=(1, MAX_LASERS), show_if=("preset", "generic"))
+    angle_resolution: float = setting(0.1728, "Angle resolution", "Azimuth step between columns", "deg",
+                                      lo=0.0, hi=360.0, lo_open=True, precision=4)
+    rotation_speed: float = setting(10.0, "Rotation speed", "Spin rate", "Hz", lo=0.0, hi=1000.0, lo_open=True)
+    max_range: float = setting(120.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
+    start_angle: float = setting(0.0, "Start angle", "Sector start (azimuth)", "deg", lo=-360.0, hi=360.0)
+    end_angle: float = setting(360.0, "End angle", "Sector end (azimuth), at most one turn after the start",
+                               "deg", lo=-360.0, hi=720.0)
+    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean", "m", precision=4)
+    noise_sigma: float = setting(0.01, "Noise sigma", "Per-ray range noise sigma", "m", lo=0.0, precision=4)
+    bias_distribution: str = setting("table", "Laser bias", "Per-laser distance bias: the preset's calibrated "
+                                     "table, Gaussian or Laplace (drawn from the seed)",
+                                     choices=BIAS_DISTRIBUTIONS)
+    bias_sigma: float = setting(0.078, "Bias sigma", "Per-laser bias spread", "m", lo=0.0, precision=4)
+    ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
+                              "m", lo=0.0)
+    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance")
+    ref_slope: float = setting(0.01, "Reflectivity slope", "Growth of the minimum reflectivity per metre",
+                               "1/m", precision=4)
+
+    def check(self) -> None:
+        if not (self.start_angle < self.end_angle <= self.start_angle + 360.0):
+            raise SettingsError("end_angle", f"in ({self.start_angle:g}, {self.start_angle + 360.0:g}] deg"
+                                " (greater than start_angle, at most one turn)", self.end_angle)
+
+    @property
+    def elevations_deg(self) -> np.ndarray:
+        """(L,) float64 laser elevations in degrees; channel k is row k."""
+        e = TABLES[self.preset]["elevations"]
+        return np.asarray(self.elevations if e is None else e, dtype=np.float64)
+
+    @property
+    def azimuth_offsets_deg(self) -> np.ndarray:
+        """(L,) float64 per-laser azimuth offsets a_k (deg), zeros where the preset has none."""
+        a = TABLES[self.preset].get("azimuth")
+        return np.zeros(self.num_lasers) if a is None else np.asarray(a, dtype=np.float64)
+
+    @property
+    def beam_origin(self) -> float:
+        """Distance of the beam origin from the spin axis (m), 0 for the Velodyne presets."""
+        return float(TABLES[self.preset].get("beam_origin", 0.0))
+
+    @property
+    def num_lasers(self) -> int:
+        """Number of lasers (channels) L."""
+        return int(self.elevations_deg.shape[0])
+
+    def laser_bias(self) -> np.ndarray:
+        """Per-laser distance bias eps_bias,i of seed 000 Eq. 2: (L,) float64 metres.
+
+        ``table`` uses the preset's calibrated table where it has one (HDL-64E S2);
+        otherwise biases are drawn from ``N(0, bias_sigma)`` or ``Laplace(0, bias_sigma)``
+        with a generator seeded by ``seed`` alone, so they stay the same in every frame
+        ("This bias remains the same in each rotation", seed 000 section 3.2). The
+        original drew a shared, unseeded table and gave the HDL-32E the first 32 HDL-64E
+        entries (reference section 14.13); both are fixed here.
+        """
+        table = TABLES[self.preset].get("bias")
+        if self.bias_distribution == "table" and table is not None:
+            return np.asarray(table, dtype=np.float64)
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(self.seed), 0xB1A5])))
+        if self.bias_distribution == "laplace":
+            return rng.laplace(0.0, self.bias_sigma, self.num_lasers) if self.bias_sigma > 0 \
+                else np.zeros(self.num_lasers)
+        return rng.normal(0.0, self.bias_sigma, self.num_lasers) if self.bias_sigma > 0 \
+            else np.zeros(self.num_lasers)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict of every setting, with the resolved elevation table."""
+        d = super().to_dict()
+        d["elevations"] = [float(v) for v in self.elevations_deg]
+        return d
+
+
+def parse_elevations(text: str) -> tuple[float, ...]:
+    """Parse a comma-separated list of laser elevations in degrees.
+
+    Returns:
+        tuple of floats (deg), in the order given (the order defines the channel numbers).
+    Raises:
+        SettingsError (setting ``elevations``): empty, not numbers, or outside [-90, 90] deg.
+    """
+    from ._base import meta_of
+    return meta_of(LidarSettings, "elevations").parse("elevations", text)
+
+
+def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
+    """Refuse a scan whose ray count exceeds the limit (:func:`~._base.ray_limit`)
+    before anything is allocated. ``columns`` is the scan's column count; returns the
+    ray count.
+
+    Raises:
+        SettingsError naming the setting that made the scan too large:
+        ``rotation_speed`` when a range-scan frame sweeps more than one turn, else
+        ``angle_resolution``, with the value that fits.
+    """
+    rays = int(columns) * s.num_lasers
+    limit = ray_limit()
+    if rays <= limit:
+        return rays
+    factor = rays / limit
+    turns = columns * s.angle_resolution / 360.0
+    if mode == "range" and turns > 1.0:
+        raise SettingsError("rotation_speed", f"at most {s.rotation_speed / factor:.6g} Hz at these settings "
+                            f"({rays:,} rays per frame; the limit is {limit:,})", s.rotation_speed)
+    raise SettingsError("angle_resolution", f"at least {s.angle_resolution * factor:.6g} deg at these settings "
+                        f"({rays:,} rays per scan; the limit is {limit:,})", s.angle_resolution)
+
+
+def single_scan_count(s: LidarSettings) -> int:
+    """Number of columns of a single scan, ``int((end - start) / res)`` (the original's
+    count: a full HDL-64E turn at 0.1728 deg has 2083 columns)."""
+    return int((s.end_angle - s.start_angle) / s.angle_resolution + 1e-9)
+
+
+def single_scan_columns(s: LidarSettings) -> np.ndarray:
+    """Azimuths (deg) of the columns of a single scan: ``start + k * res`` for
+    ``k < single_scan_count(s)``. Returns (C,) float64.
+
+    Raises:
+        SettingsError: too many rays (:func:`check_ray_budget`).
+    """
+    n = single_scan_count(s)
+    check_ray_budget(s, n, "single")
+    return s.start_angle + np.arange(n, dtype=np.float64) * s.angle_resolution
+
+
+def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.ndarray:
+    """Global column indices swept during scene frame ``frame`` of a range scan.
+
+    The head turns ``360 * rotation_speed * frame_time`` degrees per frame (seed 000
+    section 3.2; reference section 9); frame f covers the columns k with
+    ``k * res`` in ``[f * D, (f + 1) * D)``. Unlike the original (which truncated each
+    frame's count with ``int()`` and lost columns), consecutive frames tile the
+    rotation exactly. Columns whose azimuth (mod 360) falls outside
+    ``[start_angle, end_angle)`` are dropped (the original ignored the sector here).
+    Returns (C,) int64.
+
+    Raises:
+        SettingsError: too many rays (:func:`check_ray_budget`).
+    """
+    sweep = 360.0 * s.rotation_speed * frame_time
+    res = s.angle_resolution
+
+    def first_column(f: int) -> int:
+        return int(math.ceil(f * sweep / res - 1e-9))
+
+    a, b = first_column(frame), first_column(frame + 1)
+    check_ray_budget(s, b - a, "range")
+    k = np.arange(a, b, dtype=np.int64)
+    psi = np.mod(k * res, 360.0)
+    lo = np.mod(s.start_angle, 360.0)
+    width = s.end_angle - s.start_angle
+    if width < 360.0:
+        keep = np.mod(psi - lo, 360.0) < width
+        k = k[keep]
+    return k
+
+
+def range_scan_max_columns(s: LidarSettings, frame_time: float) -> int:
+    """Most columns one frame of a range scan can have (the sweep per frame over the
+    resolution, rounded up, + 1)."""
+    return int(math.ceil(360.0 * s.rotation_speed * frame_time / s.angle_resolution)) + 1
+
+
+def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
+                 column0: int = 0, columns: int | None = None) -> RayPattern:
+    """Ray directions for the given columns.
+
+    Args:
+        azimuth_deg (C,) float64 column azimuths psi in degrees.
+        timestamp (C,) float64 absolute firing time of each column (s); every laser of a
+            column shares it (the original has no per-laser firing offsets).
+        column0: index of the first of these columns in the scan; columns: the scan's
+            column count (default C), for ``ray_index = channel * columns + column``.
+    Returns:
+        RayPattern with C * L rays, ray ``c * L + k`` = column c, laser k.
+    """
+    elev = np.deg2rad(s.elevations_deg)
+    L = elev.shape[0]
+    C = azimuth_deg.shape[0]
+    offsets = s.azimuth_offsets_deg
+    th = np.deg2rad(azimuth_deg[:, None] - offsets[None, :] + 180.0)
+    cp, sp = np.cos(elev)[None, :], np.sin(elev)[None, :]
+    d = np.empty((C, L, 3), dtype=np.float64)
+    d[..., 0] = cp * np.sin(th)
+    d[..., 1] = np.broadcast_to(sp, (C, L))
+    d[..., 2] = cp * np.cos(th)
+    col = np.arange(column0, column0 + C, dtype=np.int64)
+    total = C if columns is None else int(columns)
+    origins = None
+    if s.beam_origin:
+        thc = np.deg2rad(azimuth_deg + 180.0)
+        o = np.zeros((C, L, 3))
+        o[..., 0] = (s.beam_origin * np.sin(thc))[:, None]
+        o[..., 2] = (s.beam_origin * np.cos(thc))[:, None]
+        origins = o.reshape(-1, 3).astype(np.float32)
+    if offsets.any():
+        azimuth = np.mod(np.deg2rad(azimuth_deg[:, None] - offsets[None, :]), 2.0 * np.pi).ravel()
+    else:
+        azimuth = np.repeat(np.mod(np.deg2rad(azimuth_deg), 2.0 * np.pi), L)
+    return RayPattern(
+        directions=d.reshape(-1, 3).astype(np.float32),
+        azimuth=azimuth,
+        elevation=np.tile(elev, C),
+        channel=np.tile(np.arange(L, dtype=np.uint16), C),
+        ray_index=(np.arange(L, dtype=np.int64)[None, :] * total + col[:, None]).ravel(),
+        timestamp=np.repeat(np.asarray(timestamp, dtype=np.float64), L),
+        origins=origins,
+    )
+
+
+def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "single"
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Column azimuths (C,) float64 deg in [0, 360) or the sector, and their absolute
+    firing times (C,) float64 s, of a single scan (``mode="single"``: the sector
+    start..end at frame ``frame``, times ``frame * frame_time + (psi - start) /
+    (360 * rotation_speed)``) or of frame ``frame`` of a range scan (``mode="range"``,
+    see :func:`range_scan_columns`; times ``k * res / (360 * rotation_speed)``).
+
+    Raises:
+        SettingsError: too many rays (:func:`check_ray_budget`).
+    """
+    if mode == "range":
+        psi = range_scan_columns(s, frame, frame_time) * s.angle_resolution
+        return np.mod(psi, 360.0), psi / (360.0 * s.rotation_speed)
+    psi = single_scan_columns(s)
+    return psi, frame * frame_time + (psi - s.start_angle) / (360.0 * s.rotation_speed)
+
+
+def chunk_columns(s: LidarSettings, chunk_rays: int | None = None) -> int:
+    """Columns per chunk of :func:`iter_patterns`: about ``chunk_rays`` (default
+    :data:`~._base.CHUNK_RAYS`) rays, at least one column."""
+    return max(1, (chunk_rays or CHUNK_RAYS) // s.num_lasers)
+
+
+def iter_patterns(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
+                  chunk_rays: int | None = None):
+    """:func:`make_pattern` over consecutive column chunks of about ``chunk_rays`` rays,
+    so the rays of a scan never exist all at once. Yields RayPattern (one empty
+    pattern if there are no columns)."""
+    step = chunk_columns(s, chunk_rays)
+    n = azimuth_deg.shape[0]
+    for i in range(0, max(1, n), step):
+        yield make_pattern(s, azimuth_deg[i:i + step], timestamp[i:i + step], i, n)
+
+
+def single_scan_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
+    """Every ray of a single scan at scene frame ``frame`` (:func:`scan_columns`)."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "single"))
+
+
+def range_frame_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
+    """Every ray of frame ``frame`` of a range scan (:func:`scan_columns`)."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "range"))
+
+
+def noisy_range(rng: np.random.Generator, rng_clean: np.ndarray, channel: np.ndarray,
+                s: LidarSettings) -> np.ndarray:
+    """seed 000 Eq. 2: ``d + eps_bias[channel] + N(noise_mu, noise_sigma)``, float64 m."""
+    bias = s.laser_bias()
+    per_ray = rng.normal(s.noise_mu, s.noise_sigma, rng_clean.shape[0]) if s.noise_sigma > 0 \
+        else np.full(rng_clean.shape[0], s.noise_mu)
+    return rng_clean.astype(np.float64) + bias[channel.astype(np.int64)] + per_ray
+
+
+def returns_mask(hits, s) -> np.ndarray:
+    """(N,) bool: which traced rays return: they ended on a non-mirror surface within
+    ``max_range`` whose reflectivity exceeds the limit at the accumulated range (seed
+    000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``, ``ref_limit``,
+    ``ref_slope``."""
+    ok = hits.hit & (hits.range <= s.max_range)
+    ok &= hits.reflectivity > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
+    return ok
+
+
+class Rotating(Sensor):
+    """The rotating LiDAR sensor type (see the module docstring)."""
+
+    name = "rotating"
+    label = "Rotating LiDAR"
+    description = "Spinning multi-laser LiDAR (Velodyne, Ouster, generic)"
+    Settings = LidarSettings
+    presets = PRESETS
+    storage = ""  # v0.1 kept these settings on Camera.blensor itself
+
+    def _columns(self, s, frame, frame_time, mode):
+        return scan_columns(s, frame, frame_time, mode)
+
+    def grid_shape(self, s, frame, frame_time, mode, camera):
+        if mode == "range":
+            return (s.num_lasers, range_scan_columns(s, frame, frame_time).shape[0])
+        return (s.num_lasers, single_scan_count(s))
+
+    def check_budget(self, s, frame, frame_time, mode, camera):
+        return scan_columns(s, frame, frame_time, mode)[0].shape[0] * s.num_lasers
+
+    def patterns(self, s, frame, frame_time, mode, camera):
+        return iter_patterns(s, *scan_columns(s, frame, frame_time, mode))
+
+    def returns(self, s, pattern, hits):
+        return returns_mask(hits, s)
+
+    def measure(self, s, pattern, r, rng):
+        return noisy_range(rng, r, pattern.channel, s)
+
+
+SENSOR = Rotating()
