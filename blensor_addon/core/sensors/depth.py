@@ -1,0 +1,65 @@
+"""Depth camera with the Blender camera's own intrinsics (float depth maps).
+
+Reference section 6.6 (the original's depth map rendered a Z buffer and assumed a 32 mm
+sensor, ignoring the camera's sensor settings). Here every pixel of the render
+resolution (times its percentage) casts one ray through its centre, through the view
+frame Blender itself projects with (:class:`~._base.CameraFrame`: lens or field of
+view, sensor size and fit, shift, pixel aspect), so pixel (row, col) is the pixel
+``world_to_camera_view`` puts the point in (row 0 at the top). Per pixel: planar depth
+z (= -z of the point in the sensor frame), radial range, object id, normal, intensity;
+misses are NaN in the image. No noise unless ``noise_sigma`` is set.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SettingsError
+from ._base import Sensor, SensorSettings, refuse_rays, setting
+from .tof import image_patterns
+
+
+@dataclass(frozen=True)
+class DepthSettings(SensorSettings):
+    """Settings of the depth camera. Attributes (units): max_range (m); noise_mu,
+    noise_sigma (m, range noise, default none)."""
+
+    max_range: float = setting(1000.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e6, lo_open=True)
+    noise_mu: float = setting(0.0, "Noise mean", "Per-pixel range noise mean", "m", precision=4)
+    noise_sigma: float = setting(0.0, "Noise sigma", "Per-pixel range noise sigma", "m", lo=0.0, precision=4)
+
+
+class Depth(Sensor):
+    """The depth camera (see the module docstring)."""
+
+    name = "depth"
+    label = "Depth camera"
+    description = "Per-pixel depth and range through the Blender camera's own projection"
+    Settings = DepthSettings
+    presets = {}
+    storage = "depth"
+    uses_camera = True
+
+    @staticmethod
+    def _camera(camera):
+        if camera is None:
+            raise SettingsError("camera", "a perspective Blender camera (the depth sensor uses its intrinsics)", None)
+        return camera
+
+    def grid_shape(self, s, frame, frame_time, mode, camera):
+        c = self._camera(camera)
+        return (c.height, c.width)
+
+    def check_budget(self, s, frame, frame_time, mode, camera):
+        c = self._camera(camera)
+        refuse_rays(c.width * c.height, "resolution", c.width, grows=True, unit="px wide")
+        return c.width * c.height
+
+    def patterns(self, s, frame, frame_time, mode, camera):
+        c = self._camera(camera)
+        return image_patterns(c.width, c.height, (c.x_min, c.x_max, c.y_min, c.y_max, c.z), frame * frame_time)
+
+    def measure(self, s, pattern, r, rng):
+        return r + (rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 else s.noise_mu)
+
+
+SENSOR = Depth()

@@ -1,0 +1,106 @@
+"""Time-of-flight camera (MESA SR4000).
+
+Seed 000 section 3.4 and Eq. 3; reference section 6.4. A ``width`` x ``height`` pixel
+camera with horizontal and vertical fields of view ``fov_h``, ``fov_v``; one ray through
+each pixel centre (the original aimed at pixel corners, reference 6.4), row 0 at the
+top, ``ray_index = row * width + col``; every ray of a frame shares its time stamp.
+Measured range ``d + N(noise_mu, noise_sigma)``; with ``backfolding`` on, a continuous-
+wave ToF camera cannot tell d from d + k * ``ambiguity_range`` (seed 000 Eq. 3: the
+phase wraps), so the measured range (``range_noisy`` and ``xyz_noisy``) is reported
+modulo ``ambiguity_range``; ``range`` and ``xyz`` stay the true ground truth. (The
+original subtracted max_dist / 2 once, from distances past max_dist / 2.)
+
+SR4000 constants (reference 6.4): 176 x 144 pixels, 43.6 x 34.6 deg, 20 m, noise
+N(0, 0.004 m); ambiguity range 10 m (the SR4000's 15 MHz modulation: c / 2f).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._base import (CHUNK_RAYS, MAX_PIXELS_SIDE, Preset, RayPattern, Sensor, SensorSettings, angles_of,
+                    pinhole_grid, refuse_rays, setting)
+
+PRESETS = {
+    "sr4000": Preset("MESA SR4000", {"width": 176, "height": 144, "fov_h": 43.6, "fov_v": 34.6, "max_range": 20.0,
+                                     "noise_mu": 0.0, "noise_sigma": 0.004, "ambiguity_range": 10.0},
+                     "reference 6.4; seed 000 section 3.4"),
+}
+
+
+@dataclass(frozen=True)
+class TofSettings(SensorSettings):
+    """Settings of the ToF camera (reference 6.4).
+
+    Attributes (units): preset; width, height (px, 1..16384); fov_h, fov_v (deg,
+    (0, 180)); max_range (m); noise_mu, noise_sigma (m); backfolding (bool);
+    ambiguity_range (m, > 0).
+    """
+
+    preset: str = setting("sr4000", "Sensor", "Sensor model; choosing one sets its values", choices=tuple(PRESETS))
+    width: int = setting(176, "Width", "Pixels per row", "px", lo=1, hi=MAX_PIXELS_SIDE)
+    height: int = setting(144, "Height", "Pixel rows", "px", lo=1, hi=MAX_PIXELS_SIDE)
+    fov_h: float = setting(43.6, "Horizontal FOV", "Horizontal field of view", "deg", lo=0.0, hi=180.0,
+                           lo_open=True, hi_open=True)
+    fov_v: float = setting(34.6, "Vertical FOV", "Vertical field of view", "deg", lo=0.0, hi=180.0,
+                           lo_open=True, hi_open=True)
+    max_range: float = setting(20.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
+    noise_mu: float = setting(0.0, "Noise mean", "Per-pixel range noise mean", "m", precision=4)
+    noise_sigma: float = setting(0.004, "Noise sigma", "Per-pixel range noise sigma", "m", lo=0.0, precision=4)
+    backfolding: bool = setting(False, "Backfolding", "Report the measured range modulo the ambiguity range "
+                                "(seed 000 Eq. 3)")
+    ambiguity_range: float = setting(10.0, "Ambiguity range", "Range at which the phase wraps", "m", lo=0.0,
+                                     hi=1e5, lo_open=True)
+
+
+def pixel_rows_per_chunk(width: int) -> int:
+    """Image rows cast at once (about CHUNK_RAYS rays, at least one row)."""
+    return max(1, CHUNK_RAYS // max(1, int(width)))
+
+
+def image_patterns(width: int, height: int, frame_: tuple, stamp: float):
+    """Chunks of a pinhole image's rays (see :func:`~._base.pinhole_grid`) sharing time
+    ``stamp`` (s): yields RayPattern, row-major, row 0 at the top."""
+    step = pixel_rows_per_chunk(width)
+    for r0 in range(0, height, step):
+        d, idx = pinhole_grid(width, height, *frame_, rows=slice(r0, r0 + step))
+        az, el = angles_of(d)
+        yield RayPattern(directions=d.astype(np.float32), azimuth=az, elevation=el,
+                         channel=np.zeros(idx.shape[0], np.uint16), ray_index=idx,
+                         timestamp=np.full(idx.shape[0], float(stamp)))
+
+
+class Tof(Sensor):
+    """The ToF camera (see the module docstring)."""
+
+    name = "tof"
+    label = "ToF camera"
+    description = "Time-of-flight camera with backfolding (MESA SR4000)"
+    Settings = TofSettings
+    presets = PRESETS
+    storage = "tof"
+
+    def grid_shape(self, s, frame, frame_time, mode, camera):
+        return (s.height, s.width)
+
+    def check_budget(self, s, frame, frame_time, mode, camera):
+        refuse_rays(s.width * s.height, "width", s.width, grows=True, unit="px")
+        return s.width * s.height
+
+    @staticmethod
+    def view(s) -> tuple:
+        tx, ty = np.tan(np.deg2rad(s.fov_h) / 2.0), np.tan(np.deg2rad(s.fov_v) / 2.0)
+        return (-tx, tx, -ty, ty, -1.0)
+
+    def patterns(self, s, frame, frame_time, mode, camera):
+        return image_patterns(s.width, s.height, self.view(s), frame * frame_time)
+
+    def measure(self, s, pattern, r, rng):
+        out = r + (rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 else s.noise_mu)
+        if s.backfolding:
+            out = np.mod(out, s.ambiguity_range)
+        return out
+
+
+SENSOR = Tof()

@@ -1,0 +1,346 @@
+"""Every sensor type on the one interface, against closed forms (seed 001 Eq. 1-9, seed 000
+Eq. 3, the specular-reflection law, Blender's own camera projection), plus the registry,
+overrides, bad input and the v0.1 file."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import blensor_addon
+from blensor_addon.core.errors import SettingsError
+from blensor_addon.core.sensors import SENSORS
+from conftest import ROOT, add_camera, add_mesh, cylinder_mesh
+
+BACKENDS = ["native", "bvhtree"]
+DATA = Path(__file__).resolve().parent / "data"
+UP = (math.pi / 2, 0.0, 0.0)  # camera rotation: sensor +Y = world +Z, looking along world +Y
+
+
+def use(cam, sensor_type, **values):
+    """Set the camera's sensor type and that type's stored settings."""
+    props = cam.data.blensor
+    props.sensor_type = sensor_type
+    group = getattr(props, sensor_type) if SENSORS[sensor_type].storage else props
+    for k, v in values.items():
+        setattr(props if k in ("seed", "max_bounces", "visibility") else group, k, v)
+    return group
+
+
+# ---------------------------------------------------------------------------------------
+# interface
+
+
+def test_every_setting_has_metadata_and_every_preset_validates():
+    for name, sensor in SENSORS.items():
+        for f in dataclasses.fields(sensor.Settings):
+            meta = f.metadata["blensor"]
+            assert meta.label and meta.description and meta.allowed(), (name, f.name)
+            meta.check(f.name, f.default)  # the default is allowed
+        for preset in sensor.presets:
+            sensor.settings(sensor.preset_values(preset))
+
+
+def test_v01_file_scans_byte_identically(bpy_mod):
+    bpy_mod.ops.wm.open_mainfile(filepath=str(DATA / "v01_scene.blend"))
+    cam = bpy_mod.data.objects["Lidar"]
+    assert cam.data.blensor.sensor_type == "rotating" and cam.data.blensor.preset == "vlp16"
+    r = blensor_addon.scan(cam, frame=2)
+    base = np.load(DATA / "v01_scan_frame2.npz")
+    assert len(r) == 4595
+    for k in base.files:
+        assert getattr(r, k).tobytes() == base[k].tobytes(), k
+    assert r.grid_shape == (16, 724)
+    assert np.array_equal(r.ray_index % 724, np.round(np.mod(np.rad2deg(r.azimuth.astype(np.float64)) + 90.0, 360.0)
+                                                      / 0.4).astype(np.int64) % 724)
+
+
+def test_overrides_do_not_touch_the_camera_and_bad_ones_are_named(bpy_mod, empty_scene):
+    add_mesh(bpy_mod, "Wall", [(-50, 8, -50), (50, 8, -50), (50, 8, 50), (-50, 8, 50)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=UP)
+    r = blensor_addon.scan(cam, sensor_type="tof", preset="sr4000", backfolding=True, noise_sigma=0.0,
+                           ambiguity_range=5.0)
+    assert r.sensor_type == "tof" and r.grid_shape == (144, 176)
+    centre = r.image("range_noisy")[72, 88]
+    assert abs(centre - 3.0) < 1e-3  # 8 m folded at 5 m
+    assert cam.data.blensor.sensor_type == "rotating" and cam.data.blensor.tof.backfolding is False
+    cases = [({"sensor_type": "sonar"}, "sensor_type must be one of rotating"),
+             ({"sensor_type": "tof", "rotation_speed": 5.0}, "rotation_speed must be a setting of sensor type 'tof'"),
+             ({"sensor_type": "tof", "fov_h": 180.0}, "fov_h must be in (0, 180) deg"),
+             ({"sensor_type": "tof", "width": 0}, "width must be an integer in [1, 16384] px"),
+             ({"sensor_type": "tof", "height": 20000}, "height must be an integer in [1, 16384] px"),
+             ({"sensor_type": "tof", "preset": "hdl64e_s2"}, "preset must be one of sr4000"),
+             ({"sensor_type": "planar", "error_table": "(5,0,0.1) (2,0,0.1)"}, "error_table must be"),
+             ({"sensor_type": "planar", "error_table": "(5,0,-0.1)"}, "error_table must be"),
+             ({"sensor_type": "planar", "error_table": "five metres"}, "error_table must be"),
+             ({"sensor_type": "planar", "start_angle": 10.0, "end_angle": 10.0}, "end_angle must be greater"),
+             ({"sensor_type": "line", "max_range": -1.0}, "max_range must be in (0, 100000] m")]
+    for overrides, needle in cases:
+        with pytest.raises(SettingsError) as ei:
+            blensor_addon.scan(cam, **overrides)
+        assert needle in str(ei.value), (overrides, str(ei.value))
+
+
+def test_blensor_sensors_lists_types_presets_and_settings():
+    res = subprocess.run([sys.executable, "-m", "blensor_addon.cli", "sensors", "--json"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    doc = {e["type"]: e for e in json.loads(res.stdout)}
+    assert set(doc) >= {"rotating", "line", "planar", "tof", "depth"}
+    assert "os0_128" in doc["rotating"]["presets"] and "pulselight3d" in doc["planar"]["presets"]
+    tof = {s["name"]: s for s in doc["tof"]["settings"]}
+    assert tof["ambiguity_range"]["unit"] == "m" and tof["width"]["allowed"] == "an integer in [1, 16384] px"
+
+
+# ---------------------------------------------------------------------------------------
+# rotating: Ouster OS0-128
+
+
+def test_os0_128_channels_fov_and_columns():
+    sensor = SENSORS["rotating"]
+    s = sensor.settings(sensor.preset_values("os0_128"))
+    from blensor_addon.core.sensors.rotating import single_scan_count
+    e = s.elevations_deg
+    assert s.num_lasers == 128 and math.isclose(e.max() - e.min(), 90.0) and single_scan_count(s) == 1024
+    assert s.max_range == 50.0 and math.isclose(s.beam_origin, 0.02767)
+    # seed 002: an 80 % target returns up to 50 m, a 40 % one to 25 m
+    from blensor_addon.core.sensors._base import reflectivity_limit
+    lim = reflectivity_limit(np.array([24.9, 25.1, 49.9]), s.ref_dist, s.ref_limit, s.ref_slope)
+    assert 0.4 > lim[0] and 0.4 < lim[1] and 0.8 > lim[2]
+
+
+# ---------------------------------------------------------------------------------------
+# line scanner
+
+
+def reflect(alpha_deg, pitch_deg):
+    """The specular reflection of a laser fired down -Y at pitch p off a 45 deg mirror
+    turned by alpha about +Y, written out independently of the add-on."""
+    a, p = math.radians(alpha_deg), math.radians(pitch_deg)
+    n = np.array([math.sin(a), -1.0, math.cos(a)]) / math.sqrt(2.0)
+    d0 = np.array([0.0, -math.cos(p), math.sin(p)])
+    return d0 - 2.0 * d0.dot(n) * n
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_line_scanner_is_a_true_mirror_reflection(bpy_mod, empty_scene, backend):
+    R = 5.0
+    v, f = cylinder_mesh(R, -3.0, 3.0)
+    add_mesh(bpy_mod, "Drum", v, f)
+    cam = add_camera(bpy_mod, rotation=UP)
+    use(cam, "line", start_angle=0.0, end_angle=90.3, angle_resolution=0.25, noise_sigma=0.0, max_range=20.0)
+    r = blensor_addon.scan(cam, backend=backend)
+    assert r.grid_shape == (4, 360 + 1) and len(r) == 4 * 361
+    xyz = r.xyz.astype(np.float64)
+    np.testing.assert_allclose(np.hypot(xyz[:, 0], xyz[:, 2]), R, atol=1e-4)  # on the drum
+    col = r.ray_index % r.grid_shape[1]
+    for alpha in (0.0, 30.0, 60.0, 90.0):
+        c = int(round(alpha / 0.25))
+        for k, pitch in enumerate((1.6, 0.8, -0.8, -1.6)):
+            i = np.flatnonzero((col == c) & (r.channel == k))
+            assert i.size == 1
+            d = reflect(alpha, pitch)
+            el = math.asin(d[1])
+            az = math.atan2(-d[0], -d[2]) % (2 * math.pi)
+            assert abs(r.elevation[i[0]] - el) < 1e-4 and abs(r.azimuth[i[0]] - az) < 1e-4
+            u = xyz[i[0]] / np.linalg.norm(xyz[i[0]])
+            np.testing.assert_allclose(u, d, atol=1e-4)
+    # seed 000 Fig. 3: at 0 deg the pitches stay, at 90 deg they turned into yaw
+    at0 = np.rad2deg(r.elevation[col == 0])
+    at90 = r.elevation[col == 360]
+    np.testing.assert_allclose(np.sort(at0), [-1.6, -0.8, 0.8, 1.6], atol=1e-4)
+    np.testing.assert_allclose(at90, 0.0, atol=1e-6)
+    np.testing.assert_allclose(np.sort(np.rad2deg(r.azimuth[col == 360])), [88.4, 89.2, 90.8, 91.6], atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# planar scanners (seed 001 closed forms)
+
+
+def wall_quad(bpy, name, p0, p1, z0=-3.0, z1=3.0):
+    """A vertical wall (world) from p0 to p1 in the XY plane."""
+    (x0, y0), (x1, y1) = p0, p1
+    return add_mesh(bpy, name, [(x0, y0, z0), (x1, y1, z0), (x1, y1, z1), (x0, y0, z1)], [(0, 1, 2, 3)])
+
+
+def ray_line(psi, p0, p1):
+    """Range along the ray at azimuth psi (rad; sensor at the world origin looking along +Y,
+    psi toward -X) to the segment p0-p1 in the XY plane, or inf."""
+    d = np.stack([-np.sin(psi), np.cos(psi)], 1)
+    p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
+    e = p1 - p0
+    den = d[:, 0] * (-e[1]) - d[:, 1] * (-e[0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (p0[0] * (-e[1]) - p0[1] * (-e[0])) / den
+        s = (d[:, 0] * p0[1] - d[:, 1] * p0[0]) / den
+    return np.where((np.abs(den) > 1e-12) & (t > 0) & (s >= 0) & (s <= 1), t, np.inf)
+
+
+SHAPES = {
+    # seed 001 Eq. 1: infinite wall at H; Eq. 6-8: a rectangle (side walls at +-B0/2, back at H);
+    # the triangle (an inverted V, apex ahead)
+    "wall": [((-500.0, 6.0), (500.0, 6.0))],
+    "rectangle": [((-3.0, 0.0), (-3.0, 7.0)), ((-3.0, 7.0), (3.0, 7.0)), ((3.0, 7.0), (3.0, 0.0))],
+    "triangle": [((-6.0, 0.0), (0.0, 9.0)), ((0.0, 9.0), (6.0, 0.0))],
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_pulselight3d_closed_forms(bpy_mod, empty_scene, backend, shape):
+    for i, (p0, p1) in enumerate(SHAPES[shape]):
+        wall_quad(bpy_mod, f"W{i}", p0, p1)
+    cam = add_camera(bpy_mod, rotation=UP)
+    use(cam, "planar", preset="pulselight3d")
+    r = blensor_addon.scan(cam, backend=backend, noise_sigma=0.0, range_resolution=0.0)
+    psi = -math.pi / 2 + np.deg2rad(0.5) * (r.ray_index % r.grid_shape[1])
+    expect = np.min([ray_line(psi, *seg) for seg in SHAPES[shape]], axis=0)
+    assert r.grid_shape == (1, 360) and np.isfinite(expect).sum() >= len(r) > 300
+    np.testing.assert_allclose(r.range, expect, atol=1e-4, rtol=0)
+    # 1 cm quantization (seed 001 Table 1): measured ranges on the grid, within half a step
+    q = blensor_addon.scan(cam, backend=backend, noise_sigma=0.0)
+    steps = q.range_noisy.astype(np.float64) / 0.01
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-3)
+    assert np.abs(q.range_noisy.astype(np.float64) - q.range).max() <= 0.005 + 1e-6
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pulselight3d_circle_is_the_polygon_closed_form(bpy_mod, empty_scene, backend):
+    # seed 001 Eq. 9: r = R around the sensor; for the 90-gon mesh r = R cos(pi/n) / cos(phi - phi_c)
+    R, n = 4.0, 90
+    v, f = cylinder_mesh(R, -3.0, 3.0, segments=n)
+    add_mesh(bpy_mod, "Pipe", v, f)
+    cam = add_camera(bpy_mod, rotation=UP)
+    use(cam, "planar", preset="pulselight3d")
+    r = blensor_addon.scan(cam, backend=backend, noise_sigma=0.0, range_resolution=0.0)
+    psi = -math.pi / 2 + np.deg2rad(0.5) * (r.ray_index % r.grid_shape[1])
+    phi = np.mod(psi + math.pi / 2, 2 * math.pi)  # world angle of the ray from +X
+    facet = np.floor(phi / (2 * math.pi / n))
+    centre = (facet + 0.5) * 2 * math.pi / n
+    expect = R * math.cos(math.pi / n) / np.cos(phi - centre)
+    assert len(r) == 360
+    np.testing.assert_allclose(r.range, expect, atol=1e-4, rtol=0)
+
+
+def test_error_table_sigma_is_interpolated(bpy_mod, empty_scene):
+    v, f = cylinder_mesh(5.0, -3.0, 3.0, segments=2000)
+    add_mesh(bpy_mod, "Drum", v, f)
+    cam = add_camera(bpy_mod, rotation=UP)
+    use(cam, "planar", preset="generic", start_angle=-180.0, end_angle=180.0, angle_resolution=0.0036,
+        error_table="(2, 0, 0.01) (8, 0.003, 0.03)", max_range=20.0)
+    r = blensor_addon.scan(cam, backend="native")
+    assert len(r) == 100_000
+    err = r.range_noisy.astype(np.float64) - r.range
+    # at 5 m: mu = 0.0015, sigma = 0.02 (halfway between the rows)
+    assert abs(err.std() / 0.02 - 1.0) < 0.03 and abs(err.mean() - 0.0015) < 3e-4
+
+
+# ---------------------------------------------------------------------------------------
+# ToF camera
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tof_backfolding_and_pixel_directions(bpy_mod, empty_scene, backend):
+    add_mesh(bpy_mod, "Wall", [(-50, 12, -50), (50, 12, -50), (50, 12, 50), (-50, 12, 50)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=UP)
+    use(cam, "tof", noise_sigma=0.0, ambiguity_range=10.0)
+    off = blensor_addon.scan(cam, backend=backend)
+    on = blensor_addon.scan(cam, backend=backend, backfolding=True)
+    W, H = 176, 144
+    assert off.grid_shape == (H, W) and len(off) == W * H
+    # the centre pixels look straight at the wall: 12 m, folded to 2 m
+    img_off, img_on = off.image("range_noisy"), on.image("range_noisy")
+    assert abs(img_off[72, 88] - 12.0) < 2e-3 and abs(img_on[72, 88] - 2.0) < 2e-3
+    np.testing.assert_allclose(img_on, np.mod(img_off, 10.0), atol=1e-4)
+    assert np.array_equal(on.range, off.range)  # ground truth is not folded
+    # pixel (r, c): the pinhole direction through its centre
+    tx, ty = math.tan(math.radians(43.6 / 2)), math.tan(math.radians(34.6 / 2))
+    row, col = off.ray_index // W, off.ray_index % W
+    d = np.stack([(col + 0.5) / W * 2 * tx - tx, ty - (row + 0.5) / H * 2 * ty, -np.ones(len(off))], 1)
+    d /= np.linalg.norm(d, axis=1)[:, None]
+    u = off.xyz.astype(np.float64) / np.linalg.norm(off.xyz.astype(np.float64), axis=1)[:, None]
+    np.testing.assert_allclose(u, d, atol=2e-6)
+    np.testing.assert_allclose(off.range, 12.0 / d[:, 2] * -1.0, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# depth camera
+
+
+def depth_camera(bpy, *, lens=35.0, fit="AUTO", shift=(0.0, 0.0), res=(1920, 1080), pct=100, aspect=(1.0, 1.0)):
+    cam = add_camera(bpy, rotation=UP)
+    cam.data.lens = lens
+    cam.data.sensor_fit = fit
+    cam.data.shift_x, cam.data.shift_y = shift
+    sc = bpy.context.scene
+    sc.render.resolution_x, sc.render.resolution_y = res
+    sc.render.resolution_percentage = pct
+    sc.render.pixel_aspect_x, sc.render.pixel_aspect_y = aspect
+    use(cam, "depth")
+    return cam
+
+
+@pytest.mark.parametrize("variant", [
+    {"lens": 35.0},
+    {"lens": 18.0, "fit": "VERTICAL", "shift": (0.1, -0.05)},
+    {"lens": 50.0, "fit": "HORIZONTAL", "shift": (-0.2, 0.1), "aspect": (1.0, 1.5)},
+])
+def test_depth_plane_and_sphere_closed_forms_and_blender_projection(bpy_mod, empty_scene, variant):
+    from bpy_extras.object_utils import world_to_camera_view
+    D = 8.0
+    add_mesh(bpy_mod, "Wall", [(-60, D, -60), (60, D, -60), (60, D, 60), (-60, D, 60)], [(0, 1, 2, 3)])
+    bpy_mod.ops.mesh.primitive_ico_sphere_add(subdivisions=8, radius=1.0, location=(0.5, 5.0, 0.3))
+    cam = depth_camera(bpy_mod, **variant)
+    r = blensor_addon.scan(cam, backend="native")
+    W, H = 1920, 1080
+    assert r.grid_shape == (H, W) and len(r) == W * H
+    u = r.xyz.astype(np.float64) / r.range[:, None]
+    z = -r.xyz[:, 2].astype(np.float64)
+    on_wall = r.object_id == r.object_id[np.argmax(r.range)]
+    np.testing.assert_allclose(z[on_wall], D, atol=1e-4)  # planar depth of the wall
+    np.testing.assert_allclose(r.range[on_wall], D / -u[on_wall, 2], atol=1e-4)
+    # the sphere: the near root of |t u - c| = 1 (c in the sensor frame: x right, y up, -z ahead).
+    # The mesh (327,680 faces) is within 2e-5 m of the sphere; that becomes a range error of
+    # 2e-5 / cos(incidence), so grazing pixels (cos < 0.25, the outer 3 % of the disc) are left out
+    c = np.array([0.5, 0.3, -5.0])
+    b = u[~on_wall] @ c
+    cos_inc = np.sqrt(np.clip(1.0 - (c @ c - b * b), 0.0, None))
+    t = b - cos_inc
+    front = cos_inc > 0.25
+    assert front.mean() > 0.9
+    np.testing.assert_allclose(r.range[~on_wall][front], t[front], atol=1e-4)
+    # Blender's own projection puts 100 random returns in the same pixel, at the same depth
+    w = blensor_addon.scan(cam, backend="native", frame_of_reference="world")
+    rng = np.random.default_rng(1)
+    scene = bpy_mod.context.scene
+    import mathutils
+    for i in rng.choice(len(w), 100, replace=False):
+        p = world_to_camera_view(scene, cam, mathutils.Vector(w.xyz[i].astype(np.float64)))
+        row, col = divmod(int(w.ray_index[i]), W)
+        assert abs(p.x * W - 0.5 - col) < 0.01 and abs((1.0 - p.y) * H - 0.5 - row) < 0.01
+        assert abs(p.z - z[i]) < 1e-3  # world xyz is float32 (1e-6 relative)
+
+
+def test_depth_bvhtree_matches_native(bpy_mod, empty_scene):
+    bpy_mod.ops.mesh.primitive_ico_sphere_add(subdivisions=4, radius=1.0, location=(0.0, 4.0, 0.0))
+    cam = depth_camera(bpy_mod, res=(160, 90))
+    a = blensor_addon.scan(cam, backend="native")
+    b = blensor_addon.scan(cam, backend="bvhtree")
+    assert np.array_equal(a.ray_index, b.ray_index) and len(a) > 1000
+    np.testing.assert_allclose(a.range, b.range, atol=2e-5)
+
+
+def test_depth_refuses_bad_cameras(bpy_mod, empty_scene):
+    cam = depth_camera(bpy_mod, res=(20000, 10))
+    with pytest.raises(SettingsError, match="resolution must be 1 to 16384 pixels"):
+        blensor_addon.scan(cam)
+    bpy_mod.context.scene.render.resolution_x = 64
+    cam.data.type = "ORTHO"
+    with pytest.raises(SettingsError, match="camera.type must be PERSP"):
+        blensor_addon.scan(cam)
