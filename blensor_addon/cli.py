@@ -5,6 +5,8 @@
                  [--frame-of-reference sensor|world] [--pcd-ascii] [--overwrite | --resume]
                  [--set NAME=VALUE ...] [--quiet]
     blensor info SCENE.blend [--json]
+    blensor depth SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
+                  [--formats exr,npy,pfm,dmap] [--set NAME=VALUE ...] [--overwrite] [--quiet]
     blensor sensors [--json]
     blensor --version
 
@@ -72,6 +74,17 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
                     help="override a sensor setting for this run (repeatable; see 'blensor sensors')")
     sc.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    dp = sub.add_parser("depth", help="export float depth maps of frames (the camera's own intrinsics)")
+    dp.add_argument("blend", help="the .blend file")
+    dp.add_argument("--camera", help="camera object (default: the scene camera)")
+    dp.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
+    dp.add_argument("--out", default="out", help="output folder (default: out)")
+    dp.add_argument("--formats", default="exr", help="comma-separated subset of exr,npy,pfm,dmap")
+    dp.add_argument("--backend", default="auto", help="auto, native or bvhtree")
+    dp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
+                    help="override a depth-camera setting (max_range, noise_mu, noise_sigma, seed)")
+    dp.add_argument("--overwrite", action="store_true", help="replace earlier depth maps in --out")
+    dp.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sens = sub.add_parser("sensors", help="list sensor types, presets and settings")
     sens.add_argument("--json", action="store_true", help="print one JSON document")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
@@ -231,6 +244,31 @@ def cmd_sensors(args) -> int:
     return 0
 
 
+def cmd_depth(args) -> int:
+    """``blensor depth``: depth maps of frames (see :mod:`blensor_addon.io.depthmap`)."""
+    from .core.errors import SettingsError
+    from .io.depthmap import export_depth, parse_depth_formats
+    from .raycast import BACKENDS
+    formats = parse_depth_formats(args.formats)
+    if args.backend not in BACKENDS:
+        raise SettingsError("--backend", "one of " + ", ".join(BACKENDS), args.backend)
+    texts = split_sets(args.set)
+    if texts.get("sensor_type", "depth") != "depth":
+        raise SettingsError("sensor_type", "depth (blensor depth always uses the depth camera)", texts["sensor_type"])
+    texts["sensor_type"] = "depth"
+    bpy = _open_blend(args.blend, args.quiet)
+    cam = _camera(bpy, args.camera)
+    overrides = parse_sets(texts, cam)
+    frames = parse_frames(args.frames, bpy.context.scene)
+    t0 = time.perf_counter()
+    done = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
+                        overwrite=args.overwrite, **overrides)
+    if not args.quiet:
+        print(f"blensor: {len(done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
+              f"-> {os.path.abspath(args.out)}")
+    return 0
+
+
 def cmd_scan(args) -> int:
     """``blensor scan``: validate, open the file, run the range scan; returns 0.
 
@@ -332,7 +370,7 @@ def cmd_info(args) -> int:
     return 0
 
 
-COMMANDS = {"scan": cmd_scan, "info": cmd_info, "sensors": cmd_sensors}
+COMMANDS = {"scan": cmd_scan, "depth": cmd_depth, "info": cmd_info, "sensors": cmd_sensors}
 
 
 def main(argv: list[str] | None = None) -> int:

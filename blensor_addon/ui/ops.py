@@ -130,6 +130,30 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         return {"FINISHED"} if status == "complete" else {"CANCELLED"}
 
 
+class BLENSOR_OT_export_depth_map(bpy.types.Operator):
+    """Export float depth maps of the scene's frame range through this camera's own projection"""
+
+    bl_idname = "blensor.export_depth_map"
+    bl_label = "Export depth maps"
+
+    def execute(self, context):
+        from ..io.depthmap import export_depth
+        cam = _camera(context)
+        if cam is None:
+            self.report({"ERROR"}, "camera must be a camera object: make a camera active or set the scene camera")
+            return {"CANCELLED"}
+        s = cam.data.blensor
+        scene = context.scene
+        try:
+            done = export_depth(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir, s.depth_formats,
+                                overwrite=s.overwrite)
+        except (BlensorError, OSError) as exc:
+            self.report({"ERROR"}, f"BlenSor: depth export failed: {exc}")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"BlenSor: {len(done)} depth maps -> {s.output_dir}")
+        return {"FINISHED"}
+
+
 class BLENSOR_OT_delete_scans(bpy.types.Operator):
     """Delete every point mesh made by BlenSor scans"""
 
@@ -144,4 +168,4 @@ class BLENSOR_OT_delete_scans(bpy.types.Operator):
         return {"FINISHED"}
 
 
-CLASSES = (BLENSOR_OT_scan, BLENSOR_OT_scan_range, BLENSOR_OT_delete_scans)
+CLASSES = (BLENSOR_OT_scan, BLENSOR_OT_scan_range, BLENSOR_OT_export_depth_map, BLENSOR_OT_delete_scans)

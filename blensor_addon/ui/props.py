@@ -48,28 +48,43 @@ def _prop(name: str, default, meta, update=None):
     return StringProperty(default=default, **kw)
 
 
-def _preset_updater(sensor):
-    def update(self, _context) -> None:
-        for key, value in sensor.presets[self.preset].values.items():
-            meta = dataclasses.fields(sensor.Settings)
-            kind = next(f.metadata["blensor"] for f in meta if f.name == key)
-            setattr(self, key, kind.format(value) if kind.kind == "floats" else value)
-    return update
+def _apply_preset(self, _context) -> None:
+    """Update callback of every ``preset`` property: set the preset's values. One
+    module-level function for every sensor type (bpy 4.2 crashes at exit when an update
+    callback was a closure that is gone by then)."""
+    from ..core.sensors import SENSORS
+    sensor = next(s for s in SENSORS.values() if type(self).__name__ == _group_name(s))
+    metas = {f.name: f.metadata["blensor"] for f in dataclasses.fields(sensor.Settings)}
+    for key, value in sensor.presets[self.preset].values.items():
+        setattr(self, key, metas[key].format(value) if metas[key].kind == "floats" else value)
+
+
+def _group_name(sensor) -> str:
+    """Class name of the property group holding ``sensor``'s own settings."""
+    return f"BLENSOR_PG_{sensor.name}" if sensor.storage else "BLENSOR_PG_sensor"
+
+
+def setting_property(sensor_type: str, name: str):
+    """The bpy property of setting ``name`` of ``sensor_type`` (``preset`` gets the
+    presets' labels and the callback that applies a chosen preset's values)."""
+    from ..core.sensors import SENSORS
+    sensor = SENSORS[sensor_type]
+    f = next(f for f in dataclasses.fields(sensor.Settings) if f.name == name)
+    meta = f.metadata["blensor"]
+    if name == "preset":
+        return EnumProperty(name=meta.label, description=_description(meta), default=f.default,
+                            update=_apply_preset,
+                            items=[(k, p.label, p.source or p.label) for k, p in sensor.presets.items()])
+    return _prop(name, f.default, meta)
 
 
 def _annotations(sensor, names) -> dict:
-    out = {}
-    for f in dataclasses.fields(sensor.Settings):
-        if f.name not in names:
-            continue
-        meta = f.metadata["blensor"]
-        update = _preset_updater(sensor) if f.name == "preset" else None
-        prop = _prop(f.name, f.default, meta, update)
-        if f.name == "preset":  # label the presets with their names
-            prop = EnumProperty(name=meta.label, description=_description(meta), default=f.default, update=update,
-                                items=[(k, p.label, p.source or p.label) for k, p in sensor.presets.items()])
-        out[f.name] = prop
-    return out
+    """Annotations of the given settings, as strings that bpy evaluates in this module
+    when the class is registered. (Property objects made at import and kept by a class
+    make bpy 4.2 crash at exit once an update callback is involved; string annotations,
+    as ``from __future__ import annotations`` gives class bodies, do not.)"""
+    return {name: f"setting_property({sensor.name!r}, {name!r})" for name in
+            (f.name for f in dataclasses.fields(sensor.Settings)) if name in names}
 
 
 def _own_fields(sensor) -> list[str]:
@@ -81,40 +96,54 @@ def _make_groups():
     nested = {}
     for name, sensor in SENSORS.items():
         if sensor.storage:
-            cls = type(f"BLENSOR_PG_{name}", (bpy.types.PropertyGroup,),
-                       {"__annotations__": _annotations(sensor, _own_fields(sensor)),
+            cls = type(_group_name(sensor), (bpy.types.PropertyGroup,),
+                       {"__annotations__": _annotations(sensor, _own_fields(sensor)), "__module__": __name__,
                         "__doc__": f"{sensor.label} settings of a camera"})
             nested[name] = cls
-    ann = {"sensor_type": EnumProperty(
-        name="Sensor type", description="Which sensor this camera simulates",
-        items=[(k, s.label, s.description) for k, s in SENSORS.items()], default="rotating")}
-    common = SensorSettings()
+    ann = {"sensor_type": "sensor_type_property()"}
     for f in dataclasses.fields(SensorSettings):
-        ann[f.name] = _prop(f.name, getattr(common, f.name), f.metadata["blensor"])
+        ann[f.name] = f"common_property({f.name!r})"
     for name, sensor in SENSORS.items():
         if not sensor.storage:
             ann.update(_annotations(sensor, _own_fields(sensor)))
-    for name, cls in nested.items():
-        ann[name] = PointerProperty(type=cls)
-    ann.update({
-        "add_scan_mesh": BoolProperty(name="Add scan mesh", default=True),
-        "add_noisy_scan_mesh": BoolProperty(name="Add noisy mesh", default=False),
-        "frame_of_reference": EnumProperty(
-            name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)"),
-                                       ("world", "World", "Blender world frame")], default="sensor"),
-        "output_dir": StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
-        "write_npz": BoolProperty(name="NPZ", default=True),
-        "write_evd": BoolProperty(name="EVD", default=False),
-        "write_pcd": BoolProperty(name="PCD", default=False),
-        "pcd_ascii": BoolProperty(name="ASCII PCD", default=False),
-        "overwrite": BoolProperty(name="Overwrite", default=False,
-                                  description="Replace the files of an earlier scan in the output folder"),
-        "depth_formats": StringProperty(name="Depth formats", default="exr",
-                                        description="Depth-map export: comma-separated exr, npy, pfm, dmap"),
-    })
+    for name in nested:
+        ann[name] = f"PointerProperty(type=NESTED_BY_TYPE[{name!r}])"
+    ann.update({k: f"OUTPUT_OPTIONS[{k!r}]()" for k in OUTPUT_OPTIONS})
     camera = type("BLENSOR_PG_sensor", (bpy.types.PropertyGroup,),
-                  {"__annotations__": ann, "__doc__": "BlenSor sensor settings of a camera"})
-    return tuple(nested.values()), camera
+                  {"__annotations__": ann, "__module__": __name__,
+                   "__doc__": "BlenSor sensor settings of a camera"})
+    return nested, camera
+
+
+def sensor_type_property():
+    """The ``sensor_type`` enum (every registered sensor type)."""
+    return EnumProperty(name="Sensor type", description="Which sensor this camera simulates",
+                        items=[(k, s.label, s.description) for k, s in SENSORS.items()], default="rotating")
+
+
+def common_property(name: str):
+    """The bpy property of a setting common to every sensor (seed, max bounces, visibility)."""
+    f = next(f for f in dataclasses.fields(SensorSettings) if f.name == name)
+    return _prop(name, f.default, f.metadata["blensor"])
+
+
+#: output options of a camera (not sensor physics): name -> property factory
+OUTPUT_OPTIONS = {
+    "add_scan_mesh": lambda: BoolProperty(name="Add scan mesh", default=True),
+    "add_noisy_scan_mesh": lambda: BoolProperty(name="Add noisy mesh", default=False),
+    "frame_of_reference": lambda: EnumProperty(
+        name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)"),
+                                   ("world", "World", "Blender world frame")], default="sensor"),
+    "output_dir": lambda: StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
+    "write_npz": lambda: BoolProperty(name="NPZ", default=True),
+    "write_evd": lambda: BoolProperty(name="EVD", default=False),
+    "write_pcd": lambda: BoolProperty(name="PCD", default=False),
+    "pcd_ascii": lambda: BoolProperty(name="ASCII PCD", default=False),
+    "overwrite": lambda: BoolProperty(name="Overwrite", default=False,
+                                      description="Replace the files of an earlier scan in the output folder"),
+    "depth_formats": lambda: StringProperty(name="Depth formats", default="exr",
+                                            description="Depth-map export: comma-separated exr, npy, pfm, dmap"),
+}
 
 
 class BLENSOR_PG_material(bpy.types.PropertyGroup):
@@ -128,8 +157,8 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
                          default=False)
 
 
-NESTED, BLENSOR_PG_sensor = _make_groups()
-CLASSES = (*NESTED, BLENSOR_PG_sensor, BLENSOR_PG_material)
+NESTED_BY_TYPE, BLENSOR_PG_sensor = _make_groups()
+CLASSES = (*NESTED_BY_TYPE.values(), BLENSOR_PG_sensor, BLENSOR_PG_material)
 
 
 def register_properties() -> None:
