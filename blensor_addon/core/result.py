@@ -65,6 +65,8 @@ class ScanResult:
         num_rays: rays cast (returns + misses).
         grid_shape: (rows, cols) of the sensor's grid (see ``ray_index``); () if none.
         sensor_type: the sensor type's name (``"rotating"``, ``"tof"``, ...).
+        organized: the sensor is an image sensor (ToF, depth camera): organized
+            outputs (PCD) hold every pixel of ``grid_shape``.
     """
 
     timestamp: np.ndarray
@@ -92,6 +94,7 @@ class ScanResult:
     num_rays: int = 0
     grid_shape: tuple = ()
     sensor_type: str = "rotating"
+    organized: bool = False
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)

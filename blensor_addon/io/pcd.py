@@ -6,7 +6,9 @@ ring uint16 laser channel; time float32 s since the frame's time ``frame * frame
 (float32 cannot hold absolute times to the microsecond; absolute float64 times are in
 the npz and EVD files); label uint32 object id; rgb float32 whose bits are the packed
 uint32 ``R << 16 | G << 8 | B`` (PCL's convention). ``VIEWPOINT`` holds the sensor pose
-when points are in world coordinates. The original wrote ASCII only, with fields
+when points are in world coordinates. Results of image sensors (ToF, depth camera:
+``result.organized``) give organized clouds: WIDTH x HEIGHT = the image, row-major from
+the top row, NaN points where nothing returned (PCL's convention). The original wrote ASCII only, with fields
 ``x y z rgb label`` (reference section 10.2); clean and ``_noisy`` files are kept.
 """
 from __future__ import annotations
@@ -45,6 +47,13 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
     rec["label"] = result.object_id
     c = result.color.astype(np.uint32)
     rec["rgb"] = ((c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]).view(np.float32)
+    if result.organized and len(result.grid_shape) == 2:
+        rows, cols = result.grid_shape
+        full = np.zeros(rows * cols, dtype=PCD_DTYPE)
+        for k in ("x", "y", "z", "intensity"):
+            full[k] = np.nan
+        full[result.ray_index.astype(np.int64)] = rec
+        return full
     return rec
 
 
@@ -57,6 +66,8 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     else:
         vp = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
     n = len(rec)
+    organized = result.organized and len(result.grid_shape) == 2
+    width, height = (result.grid_shape[1], result.grid_shape[0]) if organized else (n, 1)
     header = (
         "# .PCD v0.7 - Point Cloud Data file format\n"
         "VERSION 0.7\n"
@@ -64,8 +75,8 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
         "SIZE 4 4 4 4 2 4 4 4\n"
         "TYPE F F F F U F U F\n"
         "COUNT 1 1 1 1 1 1 1 1\n"
-        f"WIDTH {n}\n"
-        "HEIGHT 1\n"
+        f"WIDTH {width}\n"
+        f"HEIGHT {height}\n"
         "VIEWPOINT " + " ".join(f"{v:.9g}" for v in vp) + "\n"
         f"POINTS {n}\n"
         f"DATA {'binary' if binary else 'ascii'}\n"

@@ -507,6 +507,7 @@ class Sensor:
             nested group of that name, or ``""`` for the group itself (the rotating
             LiDAR, as v0.1 stored it).
         uses_camera: the sensor takes its image from the Blender camera's intrinsics.
+        organized: an image sensor: organized outputs hold every pixel.
     """
 
     name = ""
@@ -516,6 +517,7 @@ class Sensor:
     presets: dict = {}
     storage: str | None = None
     uses_camera = False
+    organized = False
 
     # -- settings ---------------------------------------------------------------------
     def settings(self, values: dict | None = None):
@@ -600,6 +602,7 @@ class Sensor:
         result = assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time, num_rays=rays,
                           grid_shape=grid)
         result.sensor_type = self.name
+        result.organized = self.organized
         return self.finish(s, result)
 
 

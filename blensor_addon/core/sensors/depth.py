@@ -38,6 +38,7 @@ class Depth(Sensor):
     presets = {}
     storage = "depth"
     uses_camera = True
+    organized = True
 
     @staticmethod
     def _camera(camera):

@@ -80,6 +80,7 @@ class Tof(Sensor):
     Settings = TofSettings
     presets = PRESETS
     storage = "tof"
+    organized = True
 
     def grid_shape(self, s, frame, frame_time, mode, camera):
         return (s.height, s.width)
