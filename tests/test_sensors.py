@@ -270,6 +270,62 @@ def test_tof_backfolding_and_pixel_directions(bpy_mod, empty_scene, backend):
 
 
 # ---------------------------------------------------------------------------------------
+# Kinect
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kinect_depth_steps_grow_with_z_squared(bpy_mod, empty_scene, backend):
+    # a floor 0.85 m below the sensor, seen from 55 deg down to 10 deg below the horizon:
+    # depths 0.96 .. 4.5 m
+    h = 0.85
+    add_mesh(bpy_mod, "Floor", [(-40, -1, -h), (40, -1, -h), (40, 60, -h), (-40, 60, -h)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=(math.radians(57.5), 0.0, 0.0))
+    use(cam, "kinect")
+    r = blensor_addon.scan(cam, backend=backend)
+    s = SENSORS["kinect"].settings()
+    fb = s.focal_px * s.baseline
+    z = np.unique(-r.xyz_noisy[:, 2].astype(np.float64))
+    z = z[np.concatenate([[True], np.diff(z) > 1e-5 * z[1:]])]  # one value per step (float32 output)
+    assert r.grid_shape == (480, 640) and len(r) > 100_000
+    for Z in (1.0, 2.0, 4.0):
+        near = z[(z > Z * 0.97) & (z < Z * 1.03)]
+        mid = (near[1:] + near[:-1]) / 2
+        ratio = np.median(np.diff(near) / (mid * mid / (8 * fb)))  # each step against its own Z^2
+        assert near.size >= 5 and abs(ratio - 1.0) < 0.05, (Z, ratio)
+    # the clean points are the true projected points: on the floor
+    w = blensor_addon.scan(cam, backend=backend, frame_of_reference="world")
+    np.testing.assert_allclose(w.xyz[:, 2], -h, atol=1e-4)
+
+
+def test_kinect_shadow_band_has_the_baseline_width(bpy_mod, empty_scene):
+    # a box 1.5 m ahead in front of a wall at 3 m: the projector (at +X) throws a shadow the
+    # camera sees as an invalid band of f b (1 / Z_box - 1 / Z_wall) pixels beside the box
+    Zb, Zw = 1.5, 3.0
+    add_mesh(bpy_mod, "Wall", [(-20, Zw, -20), (20, Zw, -20), (20, Zw, 20), (-20, Zw, 20)], [(0, 1, 2, 3)])
+    add_mesh(bpy_mod, "Box", [(-0.2, Zb, -0.3), (0.2, Zb, -0.3), (0.2, Zb, 0.3), (-0.2, Zb, 0.3)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=UP)
+    use(cam, "kinect", dot_density=1.0)
+    r = blensor_addon.scan(cam, backend="native")
+    s = SENSORS["kinect"].settings()
+    # plus the window's erosion: with a dot on every pixel, a pixel needs 7 of its 9 window
+    # columns valid, so 2 px on each side of the band are dropped too
+    expect = s.focal_px * s.baseline * (1 / Zb - 1 / Zw) + 4
+    valid = np.zeros((480, 640), bool)
+    valid.ravel()[r.ray_index] = True
+    widths = []
+    for row in range(230, 251):
+        runs, n = [], 0
+        for v in valid[row, 20:620]:
+            if not v:
+                n += 1
+            elif n:
+                runs.append(n)
+                n = 0
+        widths.append(max(runs))
+    assert abs(np.median(widths) - expect) <= 1.0, (widths, expect)
+
+
+# ---------------------------------------------------------------------------------------
 # depth camera
 
 
@@ -355,6 +411,7 @@ EVERY = [
     ("line", {}),
     ("planar", {"preset": "utm30lx"}),
     ("tof", {}),
+    ("kinect", {"width": 160, "height": 120}),
     ("depth", {}),
 ]
 
@@ -387,7 +444,7 @@ def test_every_sensor_scans_from_the_panel_and_into_files(bpy_mod, empty_scene, 
         z = np.load(tmp_path / f"scan{f:05d}.npz")
         assert str(z["sensor_type"]) == stype and len(z["range"]) > 0
         t = z["timestamp"]
-        if stype in ("tof", "depth"):
+        if SENSORS[stype].organized:
             assert np.all(t == f * ft)  # one image per frame
         else:  # swept sensors: each column its own time, inside its frame
             assert f * ft - 1e-9 <= t.min() < t.max() < (f + 1) * ft + 1e-9
