@@ -106,3 +106,26 @@ def atomic_write_bytes(path, data: bytes) -> None:
     """
     with atomic_open(path, "wb") as f:
         f.write(data)
+
+
+def commit_files(folder: Path, files, before_rename=None) -> list[Path]:
+    """Write ``files`` (iterable of (name, bytes)) into ``folder`` so they appear
+    together or not at all: each is staged under a temporary name (:func:`stage_bytes`),
+    ``before_rename()`` (if given) runs, then all are renamed. Returns the final paths.
+
+    Raises:
+        OSError (or what ``before_rename`` raises): nothing of this call is left.
+    """
+    staged = []
+    try:
+        for name, data in files:
+            staged.append((stage_bytes(folder / name, data), folder / name))
+        if before_rename is not None:
+            before_rename()
+    except BaseException:
+        for tmp, _ in staged:
+            remove_quietly(tmp)
+        raise
+    for tmp, final in staged:
+        os.replace(tmp, final)
+    return [final for _, final in staged]

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..core.errors import SettingsError
 from ..core.result import ScanResult
-from .atomic import remove_quietly, stage_bytes
+from .atomic import commit_files, remove_quietly
 
 
 def depth_images(result: ScanResult, noisy: bool = False) -> dict[str, np.ndarray]:
@@ -128,18 +128,8 @@ def write_depth_frame(result: ScanResult, out: Path, formats: tuple[str, ...]) -
         OSError: a file could not be written (none of this frame's files is left).
     """
     images = depth_images(result)
-    staged = []
-    try:
-        for fmt in formats:
-            for name, data in FORMATS[fmt](result.frame, images):
-                staged.append((stage_bytes(out / name, data), out / name))
-    except BaseException:
-        for tmp, _ in staged:
-            remove_quietly(tmp)
-        raise
-    for tmp, final in staged:
-        os.replace(tmp, final)
-    return [final.name for _, final in staged]
+    files = (item for fmt in formats for item in FORMATS[fmt](result.frame, images))
+    return [p.name for p in commit_files(out, files)]
 
 
 def export_depth(camera_object, frames, out_dir, formats=("exr",), *, backend: str = "auto", overwrite=False,

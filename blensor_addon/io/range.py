@@ -23,7 +23,7 @@ import numpy as np
 from .. import __version__
 from ..core.errors import SettingsError
 from ..scene.scanner import Scanner
-from .atomic import atomic_write_bytes, remove_quietly, stage_bytes
+from .atomic import atomic_write_bytes, commit_files
 from .evd import EvdWriter
 from .npz import npz_bytes
 from .outdir import FolderLock, prepare, previous_outputs
@@ -202,20 +202,11 @@ class RangeScanJob:
             self.reused += 1
         else:
             result = self.scanner.scan_frame(f, "range")
-            staged = []
-            try:
-                for name, data in self._frame_files(result):
-                    staged.append((stage_bytes(self.out / name, data), self.out / name))
-                if self._evd is not None:
-                    self._evd.write(result)
-            except BaseException:
-                for tmp, _ in staged:
-                    remove_quietly(tmp)
-                raise
-            for tmp, final in staged:
-                os.replace(tmp, final)
+            # the EVD block is appended after the frame's files are staged, before they appear
+            written = commit_files(self.out, self._frame_files(result),
+                                   (lambda: self._evd.write(result)) if self._evd is not None else None)
             entry = {"frame": f, "points": len(result), "rays": result.num_rays,
-                     "files": [final.name for _, final in staged],
+                     "files": [p.name for p in written],
                      "geometry_hash": self.scanner.last_snapshot.geometry.hash()}
         self.done.append(entry)
         self.points += entry["points"]

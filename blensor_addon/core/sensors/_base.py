@@ -449,6 +449,16 @@ def reflectivity_limit(distance: np.ndarray, ref_dist: float, ref_limit: float, 
     return np.where(d < ref_dist, -1.0, ref_limit + ref_slope * (d - ref_dist))
 
 
+def returns_mask(hits, s) -> np.ndarray:
+    """(N,) bool: which traced rays return: they ended on a non-mirror surface within
+    ``max_range`` whose reflectivity exceeds the limit at the accumulated range (seed
+    000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``, ``ref_limit``,
+    ``ref_slope``."""
+    ok = hits.hit & (hits.range <= s.max_range)
+    ok &= hits.reflectivity > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
+    return ok
+
+
 def interpolated_noise(table: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mu, sigma) of a distance-dependent noise table at ranges ``d`` (m), as the
     original's advanced error model (reference section 6.3): linear interpolation
@@ -690,3 +700,48 @@ def sweep_count(count: int, rate: float, frame: int, frame_time: float, mode: st
         return count
     per_s = count * rate
     return int(math.ceil((frame + 1) * frame_time * per_s - 1e-9)) - int(math.ceil(frame * frame_time * per_s - 1e-9))
+
+
+class SweptSensor(Sensor):
+    """A sensor that sweeps ``s.columns`` columns over its field of view once per
+    ``1 / s.rotation_speed`` s, firing :meth:`lasers` rays per column (line and planar
+    scanners, reference 6.2 and 6.3), with the reflectivity limit of seed 000 Eq. 1.
+    Subclasses give :meth:`lasers` and :meth:`directions`."""
+
+    def lasers(self, s) -> int:
+        """Rays per column."""
+        raise NotImplementedError
+
+    def directions(self, s, angle_deg: np.ndarray) -> np.ndarray:
+        """(C, L, 3) float64 unit ray directions (sensor frame) of the columns at
+        sweep angles ``angle_deg`` (C,) = ``start_angle + column * angle_resolution``."""
+        raise NotImplementedError
+
+    def grid_shape(self, s, frame, frame_time, mode, camera):
+        return (self.lasers(s), sweep_count(s.columns, s.rotation_speed, frame, frame_time, mode))
+
+    def check_budget(self, s, frame, frame_time, mode, camera):
+        rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
+        if mode == "range" and cols > s.columns:
+            refuse_rays(rows * cols, "rotation_speed", s.rotation_speed, grows=True, unit="Hz")
+        refuse_rays(rows * cols, "angle_resolution", s.angle_resolution, unit="deg")
+        return rows * cols
+
+    def patterns(self, s, frame, frame_time, mode, camera):
+        col, stamp = sweep_columns(s.columns, s.rotation_speed, frame, frame_time, mode)
+        L = self.lasers(s)
+        C = col.shape[0]
+        step = max(1, CHUNK_RAYS // L)
+        for i in range(0, max(1, C), step):
+            c = col[i:i + step]
+            d = self.directions(s, s.start_angle + c * s.angle_resolution).reshape(-1, 3)
+            az, el = angles_of(d)
+            local = np.arange(i, i + c.shape[0], dtype=np.int64)
+            yield RayPattern(
+                directions=d.astype(np.float32), azimuth=az, elevation=el,
+                channel=np.tile(np.arange(L, dtype=np.uint16), c.shape[0]),
+                ray_index=(np.arange(L, dtype=np.int64)[None, :] * C + local[:, None]).ravel(),
+                timestamp=np.repeat(stamp[i:i + step], L))
+
+    def returns(self, s, pattern, hits):
+        return returns_mask(hits, s)

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import (CHUNK_RAYS, Preset, RayPattern, Sensor, SensorSettings, angles_of, check_less, refuse_rays,
-                    setting, sweep_columns, sweep_count)
-from .rotating import returns_mask
+from ._base import Preset, SensorSettings, SweptSensor, check_less, setting
 
 IBEO_LUX_PITCH_DEG = (1.6, 0.8, -0.8, -1.6)
 IBEO_LUX_BIAS_M = (0.015798891682948433, 0.030289711937446478, 0.044832263895615468, 0.022628361223111119)
@@ -97,7 +95,7 @@ def mirror_directions(alpha_deg: np.ndarray, pitch_deg: np.ndarray) -> np.ndarra
     return d0 - 2.0 * dot * n
 
 
-class Line(Sensor):
+class Line(SweptSensor):
     """The mirror line scanner (see the module docstring)."""
 
     name = "line"
@@ -107,36 +105,11 @@ class Line(Sensor):
     presets = PRESETS
     storage = "line"
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
-        return (len(s.pitch_deg), sweep_count(s.columns, s.rotation_speed, frame, frame_time, mode))
+    def lasers(self, s) -> int:
+        return len(s.pitch_deg)
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
-        rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
-        if mode == "range" and cols > s.columns:
-            refuse_rays(rows * cols, "rotation_speed", s.rotation_speed, grows=True, unit="Hz")
-        refuse_rays(rows * cols, "angle_resolution", s.angle_resolution, unit="deg")
-        return rows * cols
-
-    def patterns(self, s, frame, frame_time, mode, camera):
-        col, stamp = sweep_columns(s.columns, s.rotation_speed, frame, frame_time, mode)
-        pitch = s.pitch_deg
-        L = pitch.shape[0]
-        C = col.shape[0]
-        step = max(1, CHUNK_RAYS // L)
-        for i in range(0, max(1, C), step):
-            c = col[i:i + step]
-            alpha = s.start_angle + c * s.angle_resolution
-            d = mirror_directions(alpha, pitch).reshape(-1, 3)
-            az, el = angles_of(d)
-            local = np.arange(i, i + c.shape[0], dtype=np.int64)
-            yield RayPattern(
-                directions=d.astype(np.float32), azimuth=az, elevation=el,
-                channel=np.tile(np.arange(L, dtype=np.uint16), c.shape[0]),
-                ray_index=(np.arange(L, dtype=np.int64)[None, :] * C + local[:, None]).ravel(),
-                timestamp=np.repeat(stamp[i:i + step], L))
-
-    def returns(self, s, pattern, hits):
-        return returns_mask(hits, s)
+    def directions(self, s, angle_deg):
+        return mirror_directions(angle_deg, s.pitch_deg)
 
     def measure(self, s, pattern, r, rng):
         bias = np.asarray(TABLES[s.preset]["bias"], dtype=np.float64)[pattern.channel.astype(np.int64)]

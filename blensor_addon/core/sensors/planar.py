@@ -31,9 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (CHUNK_RAYS, Preset, RayPattern, Sensor, SensorSettings, check_less, check_table,
-                    interpolated_noise, refuse_rays, setting, sweep_columns, sweep_count)
-from .rotating import returns_mask
+from ._base import Preset, SensorSettings, SweptSensor, check_less, check_table, interpolated_noise, setting
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
                         "(12,0,0.02) (15,0,0.024) (21,0,0.0315) (23,0,0.0215) (25,0,0.0167) (29,0,0.0338) "
@@ -121,7 +119,7 @@ class PlanarSettings(SensorSettings):
         return max(0, int((self.end_angle - self.start_angle) / self.angle_resolution + 1e-9))
 
 
-class Planar(Sensor):
+class Planar(SweptSensor):
     """Planar scanners (see the module docstring)."""
 
     name = "planar"
@@ -131,42 +129,18 @@ class Planar(Sensor):
     presets = PRESETS
     storage = "planar"
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
-        return (len(s.elevations), sweep_count(s.columns, s.rotation_speed, frame, frame_time, mode))
+    def lasers(self, s) -> int:
+        return len(s.elevations)
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
-        rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
-        if mode == "range" and cols > s.columns:
-            refuse_rays(rows * cols, "rotation_speed", s.rotation_speed, grows=True, unit="Hz")
-        refuse_rays(rows * cols, "angle_resolution", s.angle_resolution, unit="deg")
-        return rows * cols
-
-    def patterns(self, s, frame, frame_time, mode, camera):
-        col, stamp = sweep_columns(s.columns, s.rotation_speed, frame, frame_time, mode)
-        elev = np.deg2rad(np.asarray(s.elevations, dtype=np.float64))
-        L = elev.shape[0]
-        C = col.shape[0]
-        step = max(1, CHUNK_RAYS // L)
-        cp, sp = np.cos(elev)[None, :], np.sin(elev)[None, :]
-        for i in range(0, max(1, C), step):
-            c = col[i:i + step]
-            psi = s.start_angle + c * s.angle_resolution
-            th = np.deg2rad(psi + 180.0)[:, None]
-            d = np.empty((c.shape[0], L, 3))
-            d[..., 0] = cp * np.sin(th)
-            d[..., 1] = np.broadcast_to(sp, d.shape[:2])
-            d[..., 2] = cp * np.cos(th)
-            local = np.arange(i, i + c.shape[0], dtype=np.int64)
-            yield RayPattern(
-                directions=d.reshape(-1, 3).astype(np.float32),
-                azimuth=np.repeat(np.mod(np.deg2rad(psi), 2.0 * np.pi), L),
-                elevation=np.tile(elev, c.shape[0]),
-                channel=np.tile(np.arange(L, dtype=np.uint16), c.shape[0]),
-                ray_index=(np.arange(L, dtype=np.int64)[None, :] * C + local[:, None]).ravel(),
-                timestamp=np.repeat(stamp[i:i + step], L))
-
-    def returns(self, s, pattern, hits):
-        return returns_mask(hits, s)
+    def directions(self, s, angle_deg):
+        """As the rotating LiDAR's: ``(cos p sin th, sin p, cos p cos th)``, th = psi + 180."""
+        p = np.deg2rad(np.asarray(s.elevations, dtype=np.float64))[None, :]
+        th = np.deg2rad(np.asarray(angle_deg, dtype=np.float64) + 180.0)[:, None]
+        d = np.empty((th.shape[0], p.shape[1], 3))
+        d[..., 0] = np.cos(p) * np.sin(th)
+        d[..., 1] = np.broadcast_to(np.sin(p), d.shape[:2])
+        d[..., 2] = np.cos(p) * np.cos(th)
+        return d
 
     def measure(self, s, pattern, r, rng):
         table = s.table

@@ -37,8 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (CHUNK_RAYS, Preset, RayPattern, Sensor, SensorSettings, ray_limit, reflectivity_limit,
-                    setting)
+from ._base import (CHUNK_RAYS, Preset, RayPattern, Sensor, SensorSettings, ray_limit, returns_mask, setting)
 
 HDL64E_S2_ELEVATIONS_DEG = (
     -7.1143909, -6.8259001, 0.33287099, 0.66078597, -6.4908152, -6.0973902, -8.5282297, -8.1613369,
@@ -417,16 +416,6 @@ def noisy_range(rng: np.random.Generator, rng_clean: np.ndarray, channel: np.nda
     per_ray = rng.normal(s.noise_mu, s.noise_sigma, rng_clean.shape[0]) if s.noise_sigma > 0 \
         else np.full(rng_clean.shape[0], s.noise_mu)
     return rng_clean.astype(np.float64) + bias[channel.astype(np.int64)] + per_ray
-
-
-def returns_mask(hits, s) -> np.ndarray:
-    """(N,) bool: which traced rays return: they ended on a non-mirror surface within
-    ``max_range`` whose reflectivity exceeds the limit at the accumulated range (seed
-    000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``, ``ref_limit``,
-    ``ref_slope``."""
-    ok = hits.hit & (hits.range <= s.max_range)
-    ok &= hits.reflectivity > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
-    return ok
 
 
 class Rotating(Sensor):
