@@ -154,7 +154,7 @@ class _Context:
         mats = self.snap.materials
         # geometry is relative to the sensor position: the sensor origin is (0, 0, 0)
         dirs = np.asarray(directions, dtype=np.float64) @ self._R.T
-        orig = np.asarray(origins, dtype=np.float64) @ self._R.T
+        orig = np.zeros(dirs.shape, np.float32) if origins is None else np.asarray(origins, np.float64) @ self._R.T
         tr = trace(self.backend, orig, dirs, max_range, mats.is_mirror if mats.mirror.any() else None, max_bounces)
         mat = mats.lookup(tr.instance, tr.primitive)
         return _Hits(tr, mat, mats.reflectivity[mat])

@@ -375,8 +375,9 @@ class ScanContext(Protocol):
         ``"world"``; objects: the object table; camera: :class:`CameraFrame` of the
         Blender camera (used by the depth sensor).
     Methods:
-        cast(origins, directions, max_range, max_bounces) -> Hits: origins (N, 3) and
-            unit directions (N, 3) float64 in the sensor frame (m).
+        cast(origins, directions, max_range, max_bounces) -> Hits: origins (N, 3) (or
+            None: all at the sensor origin) and unit directions (N, 3) float64 in the
+            sensor frame (m).
         surface(pattern, hits) -> dict of per-ray arrays for the given (kept) rays:
             ``normal`` (N, 3) float64 in the output frame, facing the ray; ``cos_inc``
             (N,); ``color`` (N, 3) uint8; ``object_id``, ``instancer_id``,
@@ -584,8 +585,8 @@ class Sensor:
 
     def measure(self, s, pattern: RayPattern, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Measured (noisy) range of the returning rays: (N,) float64 m from the clean
-        ranges ``r`` (N,) float64. Default: no noise."""
-        return r.astype(np.float64)
+        ranges ``r`` (N,) float64. Default: no noise (``r`` itself)."""
+        return r
 
     def finish(self, s, result: ScanResult) -> ScanResult:
         """Last changes to the result (default none; the ToF camera folds ranges)."""
@@ -597,7 +598,7 @@ class Sensor:
         grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
         parts, rays = [], 0
         for pattern in self.patterns(s, frame, frame_time, mode, ctx.camera):
-            o = np.zeros((len(pattern), 3)) if pattern.origins is None else pattern.origins.astype(np.float64)
+            o = None if pattern.origins is None else pattern.origins.astype(np.float64)
             hits = ctx.cast(o, pattern.directions.astype(np.float64), self.max_range(s), s.max_bounces)
             keep = self.returns(s, pattern, hits)
             rays += len(pattern)
@@ -607,7 +608,7 @@ class Sensor:
         else:
             pattern = RayPattern.concat([p for p, _ in parts])
             hits = type(parts[0][1]).concat([h for _, h in parts])
-        r = hits.range.astype(np.float64)
+        r = np.asarray(hits.range, dtype=np.float64)
         r_noisy = self.measure(s, pattern, r, frame_rng(s.seed, frame))
         result = assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time, num_rays=rays,
                           grid_shape=grid)
@@ -630,8 +631,9 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     """
     u = pattern.directions.astype(np.float64)
     xyz = u * r[:, None]
-    xyz_n = u * r_noisy[:, None]
+    xyz_n = xyz if r_noisy is r else u * r_noisy[:, None]
     if pattern.origins is not None:
+        xyz_n = xyz_n.copy() if xyz_n is xyz else xyz_n
         xyz += pattern.origins
         xyz_n += pattern.origins
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)

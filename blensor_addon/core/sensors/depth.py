@@ -60,6 +60,8 @@ class Depth(Sensor):
         return image_patterns(c.width, c.height, (c.x_min, c.x_max, c.y_min, c.y_max, c.z), frame * frame_time)
 
     def measure(self, s, pattern, r, rng):
+        if s.noise_sigma == 0 and s.noise_mu == 0:
+            return r
         return r + (rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 else s.noise_mu)
 
 
