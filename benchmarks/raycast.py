@@ -182,8 +182,8 @@ def end_to_end(repeat):
     import bpy
 
     import blensor_addon
-    from blensor_addon.io.npz import write_npz
-    from blensor_addon.io.range import scan_range
+    from blensor_addon.io.formats.npz import write_npz
+    from blensor_addon.jobs.range_scan import scan_range
     from blensor_addon.scene.scanner import Scanner
     blensor_addon.register()
     bpy.ops.wm.read_factory_settings(use_empty=True)

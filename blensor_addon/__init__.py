@@ -55,6 +55,6 @@ def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_refer
 
 
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed=None, **kwargs):
-    """Scan ``frames`` into files in ``out_dir``; see :func:`blensor_addon.io.range.scan_range`."""
-    from .io.range import scan_range as _scan_range
+    """Scan ``frames`` into files in ``out_dir``; see :func:`blensor_addon.jobs.range_scan.scan_range`."""
+    from .jobs.range_scan import scan_range as _scan_range
     return _scan_range(camera_object, frames, out_dir, formats, seed, **kwargs)

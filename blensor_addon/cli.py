@@ -61,7 +61,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--camera", help="camera object (default: the scene camera)")
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     sc.add_argument("--out", default="out", help="output folder (default: out)")
-    sc.add_argument("--formats", default="npz", help="comma-separated subset of npz,evd,pcd")
+    from .io.formats import WRITERS
+    sc.add_argument("--formats", default="npz", help="comma-separated subset of " + ",".join(WRITERS))
+    sc.add_argument("--option", action="append", default=[], metavar="FORMAT.OPTION=VALUE", dest="option",
+                    help="a format's option, e.g. pcd.ascii=true (repeatable)")
     sc.add_argument("--seed", type=int, default=None, help="seed (default: the camera's seed setting)")
     sc.add_argument("--backend", default="auto", help="auto, native or bvhtree")
     sc.add_argument("--frame-of-reference", default="sensor", help="sensor or world")
@@ -79,7 +82,8 @@ def _build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--camera", help="camera object (default: the scene camera)")
     dp.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     dp.add_argument("--out", default="out", help="output folder (default: out)")
-    dp.add_argument("--formats", default="exr", help="comma-separated subset of exr,npy,pfm,dmap")
+    dp.add_argument("--formats", default="exr", help="comma-separated subset of " +
+                    ",".join(k for k, w in WRITERS.items() if w.needs_image))
     dp.add_argument("--backend", default="auto", help="auto, native or bvhtree")
     dp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
                     help="override a depth-camera setting (max_range, noise_mu, noise_sigma, seed)")
@@ -167,7 +171,7 @@ def _camera(bpy, name: str | None):
     return obj
 
 
-def split_sets(pairs: list[str]) -> dict[str, str]:
+def split_sets(pairs: list[str], option: str = "--set") -> dict[str, str]:
     """``["NAME=VALUE", ...]`` -> {NAME: VALUE} (text values, parsed later by the
     sensor's metadata).
 
@@ -180,9 +184,9 @@ def split_sets(pairs: list[str]) -> dict[str, str]:
         name, eq, value = item.partition("=")
         name = name.strip()
         if not eq or not name:
-            raise SettingsError("--set", "NAME=VALUE (see 'blensor sensors' for the names)", item)
+            raise SettingsError(option, "NAME=VALUE (see 'blensor sensors' for the names)", item)
         if name in out:
-            raise SettingsError("--set", f"each name once ({name} is given twice)", item)
+            raise SettingsError(option, f"each name once ({name} is given twice)", item)
         out[name] = value.strip()
     return out
 
@@ -245,9 +249,9 @@ def cmd_sensors(args) -> int:
 
 
 def cmd_depth(args) -> int:
-    """``blensor depth``: depth maps of frames (see :mod:`blensor_addon.io.depthmap`)."""
+    """``blensor depth``: depth maps of frames (see :mod:`blensor_addon.jobs.depth`)."""
     from .core.errors import SettingsError
-    from .io.depthmap import export_depth, parse_depth_formats
+    from .jobs.depth import export_depth, parse_depth_formats
     from .raycast import BACKENDS
     formats = parse_depth_formats(args.formats)
     if args.backend not in BACKENDS:
@@ -261,10 +265,10 @@ def cmd_depth(args) -> int:
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     t0 = time.perf_counter()
-    done = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
+    job = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
                         overwrite=args.overwrite, **overrides)
     if not args.quiet:
-        print(f"blensor: {len(done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
+        print(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
               f"-> {os.path.abspath(args.out)}")
     return 0
 
@@ -277,7 +281,7 @@ def cmd_scan(args) -> int:
     """
     from .core.sensors._base import FRAMES_OF_REFERENCE
     from .core.errors import SettingsError
-    from .io.range import parse_formats
+    from .io.formats import parse_formats
     from .raycast import BACKENDS
     # cheap checks first, before Blender loads the file
     formats = parse_formats(args.formats)
@@ -289,11 +293,15 @@ def cmd_scan(args) -> int:
     if args.seed is not None and args.seed < 0:
         raise SettingsError("--seed", "an integer >= 0", args.seed)
     texts = split_sets(args.set)
+    from .io.formats import make_options
+    format_options = split_sets(args.option, "--option")
+    make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii and "pcd" in formats
+                                                 else {})})  # refuse bad options before loading
     bpy = _open_blend(args.blend, args.quiet)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
-    from .io.range import scan_range
+    from .jobs.range_scan import scan_range
     bar = None
 
     def progress(done, total, entry):
@@ -311,7 +319,8 @@ def cmd_scan(args) -> int:
     try:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
-                         overwrite=args.overwrite, resume=args.resume, progress=progress, **overrides)
+                         overwrite=args.overwrite, resume=args.resume, progress=progress,
+                         options=format_options, **overrides)
     finally:
         if bar is not None:
             bar.close()

@@ -140,27 +140,27 @@ def build(out: Path) -> None:
     roads = [((0, 0, -0.05), (120, 10, 0.1), 0), ((0, 32.5, -0.05), (10, 55, 0.1), 0),
              ((0, -32.5, -0.05), (10, 55, 0.1), 0)]
     v, f, mi = box_parts(roads)
-    mesh_object("Road", v, f, [M["asphalt"]], mi)
+    mesh_object("Road", v, f, [M["asphalt"]], mi)["blensor_label"] = "road"
     markings = []
     for k in range(-11, 12):
         if abs(k) > 1:
             markings.append(((k * 5.0, 0, 0.002), (2.5, 0.15, 0.004), 0))
             markings.append(((0, k * 5.0, 0.002), (0.15, 2.5, 0.004), 0))
     v, f, mi = box_parts(markings)
-    mesh_object("RoadMarkings", v, f, [M["road_marking"]], mi)
+    mesh_object("RoadMarkings", v, f, [M["road_marking"]], mi)["blensor_label"] = "lane-marking"
     pav = []
     for sx in (-1, 1):
         for sy in (-1, 1):
             pav.append(((sx * 32.6, sy * 32.6, 0.075), (54.8, 54.8, 0.15), 0))
     v, f, mi = box_parts(pav)
-    mesh_object("Pavement", v, f, [M["concrete"]], mi)
+    mesh_object("Pavement", v, f, [M["concrete"]], mi)["blensor_label"] = "sidewalk"
     kerbs = []
     for sx in (-1, 1):
         for sy in (-1, 1):
             kerbs.append(((sx * 32.5, sy * 5.1, 0.08), (55, 0.2, 0.16), 0))
             kerbs.append(((sx * 5.1, sy * 32.6, 0.08), (0.2, 54.8, 0.16), 0))
     v, f, mi = box_parts(kerbs)
-    mesh_object("Kerbs", v, f, [M["kerb_granite"]], mi)
+    mesh_object("Kerbs", v, f, [M["kerb_granite"]], mi)["blensor_label"] = "sidewalk"  # SemanticKITTI: curbs
 
     # buildings on the corners; the north-east one has a shop window (mirror)
     walls = {(-1, -1): "brick", (1, -1): "plaster_white", (-1, 1): "plaster_white", (1, 1): "brick"}
@@ -170,7 +170,7 @@ def build(out: Path) -> None:
         b["blensor_label"] = "building"
     v, f, mi = box_parts([((16, 11.97, 2.2), (10, 0.05, 3.2), 0)])
     w = mesh_object("ShopWindow", v, f, [M["shop_window"]], mi)
-    w["blensor_label"] = "window"
+    w["blensor_label"] = "building"
 
     # trees: one prototype collection, instanced by empties along the pavements
     proto = bpy.data.collections.new("TreePrototype")
@@ -179,7 +179,8 @@ def build(out: Path) -> None:
     trunk = mesh_object("TreeTrunk", tv, tf, [M["tree_bark"]], collection=proto)
     cv, cf = sphere(1.6, (0, 0, 3.6))
     crown = mesh_object("TreeCrown", cv, cf, [M["vegetation"]], collection=proto)
-    trunk["blensor_label"] = crown["blensor_label"] = "vegetation"
+    trunk["blensor_label"] = "trunk"
+    crown["blensor_label"] = "vegetation"
     bpy.context.view_layer.layer_collection.children["TreePrototype"].exclude = True
     n_tree = 0
     for sx in (-1, 1):
@@ -239,7 +240,7 @@ def build(out: Path) -> None:
     ego.rotation_euler = (0, 0, math.pi / 2)
     scene.collection.objects.link(ego)
     keyframes(ego, [(FRAMES[0], (-2.5, -14, 0)), (FRAMES[1], (-2.5, -4, 0))])
-    ego["blensor_label"] = "ego"
+    ego["blensor_label"] = "car"
     cam_data = bpy.data.cameras.new("Velodyne")
     cam = bpy.data.objects.new("Velodyne", cam_data)
     scene.collection.objects.link(cam)
@@ -253,7 +254,7 @@ def build(out: Path) -> None:
         s = cam_data.blensor
         s.preset = "hdl64e_s2"
         s.output_dir = "//blensor_out/"
-        s.write_npz = s.write_evd = s.write_pcd = True
+        s.formats = {"npz", "evd", "pcd"}
 
     out.parent.mkdir(parents=True, exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)

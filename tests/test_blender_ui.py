@@ -94,7 +94,7 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     scene.frame_start, scene.frame_end = 3, 5
     s = bpy_mod.data.objects["Velodyne"].data.blensor
     s.output_dir = str(tmp_path)
-    s.write_pcd = False
+    s.formats = {"npz", "evd"}
     assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["manifest.json", "scan.evd", "scan00003.npz", "scan00004.npz", "scan00005.npz"]
@@ -107,8 +107,8 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     assert json.loads((tmp_path / "manifest.json").read_text())["frame_of_reference"] == "world"
     # every format unticked: refused, nothing written
     s.output_dir = str(tmp_path / "none")
-    s.write_npz = s.write_evd = s.write_pcd = False
-    with pytest.raises(RuntimeError, match="formats must be at least one of NPZ, EVD, PCD"):
+    s.formats = set()
+    with pytest.raises(RuntimeError, match="formats must be at least one format ticked"):
         bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT")
     assert not (tmp_path / "none").exists()
 

@@ -35,8 +35,9 @@ def test_scan_writes_files_and_summary(tmp_path):
     res2 = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "p", "--formats", "npz,evd,pcd",
                "--seed", "5", "--frame-of-reference", "world", "--quiet")
     assert res2.returncode == 0 and res2.stdout == "" and res2.stderr == ""  # --quiet: silent
-    for f in sorted((tmp_path / "o").iterdir()):
-        assert f.read_bytes() == (tmp_path / "p" / f.name).read_bytes(), f.name
+    for f in sorted(p for p in (tmp_path / "o").rglob("*") if p.is_file()):
+        rel = f.relative_to(tmp_path / "o")
+        assert f.read_bytes() == (tmp_path / "p" / rel).read_bytes(), rel
 
 
 def test_bvhtree_backend_from_the_command_line(tmp_path):

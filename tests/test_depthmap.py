@@ -61,8 +61,8 @@ def test_depth_cli_writes_every_format(bpy_mod, wall_blend, tmp_path):
     res = run("depth", path, "--frames", "1-2", "--out", out, "--formats", "exr,npy,pfm,dmap")
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
-        f"depth{f:05d}{s}" for f in (1, 2) for s in (".exr", "_z.npy", "_range.npy", "_object_id.npy", ".pfm",
-                                                     ".dmap"))
+        [f"depth{f:05d}{s}" for f in (1, 2) for s in (".exr", "_z.npy", "_range.npy", "_object_id.npy", ".pfm",
+                                                      ".dmap")] + ["manifest.json"])
     z = np.load(out / "depth00001_z.npy")
     rng = np.load(out / "depth00001_range.npy")
     oid = np.load(out / "depth00001_object_id.npy")
@@ -89,10 +89,10 @@ def test_depth_cli_writes_every_format(bpy_mod, wall_blend, tmp_path):
                           equal_nan=True)
     # a second export into the same folder is refused unless --overwrite
     again = run("depth", path, "--frames", "1", "--out", out)
-    assert again.returncode == 2 and "out must be a folder without earlier depth maps" in again.stderr
+    assert again.returncode == 2 and "--out must be an empty folder or one without BlenSor output" in again.stderr
     assert run("depth", path, "--frames", "1", "--out", out, "--formats", "npy", "--overwrite").returncode == 0
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "depth00001_object_id.npy", "depth00001_range.npy", "depth00001_z.npy"]
+        "depth00001_object_id.npy", "depth00001_range.npy", "depth00001_z.npy", "manifest.json"]
 
 
 @pytest.mark.parametrize("args, needle", [

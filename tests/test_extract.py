@@ -73,7 +73,7 @@ def test_modifiers_instances_hidden_objects_and_labels(bpy_mod, empty_scene):
         e.instance_type = "COLLECTION"
         e.instance_collection = proto
         e.location = (x, 0.0, 6.0)  # the box faces the sensor at z = 5.5 (behind it: +Z)
-        e["blensor_label"] = "crate"
+        e["blensor_label"] = "other-object"
         empty_scene.collection.objects.link(e)
     ghost = add_mesh(bpy_mod, "Ghost", [(-9, -2, -9), (9, -2, -9), (9, 9, -9), (-9, 9, -9)], [(0, 1, 2, 3)])
     ghost.hide_render = True
@@ -90,12 +90,12 @@ def test_modifiers_instances_hidden_objects_and_labels(bpy_mod, empty_scene):
     assert {int(np.round(x)) for x in px} == {0, 1, 2}
     assert names[post_id]["label"] == "pole"
     # the two instances of the same box: one source object, two instancers (labelled
-    # "crate"), instance index 1 in each; drawn-directly objects have 0 for both
+    # "other-object"), instance index 1 in each; drawn-directly objects have 0 for both
     by_name = {o["name"]: o for o in r.objects}
     box = r.object_id == by_name["Box"]["id"]
     assert set(r.instancer_id[box].tolist()) == {by_name["Inst0"]["id"], by_name["Inst1"]["id"]}
     assert set(r.instance_id[box].tolist()) == {1}
-    assert by_name["Inst0"]["label"] == by_name["Inst1"]["label"] == "crate"
+    assert by_name["Inst0"]["label"] == by_name["Inst1"]["label"] == "other-object"
     assert not r.instancer_id[~box].any() and not r.instance_id[~box].any()
     # the user's objects were not changed by the scan
     assert post.modifiers[0].count == 3 and len(post.data.vertices) == 4

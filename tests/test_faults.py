@@ -31,7 +31,8 @@ def one_error_line(res) -> str:
 
 
 def visible_files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir())
+    """Files below ``folder`` (relative paths, hidden ones included), sorted."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +117,7 @@ def wait_for(path: Path, proc, timeout=120.0):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
-    from blensor_addon.io.evd import read_evd
+    from blensor_addon.io.formats.evd import read_evd
     proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
                              str(tmp_path), "--formats", "npz,evd", "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -148,12 +149,12 @@ def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(vari
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
-    first = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    first = {n: (tmp_path / n).read_bytes() for n in visible_files(tmp_path)}
     assert json.loads(first["manifest.json"])["status"] == "cancelled"
     # a rerun into the used folder is refused (no mixing of runs), and leaves it as it was
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path)
     assert res.returncode == 2 and "use --overwrite" in one_error_line(res)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == first
+    assert {n: (tmp_path / n).read_bytes() for n in visible_files(tmp_path)} == first
     # --overwrite replaces the earlier run's files: only the new run's remain
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite", "--quiet")
     assert res.returncode == 0, res.stderr
@@ -186,9 +187,9 @@ def test_resume_after_sigkill_gives_the_bytes_of_an_uninterrupted_run(variants, 
     assert res.returncode == 0, res.stderr
     assert f"{kept} reused" in res.stdout or kept == 5
     assert visible_files(part) == visible_files(ref)
-    for p in ref.iterdir():
-        if p.name != "manifest.json":
-            assert p.read_bytes() == (part / p.name).read_bytes(), p.name
+    for n in visible_files(ref):
+        if n != "manifest.json":
+            assert (ref / n).read_bytes() == (part / n).read_bytes(), n
     a, b = (json.loads((d / "manifest.json").read_text()) for d in (ref, part))
     assert a["frames"] == b["frames"] and b["status"] == "complete"
     # resuming with other settings is refused
@@ -205,7 +206,7 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
 
 
 def test_full_disk_gives_one_line_failed_manifest_and_no_partial_files(tmp_path):
-    from blensor_addon.io.evd import read_evd
+    from blensor_addon.io.formats.evd import read_evd
     disk = tmp_path / "disk"
     if not _mount_tmpfs(disk, "40m"):
         pytest.skip("needs root and tmpfs to make a small file system")

@@ -10,8 +10,8 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.io.evd import EVD_DTYPE, read_evd
-from blensor_addon.io.range import scan_range
+from blensor_addon.io.formats.evd import EVD_DTYPE, read_evd
+from blensor_addon.jobs.range_scan import scan_range
 from conftest import CROSSING
 
 
@@ -21,15 +21,17 @@ def velodyne(crossing, bpy_mod):
 
 
 def files_of(d):
-    return sorted(p.name for p in d.iterdir())
+    """Files below ``d`` (relative paths), sorted."""
+    return sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file())
 
 
 def test_range_scan_writes_all_formats(velodyne, tmp_path):
     job = scan_range(velodyne, range(1, 4), tmp_path, ("npz", "evd", "pcd"), seed=3)
     assert job.status == "complete"
-    assert files_of(tmp_path) == ["manifest.json", "scan.evd", "scan00001.npz", "scan00001.pcd",
-                                  "scan00002.npz", "scan00002.pcd", "scan00003.npz", "scan00003.pcd",
-                                  "scan_noisy00001.pcd", "scan_noisy00002.pcd", "scan_noisy00003.pcd"]
+    assert files_of(tmp_path) == ["clean/scan00001.pcd", "clean/scan00002.pcd", "clean/scan00003.pcd",
+                                  "manifest.json", "noisy/scan00001.pcd", "noisy/scan00002.pcd",
+                                  "noisy/scan00003.pcd", "scan.evd", "scan00001.npz", "scan00002.npz",
+                                  "scan00003.npz"]
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["status"] == "complete" and man["seed"] == 3 and man["camera"] == "Velodyne"
     assert [f["frame"] for f in man["frames"]] == [1, 2, 3]
@@ -71,25 +73,29 @@ def test_pcd_opens_in_open3d_and_pypcd4(velodyne, tmp_path):
     scan_range(velodyne, [5], tmp_path, "pcd,npz")
     z = np.load(tmp_path / "scan00005.npz")
     n = len(z["range"])
-    for name, key in (("scan00005.pcd", "xyz"), ("scan_noisy00005.pcd", "xyz_noisy")):
+    for name, key in (("clean/scan00005.pcd", "xyz"), ("noisy/scan00005.pcd", "xyz_noisy")):
         pc = o3d.io.read_point_cloud(str(tmp_path / name))
         assert len(pc.points) == n
         np.testing.assert_allclose(np.asarray(pc.points), z[key], atol=1e-6)
         p4 = PointCloud.from_path(tmp_path / name)
         assert p4.points == n
-        assert list(p4.fields) == ["x", "y", "z", "intensity", "ring", "time", "label", "rgb"]
+        assert list(p4.fields) == ["x", "y", "z", "intensity", "ring", "time", "label", "semantic", "rgb"]
         arr = p4.pc_data
         np.testing.assert_array_equal(arr["label"], z["object_id"])
-        np.testing.assert_array_equal(arr["ring"], z["channel"])
+        np.testing.assert_array_equal(arr["ring"], z["ring"])
+        np.testing.assert_array_equal(arr["semantic"], z["semantic"])
+        # ring is the elevation rank (0 = lowest laser), channel the calibration index
+        order = np.argsort(np.asarray(json.loads(str(z["sensor"]))["elevations"]), kind="stable")
+        assert np.array_equal(arr["ring"], np.argsort(order)[z["channel"]])
         np.testing.assert_allclose(arr["intensity"], z["intensity"])
     # colours survive Open3D's rgb unpacking
-    pc = o3d.io.read_point_cloud(str(tmp_path / "scan00005.pcd"))
+    pc = o3d.io.read_point_cloud(str(tmp_path / "clean" / "scan00005.pcd"))
     np.testing.assert_allclose(np.asarray(pc.colors) * 255, z["color"], atol=0.51)
     # ASCII variant carries the same values
     scan_range(velodyne, [5], tmp_path / "ascii", "pcd", pcd_ascii=True)
-    pa = o3d.io.read_point_cloud(str(tmp_path / "ascii" / "scan00005.pcd"))
+    pa = o3d.io.read_point_cloud(str(tmp_path / "ascii" / "clean" / "scan00005.pcd"))
     np.testing.assert_allclose(np.asarray(pa.points), z["xyz"], atol=1e-6)
-    assert (tmp_path / "ascii" / "scan00005.pcd").read_bytes().split(b"\n")[10] == b"DATA ascii"
+    assert (tmp_path / "ascii" / "clean" / "scan00005.pcd").read_bytes().split(b"\n")[10] == b"DATA ascii"
 
 
 def test_same_seed_same_bytes_other_seed_other_noise(velodyne, tmp_path):
@@ -198,7 +204,7 @@ def test_world_frame_pcd_viewpoint_is_the_sensor_pose(velodyne, tmp_path):
     assert job.status == "complete"
     z = np.load(tmp_path / "scan00006.npz")
     pose = z["sensor_to_world"]
-    vp = np.array(PointCloud.from_path(tmp_path / "scan00006.pcd").metadata.viewpoint, float)
+    vp = np.array(PointCloud.from_path(tmp_path / "clean" / "scan00006.pcd").metadata.viewpoint, float)
     np.testing.assert_allclose(vp[:3], pose[:3, 3], atol=1e-5)
     q = np.array(tuple(Matrix(pose[:3, :3].tolist()).to_quaternion()))
     assert np.allclose(vp[3:], q, atol=1e-5) or np.allclose(vp[3:], -q, atol=1e-5)

@@ -420,7 +420,7 @@ EVERY = [
 def test_every_sensor_scans_from_the_panel_and_into_files(bpy_mod, empty_scene, tmp_path, stype, values):
     import open3d as o3d
     from pypcd4 import PointCloud
-    from blensor_addon.io.evd import read_evd
+    from blensor_addon.io.formats.evd import read_evd
     scene = bpy_mod.context.scene
     scene.frame_start, scene.frame_end = 1, 3
     scene.render.resolution_x, scene.render.resolution_y = 96, 64
@@ -448,8 +448,8 @@ def test_every_sensor_scans_from_the_panel_and_into_files(bpy_mod, empty_scene, 
             assert np.all(t == f * ft)  # one image per frame
         else:  # swept sensors: each column its own time, inside its frame
             assert f * ft - 1e-9 <= t.min() < t.max() < (f + 1) * ft + 1e-9
-        pc = PointCloud.from_path(tmp_path / f"scan{f:05d}.pcd")
-        o3 = o3d.io.read_point_cloud(str(tmp_path / f"scan{f:05d}.pcd"), remove_nan_points=True)
+        pc = PointCloud.from_path(tmp_path / "clean" / f"scan{f:05d}.pcd")
+        o3 = o3d.io.read_point_cloud(str(tmp_path / "clean" / f"scan{f:05d}.pcd"), remove_nan_points=True)
         assert len(o3.points) == len(z["range"])
         if SENSORS[stype].organized:  # WIDTH x HEIGHT image, NaN where nothing returned
             rows, cols = z["grid_shape"]

@@ -15,9 +15,11 @@ FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
     "xyz": ("<f4", (3,)),
     "xyz_noisy": ("<f4", (3,)),
     "object_id": ("<u4", ()),
+    "semantic": ("<u2", ()),
     "instancer_id": ("<u4", ()),
     "instance_id": ("<u4", ()),
     "channel": ("<u2", ()),
+    "ring": ("<u2", ()),
     "ray_index": ("<u4", ()),
     "reflectivity": ("<f4", ()),
     "intensity": ("<f4", ()),
@@ -42,11 +44,16 @@ class ScanResult:
         object_id (N,) uint32: id of the object whose surface returned (1..; see
             ``objects``; the ids derive from the file, see
             :class:`blensor_addon.scene.extract.ObjectTable`).
+        semantic (N,) uint16: semantic class id of the returning object (its
+            ``blensor_label``, else its instancer's; SemanticKITTI's ids,
+            :mod:`blensor_addon.core.classes`), 0 = unlabeled.
         instancer_id (N,) uint32: id of the object that instanced it (collection
             instance, Geometry Nodes, particles), 0 if it is drawn directly.
         instance_id (N,) uint32: index of that instance within its instancer + 1, 0 if
             drawn directly. (object_id, instancer_id, instance_id) is unique per instance.
         channel (N,) uint16: laser index (row of the elevation table; 0 for pixel sensors).
+        ring (N,) uint16: the laser's elevation rank, 0 = lowest (what ROS drivers call
+            ``ring``; the channel is the calibration index).
         ray_index (N,) uint32: the ray's cell in the sensor's grid, ``row * cols + col``
             with ``(rows, cols) = grid_shape`` (laser x column, or image row x column
             with row 0 at the top).
@@ -77,9 +84,11 @@ class ScanResult:
     xyz: np.ndarray
     xyz_noisy: np.ndarray
     object_id: np.ndarray
+    semantic: np.ndarray
     instancer_id: np.ndarray
     instance_id: np.ndarray
     channel: np.ndarray
+    ring: np.ndarray
     ray_index: np.ndarray
     reflectivity: np.ndarray
     intensity: np.ndarray

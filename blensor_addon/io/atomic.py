@@ -9,6 +9,7 @@ write fail instead of being followed. On every error path the temporary file is 
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from contextlib import contextmanager
@@ -108,6 +109,19 @@ def atomic_write_bytes(path, data: bytes) -> None:
         f.write(data)
 
 
+def ensure_folder(path: Path) -> Path:
+    """Create folder ``path`` (and its parents) if missing; refuse a symlink there.
+
+    Raises:
+        OSError: not creatable, or a symlink (a planted link is never followed).
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or not path.is_dir():
+        raise OSError(errno.ELOOP, "not a plain folder (a symlink is not followed)", str(path))
+    return path
+
+
 def commit_files(folder: Path, files, before_rename=None) -> list[Path]:
     """Write ``files`` (iterable of (name, bytes)) into ``folder`` so they appear
     together or not at all: each is staged under a temporary name (:func:`stage_bytes`),
@@ -119,7 +133,10 @@ def commit_files(folder: Path, files, before_rename=None) -> list[Path]:
     staged = []
     try:
         for name, data in files:
-            staged.append((stage_bytes(folder / name, data), folder / name))
+            target = Path(folder) / name
+            if target.parent != Path(folder):
+                ensure_folder(target.parent)
+            staged.append((stage_bytes(target, data), target))
         if before_rename is not None:
             before_rename()
     except BaseException:

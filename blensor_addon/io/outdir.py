@@ -4,9 +4,10 @@
   Windows) on ``.blensor.lock`` in the folder, held for the whole run. The OS releases
   it when the process dies, even by SIGKILL, so a stale lock file never blocks a later
   run; a second live run into the same folder is refused.
-- :func:`previous_outputs`: files a BlenSor run leaves (``manifest.json``, ``scan.evd``,
-  ``scan<frame>.npz``, ``scan<frame>.pcd``, ``scan_noisy<frame>.pcd``); a folder holding
-  them is refused unless the user asks to overwrite or resume.
+- :func:`previous_outputs`: files a BlenSor run leaves (``manifest.json`` and what the
+  formats of the registry declare, :func:`blensor_addon.io.formats.output_pattern`,
+  in the folder and its subfolders); a folder holding them is refused unless the user
+  asks to overwrite or resume.
 - :func:`stale_parts`: temporary files of a killed run (``.<name>.<pid>.<hex>.part``).
 """
 from __future__ import annotations
@@ -20,19 +21,29 @@ from ..core.errors import SettingsError
 from .atomic import PART_SUFFIX, remove_quietly
 
 LOCK_NAME = ".blensor.lock"
-_OUTPUT = re.compile(r"^(manifest\.json|scan\.evd|scan(_noisy)?\d+\.(npz|pcd))$")
-_PART = re.compile(r"^\.(manifest\.json|scan\.evd|scan(_noisy)?\d+\.(npz|pcd))\.\d+\.[0-9a-f]{16}"
-                   + re.escape(PART_SUFFIX) + "$")
+_PART = re.compile(r"^\..+\.\d+\.[0-9a-f]{16}" + re.escape(PART_SUFFIX) + "$")
+#: subfolder depth searched for earlier outputs (``clean/``, ``velodyne/``, a bag folder)
+_DEPTH = 2
+
+
+def _files(folder: Path):
+    folder = Path(folder)
+    for p in folder.rglob("*"):
+        rel = p.relative_to(folder)
+        if len(rel.parts) <= _DEPTH + 1 and p.is_file() and not p.is_symlink():
+            yield p, rel.as_posix()
 
 
 def previous_outputs(folder: Path) -> list[Path]:
-    """Files of an earlier BlenSor run in ``folder``, sorted."""
-    return sorted(p for p in Path(folder).iterdir() if _OUTPUT.match(p.name) and p.is_file())
+    """Files of an earlier BlenSor run in ``folder`` (and its subfolders), sorted."""
+    from .formats import output_pattern
+    pat = output_pattern()
+    return sorted(p for p, rel in _files(folder) if pat.match(rel))
 
 
 def stale_parts(folder: Path) -> list[Path]:
     """Temporary files BlenSor left in ``folder`` (a run killed by SIGKILL), sorted."""
-    return sorted(p for p in Path(folder).iterdir() if _PART.match(p.name))
+    return sorted(p for p, _ in _files(folder) if _PART.match(p.name))
 
 
 class FolderLock:

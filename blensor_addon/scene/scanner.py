@@ -12,6 +12,7 @@ import dataclasses
 import bpy
 import numpy as np
 
+from ..core.classes import semantic_of_objects
 from ..core.errors import SettingsError
 from ..core.result import ScanResult
 from ..core.sensors import COMMON, DEFAULT_TYPE, SENSORS, get_sensor, make_settings
@@ -141,7 +142,9 @@ class _Hits:
 class _Context:
     """:class:`~blensor_addon.core.sensors._base.ScanContext` over one snapshot."""
 
-    def __init__(self, backend, snap, frame_of_reference: str, camera: CameraFrame | None) -> None:
+    def __init__(self, backend, snap, frame_of_reference: str, camera: CameraFrame | None,
+                 semantic: np.ndarray) -> None:
+        self.semantic = semantic  # class id per object id
         self.backend = backend
         self.snap = snap
         self.sensor_to_world = snap.sensor_to_world
@@ -169,8 +172,10 @@ class _Context:
         inst = tr.instance
         ids = [np.asarray(a, np.uint32)[inst] if inst.size else np.zeros(0, np.uint32)
                for a in (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index)]
+        sem = self.semantic
+        semantic = np.where(sem[ids[0]] > 0, sem[ids[0]], sem[ids[1]]) if inst.size else np.zeros(0, np.uint16)
         return {"normal": normal, "cos_inc": np.abs(facing), "color": snap.materials.color[hits.mat],
-                "object_id": ids[0], "instancer_id": ids[1], "instance_id": ids[2]}
+                "object_id": ids[0], "instancer_id": ids[1], "instance_id": ids[2], "semantic": semantic}
 
 
 class Scanner:
@@ -210,6 +215,7 @@ class Scanner:
         self.extractor = SceneExtractor()
         self.last_snapshot = None
         self._visibility = None  # VisibilitySwitch while the render visibility is applied
+        self._semantic = None  # class id per object id
 
     @property
     def sensor_type(self) -> str:
@@ -246,7 +252,9 @@ class Scanner:
         self.check_budget(frame, mode)
         snap = self.snapshot(frame)
         self.backend.set_geometry(snap.geometry)
-        ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame)
+        if self._semantic is None or self._semantic.shape[0] != len(snap.objects) + 1:
+            self._semantic = semantic_of_objects(snap.objects)  # refuses unknown class names
+        ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame, self._semantic)
         return self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene), mode=mode)
 
     def close(self) -> None:

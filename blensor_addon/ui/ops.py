@@ -18,7 +18,8 @@ def _camera(context):
 
 
 def _formats(s) -> tuple:
-    return tuple(f for f, on in (("npz", s.write_npz), ("evd", s.write_evd), ("pcd", s.write_pcd)) if on)
+    from ..io.formats import WRITERS
+    return tuple(f for f in WRITERS if f in s.formats)
 
 
 class BLENSOR_OT_scan(bpy.types.Operator):
@@ -59,14 +60,14 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
     _job = None
 
     def _start(self, context):
-        from ..io.range import RangeScanJob
+        from ..jobs.range_scan import RangeScanJob
         cam = _camera(context)
         if cam is None:
             raise BlensorError("camera must be a camera object: make a camera active or set the scene camera")
         s = cam.data.blensor
         scene = context.scene
         if not _formats(s):
-            raise SettingsError("formats", "at least one of NPZ, EVD, PCD ticked in the Output box", "none")
+            raise SettingsError("formats", "at least one format ticked in the Output box", "none")
         return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
                             _formats(s), None, "auto", s.frame_of_reference, s.pcd_ascii, s.overwrite)
 
@@ -137,7 +138,7 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
     bl_label = "Export depth maps"
 
     def execute(self, context):
-        from ..io.depthmap import export_depth
+        from ..jobs.depth import export_depth
         cam = _camera(context)
         if cam is None:
             self.report({"ERROR"}, "camera must be a camera object: make a camera active or set the scene camera")
@@ -145,12 +146,12 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
         s = cam.data.blensor
         scene = context.scene
         try:
-            done = export_depth(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir, s.depth_formats,
+            job = export_depth(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir, s.depth_formats,
                                 overwrite=s.overwrite)
         except (BlensorError, OSError) as exc:
             self.report({"ERROR"}, f"BlenSor: depth export failed: {exc}")
             return {"CANCELLED"}
-        self.report({"INFO"}, f"BlenSor: {len(done)} depth maps -> {s.output_dir}")
+        self.report({"INFO"}, f"BlenSor: {len(job.done)} depth maps -> {s.output_dir}")
         return {"FINISHED"}
 
 

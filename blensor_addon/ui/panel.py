@@ -45,11 +45,8 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         row.prop(s, "add_noisy_scan_mesh")
         box.prop(s, "output_dir")
         box.prop(s, "overwrite")
-        row = box.row(align=True)
-        row.prop(s, "write_npz")
-        row.prop(s, "write_evd")
-        row.prop(s, "write_pcd")
-        if s.write_pcd:
+        box.prop(s, "formats")
+        if "pcd" in s.formats:
             box.prop(s, "pcd_ascii")
         if sensor.uses_camera:
             box.prop(s, "depth_formats")

@@ -115,6 +115,13 @@ def _make_groups():
     return nested, camera
 
 
+def formats_property():
+    """The range scan's file formats (every writer of the registry), ticked like flags."""
+    from ..io.formats import WRITERS
+    return EnumProperty(name="Formats", description="File formats of range scans", options={"ENUM_FLAG"},
+                        items=[(k, k.upper(), w.description) for k, w in WRITERS.items()], default={"npz"})
+
+
 def sensor_type_property():
     """The ``sensor_type`` enum (every registered sensor type)."""
     return EnumProperty(name="Sensor type", description="Which sensor this camera simulates",
@@ -135,9 +142,7 @@ OUTPUT_OPTIONS = {
         name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)"),
                                    ("world", "World", "Blender world frame")], default="sensor"),
     "output_dir": lambda: StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
-    "write_npz": lambda: BoolProperty(name="NPZ", default=True),
-    "write_evd": lambda: BoolProperty(name="EVD", default=False),
-    "write_pcd": lambda: BoolProperty(name="PCD", default=False),
+    "formats": lambda: formats_property(),
     "pcd_ascii": lambda: BoolProperty(name="ASCII PCD", default=False),
     "overwrite": lambda: BoolProperty(name="Overwrite", default=False,
                                       description="Replace the files of an earlier scan in the output folder"),

@@ -381,7 +381,7 @@ class ScanContext(Protocol):
         surface(pattern, hits) -> dict of per-ray arrays for the given (kept) rays:
             ``normal`` (N, 3) float64 in the output frame, facing the ray; ``cos_inc``
             (N,); ``color`` (N, 3) uint8; ``object_id``, ``instancer_id``,
-            ``instance_id`` (N,) uint32.
+            ``instance_id`` (N,) uint32; ``semantic`` (N,) uint16.
     """
 
     sensor_to_world: np.ndarray
@@ -575,6 +575,11 @@ class Sensor:
         the sensor sees during frame ``frame`` of a range scan)."""
         raise NotImplementedError
 
+    def channel_elevations(self, s) -> np.ndarray:
+        """(L,) float64 nominal elevation (deg) of each channel, for the elevation rank
+        (``ring``); default one channel at 0."""
+        return np.zeros(1)
+
     def max_range(self, s) -> float:
         """Longest accumulated path cast (m)."""
         return float(s.max_range)
@@ -611,14 +616,23 @@ class Sensor:
         r = np.asarray(hits.range, dtype=np.float64)
         r_noisy = self.measure(s, pattern, r, frame_rng(s.seed, frame))
         result = assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time, num_rays=rays,
-                          grid_shape=grid)
+                          grid_shape=grid, channel_elevations=self.channel_elevations(s))
         result.sensor_type = self.name
         result.organized = self.organized
         return self.finish(s, result)
 
 
+def elevation_rank(elevations_deg: np.ndarray) -> np.ndarray:
+    """(L,) uint16 rank of each channel's elevation, 0 = lowest (ties by channel)."""
+    e = np.asarray(elevations_deg, dtype=np.float64)
+    rank = np.empty(e.shape[0], np.uint16)
+    rank[np.argsort(e, kind="stable")] = np.arange(e.shape[0], dtype=np.uint16)
+    return rank
+
+
 def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx: ScanContext, s, *,
-             frame: int, frame_time: float, num_rays: int, grid_shape: tuple) -> ScanResult:
+             frame: int, frame_time: float, num_rays: int, grid_shape: tuple,
+             channel_elevations: np.ndarray | None = None) -> ScanResult:
     """Build a :class:`ScanResult` from the returning rays.
 
     Args:
@@ -626,6 +640,7 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         r, r_noisy (N,) float64: clean and measured range (m), measured along the ray
             from its origin.
         ctx: the :class:`ScanContext` (pose, output frame, surface attributes).
+        channel_elevations (L,) deg: nominal elevation per channel, for ``ring``.
     Points: ``origin + unit(direction) * range`` in the sensor frame, then in the
     output frame.
     """
@@ -651,9 +666,12 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         xyz=xyz,
         xyz_noisy=xyz_n,
         object_id=surf["object_id"],
+        semantic=surf["semantic"],
         instancer_id=surf["instancer_id"],
         instance_id=surf["instance_id"],
         channel=pattern.channel,
+        ring=(elevation_rank(channel_elevations)[pattern.channel.astype(np.int64)]
+              if channel_elevations is not None else np.zeros(len(pattern), np.uint16)),
         ray_index=pattern.ray_index,
         reflectivity=hits.reflectivity,
         intensity=hits.reflectivity * surf["cos_inc"],

@@ -105,6 +105,9 @@ class Line(SweptSensor):
     presets = PRESETS
     storage = "line"
 
+    def channel_elevations(self, s):
+        return s.pitch_deg
+
     def lasers(self, s) -> int:
         return len(s.pitch_deg)
 

@@ -129,6 +129,9 @@ class Planar(SweptSensor):
     presets = PRESETS
     storage = "planar"
 
+    def channel_elevations(self, s):
+        return np.asarray(s.elevations, dtype=np.float64)
+
     def lasers(self, s) -> int:
         return len(s.elevations)
 

@@ -442,6 +442,9 @@ class Rotating(Sensor):
     def patterns(self, s, frame, frame_time, mode, camera):
         return iter_patterns(s, *scan_columns(s, frame, frame_time, mode))
 
+    def channel_elevations(self, s):
+        return s.elevations_deg
+
     def returns(self, s, pattern, hits):
         return returns_mask(hits, s)
 

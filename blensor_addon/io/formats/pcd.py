@@ -1,8 +1,12 @@
 """PCD (PCL point cloud format 0.7) writer, binary or ASCII.
 
-Fields: ``x y z intensity ring time label rgb``:
+Files: ``clean/scan<frame:05d>.pcd`` (ground truth) and ``noisy/scan<frame:05d>.pcd``
+(what a real sensor gives), in two folders so a folder loader never mixes them.
+Fields: ``x y z intensity ring time label semantic rgb``:
 x, y, z float32 m (result frame); intensity float32 (reflectivity x |cos incidence|);
-ring uint16 laser channel; time float32 s since the frame's time ``frame * frame_time``
+ring uint16 elevation rank of the laser, 0 = lowest (as velodyne_pointcloud publishes
+it; the npz keeps ``channel``, the calibration index); semantic uint16 class id;
+time float32 s since the frame's time ``frame * frame_time``
 (float32 cannot hold absolute times to the microsecond; absolute float64 times are in
 the npz and EVD files); label uint32 object id; rgb float32 whose bits are the packed
 uint32 ``R << 16 | G << 8 | B`` (PCL's convention). ``VIEWPOINT`` holds the sensor pose
@@ -14,14 +18,17 @@ the top row, NaN points where nothing returned (PCL's convention). The original 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.result import ScanResult
-from .atomic import atomic_write_bytes
+from ...core.result import ScanResult
+from ...core.sensors._base import setting
+from ..atomic import atomic_write_bytes
+from ._base import Writer
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
-                      ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("rgb", "<f4")])
+                      ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("semantic", "<u2"), ("rgb", "<f4")])
 
 
 def _quaternion(R: np.ndarray) -> tuple[float, float, float, float]:
@@ -42,9 +49,10 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
     pts = result.xyz_noisy if noisy else result.xyz
     rec["x"], rec["y"], rec["z"] = pts[:, 0], pts[:, 1], pts[:, 2]
     rec["intensity"] = result.intensity
-    rec["ring"] = result.channel
+    rec["ring"] = result.ring
     rec["time"] = result.timestamp - result.frame * result.frame_time
     rec["label"] = result.object_id
+    rec["semantic"] = result.semantic
     c = result.color.astype(np.uint32)
     rec["rgb"] = ((c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]).view(np.float32)
     if result.organized and len(result.grid_shape) == 2:
@@ -71,10 +79,10 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     header = (
         "# .PCD v0.7 - Point Cloud Data file format\n"
         "VERSION 0.7\n"
-        "FIELDS x y z intensity ring time label rgb\n"
-        "SIZE 4 4 4 4 2 4 4 4\n"
-        "TYPE F F F F U F U F\n"
-        "COUNT 1 1 1 1 1 1 1 1\n"
+        "FIELDS x y z intensity ring time label semantic rgb\n"
+        "SIZE 4 4 4 4 2 4 4 2 4\n"
+        "TYPE F F F F U F U U F\n"
+        "COUNT 1 1 1 1 1 1 1 1 1\n"
         f"WIDTH {width}\n"
         f"HEIGHT {height}\n"
         "VIEWPOINT " + " ".join(f"{v:.9g}" for v in vp) + "\n"
@@ -85,10 +93,11 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
         return header + rec.tobytes()
     buf = io.StringIO()
     rgb_bits = rec["rgb"].view(np.uint32)
-    cols = [rec["x"], rec["y"], rec["z"], rec["intensity"], rec["ring"], rec["time"], rec["label"]]
+    cols = [rec["x"], rec["y"], rec["z"], rec["intensity"], rec["ring"], rec["time"], rec["label"],
+            rec["semantic"]]
     # floats with 9 significant digits round-trip float32 exactly; rgb as its float value
     for row in zip(*(c.tolist() for c in cols), rgb_bits.view(np.float32).tolist()):
-        buf.write("%.9g %.9g %.9g %.9g %d %.9g %d %.9g\n" % row)
+        buf.write("%.9g %.9g %.9g %.9g %d %.9g %d %d %.9g\n" % row)
     return header + buf.getvalue().encode("ascii")
 
 
@@ -99,3 +108,28 @@ def write_pcd(result: ScanResult, path, noisy: bool = False, binary: bool = True
         OSError: the file cannot be written (no partial file is left).
     """
     atomic_write_bytes(path, pcd_bytes(result, noisy, binary))
+
+
+@dataclass(frozen=True)
+class PcdOptions:
+    """Options of the PCD writer: ``ascii`` (ASCII instead of binary data)."""
+
+    ascii: bool = setting(False, "ASCII PCD", "Write ASCII instead of binary PCD data")
+
+
+class PcdWriter(Writer):
+    """``clean/scan<frame>.pcd`` and ``noisy/scan<frame>.pcd`` per frame (:func:`pcd_bytes`)."""
+
+    name = "pcd"
+    description = "PCL point clouds (binary or ASCII), clean and noisy in two folders"
+    files = "clean/scan<frame:05d>.pcd, noisy/scan<frame:05d>.pcd"
+    outputs = (r"(clean|noisy)/scan\d+\.pcd",)
+    Options = PcdOptions
+
+    def frame_files(self, result):
+        binary = not self.options.ascii
+        return [(f"{kind}/scan{result.frame:05d}.pcd", pcd_bytes(result, kind == "noisy", binary))
+                for kind in ("clean", "noisy")]
+
+
+WRITER = PcdWriter

@@ -1,14 +1,16 @@
 """Range scans: scan a list of frames of one camera into files.
 
-Output folder layout (names as the original's, reference 10.2; frame numbers %05d):
-``scan00001.npz``, ``scan00001.pcd`` + ``scan_noisy00001.pcd``, one ``scan.evd`` for
-all frames, and ``manifest.json`` (settings, seed, frames, versions, .blend path,
-geometry hashes, status). Every file appears only complete (temporary name + rename);
-a cancelled or failed scan keeps every finished frame, a terminated ``scan.evd`` and a
-manifest whose ``status`` says what happened.
+The runner drives Blender and the scanner; the files come from the writers of the
+format registry (:mod:`blensor_addon.io.formats`: npz, EVD, PCD, ...), each with its own
+file names. Beside them, ``manifest.json`` (settings, seed, formats and options, frames,
+versions, .blend path, geometry hashes, status). Every file appears only complete
+(temporary name + rename); a cancelled or failed scan keeps every finished frame,
+finished multi-frame files (a terminated ``scan.evd``) and a manifest whose ``status``
+says what happened.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -22,27 +24,10 @@ import numpy as np
 
 from .. import __version__
 from ..core.errors import SettingsError
+from ..io.atomic import atomic_write_bytes, commit_files
+from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
+from ..io.outdir import FolderLock, prepare, previous_outputs
 from ..scene.scanner import Scanner
-from .atomic import atomic_write_bytes, commit_files
-from .evd import EvdWriter
-from .npz import npz_bytes
-from .outdir import FolderLock, prepare, previous_outputs
-from .pcd import pcd_bytes
-
-FORMATS = ("npz", "evd", "pcd")
-
-
-def parse_formats(formats) -> tuple[str, ...]:
-    """Normalise ``"npz,evd"`` or an iterable to a tuple of known formats.
-
-    Raises:
-        SettingsError (``formats``): empty or unknown format.
-    """
-    items = [f.strip().lower() for f in (formats.split(",") if isinstance(formats, str) else formats)]
-    items = [f for f in items if f]
-    if not items or any(f not in FORMATS for f in items):
-        raise SettingsError("formats", "a comma-separated subset of " + ",".join(FORMATS), formats)
-    return tuple(dict.fromkeys(items))
 
 
 def check_frames(scene, frames) -> list[int]:
@@ -82,7 +67,7 @@ def check_output_dir(out_dir) -> Path:
 
 
 #: manifest keys that must match for ``resume`` to reuse an earlier run's frames
-RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "formats", "pcd_ascii")
+RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "formats", "options")
 
 
 @dataclass
@@ -98,7 +83,7 @@ class RangeScanJob:
 
     Args:
         camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
-        pcd_ascii, overwrite, resume: see :func:`scan_range`.
+        pcd_ascii, overwrite, resume, overrides, options: see :func:`scan_range`.
     Raises (on construction; nothing is written on bad input):
         SettingsError: bad camera, setting, frames, formats or output folder, a folder
         in use by another run, or holding another run's files.
@@ -115,25 +100,40 @@ class RangeScanJob:
     overwrite: bool = False
     resume: bool = False
     overrides: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
     done: list = field(default_factory=list)
     status: str = "running"
 
     def __post_init__(self) -> None:
         self.formats = parse_formats(self.formats)
+        opts = dict(self.options or {})
+        if self.pcd_ascii and "pcd" in self.formats:
+            opts.setdefault("pcd.ascii", True)
+        self._options = make_options(self.formats, opts)
         self.scene = bpy.context.scene
         self.frames = check_frames(self.scene, self.frames)
         f = self.frames
         self._requested = [f[0], f[-1]] if f == list(range(f[0], f[-1] + 1)) else list(f)
         self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
                                frame_of_reference=self.frame_of_reference, overrides=self.overrides)
-        self._lock = self._evd = None
+        self._lock = None
+        self.writers = []
         try:
+            for f in self.formats:
+                if WRITERS[f].needs_image and not self.scanner.sensor.organized:
+                    raise SettingsError("formats", f"formats for image sensors ({f} needs a tof, kinect or depth "
+                                        "sensor)", f"{f} with sensor type {self.scanner.sensor_type}")
             self.scanner.check_budget(self.frames[0], "range")
             self.out = check_output_dir(self.out_dir)
             self._lock = FolderLock(self.out)
             self._reuse = self._resumable() if self.resume else {}
             prepare(self.out, overwrite=self.overwrite, resume=self.resume)
-            self._evd = EvdWriter(self.out / "scan.evd") if "evd" in self.formats else None
+            run = RunInfo(camera=self.camera_object.name, sensor_type=self.scanner.sensor_type,
+                          sensor=self.scanner.settings.to_dict(), seed=int(self.scanner.settings.seed),
+                          frame_time=float(self.scene.render.fps_base) / float(self.scene.render.fps),
+                          frames=list(self.frames))
+            for f in self.formats:
+                self.writers.append(WRITERS[f](self.out, self._options[f], run))
             self._old_frame = self.scene.frame_current
             self.points = 0
             self.reused = 0
@@ -168,20 +168,14 @@ class RangeScanJob:
         return len(self.frames) - len(self.done)
 
     def _frame_files(self, result) -> list[tuple[str, bytes]]:
-        f = result.frame
-        files = []
-        if "npz" in self.formats:
-            files.append((f"scan{f:05d}.npz", npz_bytes(result)))
-        if "pcd" in self.formats:
-            for noisy, name in ((False, f"scan{f:05d}.pcd"), (True, f"scan_noisy{f:05d}.pcd")):
-                files.append((name, pcd_bytes(result, noisy, not self.pcd_ascii)))
-        return files
+        return [item for w in self.writers for item in w.frame_files(result)]
 
     def _try_reuse(self, f: int) -> dict | None:
         """The earlier run's entry for frame ``f`` if its files are all there and the
-        frame's geometry hash is unchanged (EVD runs rescan: the EVD needs every block)."""
+        frame's geometry hash is unchanged (runs with a multi-frame file such as EVD
+        rescan: the file needs every frame)."""
         old = self._reuse.get(f)
-        if old is None or self._evd is not None:
+        if old is None or any(w.multi_frame for w in self.writers):
             return None
         if not all((self.out / n).is_file() for n in old["files"]):
             return None
@@ -202,11 +196,11 @@ class RangeScanJob:
             self.reused += 1
         else:
             result = self.scanner.scan_frame(f, "range")
-            # the EVD block is appended after the frame's files are staged, before they appear
+            # multi-frame files (EVD) take the frame after its files are staged, before they appear
             written = commit_files(self.out, self._frame_files(result),
-                                   (lambda: self._evd.write(result)) if self._evd is not None else None)
+                                   lambda: [w.append(result) for w in self.writers])
             entry = {"frame": f, "points": len(result), "rays": result.num_rays,
-                     "files": [p.name for p in written],
+                     "files": [p.relative_to(self.out).as_posix() for p in written],
                      "geometry_hash": self.scanner.last_snapshot.geometry.hash()}
         self.done.append(entry)
         self.points += entry["points"]
@@ -219,28 +213,31 @@ class RangeScanJob:
         return path
 
     def finish(self, status: str = "complete") -> Path:
-        """Close the EVD file, write ``manifest.json`` with ``status``, release the
-        folder, restore the scene frame and free the ray caster. Safe to call once after
-        any number of steps. Returns the manifest path.
+        """Close the writers' multi-frame files (EVD), write ``manifest.json`` with
+        ``status``, release the folder, restore the scene frame and free the ray caster.
+        Safe to call once after any number of steps. Returns the manifest path.
 
         Raises:
-            OSError: the EVD or the manifest could not be written (status ``failed``
-            where the manifest could still be written).
+            OSError: a multi-frame file or the manifest could not be written (status
+            ``failed`` where the manifest could still be written).
         """
         self.status = status
         try:
-            if self._evd is not None:
-                evd, self._evd = self._evd, None
-                if self.done:
-                    try:
-                        evd.close()
-                    except OSError:
-                        self.status = "failed"
-                        evd.discard()
-                        self._write_manifest()
-                        raise
-                else:  # nothing scanned: leave no empty EVD behind
-                    evd.discard()
+            writers, self.writers = self.writers, []
+            error = None
+            for w in writers:
+                if not self.done:  # nothing scanned: leave no empty multi-frame file
+                    w.discard()
+                    continue
+                try:
+                    w.close(self.status)
+                except OSError as exc:
+                    self.status = "failed"
+                    w.discard()
+                    error = error or exc
+            if error is not None:
+                self._write_manifest()
+                raise error
             return self._write_manifest()
         finally:
             self._release()
@@ -248,9 +245,9 @@ class RangeScanJob:
                 self.scene.frame_set(self._old_frame)
 
     def _release(self) -> None:
-        if self._evd is not None:
-            self._evd.discard()
-            self._evd = None
+        writers, self.writers = self.writers, []
+        for w in writers:
+            w.discard()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -272,7 +269,7 @@ class RangeScanJob:
             "backend": self.scanner.backend.name,
             "frame_of_reference": self.frame_of_reference,
             "formats": list(self.formats),
-            "pcd_ascii": bool(self.pcd_ascii),
+            "options": {f: dataclasses.asdict(o) for f, o in self._options.items()},
             "frames_requested": self._requested,  # [first, last] of a contiguous range
             "frames": self.done,
             "geometry_hash": h.hexdigest(),
@@ -310,13 +307,16 @@ class _Signals:
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | None = None, *,
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
-               should_cancel=None, **overrides) -> RangeScanJob:
+               should_cancel=None, options: dict | None = None, **overrides) -> RangeScanJob:
     """Scan ``frames`` of ``camera_object`` into ``out_dir``.
 
     Args:
         frames: iterable (or range) of scene frame numbers, within the scene's range.
         out_dir: folder (created if missing; ``//`` = relative to the .blend).
-        formats: subset of ``("npz", "evd", "pcd")`` or a comma-separated string.
+        formats: format names of the registry (:data:`blensor_addon.io.formats.WRITERS`:
+            npz, evd, pcd, ...) or a comma-separated string.
+        options: format options, ``{"pcd.ascii": True, ...}`` (``pcd_ascii`` is the
+            same as ``{"pcd.ascii": True}``).
         seed: overrides the camera's seed if not None.
         overwrite: delete an earlier run's files in ``out_dir`` first (else refused).
         resume: keep an earlier run's finished frames whose settings and geometry hash
@@ -340,7 +340,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
     job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
-                       frame_of_reference, pcd_ascii, overwrite, resume, overrides)
+                       frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {})
     job.signal = None
     status = "failed"
     with _Signals() as sig:

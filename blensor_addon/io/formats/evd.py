@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.result import ScanResult
-from .atomic import open_exclusive, remove_quietly, temp_name
+from ...core.result import ScanResult
+from ..atomic import open_exclusive, remove_quietly, temp_name
+from ._base import Writer
 
 RECORD = struct.Struct("<14dQ")
 EVD_DTYPE = np.dtype([("timestamp", "<f8"), ("yaw", "<f8"), ("pitch", "<f8"), ("distance", "<f8"),
@@ -161,3 +162,37 @@ def read_evd(path) -> list[np.ndarray]:
             raise ValueError(f"{path}: corrupt EVD block header {n} at byte {pos - 4}")
         blocks.append(np.frombuffer(data, EVD_DTYPE, n, pos))
         pos = end
+
+
+class EvdFormat(Writer):
+    """One ``scan.evd`` for the whole run (:class:`EvdWriter`), clean and noisy points in
+    one record as the original."""
+
+    name = "evd"
+    description = "the original BlenSor's binary format, one file for the run"
+    files = "scan.evd"
+    outputs = (r"scan\.evd",)
+    multi_frame = True
+
+    def __init__(self, folder, options=None, run=None) -> None:
+        super().__init__(folder, options, run)
+        self._w = EvdWriter(self.folder / "scan.evd")
+
+    def append(self, result):
+        self._w.write(result)
+
+    def close(self, status):
+        if self._w.blocks:
+            try:
+                self._w.close()
+            except OSError:
+                self._w.discard()
+                raise
+        else:  # nothing scanned: no empty EVD
+            self._w.discard()
+
+    def discard(self):
+        self._w.discard()
+
+
+WRITER = EvdFormat

@@ -20,8 +20,9 @@ import zipfile
 
 import numpy as np
 
-from ..core.result import ScanResult
-from .atomic import atomic_write_bytes
+from ...core.result import ScanResult
+from ..atomic import atomic_write_bytes
+from ._base import Writer
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -59,3 +60,18 @@ def write_npz(result: ScanResult, path) -> None:
         OSError: the file cannot be written (no partial file is left).
     """
     atomic_write_bytes(path, npz_bytes(result))
+
+
+class NpzWriter(Writer):
+    """``scan<frame:05d>.npz`` per frame (:func:`npz_bytes`)."""
+
+    name = "npz"
+    description = "NumPy archive of every field of the frame (numpy.load reads it)"
+    files = "scan<frame:05d>.npz"
+    outputs = (r"scan\d+\.npz",)
+
+    def frame_files(self, result):
+        return [(f"scan{result.frame:05d}.npz", npz_bytes(result))]
+
+
+WRITER = NpzWriter

@@ -1,0 +1,96 @@
+"""The writer interface: one module of :mod:`blensor_addon.io.formats` per file format.
+
+A format module defines a :class:`Writer` subclass named ``WRITER``. Its life cycle in a
+range scan (the runner, :mod:`blensor_addon.jobs.range_scan`, drives it; writers never
+import bpy):
+
+- ``Writer(folder, options, run)``: open (create subfolders, multi-frame files);
+- per frame, :meth:`Writer.frame_files` returns the frame's files as (relative name,
+  bytes); the runner stages every writer's files, then calls :meth:`Writer.append`
+  (multi-frame files such as EVD), then renames them all, so a frame's files appear
+  together or not at all;
+- :meth:`Writer.close` with the run's status (``complete``, ``cancelled``, ``failed``)
+  finishes multi-frame files (finished frames are kept); :meth:`Writer.discard` removes
+  them when nothing was scanned.
+
+A writer declares its ``name``, a one-line ``description``, the ``files`` it writes (a
+human-readable pattern), ``outputs`` (regular expressions of the names it leaves, so a
+folder holding an earlier run's files is recognised) and its ``Options`` (a frozen
+dataclass whose fields carry :func:`~blensor_addon.core.sensors._base.setting`
+metadata; given on the command line as ``--option NAME.OPTION=VALUE``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...core.result import ScanResult
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """A format without options."""
+
+
+@dataclass
+class RunInfo:
+    """What a writer may need to know about the run.
+
+    Attributes:
+        camera: camera object name; sensor_type; sensor: settings dict; seed;
+        frame_time (s); frames: the requested frames (list of int); first_frame.
+    """
+
+    camera: str = ""
+    sensor_type: str = "rotating"
+    sensor: dict = dataclasses.field(default_factory=dict)
+    seed: int = 0
+    frame_time: float = 1.0 / 24.0
+    frames: list = dataclasses.field(default_factory=list)
+
+    @property
+    def first_frame(self) -> int:
+        return int(self.frames[0]) if self.frames else 0
+
+
+class Writer:
+    """A file format (see the module docstring). Subclasses set the class attributes
+    and override :meth:`frame_files` and, for multi-frame files, :meth:`append`,
+    :meth:`close` and :meth:`discard`."""
+
+    name = ""
+    description = ""
+    files = ""
+    outputs: tuple = ()
+    Options: type = NoOptions
+    #: only results of image sensors (ToF, Kinect, depth camera) can be written
+    needs_image = False
+    #: the writer keeps a file across frames (EVD): a resumed run rescans every frame
+    multi_frame = False
+
+    def __init__(self, folder: Path, options=None, run: RunInfo | None = None) -> None:
+        self.folder = Path(folder)
+        self.options = options if options is not None else self.Options()
+        self.run = run or RunInfo()
+
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
+        """The files of one frame: (name relative to the folder, bytes)."""
+        return []
+
+    def append(self, result: ScanResult) -> None:
+        """Add the frame to the writer's multi-frame files (default: none).
+
+        Raises:
+            OSError: the multi-frame file is rolled back to the frames before.
+        """
+
+    def close(self, status: str) -> None:
+        """Finish the multi-frame files (default: none).
+
+        Raises:
+            OSError: finishing failed.
+        """
+
+    def discard(self) -> None:
+        """Remove unfinished multi-frame files (default: none)."""

@@ -1,0 +1,44 @@
+"""Depth-map export (``blensor depth``, operator ``blensor.export_depth_map``): a range
+scan of the camera as a ``depth`` sensor into the depth-map formats (exr, npy, pfm,
+dmap; :mod:`blensor_addon.io.formats.depthmaps`), with the range scan's folder lock,
+manifest and refusal of a used folder."""
+from __future__ import annotations
+
+from ..core.errors import SettingsError
+from ..io.formats import WRITERS, parse_formats
+from .range_scan import scan_range
+
+DEPTH_FORMATS = tuple(k for k, w in WRITERS.items() if w.needs_image)
+
+
+def parse_depth_formats(formats) -> tuple[str, ...]:
+    """Depth-map formats from ``"exr,npy"`` or an iterable.
+
+    Raises:
+        SettingsError (``formats``): empty, unknown or not a depth-map format.
+    """
+    allowed = "a comma-separated subset of " + ",".join(DEPTH_FORMATS)
+    try:
+        out = parse_formats(formats)
+    except SettingsError:
+        raise SettingsError("formats", allowed, formats) from None
+    if any(f not in DEPTH_FORMATS for f in out):
+        raise SettingsError("formats", allowed, formats)
+    return out
+
+
+def export_depth(camera_object, frames, out_dir, formats=("exr",), *, backend: str = "auto", overwrite=False,
+                 progress=None, **overrides):
+    """Depth maps of ``frames`` through the camera's own projection into ``out_dir``.
+
+    ``overrides``: depth-camera settings (``max_range``, ``noise_mu``, ``noise_sigma``,
+    ``seed``). Returns the finished range-scan job (``done``: one entry per frame).
+
+    Raises:
+        SettingsError: bad camera, frames, formats, settings or folder, before anything
+        is written.
+        OSError: a write failed; finished frames are kept.
+    """
+    formats = parse_depth_formats(formats)
+    return scan_range(camera_object, frames, out_dir, formats, backend=backend, overwrite=overwrite,
+                      progress=progress, **{**overrides, "sensor_type": "depth"})
