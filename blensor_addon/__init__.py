@@ -40,7 +40,8 @@ def unregister() -> None:
     _registered = False
 
 
-def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_reference="sensor", **overrides):
+def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_reference="sensor", axes="blensor",
+         **overrides):
     """Single scan of ``camera_object``; see :func:`blensor_addon.scene.scanner.scan`.
 
     ``seed=None`` uses the camera's ``seed`` setting (default 0). ``overrides``: setting
@@ -51,7 +52,7 @@ def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_refer
     """
     from .scene.scanner import scan as _scan
     return _scan(camera_object, frame=frame, seed=seed, backend=backend,
-                 frame_of_reference=frame_of_reference, **overrides)
+                 frame_of_reference=frame_of_reference, axes=axes, **overrides)
 
 
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed=None, **kwargs):

@@ -69,6 +69,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--backend", default="auto", help="auto, native or bvhtree")
     sc.add_argument("--frame-of-reference", default="sensor", help="sensor or world")
     sc.add_argument("--pcd-ascii", action="store_true", help="ASCII instead of binary PCD")
+    sc.add_argument("--axes", default="blensor", help="blensor (x right, y up, -z ahead) or ros (REP-103: x ahead, "
+                    "y left, z up) for sensor-frame outputs")
     mode = sc.add_mutually_exclusive_group()
     mode.add_argument("--overwrite", action="store_true",
                       help="replace the files of an earlier run in --out (else refused)")
@@ -292,6 +294,9 @@ def cmd_scan(args) -> int:
                             args.frame_of_reference)
     if args.seed is not None and args.seed < 0:
         raise SettingsError("--seed", "an integer >= 0", args.seed)
+    from .core.axes import AXES
+    if args.axes not in AXES:
+        raise SettingsError("--axes", "one of " + ", ".join(AXES), args.axes)
     texts = split_sets(args.set)
     from .io.formats import make_options
     format_options = split_sets(args.option, "--option")
@@ -320,7 +325,7 @@ def cmd_scan(args) -> int:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
                          overwrite=args.overwrite, resume=args.resume, progress=progress,
-                         options=format_options, **overrides)
+                         options=format_options, axes=args.axes, **overrides)
     finally:
         if bar is not None:
             bar.close()

@@ -74,6 +74,9 @@ class ScanResult:
         sensor_type: the sensor type's name (``"rotating"``, ``"tof"``, ...).
         organized: the sensor is an image sensor (ToF, depth camera): organized
             outputs (PCD) hold every pixel of ``grid_shape``.
+        axes: ``"blensor"`` (sensor frame +X right, +Y up, -Z ahead) or ``"ros"``
+            (REP-103: x ahead, y left, z up) for sensor-frame points, normals and the
+            pose's rotation (:mod:`blensor_addon.core.axes`).
     """
 
     timestamp: np.ndarray
@@ -104,6 +107,7 @@ class ScanResult:
     grid_shape: tuple = ()
     sensor_type: str = "rotating"
     organized: bool = False
+    axes: str = "blensor"
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)

@@ -67,7 +67,8 @@ def check_output_dir(out_dir) -> Path:
 
 
 #: manifest keys that must match for ``resume`` to reuse an earlier run's frames
-RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "formats", "options")
+RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "axes", "formats",
+               "options")
 
 
 @dataclass
@@ -101,6 +102,7 @@ class RangeScanJob:
     resume: bool = False
     overrides: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
+    axes: str = "blensor"
     done: list = field(default_factory=list)
     status: str = "running"
 
@@ -115,7 +117,8 @@ class RangeScanJob:
         f = self.frames
         self._requested = [f[0], f[-1]] if f == list(range(f[0], f[-1] + 1)) else list(f)
         self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
-                               frame_of_reference=self.frame_of_reference, overrides=self.overrides)
+                               frame_of_reference=self.frame_of_reference, overrides=self.overrides,
+                               axes=self.axes)
         self._lock = None
         self.writers = []
         try:
@@ -268,6 +271,7 @@ class RangeScanJob:
             "seed": int(self.scanner.settings.seed),
             "backend": self.scanner.backend.name,
             "frame_of_reference": self.frame_of_reference,
+            "axes": self.axes,
             "formats": list(self.formats),
             "options": {f: dataclasses.asdict(o) for f, o in self._options.items()},
             "frames_requested": self._requested,  # [first, last] of a contiguous range
@@ -307,7 +311,8 @@ class _Signals:
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | None = None, *,
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
-               should_cancel=None, options: dict | None = None, **overrides) -> RangeScanJob:
+               should_cancel=None, options: dict | None = None, axes: str = "blensor",
+               **overrides) -> RangeScanJob:
     """Scan ``frames`` of ``camera_object`` into ``out_dir``.
 
     Args:
@@ -315,6 +320,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         out_dir: folder (created if missing; ``//`` = relative to the .blend).
         formats: format names of the registry (:data:`blensor_addon.io.formats.WRITERS`:
             npz, evd, pcd, ...) or a comma-separated string.
+        axes: ``"blensor"`` or ``"ros"`` (REP-103) for sensor-frame outputs; KITTI and
+            rosbag2 always write REP-103.
         options: format options, ``{"pcd.ascii": True, ...}`` (``pcd_ascii`` is the
             same as ``{"pcd.ascii": True}``).
         seed: overrides the camera's seed if not None.
@@ -340,7 +347,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
     job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
-                       frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {})
+                       frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {}, axes)
     job.signal = None
     status = "failed"
     with _Signals() as sig:

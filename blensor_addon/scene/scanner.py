@@ -12,6 +12,7 @@ import dataclasses
 import bpy
 import numpy as np
 
+from ..core.axes import check_axes, to_axes
 from ..core.classes import semantic_of_objects
 from ..core.errors import SettingsError
 from ..core.result import ScanResult
@@ -192,14 +193,17 @@ class Scanner:
             reused across calls) instead of one owned (and freed) by this scanner.
         overrides: setting name -> value, applied over the camera's stored settings
             (``sensor_type`` and ``preset`` included); the camera is not changed.
+        axes: ``"blensor"`` or ``"ros"`` (REP-103) for sensor-frame points, normals and
+            the pose (:mod:`blensor_addon.core.axes`).
     Raises:
         SettingsError: bad camera, setting, backend or frame of reference.
     """
 
     def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
                  frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
-                 overrides: dict | None = None) -> None:
+                 overrides: dict | None = None, axes: str = "blensor") -> None:
         self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
+        self.axes = check_axes(axes)
         if frame_of_reference not in FRAMES_OF_REFERENCE:
             raise SettingsError("frame_of_reference", "one of sensor, world", frame_of_reference)
         scene = bpy.context.scene
@@ -255,7 +259,8 @@ class Scanner:
         if self._semantic is None or self._semantic.shape[0] != len(snap.objects) + 1:
             self._semantic = semantic_of_objects(snap.objects)  # refuses unknown class names
         ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame, self._semantic)
-        return self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene), mode=mode)
+        result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene), mode=mode)
+        return to_axes(result, self.axes)
 
     def close(self) -> None:
         """Undo the render-visibility switches and free the ray caster's native memory
@@ -268,12 +273,13 @@ class Scanner:
 
 
 def scan(camera_object, *, frame: int | None = None, seed: int | None = None, backend: str = "auto",
-         frame_of_reference: str = "sensor", **overrides) -> ScanResult:
+         frame_of_reference: str = "sensor", axes: str = "blensor", **overrides) -> ScanResult:
     """Single scan of ``camera_object`` at ``frame`` (default: the current frame).
 
     ``overrides``: setting names of the camera's sensor type (or of ``sensor_type``, if
     given) plus ``sensor_type`` and ``preset``, e.g. ``scan(cam, sensor_type="tof",
     preset="sr4000", backfolding=True)``; the camera's stored settings are not changed.
+    ``axes="ros"`` gives sensor-frame points, normals and the pose in REP-103 axes.
     The scene's current frame is restored afterwards.
 
     Returns:
@@ -286,7 +292,7 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
     if frame is not None and (not isinstance(frame, (int, np.integer)) or isinstance(frame, bool)):
         raise SettingsError("frame", "an integer frame number", frame)
     scanner = Scanner(camera_object, backend=backend, seed=seed, frame_of_reference=frame_of_reference,
-                      shared=True, overrides=overrides)
+                      shared=True, overrides=overrides, axes=axes)
     old = scene.frame_current
     try:
         return scanner.scan_frame(old if frame is None else int(frame), "single")

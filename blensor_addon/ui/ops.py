@@ -38,7 +38,7 @@ class BLENSOR_OT_scan(bpy.types.Operator):
             return {"CANCELLED"}
         s = cam.data.blensor
         try:
-            result = scan(cam, frame_of_reference=s.frame_of_reference)
+            result = scan(cam, frame_of_reference=s.frame_of_reference, axes=s.axes)
         except BlensorError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -69,7 +69,8 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         if not _formats(s):
             raise SettingsError("formats", "at least one format ticked in the Output box", "none")
         return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
-                            _formats(s), None, "auto", s.frame_of_reference, s.pcd_ascii, s.overwrite)
+                            _formats(s), None, "auto", s.frame_of_reference, s.pcd_ascii, s.overwrite,
+                            axes=s.axes)
 
     def execute(self, context):
         """Synchronous path (also what runs under ``--background``)."""

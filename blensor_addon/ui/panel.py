@@ -40,6 +40,7 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         box = layout.box()
         box.label(text="Output")
         box.prop(s, "frame_of_reference")
+        box.prop(s, "axes")
         row = box.row(align=True)
         row.prop(s, "add_scan_mesh")
         row.prop(s, "add_noisy_scan_mesh")

@@ -141,6 +141,9 @@ OUTPUT_OPTIONS = {
     "frame_of_reference": lambda: EnumProperty(
         name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)"),
                                    ("world", "World", "Blender world frame")], default="sensor"),
+    "axes": lambda: EnumProperty(
+        name="Axes", items=[("blensor", "BlenSor", "Sensor frame: x right, y up, -z ahead (the original's)"),
+                            ("ros", "ROS REP-103", "Sensor frame: x ahead, y left, z up")], default="blensor"),
     "output_dir": lambda: StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
     "formats": lambda: formats_property(),
     "pcd_ascii": lambda: BoolProperty(name="ASCII PCD", default=False),

@@ -37,6 +37,7 @@ def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
     out["sensor"] = np.array(json.dumps(result.sensor, sort_keys=True))
     out["sensor_type"] = np.array(result.sensor_type)
     out["grid_shape"] = np.asarray(result.grid_shape, dtype=np.int64)
+    out["axes"] = np.array(result.axes)
     return out
 
 

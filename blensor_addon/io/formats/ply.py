@@ -1,0 +1,57 @@
+"""PLY point clouds (binary little-endian) through ``plyfile``, every field.
+
+Files: ``clean/scan<frame:05d>.ply`` and ``noisy/scan<frame:05d>.ply``. One ``vertex``
+element: x, y, z (float32, m), nx, ny, nz, red, green, blue (uint8), intensity,
+reflectivity, range (float32), timestamp (float64 s), azimuth, elevation (float32 rad),
+channel, ring, semantic (uint16), object_id, instancer_id, instance_id, ray_index
+(uint32). Readable by plyfile, Open3D, CloudCompare, MeshLab.
+"""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from plyfile import PlyData, PlyElement
+
+from ...core.result import ScanResult
+from ._base import Writer
+
+PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), ("ny", "<f4"), ("nz", "<f4"),
+                      ("red", "u1"), ("green", "u1"), ("blue", "u1"), ("intensity", "<f4"),
+                      ("reflectivity", "<f4"), ("range", "<f4"), ("timestamp", "<f8"), ("azimuth", "<f4"),
+                      ("elevation", "<f4"), ("channel", "<u2"), ("ring", "<u2"), ("semantic", "<u2"),
+                      ("object_id", "<u4"), ("instancer_id", "<u4"), ("instance_id", "<u4"),
+                      ("ray_index", "<u4")])
+
+
+def ply_bytes(result: ScanResult, noisy: bool = False) -> bytes:
+    """The binary PLY file of ``result`` (the noisy points if ``noisy``)."""
+    v = np.empty(len(result), PLY_DTYPE)
+    xyz = result.xyz_noisy if noisy else result.xyz
+    for i, k in enumerate("xyz"):
+        v[k] = xyz[:, i]
+        v["n" + k] = result.normal[:, i]
+    for i, k in enumerate(("red", "green", "blue")):
+        v[k] = result.color[:, i]
+    v["range"] = result.range_noisy if noisy else result.range
+    for k in ("intensity", "reflectivity", "timestamp", "azimuth", "elevation", "channel", "ring", "semantic",
+              "object_id", "instancer_id", "instance_id", "ray_index"):
+        v[k] = getattr(result, k)
+    buf = io.BytesIO()
+    PlyData([PlyElement.describe(v, "vertex")], text=False, byte_order="<").write(buf)
+    return buf.getvalue()
+
+
+class PlyWriter(Writer):
+    """``clean/`` and ``noisy/`` binary PLY files per frame (:func:`ply_bytes`)."""
+
+    name = "ply"
+    description = "binary PLY with every field (plyfile, Open3D), clean and noisy folders"
+    files = "clean/scan<frame:05d>.ply, noisy/scan<frame:05d>.ply"
+    outputs = (r"(clean|noisy)/scan\d+\.ply",)
+
+    def frame_files(self, result):
+        return [(f"{kind}/scan{result.frame:05d}.ply", ply_bytes(result, kind == "noisy")) for kind in ("clean", "noisy")]
+
+
+WRITER = PlyWriter

@@ -1,0 +1,150 @@
+"""Every writer of the registry, read back with tools nobody here wrote: laspy (LAS,
+LAZ), plyfile and Open3D's tensor API (PLY), numpy with SemanticKITTI's layout (KITTI);
+REP-103 axes; semantic classes; bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import blensor_addon
+from blensor_addon.core.axes import ROS_FROM_BLENSOR, ros_pose
+from blensor_addon.core.errors import SettingsError
+from blensor_addon.jobs.range_scan import scan_range
+from conftest import CROSSING, add_camera, add_mesh
+
+BLENSOR = str(Path(sys.executable).parent / "blensor")
+
+
+@pytest.fixture
+def velodyne(bpy_mod, crossing):
+    return bpy_mod.data.objects["Velodyne"]
+
+
+@pytest.fixture
+def run(velodyne, tmp_path):
+    job = scan_range(velodyne, range(2, 5), tmp_path, ("npz", "las", "laz", "ply", "kitti"), seed=4)
+    assert job.status == "complete"
+    return tmp_path
+
+
+def test_las_and_laz_read_back_with_laspy(run):
+    import laspy
+    for fmt in ("las", "laz"):
+        for kind, key in (("clean", "xyz"), ("noisy", "xyz_noisy")):
+            z = np.load(run / "scan00003.npz")
+            las = laspy.read(run / kind / f"scan00003.{fmt}")
+            assert las.header.version.major == 1 and las.header.version.minor == 4
+            assert las.header.point_format.id == 7 and len(las.points) == len(z["range"]) > 50_000
+            xyz = np.stack([las.x, las.y, las.z], 1)
+            assert np.abs(xyz - z[key].astype(np.float64)).max() <= 1e-4  # 0.1 mm
+            assert np.array_equal(las.gps_time, z["timestamp"])
+            assert np.array_equal(las.classification, np.minimum(z["semantic"], 255))
+            assert np.array_equal(las.semantic, z["semantic"]) and np.array_equal(las.ring, z["ring"])
+            assert np.array_equal(las.object_id, z["object_id"])
+            assert np.array_equal(las["range"], z["range_noisy" if kind == "noisy" else "range"])
+            assert np.array_equal(las.intensity, np.round(z["intensity"] * 65535).astype(np.uint16))
+            assert set(np.unique(las.semantic)) >= {40, 48, 50}  # road, sidewalk, building
+
+
+def test_ply_reads_back_with_plyfile_and_open3d(run):
+    import open3d as o3d
+    from plyfile import PlyData
+    z = np.load(run / "scan00004.npz")
+    ply = PlyData.read(str(run / "clean" / "scan00004.ply"))
+    assert not ply.text and ply.byte_order == "<"
+    v = ply["vertex"].data
+    assert len(v) == len(z["range"])
+    for k in ("intensity", "timestamp", "ring", "semantic", "object_id", "ray_index", "range"):
+        assert np.array_equal(v[k], z[k]), k
+    assert np.array_equal(np.stack([v["x"], v["y"], v["z"]], 1), z["xyz"])
+    pc = o3d.t.io.read_point_cloud(str(run / "noisy" / "scan00004.ply"))
+    np.testing.assert_array_equal(pc.point.positions.numpy(), z["xyz_noisy"])
+    np.testing.assert_allclose(pc.point.normals.numpy(), z["normal"])
+
+
+def test_kitti_sequence_as_semantickitti_loads_it(run):
+    # SemanticKITTI's own conventions: np.fromfile(float32).reshape(-1, 4); labels uint32,
+    # semantic = label & 0xFFFF, instance = label >> 16; poses 12 floats a line
+    zs = [np.load(run / f"scan{f:05d}.npz") for f in (2, 3, 4)]
+    for i, z in enumerate(zs):
+        scan = np.fromfile(run / "velodyne" / f"{i:06d}.bin", dtype=np.float32).reshape(-1, 4)
+        label = np.fromfile(run / "labels" / f"{i:06d}.label", dtype=np.uint32)
+        assert scan.shape[0] == label.shape[0] == len(z["range"])
+        # KITTI axes (x forward, y left, z up) = the documented rotation of BlenSor's sensor frame
+        np.testing.assert_allclose(scan[:, :3], z["xyz_noisy"].astype(np.float64) @ ROS_FROM_BLENSOR.T, atol=1e-5)
+        assert np.array_equal(scan[:, 3], z["intensity"])
+        assert np.array_equal(label & 0xFFFF, z["semantic"])
+        direct = z["instancer_id"] == 0
+        assert np.array_equal((label >> 16)[direct], z["object_id"][direct])
+    poses = np.loadtxt(run / "poses.txt").reshape(-1, 3, 4)
+    assert poses.shape[0] == 3
+    np.testing.assert_allclose(poses[0], np.eye(4)[:3], atol=1e-12)
+    T0 = ros_pose(zs[0]["sensor_to_world"])
+    for i, z in enumerate(zs):
+        np.testing.assert_allclose(poses[i], (np.linalg.inv(T0) @ ros_pose(z["sensor_to_world"]))[:3], atol=1e-6)
+    times = np.loadtxt(run / "times.txt")
+    np.testing.assert_allclose(times, [0.0, 1 / 24, 2 / 24], atol=1e-9)
+    calib = dict(line.split(":", 1) for line in (run / "calib.txt").read_text().splitlines())
+    assert set(calib) == {"P0", "P1", "P2", "P3", "Tr"}
+    np.testing.assert_array_equal(np.array(calib["Tr"].split(), float).reshape(3, 4), np.eye(4)[:3])
+
+
+@pytest.mark.parametrize("frame_of_reference", ["sensor", "world"])
+def test_ros_axes_are_the_documented_rotation(velodyne, frame_of_reference):
+    a = blensor_addon.scan(velodyne, frame=6, frame_of_reference=frame_of_reference)
+    b = blensor_addon.scan(velodyne, frame=6, frame_of_reference=frame_of_reference, axes="ros")
+    assert a.axes == "blensor" and b.axes == "ros"
+    M = ROS_FROM_BLENSOR
+    if frame_of_reference == "sensor":
+        np.testing.assert_allclose(b.xyz, a.xyz.astype(np.float64) @ M.T, atol=1e-6)
+        np.testing.assert_allclose(b.normal, a.normal.astype(np.float64) @ M.T, atol=1e-6)
+    else:  # world points do not change; the pose now describes the REP-103 sensor frame
+        assert np.array_equal(a.xyz, b.xyz)
+    np.testing.assert_allclose(b.sensor_to_world, ros_pose(a.sensor_to_world), atol=1e-12)
+    # REP-103: the sensor looks along +x; the HDL-64E's lasers point below the horizon (-z)
+    assert np.median(np.arctan2(b.xyz[:, 2], np.hypot(b.xyz[:, 0], b.xyz[:, 1]))) < 0 or frame_of_reference == "world"
+
+
+def test_unknown_class_name_is_refused_naming_the_object(bpy_mod, empty_scene):
+    add_mesh(bpy_mod, "Box", [(-1, -1, -5), (1, -1, -5), (1, 1, -5), (-1, 1, -5)], [(0, 1, 2, 3)])
+    bpy_mod.data.objects["Box"]["blensor_label"] = "crate"
+    cam = add_camera(bpy_mod)
+    with pytest.raises(SettingsError, match="blensor_label must be a class name of the table .*'crate' on "
+                                            "object 'Box'"):
+        blensor_addon.scan(cam)
+    bpy_mod.data.objects["Box"]["blensor_label"] = "other-object"
+    assert set(np.unique(blensor_addon.scan(cam).semantic)) == {99}
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--formats", "npz,xyz"], "formats must be a comma-separated subset of npz,evd,pcd,las,laz,ply,kitti"),
+    (["--formats", "npz", "--option", "kitti.points=clean"], "kitti.points must be an option of a format being"),
+    (["--formats", "kitti", "--option", "kitti.points=both"], "kitti.points must be one of noisy, clean"),
+    (["--formats", "kitti", "--option", "kitti.color=1"], "kitti.color must be one of the options of kitti"),
+    (["--formats", "exr"], "formats must be formats for image sensors"),
+    (["--axes", "enu"], "--axes must be one of blensor, ros"),
+])
+def test_bad_format_input_is_one_line_and_writes_nothing(tmp_path, args, needle):
+    out = tmp_path / "o"
+    res = subprocess.run([BLENSOR, "scan", CROSSING, "--frames", "2", "--out", out, *args], capture_output=True,
+                         text=True)
+    assert res.returncode == 2 and needle in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_cli_axes_and_manifest(tmp_path):
+    res = subprocess.run([BLENSOR, "scan", CROSSING, "--frames", "2", "--out", tmp_path, "--formats", "npz,kitti",
+                          "--axes", "ros", "--option", "kitti.points=clean", "--quiet"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["axes"] == "ros" and man["options"]["kitti"] == {"points": "clean"}
+    z = np.load(tmp_path / "scan00002.npz")
+    assert str(z["axes"]) == "ros"
+    scan = np.fromfile(tmp_path / "velodyne" / "000000.bin", np.float32).reshape(-1, 4)
+    np.testing.assert_allclose(scan[:, :3], z["xyz"], atol=1e-6)  # clean points, already REP-103
