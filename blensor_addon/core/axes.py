@@ -62,3 +62,40 @@ def to_axes(result, axes: str):
         for name in ("xyz", "xyz_noisy", "normal"):
             changes[name] = getattr(result, name).astype(np.float64) @ M.T
     return dataclasses.replace(result, **changes)
+
+
+def quaternion_xyzw(R: np.ndarray) -> tuple[float, float, float, float]:
+    """(x, y, z, w) unit quaternion of a (3, 3) rotation matrix (w >= 0)."""
+    R = np.asarray(R, dtype=np.float64)
+    t = np.trace(R)
+    if t > 0:
+        s = 2.0 * np.sqrt(1.0 + t)
+        q = (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s
+    else:
+        i = int(np.argmax(np.diag(R)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
+        v = [0.0, 0.0, 0.0]
+        v[i] = 0.25 * s
+        v[j] = (R[j, i] + R[i, j]) / s
+        v[k] = (R[k, i] + R[i, k]) / s
+        q = (*v, (R[k, j] - R[j, k]) / s)
+    q = np.asarray(q) / np.linalg.norm(q)
+    if q[3] < 0:
+        q = -q
+    return tuple(float(v) for v in q)
+
+
+def rotation_vector(R: np.ndarray) -> np.ndarray:
+    """(3,) axis x angle (rad) of a rotation matrix (its logarithm)."""
+    R = np.asarray(R, dtype=np.float64)
+    angle = float(np.arccos(np.clip((np.trace(R) - 1.0) / 2.0, -1.0, 1.0)))
+    if angle < 1e-12:
+        return np.zeros(3)
+    axis = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    n = np.linalg.norm(axis)
+    if n < 1e-12:  # angle ~ pi: the axis from the symmetric part
+        w, v = np.linalg.eigh((R + R.T) / 2.0)
+        axis = v[:, int(np.argmax(w))]
+        n = 1.0
+    return axis / n * angle

@@ -77,6 +77,9 @@ class ScanResult:
         axes: ``"blensor"`` (sensor frame +X right, +Y up, -Z ahead) or ``"ros"``
             (REP-103: x ahead, y left, z up) for sensor-frame points, normals and the
             pose's rotation (:mod:`blensor_addon.core.axes`).
+        intrinsics: (fx, fy, cx, cy) in pixels of an image sensor's pinhole (ROS
+            CameraInfo convention: pixel centres at integer coordinates, row 0 at the
+            top, optical frame x right, y down, z ahead); () for other sensors.
     """
 
     timestamp: np.ndarray
@@ -108,6 +111,7 @@ class ScanResult:
     sensor_type: str = "rotating"
     organized: bool = False
     axes: str = "blensor"
+    intrinsics: tuple = ()
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -42,8 +43,11 @@ def previous_outputs(folder: Path) -> list[Path]:
 
 
 def stale_parts(folder: Path) -> list[Path]:
-    """Temporary files BlenSor left in ``folder`` (a run killed by SIGKILL), sorted."""
-    return sorted(p for p, _ in _files(folder) if _PART.match(p.name))
+    """Temporary files and folders (a bag being written) BlenSor left in ``folder`` (a
+    run killed by SIGKILL), sorted."""
+    dirs = [p for p in Path(folder).iterdir() if p.is_dir() and not p.is_symlink() and _PART.match(p.name)]
+    return sorted([p for p, _ in _files(folder) if _PART.match(p.name) and not any(d in p.parents for d in dirs)]
+                  + dirs)
 
 
 class FolderLock:
@@ -102,4 +106,7 @@ def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
         for p in old:
             p.unlink()
     for p in stale_parts(folder):
-        remove_quietly(p)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            remove_quietly(p)

@@ -493,6 +493,16 @@ def pinhole_grid(width: int, height: int, x_min: float, x_max: float, y_min: flo
     return d, (r[:, None] * width + c[None, :]).ravel()
 
 
+def pinhole_intrinsics(width: int, height: int, x_min: float, x_max: float, y_min: float, y_max: float,
+                       z: float) -> tuple:
+    """(fx, fy, cx, cy) in pixels of the pinhole grid of :func:`pinhole_grid` (ROS
+    CameraInfo convention: pixel centres at integer coordinates, row 0 at the top)."""
+    fx = width * abs(z) / (x_max - x_min)
+    fy = height * abs(z) / (y_max - y_min)
+    return (float(fx), float(fy), float(width * -x_min / (x_max - x_min) - 0.5),
+            float(height * y_max / (y_max - y_min) - 0.5))
+
+
 def angles_of(directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Azimuth psi in [0, 2 pi) (0 = -Z, growing toward -X) and elevation (rad) of unit
     directions (N, 3) in the sensor frame. Returns two (N,) float64."""
@@ -575,6 +585,10 @@ class Sensor:
         the sensor sees during frame ``frame`` of a range scan)."""
         raise NotImplementedError
 
+    def intrinsics(self, s, camera: CameraFrame | None) -> tuple:
+        """(fx, fy, cx, cy) of an image sensor (:func:`pinhole_intrinsics`); () otherwise."""
+        return ()
+
     def channel_elevations(self, s) -> np.ndarray:
         """(L,) float64 nominal elevation (deg) of each channel, for the elevation rank
         (``ring``); default one channel at 0."""
@@ -619,6 +633,7 @@ class Sensor:
                           grid_shape=grid, channel_elevations=self.channel_elevations(s))
         result.sensor_type = self.name
         result.organized = self.organized
+        result.intrinsics = self.intrinsics(s, ctx.camera)
         return self.finish(s, result)
 
 

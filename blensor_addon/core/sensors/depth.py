@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SettingsError
-from ._base import Sensor, SensorSettings, refuse_rays, setting
+from ._base import Sensor, SensorSettings, pinhole_intrinsics, refuse_rays, setting
 from .tof import image_patterns
 
 
@@ -58,6 +58,10 @@ class Depth(Sensor):
     def patterns(self, s, frame, frame_time, mode, camera):
         c = self._camera(camera)
         return image_patterns(c.width, c.height, (c.x_min, c.x_max, c.y_min, c.y_max, c.z), frame * frame_time)
+
+    def intrinsics(self, s, camera):
+        c = self._camera(camera)
+        return pinhole_intrinsics(c.width, c.height, c.x_min, c.x_max, c.y_min, c.y_max, c.z)
 
     def measure(self, s, pattern, r, rng):
         if s.noise_sigma == 0 and s.noise_mu == 0:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._base import (MAX_PIXELS_SIDE, Preset, RayPattern, Sensor, SensorSettings, angles_of, assemble, check_less,
-                    frame_rng, pinhole_grid, refuse_rays, setting)
+                    frame_rng, pinhole_grid, pinhole_intrinsics, refuse_rays, setting)
 
 PRESETS = {
     "kinect_v1": Preset("Microsoft Kinect v1", {"width": 640, "height": 480, "fov_h": 58.0, "baseline": 0.075,
@@ -160,6 +160,7 @@ class Kinect(Sensor):
                           num_rays=W * H + cand.size, grid_shape=(H, W))
         result.sensor_type = self.name
         result.organized = True
+        result.intrinsics = pinhole_intrinsics(W, H, -tx, tx, -ty, ty, -1.0)
         return result
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._base import (CHUNK_RAYS, MAX_PIXELS_SIDE, Preset, RayPattern, Sensor, SensorSettings, angles_of,
-                    pinhole_grid, refuse_rays, setting)
+                    pinhole_grid, pinhole_intrinsics, refuse_rays, setting)
 
 PRESETS = {
     "sr4000": Preset("MESA SR4000", {"width": 176, "height": 144, "fov_h": 43.6, "fov_v": 34.6, "max_range": 20.0,
@@ -96,6 +96,9 @@ class Tof(Sensor):
 
     def patterns(self, s, frame, frame_time, mode, camera):
         return image_patterns(s.width, s.height, self.view(s), frame * frame_time)
+
+    def intrinsics(self, s, camera):
+        return pinhole_intrinsics(s.width, s.height, *self.view(s))
 
     def measure(self, s, pattern, r, rng):
         out = r + (rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 else s.noise_mu)

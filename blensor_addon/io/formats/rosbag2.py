@@ -1,0 +1,228 @@
+"""A ROS 2 bag (rosbag2, MCAP by default or sqlite3) through the ``rosbags`` library.
+
+Folder ``rosbag2/`` (written under a temporary name, renamed when the run ends; a
+cancelled run's bag holds its finished frames). REP-103 axes throughout; frames
+``map`` (Blender's world, ENU) and ``blensor_sensor`` (the sensor, x ahead, y left, z
+up); header stamps are the simulated time (frame x frame time; the clock starts at 0).
+Topics, per frame:
+
+- ``/blensor/points`` ``sensor_msgs/PointCloud2`` in velodyne_pointcloud's XYZIRT layout:
+  x, y, z (float32, m), intensity (float32, 0..255 as the driver), ring (uint16, the
+  elevation rank, 0 = lowest), time (float32, s since the message stamp), point step 22
+  bytes; the stamp is the frame's start. Option ``points``: ``noisy`` (default) or
+  ``clean``.
+- ``/blensor/scan`` ``sensor_msgs/LaserScan`` for planar scanners with one scan plane
+  (seed 004's 2D lidar output): one message per sweep (or part of a sweep) in the frame,
+  ranges over every angle step with +inf where nothing returned, angle and time
+  increments from the sweep.
+- ``/blensor/depth/image`` ``sensor_msgs/Image`` (32FC1, planar depth z in m, NaN where
+  nothing returned) and ``/blensor/depth/camera_info`` ``sensor_msgs/CameraInfo`` for
+  image sensors (ToF, Kinect, depth camera), frame ``blensor_optical`` (x right, y down,
+  z ahead).
+- ``/tf`` ``tf2_msgs/TFMessage``: map -> blensor_sensor at the frame's stamp;
+  ``/tf_static``: blensor_sensor -> blensor_optical, once.
+- ``/blensor/odom`` ``nav_msgs/Odometry``: the ground-truth pose of blensor_sensor in map,
+  with the twist (in blensor_sensor) from the pose change since the previous frame.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.axes import ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, rotation_vector, sensor_points
+from ...core.result import ScanResult
+from ...core.sensors._base import setting, sweep_columns
+from ._base import Writer
+
+SENSOR_FRAME = "blensor_sensor"
+OPTICAL_FRAME = "blensor_optical"
+WORLD_FRAME = "map"
+#: optical frame (x right, y down, z ahead) in the REP-103 sensor frame
+ROS_FROM_OPTICAL = ROS_FROM_BLENSOR @ np.diag([1.0, -1.0, -1.0])
+XYZIRT = (("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 12, 7), ("ring", 16, 4), ("time", 18, 7))
+XYZIRT_DTYPE = np.dtype({"names": ["x", "y", "z", "intensity", "ring", "time"],
+                         "formats": ["<f4", "<f4", "<f4", "<f4", "<u2", "<f4"],
+                         "offsets": [0, 4, 8, 12, 16, 18], "itemsize": 22})
+
+
+@dataclass(frozen=True)
+class Rosbag2Options:
+    """Options of the rosbag2 writer: ``storage`` (``mcap`` or ``sqlite3``), ``points``
+    (``noisy`` or ``clean``)."""
+
+    storage: str = setting("mcap", "Bag storage", "rosbag2 storage plugin", choices=("mcap", "sqlite3"))
+    points: str = setting("noisy", "Bag points", "Which points go into PointCloud2", choices=("noisy", "clean"))
+
+
+def xyzirt(result: ScanResult, noisy: bool, stamp: float) -> np.ndarray:
+    """(N,) records of the XYZIRT layout (REP-103 sensor frame)."""
+    rec = np.zeros(len(result), XYZIRT_DTYPE)
+    p = sensor_points(result, noisy, "ros")
+    rec["x"], rec["y"], rec["z"] = p[:, 0], p[:, 1], p[:, 2]
+    rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
+    rec["ring"] = result.ring
+    rec["time"] = result.timestamp - stamp
+    return rec
+
+
+class Rosbag2Writer(Writer):
+    """The ROS 2 bag (see the module docstring)."""
+
+    name = "rosbag2"
+    description = "ROS 2 bag (rosbags; MCAP or sqlite3): PointCloud2 XYZIRT, LaserScan, Image, TF, Odometry"
+    files = "rosbag2/ (metadata.yaml, rosbag2.mcap or rosbag2.db3)"
+    outputs = (r"rosbag2/metadata\.yaml", r"rosbag2/rosbag2\.(mcap|db3)")
+    Options = Rosbag2Options
+    multi_frame = True
+
+    def __init__(self, folder, options=None, run=None) -> None:
+        super().__init__(folder, options, run)
+        from rosbags.rosbag2 import StoragePlugin
+        from rosbags.rosbag2 import Writer as BagWriter
+        from rosbags.typesys import Stores, get_typestore
+        self.ts = get_typestore(Stores.ROS2_HUMBLE)
+        self.T = self.ts.types
+        self.tmp = self.folder / f".rosbag2.{os.getpid()}.{secrets.token_hex(8)}.part"
+        self.tmp.mkdir()
+        plugin = StoragePlugin.MCAP if self.options.storage == "mcap" else StoragePlugin.SQLITE3
+        self.bag = BagWriter(self.tmp / "rosbag2", version=8, storage_plugin=plugin)
+        self.bag.open()
+        self._conns: dict = {}
+        self._prev = None  # (stamp, ROS pose) of the previous frame
+        self.frames = 0
+
+    # -- messages -------------------------------------------------------------------------
+    def _conn(self, topic: str, msgtype: str):
+        if topic not in self._conns:
+            self._conns[topic] = self.bag.add_connection(topic, msgtype, typestore=self.ts)
+        return self._conns[topic]
+
+    def _put(self, topic: str, msg, stamp: float) -> None:
+        msgtype = msg.__msgtype__
+        self.bag.write(self._conn(topic, msgtype), int(round(stamp * 1e9)), self.ts.serialize_cdr(msg, msgtype))
+
+    def _header(self, stamp: float, frame_id: str):
+        ns = int(round(stamp * 1e9))
+        return self.T["std_msgs/msg/Header"](stamp=self.T["builtin_interfaces/msg/Time"](
+            sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000), frame_id=frame_id)
+
+    def _transform(self, T: np.ndarray, stamp: float, parent: str, child: str):
+        G = self.T
+        x, y, z, w = quaternion_xyzw(T[:3, :3])
+        tr = G["geometry_msgs/msg/Transform"](
+            translation=G["geometry_msgs/msg/Vector3"](x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])),
+            rotation=G["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w))
+        return G["geometry_msgs/msg/TransformStamped"](header=self._header(stamp, parent), child_frame_id=child,
+                                                      transform=tr)
+
+    def _points(self, result, stamp):
+        rec = xyzirt(result, self.options.points == "noisy", stamp)
+        PF = self.T["sensor_msgs/msg/PointField"]
+        fields = [PF(name=n, offset=o, datatype=d, count=1) for n, o, d in XYZIRT]
+        return self.T["sensor_msgs/msg/PointCloud2"](
+            header=self._header(stamp, SENSOR_FRAME), height=1, width=len(rec), fields=fields, is_bigendian=False,
+            point_step=22, row_step=22 * len(rec), data=np.frombuffer(rec.tobytes(), np.uint8), is_dense=True)
+
+    def _laser_scans(self, result):
+        s = self.run.sensor
+        cols = max(0, int((s["end_angle"] - s["start_angle"]) / s["angle_resolution"] + 1e-9))
+        col, stamps = sweep_columns(cols, s["rotation_speed"], result.frame, result.frame_time, "range")
+        if not col.size:
+            return []
+        ranges = np.full(col.shape[0], np.inf, np.float32)
+        inten = np.zeros(col.shape[0], np.float32)
+        local = result.ray_index.astype(np.int64) % result.grid_shape[1]
+        ranges[local] = result.range_noisy if self.options.points == "noisy" else result.range
+        inten[local] = np.round(np.clip(result.intensity, 0, 1) * 255)
+        cut = np.flatnonzero(np.diff(col) < 0) + 1  # a new sweep starts
+        out = []
+        res = np.deg2rad(s["angle_resolution"])
+        for seg in np.split(np.arange(col.shape[0]), cut):
+            a0 = np.deg2rad(s["start_angle"] + col[seg[0]] * s["angle_resolution"])
+            out.append((float(stamps[seg[0]]), self.T["sensor_msgs/msg/LaserScan"](
+                header=self._header(float(stamps[seg[0]]), SENSOR_FRAME), angle_min=float(a0),
+                angle_max=float(a0 + res * (seg.size - 1)), angle_increment=float(res),
+                time_increment=float(1.0 / (cols * s["rotation_speed"])), scan_time=float(1.0 / s["rotation_speed"]),
+                range_min=0.0, range_max=float(s["max_range"]), ranges=ranges[seg], intensities=inten[seg])))
+        return out
+
+    def _image(self, result, stamp):
+        from .depthmaps import depth_images
+        z = depth_images(result, self.options.points == "noisy")["z"]
+        h, w = z.shape
+        G = self.T
+        img = G["sensor_msgs/msg/Image"](header=self._header(stamp, OPTICAL_FRAME), height=h, width=w,
+                                         encoding="32FC1", is_bigendian=0, step=4 * w,
+                                         data=np.frombuffer(z.astype("<f4").tobytes(), np.uint8))
+        fx, fy, cx, cy = result.intrinsics
+        info = G["sensor_msgs/msg/CameraInfo"](
+            header=self._header(stamp, OPTICAL_FRAME), height=h, width=w, distortion_model="plumb_bob",
+            d=np.zeros(5), k=np.array([fx, 0, cx, 0, fy, cy, 0, 0, 1], float), r=np.eye(3).ravel(),
+            p=np.array([fx, 0, cx, 0, 0, fy, cy, 0, 0, 0, 1, 0], float), binning_x=0, binning_y=0,
+            roi=G["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
+        return img, info
+
+    def _odometry(self, T, stamp):
+        G = self.T
+        lin = np.zeros(3)
+        ang = np.zeros(3)
+        if self._prev is not None and stamp > self._prev[0]:
+            dt = stamp - self._prev[0]
+            Tp = self._prev[1]
+            lin = T[:3, :3].T @ (T[:3, 3] - Tp[:3, 3]) / dt
+            ang = rotation_vector(Tp[:3, :3].T @ T[:3, :3]) / dt
+        x, y, z, w = quaternion_xyzw(T[:3, :3])
+        pose = G["geometry_msgs/msg/Pose"](position=G["geometry_msgs/msg/Point"](
+            x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])), orientation=G["geometry_msgs/msg/Quaternion"](
+            x=x, y=y, z=z, w=w))
+        twist = G["geometry_msgs/msg/Twist"](linear=G["geometry_msgs/msg/Vector3"](x=lin[0], y=lin[1], z=lin[2]),
+                                             angular=G["geometry_msgs/msg/Vector3"](x=ang[0], y=ang[1], z=ang[2]))
+        return G["nav_msgs/msg/Odometry"](
+            header=self._header(stamp, WORLD_FRAME), child_frame_id=SENSOR_FRAME,
+            pose=G["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
+            twist=G["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)))
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def append(self, result):
+        stamp = float(result.frame * result.frame_time)
+        T = ros_pose(result.sensor_to_world) if result.axes == "blensor" else np.asarray(result.sensor_to_world)
+        if self.frames == 0:
+            opt = np.eye(4)
+            opt[:3, :3] = ROS_FROM_OPTICAL
+            self._put("/tf_static", self.T["tf2_msgs/msg/TFMessage"](
+                transforms=[self._transform(opt, stamp, SENSOR_FRAME, OPTICAL_FRAME)]), stamp)
+        self._put("/tf", self.T["tf2_msgs/msg/TFMessage"](
+            transforms=[self._transform(T, stamp, WORLD_FRAME, SENSOR_FRAME)]), stamp)
+        self._put("/blensor/odom", self._odometry(T, stamp), stamp)
+        self._put("/blensor/points", self._points(result, stamp), stamp)
+        if result.sensor_type == "planar" and len(self.run.sensor.get("elevations", [])) == 1:
+            for t, msg in self._laser_scans(result):
+                self._put("/blensor/scan", msg, t)
+        if result.organized and len(result.intrinsics) == 4:
+            img, info = self._image(result, stamp)
+            self._put("/blensor/depth/image", img, stamp)
+            self._put("/blensor/depth/camera_info", info, stamp)
+        self._prev = (stamp, T)
+        self.frames += 1
+
+    def close(self, status):
+        self.bag.close()
+        final = self.folder / "rosbag2"
+        if final.exists():  # an earlier run's bag (overwrite/resume): replaced whole
+            shutil.rmtree(final)
+        os.replace(self.tmp / "rosbag2", final)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def discard(self):
+        try:
+            self.bag.close()
+        except Exception:  # noqa: BLE001 - closing a half-written bag may fail; it is deleted anyway
+            pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+WRITER = Rosbag2Writer

@@ -1,0 +1,108 @@
+"""rosbag2 output read back with the ``rosbags`` library: every topic, field layouts,
+stamps, and the TF chain against the sensor pose."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import blensor_addon
+from blensor_addon.core.axes import ros_pose, sensor_points
+from blensor_addon.jobs.range_scan import scan_range
+from conftest import add_camera, add_mesh
+
+
+def read_bag(path):
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+    out = {}
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as reader:
+        for conn, t, raw in reader.messages():
+            out.setdefault(conn.topic, []).append((t, reader.deserialize(raw, conn.msgtype), conn.msgtype))
+    return out
+
+
+def quat_matrix(q):
+    x, y, z, w = q.x, q.y, q.z, q.w
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
+    cam = bpy_mod.data.objects["Velodyne"]
+    job = scan_range(cam, range(4, 7), tmp_path, ("npz", "rosbag2"), options={"rosbag2.storage": storage})
+    assert job.status == "complete"
+    ext = "mcap" if storage == "mcap" else "db3"
+    assert sorted(p.name for p in (tmp_path / "rosbag2").iterdir()) == ["metadata.yaml", f"rosbag2.{ext}"]
+    bag = read_bag(tmp_path / "rosbag2")
+    assert {k: len(v) for k, v in bag.items()} == {"/tf_static": 1, "/tf": 3, "/blensor/odom": 3,
+                                                    "/blensor/points": 3}
+    for i, f in enumerate((4, 5, 6)):
+        z = np.load(tmp_path / f"scan{f:05d}.npz")
+        t, msg, msgtype = bag["/blensor/points"][i]
+        assert msgtype == "sensor_msgs/msg/PointCloud2" and t == round(f / 24 * 1e9)
+        assert msg.header.frame_id == "blensor_sensor"
+        assert msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec == t
+        assert [(fl.name, fl.offset, fl.datatype) for fl in msg.fields] == [
+            ("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 12, 7), ("ring", 16, 4), ("time", 18, 7)]
+        assert msg.point_step == 22 and msg.width == len(z["range"])
+        rec = np.frombuffer(msg.data.tobytes(), np.dtype({"names": ["x", "y", "z", "i", "ring", "time"],
+                                                          "formats": ["<f4"] * 4 + ["<u2", "<f4"],
+                                                          "offsets": [0, 4, 8, 12, 16, 18], "itemsize": 22}))
+        from blensor_addon.core.axes import ROS_FROM_BLENSOR
+        xyz = z["xyz_noisy"].astype(np.float64) @ ROS_FROM_BLENSOR.T
+        np.testing.assert_allclose(np.stack([rec["x"], rec["y"], rec["z"]], 1), xyz, atol=1e-5)
+        assert np.array_equal(rec["ring"], z["ring"]) and rec["i"].max() <= 255
+        np.testing.assert_allclose(rec["time"], z["timestamp"] - f / 24, atol=1e-6)
+        assert rec["time"].min() >= -1e-6 and rec["time"].max() < 1 / 24
+        # the TF chain map -> blensor_sensor gives the sensor pose (REP-103 axes) within 1e-6 m
+        _, tf, _ = bag["/tf"][i]
+        tr = tf.transforms[0]
+        assert (tr.header.frame_id, tr.child_frame_id) == ("map", "blensor_sensor")
+        T = ros_pose(z["sensor_to_world"])
+        got = np.eye(4)
+        got[:3, :3] = quat_matrix(tr.transform.rotation)
+        got[:3, 3] = [tr.transform.translation.x, tr.transform.translation.y, tr.transform.translation.z]
+        np.testing.assert_allclose(got, T, atol=1e-6)
+        _, odom, _ = bag["/blensor/odom"][i]
+        np.testing.assert_allclose([odom.pose.pose.position.x, odom.pose.pose.position.y,
+                                    odom.pose.pose.position.z], T[:3, 3], atol=1e-9)
+    # the ego car drives: odometry's forward speed (REP-103 x) from the pose change
+    z4, z5 = (np.load(tmp_path / f"scan{f:05d}.npz") for f in (4, 5))
+    v = np.linalg.norm(z5["sensor_to_world"][:3, 3] - z4["sensor_to_world"][:3, 3]) * 24
+    assert math.isclose(abs(bag["/blensor/odom"][1][1].twist.twist.linear.x), v, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def test_tof_and_planar_bags(bpy_mod, empty_scene, tmp_path):
+    scene = bpy_mod.context.scene
+    scene.frame_start, scene.frame_end = 1, 2
+    add_mesh(bpy_mod, "Wall", [(-50, 6, -50), (50, 6, -50), (50, 6, 50), (-50, 6, 50)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=(math.pi / 2, 0.0, 0.0))
+    job = scan_range(cam, [1, 2], tmp_path / "tof", ("npz", "rosbag2"), sensor_type="tof", noise_sigma=0.0)
+    assert job.status == "complete"
+    bag = read_bag(tmp_path / "tof" / "rosbag2")
+    assert len(bag["/blensor/depth/image"]) == len(bag["/blensor/depth/camera_info"]) == 2
+    _, img, _ = bag["/blensor/depth/image"][0]
+    _, info, _ = bag["/blensor/depth/camera_info"][0]
+    assert (img.encoding, img.width, img.height, img.step) == ("32FC1", 176, 144, 704)
+    depth = np.frombuffer(img.data.tobytes(), "<f4").reshape(144, 176)
+    np.testing.assert_allclose(depth, 6.0, atol=1e-4)  # planar depth of the wall
+    fx, cx = info.k[0], info.k[2]
+    assert math.isclose(fx, 88 / math.tan(math.radians(43.6 / 2)), rel_tol=1e-6) and math.isclose(cx, 87.5)  # float32 FOV
+    # planar scanner: LaserScan ranges = the wall's closed form, +inf where it misses
+    job = scan_range(cam, [1, 2], tmp_path / "planar", ("npz", "rosbag2"), sensor_type="planar",
+                     preset="pulselight3d", noise_sigma=0.0, range_resolution=0.0)
+    bag = read_bag(tmp_path / "planar" / "rosbag2")
+    scans = [m for _, m, _ in bag["/blensor/scan"]]
+    assert len(scans) >= 2
+    for m in scans:
+        ang = m.angle_min + m.angle_increment * np.arange(len(m.ranges))
+        expect = np.where(np.abs(ang) < math.pi / 2 - 1e-9, 6.0 / np.cos(ang), np.inf)
+        hit = np.isfinite(m.ranges)
+        assert np.array_equal(hit, np.isfinite(expect) & (expect <= 40.0))
+        np.testing.assert_allclose(m.ranges[hit], expect[hit], atol=1e-4)
+        assert math.isclose(m.angle_increment, math.radians(0.5), rel_tol=1e-6)
+        assert math.isclose(m.time_increment, 1 / (360 * 10.0), rel_tol=1e-6)
