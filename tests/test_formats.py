@@ -148,3 +148,22 @@ def test_cli_axes_and_manifest(tmp_path):
     assert str(z["axes"]) == "ros"
     scan = np.fromfile(tmp_path / "velodyne" / "000000.bin", np.float32).reshape(-1, 4)
     np.testing.assert_allclose(scan[:, :3], z["xyz"], atol=1e-6)  # clean points, already REP-103
+
+
+def test_range_image_rows_by_elevation_and_png(velodyne, tmp_path):
+    from PIL import Image
+    scan_range(velodyne, [3], tmp_path, ("npz", "range_image"))
+    z = np.load(tmp_path / "scan00003.npz")
+    im = np.load(tmp_path / "range_image" / "range00003.npz")
+    rows, cols = z["grid_shape"]
+    assert im["range"].shape == (64, cols) and np.isfinite(im["range"]).sum() == len(z["range"])
+    elev = im["elevation"]
+    assert np.all(np.diff(elev[np.isfinite(elev)]) < 0)  # highest laser on top
+    # every return sits in its laser's row (by elevation) and its column
+    row = 63 - z["ring"].astype(int)
+    col = z["ray_index"].astype(int) % cols
+    assert np.array_equal(im["range"][row, col], z["range"])
+    assert np.array_equal(im["semantic"][row, col], z["semantic"])
+    png = Image.open(tmp_path / "range_image" / "range00003.png")
+    assert png.mode == "L" and png.size == (cols, 2 * 64 * 2)
+    assert np.asarray(png).max() > 100

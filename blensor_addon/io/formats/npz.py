@@ -43,9 +43,14 @@ def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
 
 def npz_bytes(result: ScanResult) -> bytes:
     """The bytes of the .npz file of ``result`` (uncompressed, fixed member times)."""
+    return npz_bytes_of(npz_members(result))
+
+
+def npz_bytes_of(arrays: dict[str, np.ndarray]) -> bytes:
+    """A reproducible .npz of ``arrays`` (uncompressed, fixed member times, in order)."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zf:
-        for name, arr in npz_members(result).items():
+        for name, arr in arrays.items():
             buf = io.BytesIO()
             np.lib.format.write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
             info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
