@@ -7,6 +7,8 @@
     blensor info SCENE.blend [--json]
     blensor depth SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
                   [--formats exr,npy,pfm,dmap] [--set NAME=VALUE ...] [--overwrite] [--quiet]
+    blensor motion SCENE.blend [--frames A-B] [--out DIR] [--format blensor,tum,kitti,json]
+                   [--objects NAME,...] [--overwrite] [--quiet]
     blensor sensors [--json]
     blensor --version
 
@@ -43,7 +45,8 @@ from pathlib import Path
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
-_OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed", "resume"}
+_OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed", "resume", "format",
+                 "objects", "axes"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,6 +94,14 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="override a depth-camera setting (max_range, noise_mu, noise_sigma, seed)")
     dp.add_argument("--overwrite", action="store_true", help="replace earlier depth maps in --out")
     dp.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    mo = sub.add_parser("motion", help="export object and sensor poses and labelled 3D boxes of frames")
+    mo.add_argument("blend", help="the .blend file")
+    mo.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
+    mo.add_argument("--out", default="out", help="output folder (default: out)")
+    mo.add_argument("--format", default="blensor", help="comma-separated subset of blensor,tum,kitti,json")
+    mo.add_argument("--objects", default=None, help="comma-separated object names (default: every object)")
+    mo.add_argument("--overwrite", action="store_true", help="replace earlier motion files in --out")
+    mo.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sens = sub.add_parser("sensors", help="list sensor types, presets and settings")
     sens.add_argument("--json", action="store_true", help="print one JSON document")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
@@ -275,6 +286,20 @@ def cmd_depth(args) -> int:
     return 0
 
 
+def cmd_motion(args) -> int:
+    """``blensor motion``: poses and boxes of frames (see :mod:`blensor_addon.jobs.motion`)."""
+    from .jobs.motion import parse_motion_formats
+    formats = parse_motion_formats(args.format)
+    bpy = _open_blend(args.blend, args.quiet)
+    frames = parse_frames(args.frames, bpy.context.scene)
+    from .jobs.motion import export_motion
+    objects = [n.strip() for n in args.objects.split(",") if n.strip()] if args.objects else None
+    files = export_motion(frames, os.path.abspath(args.out), formats, objects, overwrite=args.overwrite)
+    if not args.quiet:
+        print(f"blensor: motion of {len(frames)} frames, {len(files)} files -> {os.path.abspath(args.out)}")
+    return 0
+
+
 def cmd_scan(args) -> int:
     """``blensor scan``: validate, open the file, run the range scan; returns 0.
 
@@ -384,7 +409,7 @@ def cmd_info(args) -> int:
     return 0
 
 
-COMMANDS = {"scan": cmd_scan, "depth": cmd_depth, "info": cmd_info, "sensors": cmd_sensors}
+COMMANDS = {"scan": cmd_scan, "depth": cmd_depth, "motion": cmd_motion, "info": cmd_info, "sensors": cmd_sensors}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,7 +97,7 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     s.formats = {"npz", "evd"}
     assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["manifest.json", "scan.evd", "scan00003.npz", "scan00004.npz", "scan00005.npz"]
+    assert names == ["manifest.json", "scan.evd", "scan00003.npz", "scan00004.npz", "scan00005.npz", "trajectory.tum"]
     # a second run into the same folder is refused (no mixing of runs)
     with pytest.raises(RuntimeError, match="use --overwrite, or Overwrite in the panel"):
         bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT")

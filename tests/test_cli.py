@@ -61,7 +61,7 @@ def test_info_lists_cameras():
     (["scan", CROSSING, "--camera", "Road"], "--camera must be one of the scene's cameras"),
     (["scan", CROSSING, "--frames", "40-60"], "--frames must be integers within the scene's frame range 1-48"),
     (["scan", CROSSING, "--frames", "x"], "--frames must be A-B or A"),
-    (["scan", CROSSING, "--formats", "las"], "--formats must be a comma-separated subset of npz,evd,pcd"),
+    (["scan", CROSSING, "--formats", "xyz"], "--formats must be a comma-separated subset of npz,evd,pcd,las"),
     (["scan", CROSSING, "--backend", "gpu"], "--backend must be one of auto, native, bvhtree"),
     (["scan", CROSSING, "--seed", "-3"], "--seed must be an integer >= 0"),
     (["scan", CROSSING, "--frame-of-reference", "utm"], "--frame-of-reference must be one of sensor, world"),

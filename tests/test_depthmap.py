@@ -62,7 +62,7 @@ def test_depth_cli_writes_every_format(bpy_mod, wall_blend, tmp_path):
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
         [f"depth{f:05d}{s}" for f in (1, 2) for s in (".exr", "_z.npy", "_range.npy", "_object_id.npy", ".pfm",
-                                                      ".dmap")] + ["manifest.json"])
+                                                      ".dmap")] + ["manifest.json", "trajectory.tum"])
     z = np.load(out / "depth00001_z.npy")
     rng = np.load(out / "depth00001_range.npy")
     oid = np.load(out / "depth00001_object_id.npy")
@@ -92,7 +92,7 @@ def test_depth_cli_writes_every_format(bpy_mod, wall_blend, tmp_path):
     assert again.returncode == 2 and "--out must be an empty folder or one without BlenSor output" in again.stderr
     assert run("depth", path, "--frames", "1", "--out", out, "--formats", "npy", "--overwrite").returncode == 0
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "depth00001_object_id.npy", "depth00001_range.npy", "depth00001_z.npy", "manifest.json"]
+        "depth00001_object_id.npy", "depth00001_range.npy", "depth00001_z.npy", "manifest.json", "trajectory.tum"]
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -132,7 +132,7 @@ def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
     done = [f["frame"] for f in man["frames"]]
     assert 2 <= len(done) < 48 and done == list(range(1, len(done) + 1))
     # files, EVD blocks and manifest agree exactly; no temporary file is left
-    assert visible_files(tmp_path) == sorted(["manifest.json", "scan.evd"] + [f"scan{f:05d}.npz" for f in done])
+    assert visible_files(tmp_path) == sorted(["manifest.json", "scan.evd", "trajectory.tum"] + [f"scan{f:05d}.npz" for f in done])
     blocks = read_evd(tmp_path / "scan.evd")
     assert [len(b) for b in blocks] == [f["points"] for f in man["frames"]]
 
@@ -158,7 +158,7 @@ def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(vari
     # --overwrite replaces the earlier run's files: only the new run's remain
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite", "--quiet")
     assert res.returncode == 0, res.stderr
-    assert visible_files(tmp_path) == ["manifest.json", "scan00001.npz", "scan00002.npz"]
+    assert visible_files(tmp_path) == ["manifest.json", "scan00001.npz", "scan00002.npz", "trajectory.tum"]
 
 
 def _frames_in_manifest(folder: Path) -> list:
@@ -217,7 +217,7 @@ def test_full_disk_gives_one_line_failed_manifest_and_no_partial_files(tmp_path)
         man = json.loads((disk / "manifest.json").read_text())
         assert man["status"] == "failed" and len(man["frames"]) >= 1
         done = [f["frame"] for f in man["frames"]]
-        assert visible_files(disk) == sorted(["manifest.json", "scan.evd"] + [f"scan{f:05d}.npz" for f in done])
+        assert visible_files(disk) == sorted(["manifest.json", "scan.evd", "trajectory.tum"] + [f"scan{f:05d}.npz" for f in done])
         assert [len(b) for b in read_evd(disk / "scan.evd")] == [f["points"] for f in man["frames"]]
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)

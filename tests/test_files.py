@@ -31,7 +31,7 @@ def test_range_scan_writes_all_formats(velodyne, tmp_path):
     assert files_of(tmp_path) == ["clean/scan00001.pcd", "clean/scan00002.pcd", "clean/scan00003.pcd",
                                   "manifest.json", "noisy/scan00001.pcd", "noisy/scan00002.pcd",
                                   "noisy/scan00003.pcd", "scan.evd", "scan00001.npz", "scan00002.npz",
-                                  "scan00003.npz"]
+                                  "scan00003.npz", "trajectory.tum"]
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["status"] == "complete" and man["seed"] == 3 and man["camera"] == "Velodyne"
     assert [f["frame"] for f in man["frames"]] == [1, 2, 3]
@@ -124,7 +124,7 @@ def test_failed_and_cancelled_scans_keep_finished_frames(velodyne, tmp_path, mon
     monkeypatch.setattr(scanner_mod.Scanner, "scan_frame", flaky)
     with pytest.raises(RuntimeError, match="disk on fire"):
         scan_range(velodyne, [1, 2, 3, 4], tmp_path, ("npz", "evd"))
-    assert files_of(tmp_path) == ["manifest.json", "scan.evd", "scan00001.npz", "scan00002.npz"]
+    assert files_of(tmp_path) == ["manifest.json", "scan.evd", "scan00001.npz", "scan00002.npz", "trajectory.tum"]
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["status"] == "failed" and [f["frame"] for f in man["frames"]] == [1, 2]
     assert [len(b) for b in read_evd(tmp_path / "scan.evd")] == [f["points"] for f in man["frames"]]
@@ -134,7 +134,7 @@ def test_failed_and_cancelled_scans_keep_finished_frames(velodyne, tmp_path, mon
     job = scan_range(velodyne, [1, 2, 3, 4], tmp_path / "c", ("npz", "evd"),
                      should_cancel=lambda: len(calls) >= 1, progress=lambda d, t, e: e and calls.append(e))
     assert job.status == "cancelled" and len(job.done) == 1
-    assert files_of(tmp_path / "c") == ["manifest.json", "scan.evd", "scan00001.npz"]
+    assert files_of(tmp_path / "c") == ["manifest.json", "scan.evd", "scan00001.npz", "trajectory.tum"]
     assert len(read_evd(tmp_path / "c" / "scan.evd")) == 1
     # cancelled before the first frame: only the manifest, no empty EVD
     job = scan_range(velodyne, [1, 2], tmp_path / "z", ("npz", "evd"), should_cancel=lambda: True)
@@ -145,7 +145,7 @@ def test_failed_and_cancelled_scans_keep_finished_frames(velodyne, tmp_path, mon
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(frames=[0, 1]), "frames must be integers within the scene's frame range 1-48"),
     (dict(frames=[]), "frames"),
-    (dict(formats="npz,las"), "formats must be a comma-separated subset of npz,evd,pcd"),
+    (dict(formats="npz,xyz"), "formats must be a comma-separated subset of npz,evd,pcd,las"),
     (dict(backend="optix"), "backend must be one of auto, native, bvhtree"),
     (dict(frame_of_reference="ecef"), "frame_of_reference must be one of sensor, world"),
 ])

@@ -2,8 +2,9 @@
 
 The runner drives Blender and the scanner; the files come from the writers of the
 format registry (:mod:`blensor_addon.io.formats`: npz, EVD, PCD, ...), each with its own
-file names. Beside them, ``manifest.json`` (settings, seed, formats and options, frames,
-versions, .blend path, geometry hashes, status). Every file appears only complete
+file names. Beside them, ``manifest.json`` (settings, seed, formats and options, frames with
+the sensor pose of each, versions, .blend path, geometry hashes, status) and
+``trajectory.tum`` (the sensor's poses, TUM layout). Every file appears only complete
 (temporary name + rename); a cancelled or failed scan keeps every finished frame,
 finished multi-frame files (a terminated ``scan.evd``) and a manifest whose ``status``
 says what happened.
@@ -28,6 +29,21 @@ from ..io.atomic import atomic_write_bytes, commit_files
 from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
 from ..io.outdir import FolderLock, prepare, previous_outputs
 from ..scene.scanner import Scanner
+
+
+def tum_bytes(entries: list[dict], frame_time: float) -> bytes:
+    """``trajectory.tum``: the sensor's pose per finished frame, TUM RGB-D layout
+    ``t tx ty tz qx qy qz qw`` (t = frame x frame time, s; the pose as scanned: world
+    position and orientation of the sensor frame in the run's axes)."""
+    from ..core.axes import quaternion_xyzw
+    rows = []
+    for e in sorted(entries, key=lambda e: e["frame"]):
+        if "pose" not in e:
+            continue
+        T = np.asarray(e["pose"], dtype=np.float64).reshape(4, 4)
+        rows.append(f"{e['frame'] * frame_time:.9f} {T[0, 3]:.9f} {T[1, 3]:.9f} {T[2, 3]:.9f} "
+                    + " ".join(f"{v:.9f}" for v in quaternion_xyzw(T[:3, :3])) + "\n")
+    return "".join(rows).encode()
 
 
 def check_frames(scene, frames) -> list[int]:
@@ -199,11 +215,13 @@ class RangeScanJob:
             self.reused += 1
         else:
             result = self.scanner.scan_frame(f, "range")
+            pose = [float(v) for v in np.asarray(result.sensor_to_world, dtype=np.float64).ravel()]
+            files = self._frame_files(result)
+            files.append(("trajectory.tum", tum_bytes([*self.done, {"frame": f, "pose": pose}], result.frame_time)))
             # multi-frame files (EVD) take the frame after its files are staged, before they appear
-            written = commit_files(self.out, self._frame_files(result),
-                                   lambda: [w.append(result) for w in self.writers])
-            entry = {"frame": f, "points": len(result), "rays": result.num_rays,
-                     "files": [p.relative_to(self.out).as_posix() for p in written],
+            written = commit_files(self.out, files, lambda: [w.append(result) for w in self.writers])
+            entry = {"frame": f, "points": len(result), "rays": result.num_rays, "pose": pose,
+                     "files": [p.relative_to(self.out).as_posix() for p in written if p.name != "trajectory.tum"],
                      "geometry_hash": self.scanner.last_snapshot.geometry.hash()}
         self.done.append(entry)
         self.points += entry["points"]

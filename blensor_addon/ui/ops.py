@@ -156,6 +156,32 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
         return {"FINISHED"}
 
 
+class BLENSOR_OT_export_motion(bpy.types.Operator):
+    """Export the poses of the selected objects (or all) and the sensor, and labelled 3D boxes, over the frame range"""
+
+    bl_idname = "blensor.export_motion"
+    bl_label = "Export motion"
+
+    def execute(self, context):
+        from ..jobs.motion import export_motion
+        cam = _camera(context)
+        s = cam.data.blensor if cam is not None else None
+        scene = context.scene
+        selected = [o.name for o in context.selected_objects] if context.selected_objects else None
+        if selected is not None and cam is not None and cam.name not in selected:
+            selected.append(cam.name)
+        out = s.output_dir if s is not None else "//blensor_out/"
+        try:
+            files = export_motion(range(scene.frame_start, scene.frame_end + 1), out,
+                                  s.motion_formats if s is not None else "blensor", selected,
+                                  overwrite=bool(s and s.overwrite))
+        except (BlensorError, OSError) as exc:
+            self.report({"ERROR"}, f"BlenSor: motion export failed: {exc}")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"BlenSor: {len(files)} motion files -> {out}")
+        return {"FINISHED"}
+
+
 class BLENSOR_OT_delete_scans(bpy.types.Operator):
     """Delete every point mesh made by BlenSor scans"""
 
@@ -170,4 +196,5 @@ class BLENSOR_OT_delete_scans(bpy.types.Operator):
         return {"FINISHED"}
 
 
-CLASSES = (BLENSOR_OT_scan, BLENSOR_OT_scan_range, BLENSOR_OT_export_depth_map, BLENSOR_OT_delete_scans)
+CLASSES = (BLENSOR_OT_scan, BLENSOR_OT_scan_range, BLENSOR_OT_export_depth_map, BLENSOR_OT_export_motion,
+           BLENSOR_OT_delete_scans)

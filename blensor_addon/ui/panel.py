@@ -56,6 +56,9 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         row.operator("blensor.scan_range", icon="RENDER_ANIMATION")
         if sensor.uses_camera:
             layout.operator("blensor.export_depth_map", icon="IMAGE_ZDEPTH")
+        row = layout.row(align=True)
+        row.prop(s, "motion_formats", text="")
+        row.operator("blensor.export_motion", icon="ANIM")
         layout.operator("blensor.delete_scans", icon="TRASH")
 
 

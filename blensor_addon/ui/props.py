@@ -149,6 +149,8 @@ OUTPUT_OPTIONS = {
     "pcd_ascii": lambda: BoolProperty(name="ASCII PCD", default=False),
     "overwrite": lambda: BoolProperty(name="Overwrite", default=False,
                                       description="Replace the files of an earlier scan in the output folder"),
+    "motion_formats": lambda: StringProperty(name="Motion formats", default="blensor,tum,json",
+                                             description="Motion export: comma-separated blensor, tum, kitti, json"),
     "depth_formats": lambda: StringProperty(name="Depth formats", default="exr",
                                             description="Depth-map export: comma-separated exr, npy, pfm, dmap"),
 }

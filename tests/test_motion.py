@@ -1,0 +1,120 @@
+"""Motion-data export (reference 10.7 text, TUM, KITTI poses, 3D boxes) and the sensor
+trajectory of range scans, against Blender's own matrix_world."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from blensor_addon.jobs.range_scan import scan_range
+from conftest import CROSSING
+
+BLENSOR = str(Path(sys.executable).parent / "blensor")
+
+
+def run(*args):
+    return subprocess.run([BLENSOR, *map(str, args)], capture_output=True, text=True)
+
+
+def quat_matrix(x, y, z, w):
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def rotation_angle(A, B):
+    return math.acos(max(-1.0, min(1.0, (np.trace(A.T @ B) - 1.0) / 2.0)))
+
+
+def world_poses(bpy, names, frames):
+    scene = bpy.context.scene
+    out = {n: [] for n in names}
+    for f in frames:
+        scene.frame_set(f)
+        for n in names:
+            out[n].append(np.array(bpy.data.objects[n].matrix_world, dtype=np.float64))
+    return out
+
+
+def test_motion_cli_formats_against_blender(bpy_mod, crossing, tmp_path):
+    out = tmp_path / "m"
+    res = run("motion", CROSSING, "--frames", "1-5", "--out", out, "--format", "blensor,tum,kitti,json",
+              "--objects", "Car.1,Velodyne,EgoCar,Building_NE")
+    assert res.returncode == 0, res.stderr
+    names = ["Building_NE", "Car.1", "EgoCar", "Velodyne"]
+    fps = bpy_mod.context.scene.render.fps
+    poses = world_poses(bpy_mod, names, range(1, 6))
+    # the original's text, written here by hand from reference 10.7
+    lines = []
+    for i, f in enumerate(range(1, 6)):
+        bpy_mod.context.scene.frame_set(f)
+        for n in ["Car.1", "Velodyne", "EgoCar", "Building_NE"]:  # the order given
+            M = bpy_mod.data.objects[n].matrix_world
+            e = M.to_euler("XYZ")
+            t = M.to_translation()
+            lines.append(f"timestamp: {f / fps:.4f} object: {n} x: {t.x:.10f} y: {t.y:.10f} z: {t.z:.10f} "
+                         f"rx: {e.x:.10f} ry: {e.y:.10f} rz: {e.z:.10f}\n")
+    assert (out / "motion.txt").read_text() == "".join(lines)
+    # TUM and KITTI poses: matrix_world within 1e-6 m and 1e-6 rad
+    for n in names:
+        tum = np.loadtxt(out / "tum" / f"{n}.tum")
+        kit = np.loadtxt(out / "kitti_poses" / f"{n}.txt").reshape(-1, 3, 4)
+        assert tum.shape == (5, 8) and kit.shape == (5, 3, 4)
+        for i, M in enumerate(poses[n]):
+            R = M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0)
+            assert math.isclose(tum[i, 0], (i + 1) / 24, abs_tol=1e-9)
+            assert np.abs(tum[i, 1:4] - M[:3, 3]).max() < 1e-6 and np.abs(kit[i][:, 3] - M[:3, 3]).max() < 1e-6
+            assert rotation_angle(quat_matrix(*tum[i, 4:]), R) < 1e-6
+            assert rotation_angle(kit[i][:, :3], R) < 1e-6
+    # boxes: the labelled objects (not the camera), sizes of the meshes, velocity of the car
+    doc = json.loads((out / "boxes" / "00003.json").read_text())
+    by = {b["object"]: b for b in doc["boxes"]}
+    assert set(by) == {"Car.1", "EgoCar", "Building_NE"}
+    car = by["Car.1"]
+    assert car["class"] == "car" and car["class_id"] == 10
+    dims = np.array(bpy_mod.data.objects["Car.1"].dimensions)
+    np.testing.assert_allclose(car["size"], dims, atol=1e-6)
+    c2, c3 = (poses["Car.1"][i][:3, 3] for i in (1, 2))
+    np.testing.assert_allclose(car["velocity"], (c3 - c2) * 24, atol=1e-6)
+    np.testing.assert_allclose(by["Building_NE"]["velocity"], 0.0, atol=1e-9)
+    rows = [ln.split() for ln in (out / "tracking.txt").read_text().splitlines()]
+    assert len(rows) == 15 and all(len(r) == 17 for r in rows)
+    assert {r[2] for r in rows} == {"car", "building"}
+    # a second export into the same folder is refused unless --overwrite; bad input is one line
+    again = run("motion", CROSSING, "--frames", "1-2", "--out", out, "--format", "tum")
+    assert again.returncode == 2 and "out must be a folder without earlier motion files" in again.stderr
+    for args, needle in ((["--format", "bvh"], "--format must be a comma-separated subset of blensor,tum,kitti,json"),
+                         (["--objects", "Nope"], "--objects must be names of objects of the scene")):
+        res = run("motion", CROSSING, "--out", tmp_path / "bad", *args)
+        assert res.returncode == 2 and needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "bad").exists() or not any((tmp_path / "bad").iterdir())
+
+
+def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
+    cam = bpy_mod.data.objects["Velodyne"]
+    job = scan_range(cam, range(2, 6), tmp_path, ("npz",))
+    tum = np.loadtxt(tmp_path / "trajectory.tum")
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert tum.shape == (4, 8) and len(man["frames"]) == 4 and job.status == "complete"
+    poses = world_poses(bpy_mod, ["Velodyne"], range(2, 6))["Velodyne"]
+    for i, M in enumerate(poses):
+        R = M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0)
+        assert np.abs(tum[i, 1:4] - M[:3, 3]).max() < 1e-6
+        assert rotation_angle(quat_matrix(*tum[i, 4:]), R) < 1e-6
+        np.testing.assert_allclose(np.reshape(man["frames"][i]["pose"], (4, 4))[:3, 3], M[:3, 3], atol=1e-9)
+
+
+def test_export_motion_operator(bpy_mod, crossing, tmp_path):
+    s = bpy_mod.data.objects["Velodyne"].data.blensor
+    s.output_dir = str(tmp_path)
+    s.motion_formats = "tum"
+    for o in bpy_mod.context.view_layer.objects:
+        o.select_set(o.name == "Car.2")
+    bpy_mod.context.view_layer.objects.active = bpy_mod.data.objects["Velodyne"]
+    assert bpy_mod.ops.blensor.export_motion() == {"FINISHED"}
+    assert sorted(p.name for p in (tmp_path / "tum").iterdir()) == ["Car.2.tum", "Velodyne.tum"]
