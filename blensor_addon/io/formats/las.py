@@ -48,7 +48,7 @@ def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -
     las["range"] = result.range_noisy if noisy else result.range
     las.reflectivity = result.reflectivity
     buf = io.BytesIO()
-    las.write(buf, do_compress=compress, laz_backend=laspy.LazBackend.Lazrs if compress else None)
+    las.write(buf, do_compress=compress, laz_backend=laspy.LazBackend.LazrsParallel if compress else None)
     return buf.getvalue()
 
 
