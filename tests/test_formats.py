@@ -179,3 +179,24 @@ def test_every_format_is_byte_reproducible(velodyne, tmp_path):
     for n in files:
         if n != "manifest.json":
             assert (tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes(), n
+
+
+def test_pcd_converts_with_pcl_tools(velodyne, tmp_path):
+    import shutil
+    tool = shutil.which("pcl_convert_pcd_ascii_binary")
+    if tool is None:
+        pytest.skip("pcl-tools not installed (apt-get install pcl-tools)")
+    scan_range(velodyne, [5], tmp_path, ("npz", "pcd"))
+    z = np.load(tmp_path / "scan00005.npz")
+    # PCL reads our binary PCD and writes it as ASCII (mode 0); our reader of that is numpy
+    res = subprocess.run([tool, tmp_path / "clean" / "scan00005.pcd", tmp_path / "pcl.pcd", "0"], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = (tmp_path / "pcl.pcd").read_text().splitlines()
+    head = {ln.split()[0]: ln.split()[1:] for ln in lines[:11]}
+    assert head["FIELDS"] == ["x", "y", "z", "intensity", "ring", "time", "label", "semantic", "rgb"]
+    assert head["POINTS"] == [str(len(z["range"]))] and head["DATA"] == ["ascii"]
+    data = np.loadtxt(lines[11:])
+    np.testing.assert_allclose(data[:, :3], z["xyz"], atol=1e-5)
+    assert np.array_equal(data[:, 6].astype(np.uint32), z["object_id"])
+    assert np.array_equal(data[:, 7].astype(np.uint16), z["semantic"])
