@@ -249,3 +249,27 @@ def test_version_and_info_json():
     assert doc["frame_start"] == 1 and doc["frame_end"] == 48 and doc["fps"] == 24
     cam = [c for c in doc["cameras"] if c["name"] == "Velodyne"][0]
     assert cam["scene_camera"] and cam["settings"]["preset"] == "hdl64e_s2"
+
+
+def test_full_disk_with_every_kind_of_writer_leaves_no_partial_file(tmp_path):
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "30m"):
+        pytest.skip("needs root and tmpfs to make a small file system")
+    try:
+        res = run("scan", CROSSING, "--frames", "1-48", "--out", disk, "--formats", "npz,las,kitti,rosbag2",
+                  "--quiet")
+        assert res.returncode == 1
+        assert "writing failed: No space left on device" in one_error_line(res)
+        man = json.loads((disk / "manifest.json").read_text())
+        assert man["status"] == "failed" and len(man["frames"]) >= 1
+        files = visible_files(disk)
+        assert not [f for f in files if f.endswith(".part") or ".part/" in f], files
+        done = [f["frame"] for f in man["frames"]]
+        for i, f in enumerate(done):  # every finished frame is whole in every per-frame format
+            z = np.load(disk / f"scan{f:05d}.npz")
+            assert (disk / "clean" / f"scan{f:05d}.las").is_file()
+            n = (disk / "velodyne" / f"{f - 1:06d}.bin").stat().st_size // 16
+            assert n == len(z["range"]) == man["frames"][i]["points"]
+        assert len(np.loadtxt(disk / "poses.txt").reshape(-1, 12)) == len(done)
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

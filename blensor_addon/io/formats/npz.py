@@ -8,7 +8,8 @@ Keys: the per-return arrays of :data:`blensor_addon.core.result.FIELDS`, plus
 ``frame`` (int64), ``frame_time`` (float64 s), ``frame_of_reference`` (str),
 ``sensor_to_world`` (4, 4) float64, ``sensor`` (JSON str of the settings),
 ``sensor_type`` (str) and ``grid_shape`` (int64 (rows, cols), with ``ray_index``
-placing each return in the sensor's grid). The object
+placing each return in the sensor's grid), ``axes`` (str) and ``classes`` (JSON str of
+the semantic class table, name -> id). The object
 table (id -> name, label, type) is written once per run, in ``manifest.json``, not into
 every frame (with 10^6 instances it would dominate the file).
 """
@@ -38,6 +39,8 @@ def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
     out["sensor_type"] = np.array(result.sensor_type)
     out["grid_shape"] = np.asarray(result.grid_shape, dtype=np.int64)
     out["axes"] = np.array(result.axes)
+    from ...core.classes import CLASSES
+    out["classes"] = np.array(json.dumps(CLASSES))
     return out
 
 
