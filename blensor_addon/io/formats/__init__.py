@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import pkgutil
 import re
 
@@ -47,6 +48,11 @@ def parse_formats(formats) -> tuple[str, ...]:
     items = [f for f in items if f]
     if not items or any(f not in WRITERS for f in items):
         raise SettingsError("formats", "a comma-separated subset of " + ",".join(WRITERS), formats)
+    for f in items:
+        missing = [m for m in WRITERS[f].requires if importlib.util.find_spec(m) is None]
+        if missing:
+            raise SettingsError("formats", f"formats whose Python packages are installed ({f} needs "
+                                f"{', '.join(missing)}: pip install blensor's dependencies)", f)
     return tuple(dict.fromkeys(items))
 
 

@@ -68,6 +68,8 @@ class Writer:
     needs_image = False
     #: the writer keeps a file across frames (EVD): a resumed run rescans every frame
     multi_frame = False
+    #: importable modules the writer needs (imported only when it writes)
+    requires: tuple = ()
 
     def __init__(self, folder: Path, options=None, run: RunInfo | None = None) -> None:
         self.folder = Path(folder)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 
-import laspy
 import numpy as np
 
 from ...core.result import ScanResult
@@ -28,6 +27,7 @@ EXTRA = (("object_id", np.uint32), ("instancer_id", np.uint32), ("semantic", np.
 
 def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -> bytes:
     """One LAS 1.4 (or LAZ) file of ``result`` (the noisy points if ``noisy``)."""
+    import laspy
     xyz = (result.xyz_noisy if noisy else result.xyz).astype(np.float64)
     header = laspy.LasHeader(point_format=7, version="1.4")
     header.scales = np.array([SCALE] * 3)
@@ -61,6 +61,7 @@ class LasWriter(Writer):
     outputs = (r"(clean|noisy)/scan\d+\.las",)
     compress = False
     suffix = "las"
+    requires = ("laspy",)
 
     def frame_files(self, result):
         return [(f"{kind}/scan{result.frame:05d}.{self.suffix}", las_bytes(result, kind == "noisy", self.compress))
@@ -76,6 +77,7 @@ class LazWriter(LasWriter):
     outputs = (r"(clean|noisy)/scan\d+\.laz",)
     compress = True
     suffix = "laz"
+    requires = ("laspy", "lazrs")
 
 
 WRITERS = (LasWriter, LazWriter)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 
 import numpy as np
-from plyfile import PlyData, PlyElement
 
 from ...core.result import ScanResult
 from ._base import Writer
@@ -26,6 +25,7 @@ PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), (
 
 def ply_bytes(result: ScanResult, noisy: bool = False) -> bytes:
     """The binary PLY file of ``result`` (the noisy points if ``noisy``)."""
+    from plyfile import PlyData, PlyElement
     v = np.empty(len(result), PLY_DTYPE)
     xyz = result.xyz_noisy if noisy else result.xyz
     for i, k in enumerate("xyz"):
@@ -49,6 +49,7 @@ class PlyWriter(Writer):
     description = "binary PLY with every field (plyfile, Open3D), clean and noisy folders"
     files = "clean/scan<frame:05d>.ply, noisy/scan<frame:05d>.ply"
     outputs = (r"(clean|noisy)/scan\d+\.ply",)
+    requires = ("plyfile",)
 
     def frame_files(self, result):
         return [(f"{kind}/scan{result.frame:05d}.ply", ply_bytes(result, kind == "noisy")) for kind in ("clean", "noisy")]

@@ -66,6 +66,7 @@ class RangeImageWriter(Writer):
     description = "organized range images (npz: lasers by elevation x columns, NaN misses) and a PNG preview"
     files = "range_image/range<frame:05d>.npz, range_image/range<frame:05d>.png"
     outputs = (r"range_image/range\d+\.(npz|png)",)
+    requires = ("PIL",)
 
     def frame_files(self, result):
         im = range_image(result)

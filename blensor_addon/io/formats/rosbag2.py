@@ -78,6 +78,7 @@ class Rosbag2Writer(Writer):
     outputs = (r"rosbag2/metadata\.yaml", r"rosbag2/rosbag2\.(mcap|db3)")
     Options = Rosbag2Options
     multi_frame = True
+    requires = ("rosbags",)
 
     def __init__(self, folder, options=None, run=None) -> None:
         super().__init__(folder, options, run)
