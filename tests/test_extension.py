@@ -21,6 +21,9 @@ def test_extension_zip_installs_and_scans(tmp_path):
     names = zipfile.ZipFile(zpath).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names and "core/sensors/rotating.py" in names
     assert any(n.startswith("lib/libblensor_rt") for n in names)
+    # the format libraries travel as wheels (an extension cannot pip-install)
+    assert {n.split("/")[1].split("-")[0].lower() for n in names if n.startswith("wheels/")} >= {
+        "laspy", "lazrs", "plyfile", "rosbags", "pillow"}
     code = textwrap.dedent(f"""
         import bpy
         bpy.ops.extensions.package_install_files(filepath={str(zpath)!r}, repo="user_default",
@@ -31,6 +34,12 @@ def test_extension_zip_installs_and_scans(tmp_path):
         n = len(bpy.data.objects["Scan.1"].data.vertices)
         from bl_ext.user_default.blensor.raycast import get_backend
         print("RESULT", n, get_backend().name)
+        from bl_ext.user_default.blensor.jobs.range_scan import scan_range
+        job = scan_range(bpy.data.objects["Velodyne"], [2], {str(tmp_path / "out")!r}, ("las", "ply", "rosbag2"))
+        print("FORMATS", job.status)
+        import glob, os
+        print("WHEELS", len(glob.glob(os.path.join(os.environ["BLENDER_USER_RESOURCES"], "extensions", ".local",
+                                                     "lib", "python3.11", "site-packages", "laspy", "__init__.py"))))
         # bpy 4.2/4.5 crash or hang at exit while add-on classes are registered
         bpy.ops.preferences.addon_disable(module="bl_ext.user_default.blensor")
     """)
@@ -40,3 +49,7 @@ def test_extension_zip_installs_and_scans(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT")][-1].split()
     assert int(line[1]) > 100000 and line[2] == "native"
+    assert "FORMATS complete" in res.stdout
+    assert (tmp_path / "out" / "clean" / "scan00002.las").is_file() and (tmp_path / "out" / "rosbag2").is_dir()
+    # Blender installed the bundled wheels for the extension (and removes them when it is disabled)
+    assert "WHEELS 1" in res.stdout

@@ -8,7 +8,9 @@ top-level ``blender_manifest.toml`` in ``build/extension/``, adds the native ray
 library of that platform under ``lib/`` (always built afresh from the sources, so a
 stale library is never packaged: with this machine's C compiler for its own platform,
 with ``ziglang`` for the others, see ``native_patch/build.py --target``), names the
-platform in the manifest (``platforms = [...]``) and runs Blender's own extension tool,
+platform in the manifest (``platforms = [...]``), bundles that platform's wheels of the
+format libraries (:data:`WHEELS`, downloaded with pip; ``wheels = [...]``) and runs
+Blender's own extension tool,
 which ships inside the ``bpy`` wheel (``addons_core/bl_pkg/cli/blender_ext.py``):
 ``build``, then ``validate`` on the zip. Platforms: linux-x64, linux-arm64,
 windows-x64, macos-x64, macos-arm64. Without the native library (``--no-native``) one
@@ -29,6 +31,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / "build" / "extension"
+#: the format libraries (pyproject's dependencies) and what they need, bundled as wheels:
+#: an extension cannot pip-install (Blender installs the listed wheels itself)
+WHEELS = ("laspy==2.7.0", "lazrs==0.8.2", "plyfile==1.0.3", "rosbags==0.11.9", "pillow==11.3.0",
+          "apsw==3.54.1.0", "lz4==4.4.5", "backports.zstd==1.8.0", "ruamel.yaml==0.19.1",
+          "typing_extensions==4.16.0")
+#: pip platform tags of every Blender platform
+PIP_PLATFORMS = {
+    "linux-x64": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),
+    "linux-arm64": ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64"),
+    "windows-x64": ("win_amd64",),
+    "macos-x64": ("macosx_11_0_x86_64", "macosx_10_13_x86_64", "macosx_10_12_x86_64", "macosx_10_9_x86_64"),
+    "macos-arm64": ("macosx_11_0_arm64",),
+}
 
 
 def blender_ext_tool() -> Path:
@@ -75,8 +90,24 @@ def fresh_library(platform: str | None) -> Path:
     return nb.cross_build(platform, out)
 
 
+def download_wheels(platform: str, dest: Path) -> list[str]:
+    """Download the :data:`WHEELS` for ``platform`` (CPython 3.11) into ``dest``; return
+    their file names.
+
+    Raises:
+        RuntimeError: pip could not get a wheel for that platform.
+    """
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+           "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none", "-d", str(dest)]
+    for tag in PIP_PLATFORMS[platform]:
+        cmd += ["--platform", tag]
+    run(cmd + list(WHEELS))
+    return sorted(p.name for p in dest.glob("*.whl"))
+
+
 def stage(platform: str | None) -> Path:
-    """Stage the add-on with ``platform``'s library (None: no library, no platforms)."""
+    """Stage the add-on with ``platform``'s library and the format libraries' wheels
+    (None: neither, no platforms; the formats that need them are then refused)."""
     if STAGE.exists():
         shutil.rmtree(STAGE)
     shutil.copytree(ROOT / "blensor_addon", STAGE,
@@ -86,8 +117,10 @@ def stage(platform: str | None) -> Path:
         lib = fresh_library(platform)
         (STAGE / "lib").mkdir()
         shutil.copy2(lib, STAGE / "lib" / lib.name)
-        manifest = re.sub(r"(blender_version_min = .*\n)", r'\1\nplatforms = ["%s"]\n' % platform,
-                          manifest, count=1)
+        wheels = download_wheels(platform, STAGE / "wheels")
+        listed = ", ".join(f'"./wheels/{w}"' for w in wheels)
+        manifest = re.sub(r"(blender_version_min = .*\n)", r'\1\nplatforms = ["%s"]\nwheels = [%s]\n'
+                          % (platform, listed), manifest, count=1)
     (STAGE / "blender_manifest.toml").write_text(manifest)
     return STAGE
 
