@@ -1,6 +1,7 @@
 """A KITTI odometry / SemanticKITTI sequence folder.
 
-Files (frame index i = scene frame - first frame of the run, ``%06d``):
+Files (scan index i = position of the frame in the run's frame list, ``%06d``, so a
+sequence has no gaps whatever frames were chosen):
 ``velodyne/<i>.bin`` float32 (x, y, z, reflectance) per point in KITTI's LiDAR axes
 (REP-103: x forward, y left, z up; reflectance = intensity 0..1); ``labels/<i>.label``
 uint32 per point, semantic class id (SemanticKITTI's) in the low 16 bits and an instance
@@ -68,7 +69,7 @@ class KittiWriter(Writer):
         self._times: list[str] = []
 
     def frame_files(self, result):
-        i = result.frame - self.run.first_frame
+        i = self.run.frames.index(result.frame) if result.frame in self.run.frames else len(self._poses)
         T = ros_pose(result.sensor_to_world) if result.axes == "blensor" else result.sensor_to_world
         if self._first is None:
             self._first = (np.linalg.inv(T), result.frame * result.frame_time)
