@@ -3,10 +3,18 @@ by every writer of the registry, in real Blender.
 
 Usage: ``.venv/bin/python benchmarks/writers.py [--repeat R]``
 
-Prints, per format, the seconds to encode one frame (the bytes a range scan commits)
-and the cost per million points, against the scan itself (extract + cast + noise, warm)
-and the sum of every writer. Image-only formats (exr, npy, pfm, dmap) are measured on a
-176 x 144 ToF frame instead and listed apart. Nothing here asserts a time.
+Two tables:
+
+1. One single scan (a full HDL-64E S2 revolution, warm) encoded by each writer: seconds,
+   cost per million points, ratio to the scan, bytes. Multi-frame writers (evd, rosbag2)
+   include opening and closing their file here. Image-only formats (exr, npy, pfm, dmap)
+   are measured on a 176 x 144 ToF frame and listed apart.
+2. A range scan as the CLI runs it: frames 1-24 of the crossing (10 Hz at 24 fps, 150 deg
+   a frame), the scan of every frame (evaluate + extract + cast + noise, through the
+   range-scan Scanner) against every point-cloud writer encoding those frames (open and
+   close of multi-frame files spread over the run).
+
+Nothing here asserts a time.
 """
 from __future__ import annotations
 
@@ -65,6 +73,38 @@ def main(argv=None) -> int:
         print(f"  {name:12s} {n:9,d} {t:8.3f} {t / max(n, 1) * 1e6:13.3f} {t / scan:7.2f} {size:12,d}"
               + ("  (ToF frame)" if img else ""))
     print(f"  every point-cloud format together: {total:.3f} s = {total / scan:.2f} x the scan")
+
+    # 2. a range scan: per-frame scans, then every point-cloud writer over the same frames
+    from blensor_addon.scene.scanner import Scanner
+    frames = list(range(1, 25))
+    sc = Scanner(cam, backend="native")
+    sc.scan_frame(frames[0], "range")  # warm-up: every mesh BVH built, as after the first frame
+    t0 = time.perf_counter()
+    results = [sc.scan_frame(f, "range") for f in frames]
+    scan_total = time.perf_counter() - t0
+    sc.close()
+    points = sum(len(x) for x in results)
+    per = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, W in WRITERS.items():
+            if W.needs_image:
+                continue
+            folder = Path(tmp) / name
+            folder.mkdir()
+            t0 = time.perf_counter()
+            w = W(folder, None, RunInfo(camera=cam.name, sensor_type="rotating", sensor=results[0].sensor,
+                                        frames=frames))
+            for x in results:
+                w.frame_files(x)
+                w.append(x)
+            w.close("complete")
+            per[name] = time.perf_counter() - t0
+    allw = sum(per.values())
+    print(f"range scan, frames 1-24 (10 Hz, 24 fps: 150 deg a frame), {points:,} points")
+    print(f"  scan of every frame: {scan_total:.3f} s ({scan_total / len(frames) * 1e3:.1f} ms a frame)")
+    for name, t in per.items():
+        print(f"  {name:12s} {t:8.3f} s  {t / points * 1e6:6.3f} s per 1M pts  {t / scan_total:5.2f} x the scan")
+    print(f"  every point-cloud format together: {allw:.3f} s = {allw / scan_total:.2f} x the scan")
     blensor_addon.unregister()
     return 0
 
