@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import CROSSING

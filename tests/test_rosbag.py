@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-import blensor_addon
-from blensor_addon.core.axes import ros_pose, sensor_points
+from blensor_addon.core.axes import ros_pose
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import add_camera, add_mesh
 
