@@ -34,6 +34,13 @@ def ros_pose(sensor_to_world: np.ndarray) -> np.ndarray:
     return T
 
 
+def ros_sensor_pose(result) -> np.ndarray:
+    """(4, 4) float64 pose of ``result``'s REP-103 sensor frame in the world, whatever
+    axes the result is in."""
+    return ros_pose(result.sensor_to_world) if result.axes == "blensor" else np.array(result.sensor_to_world,
+                                                                                       dtype=np.float64)
+
+
 def sensor_points(result, noisy: bool = False, axes: str = "ros") -> np.ndarray:
     """(N, 3) float64 points of ``result`` in its sensor frame, in ``axes``, whatever
     frame and axes the result is in."""

@@ -33,10 +33,10 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from ..core.axes import quaternion_xyzw
 from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
+from ..io.trajectory import tum_bytes
 from ..scene.extract import LABEL_PROPERTY, ObjectTable
 
 MOTION_FORMATS = ("blensor", "tum", "kitti", "json")
@@ -149,13 +149,8 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         files.append(("motion.txt", "".join(lines).encode()))
     if "tum" in formats:
         for o in obs:
-            rows = []
-            for i, f in enumerate(frames):
-                T = rigid(poses[o.name][i])
-                q = quaternion_xyzw(T[:3, :3])
-                rows.append(f"{f * ft:.9f} {T[0, 3]:.9f} {T[1, 3]:.9f} {T[2, 3]:.9f} "
-                            + " ".join(f"{v:.9f}" for v in q) + "\n")
-            files.append((f"tum/{_safe(o.name)}.tum", "".join(rows).encode()))
+            files.append((f"tum/{_safe(o.name)}.tum",
+                          tum_bytes((f * ft, rigid(M)) for f, M in zip(frames, poses[o.name]))))
     if "kitti" in formats:
         for o in obs:
             rows = [" ".join(f"{v:.9e}" for v in rigid(M)[:3].ravel()) + "\n" for M in poses[o.name]]

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import __version__
 from ..core.errors import SettingsError
+from ..io import trajectory
 from ..io.atomic import atomic_write_bytes, commit_files
 from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
 from ..io.outdir import FolderLock, prepare, previous_outputs
@@ -35,15 +36,8 @@ def tum_bytes(entries: list[dict], frame_time: float) -> bytes:
     """``trajectory.tum``: the sensor's pose per finished frame, TUM RGB-D layout
     ``t tx ty tz qx qy qz qw`` (t = frame x frame time, s; the pose as scanned: world
     position and orientation of the sensor frame in the run's axes)."""
-    from ..core.axes import quaternion_xyzw
-    rows = []
-    for e in sorted(entries, key=lambda e: e["frame"]):
-        if "pose" not in e:
-            continue
-        T = np.asarray(e["pose"], dtype=np.float64).reshape(4, 4)
-        rows.append(f"{e['frame'] * frame_time:.9f} {T[0, 3]:.9f} {T[1, 3]:.9f} {T[2, 3]:.9f} "
-                    + " ".join(f"{v:.9f}" for v in quaternion_xyzw(T[:3, :3])) + "\n")
-    return "".join(rows).encode()
+    return trajectory.tum_bytes((e["frame"] * frame_time, np.reshape(e["pose"], (4, 4)))
+                                for e in sorted(entries, key=lambda e: e["frame"]) if "pose" in e)
 
 
 def check_frames(scene, frames) -> list[int]:

@@ -24,7 +24,7 @@ def _description(meta) -> str:
     return meta.description + (f" ({meta.unit})" if meta.unit else "")
 
 
-def _prop(name: str, default, meta, update=None):
+def _prop(name: str, default, meta):
     """The bpy property of one setting."""
     kw = {"name": meta.label, "description": _description(meta)}
     if meta.kind == "bool":
@@ -42,7 +42,7 @@ def _prop(name: str, default, meta, update=None):
         return FloatProperty(default=default, precision=meta.precision, **extra, **kw)
     if meta.kind == "enum":
         items = [(c, c.replace("_", " "), c) for c in meta.choices]
-        return EnumProperty(items=items, default=default, update=update, **kw)
+        return EnumProperty(items=items, default=default, **kw)
     if meta.kind == "floats":
         return StringProperty(default=meta.format(default), **kw)
     return StringProperty(default=default, **kw)

@@ -660,12 +660,13 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     output frame.
     """
     u = pattern.directions.astype(np.float64)
-    xyz = u * r[:, None]
-    xyz_n = xyz if r_noisy is r else u * r_noisy[:, None]
-    if pattern.origins is not None:
-        xyz_n = xyz_n.copy() if xyz_n is xyz else xyz_n
-        xyz += pattern.origins
-        xyz_n += pattern.origins
+    o = pattern.origins
+
+    def points(rng):  # origin + unit direction * range
+        return u * rng[:, None] if o is None else u * rng[:, None] + o
+
+    xyz = points(r)
+    xyz_n = xyz if r_noisy is r else points(r_noisy)  # noiseless: the same points
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
     if ctx.frame_of_reference == "world":
         R, t = pose[:3, :3], pose[:3, 3]

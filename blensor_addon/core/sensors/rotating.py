@@ -428,9 +428,6 @@ class Rotating(Sensor):
     presets = PRESETS
     storage = ""  # v0.1 kept these settings on Camera.blensor itself
 
-    def _columns(self, s, frame, frame_time, mode):
-        return scan_columns(s, frame, frame_time, mode)
-
     def grid_shape(self, s, frame, frame_time, mode, camera):
         if mode == "range":
             return (s.num_lasers, range_scan_columns(s, frame, frame_time).shape[0])

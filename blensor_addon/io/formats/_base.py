@@ -39,7 +39,7 @@ class RunInfo:
 
     Attributes:
         camera: camera object name; sensor_type; sensor: settings dict; seed;
-        frame_time (s); frames: the requested frames (list of int); first_frame.
+        frame_time (s); frames: the requested frames (list of int).
     """
 
     camera: str = ""
@@ -49,9 +49,12 @@ class RunInfo:
     frame_time: float = 1.0 / 24.0
     frames: list = dataclasses.field(default_factory=list)
 
-    @property
-    def first_frame(self) -> int:
-        return int(self.frames[0]) if self.frames else 0
+
+def clean_and_noisy(result: ScanResult, suffix: str, encode) -> list[tuple[str, bytes]]:
+    """The frame's two clouds, ground truth and what a real sensor gives, in folders a
+    loader cannot mix: ``clean/scan<frame:05d>.<suffix>`` = ``encode(False)`` and
+    ``noisy/...`` = ``encode(True)``."""
+    return [(f"{kind}/scan{result.frame:05d}.{suffix}", encode(kind == "noisy")) for kind in ("clean", "noisy")]
 
 
 class Writer:

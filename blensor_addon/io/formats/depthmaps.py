@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.axes import sensor_points
 from ...core.result import ScanResult
 from ..atomic import remove_quietly
 from ._base import Writer
@@ -34,12 +35,10 @@ from ._base import Writer
 def depth_images(result: ScanResult, noisy: bool = False) -> dict[str, np.ndarray]:
     """Images of an image-sensor result: ``z`` (planar depth along the sensor's view
     axis) and ``range`` (H, W) float32 m (NaN where nothing returned), ``object_id``
-    (H, W) uint32 (0). Points in world coordinates are taken back to the sensor frame.
+    (H, W) uint32 (0). Points in world coordinates or REP-103 axes are taken back to
+    BlenSor's sensor frame (:func:`~blensor_addon.core.axes.sensor_points`).
     """
-    xyz = result.xyz_noisy if noisy else result.xyz
-    if result.frame_of_reference == "world":
-        T = np.asarray(result.sensor_to_world, dtype=np.float64)
-        xyz = (xyz.astype(np.float64) - T[:3, 3]) @ T[:3, :3]
+    xyz = sensor_points(result, noisy, "blensor")
     rows, cols = result.grid_shape
     idx = result.ray_index.astype(np.int64)
     z = np.full(rows * cols, np.nan, np.float32)

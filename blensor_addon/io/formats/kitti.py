@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.axes import ros_pose, sensor_points
+from ...core.axes import ros_sensor_pose, sensor_points
 from ...core.result import ScanResult
 from ...core.sensors._base import setting
 from ._base import Writer
@@ -70,7 +70,7 @@ class KittiWriter(Writer):
 
     def frame_files(self, result):
         i = self.run.frames.index(result.frame) if result.frame in self.run.frames else len(self._poses)
-        T = ros_pose(result.sensor_to_world) if result.axes == "blensor" else result.sensor_to_world
+        T = ros_sensor_pose(result)
         if self._first is None:
             self._first = (np.linalg.inv(T), result.frame * result.frame_time)
         rel = self._first[0] @ T

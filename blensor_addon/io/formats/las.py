@@ -18,7 +18,7 @@ import io
 import numpy as np
 
 from ...core.result import ScanResult
-from ._base import Writer
+from ._base import Writer, clean_and_noisy
 
 SCALE = 1e-4
 EXTRA = (("object_id", np.uint32), ("instancer_id", np.uint32), ("semantic", np.uint16), ("ring", np.uint16),
@@ -64,8 +64,7 @@ class LasWriter(Writer):
     requires = ("laspy",)
 
     def frame_files(self, result):
-        return [(f"{kind}/scan{result.frame:05d}.{self.suffix}", las_bytes(result, kind == "noisy", self.compress))
-                for kind in ("clean", "noisy")]
+        return clean_and_noisy(result, self.suffix, lambda noisy: las_bytes(result, noisy, self.compress))
 
 
 class LazWriter(LasWriter):

@@ -22,25 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
 from ...core.sensors._base import setting
 from ..atomic import atomic_write_bytes
-from ._base import Writer
+from ._base import Writer, clean_and_noisy
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
                       ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("semantic", "<u2"), ("rgb", "<f4")])
-
-
-def _quaternion(R: np.ndarray) -> tuple[float, float, float, float]:
-    """(w, x, y, z) of a rotation matrix."""
-    w = np.sqrt(max(0.0, 1.0 + R[0, 0] + R[1, 1] + R[2, 2])) / 2.0
-    x = np.sqrt(max(0.0, 1.0 + R[0, 0] - R[1, 1] - R[2, 2])) / 2.0
-    y = np.sqrt(max(0.0, 1.0 - R[0, 0] + R[1, 1] - R[2, 2])) / 2.0
-    z = np.sqrt(max(0.0, 1.0 - R[0, 0] - R[1, 1] + R[2, 2])) / 2.0
-    x = np.copysign(x, R[2, 1] - R[1, 2])
-    y = np.copysign(y, R[0, 2] - R[2, 0])
-    z = np.copysign(z, R[1, 0] - R[0, 1])
-    return float(w), float(x), float(y), float(z)
 
 
 def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
@@ -70,7 +59,8 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     rec = pcd_records(result, noisy)
     if result.frame_of_reference == "world":
         T = result.sensor_to_world
-        vp = (*(float(v) for v in T[:3, 3]), *_quaternion(T[:3, :3]))
+        x, y, z, w = quaternion_xyzw(T[:3, :3])
+        vp = (*(float(v) for v in T[:3, 3]), w, x, y, z)  # PCD VIEWPOINT: tx ty tz qw qx qy qz
     else:
         vp = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
     n = len(rec)
@@ -127,9 +117,7 @@ class PcdWriter(Writer):
     Options = PcdOptions
 
     def frame_files(self, result):
-        binary = not self.options.ascii
-        return [(f"{kind}/scan{result.frame:05d}.pcd", pcd_bytes(result, kind == "noisy", binary))
-                for kind in ("clean", "noisy")]
+        return clean_and_noisy(result, "pcd", lambda noisy: pcd_bytes(result, noisy, not self.options.ascii))
 
 
 WRITER = PcdWriter

@@ -13,7 +13,7 @@ import io
 import numpy as np
 
 from ...core.result import ScanResult
-from ._base import Writer
+from ._base import Writer, clean_and_noisy
 
 PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), ("ny", "<f4"), ("nz", "<f4"),
                       ("red", "u1"), ("green", "u1"), ("blue", "u1"), ("intensity", "<f4"),
@@ -52,7 +52,7 @@ class PlyWriter(Writer):
     requires = ("plyfile",)
 
     def frame_files(self, result):
-        return [(f"{kind}/scan{result.frame:05d}.ply", ply_bytes(result, kind == "noisy")) for kind in ("clean", "noisy")]
+        return clean_and_noisy(result, "ply", lambda noisy: ply_bytes(result, noisy))
 
 
 WRITER = PlyWriter

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.axes import ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, rotation_vector, sensor_points
+from ...core.axes import ROS_FROM_BLENSOR, quaternion_xyzw, ros_sensor_pose, rotation_vector, sensor_points
 from ...core.result import ScanResult
 from ...core.sensors._base import setting, sweep_columns
 from ._base import Writer
@@ -190,7 +190,7 @@ class Rosbag2Writer(Writer):
     # -- life cycle ---------------------------------------------------------------------------
     def append(self, result):
         stamp = float(result.frame * result.frame_time)
-        T = ros_pose(result.sensor_to_world) if result.axes == "blensor" else np.asarray(result.sensor_to_world)
+        T = ros_sensor_pose(result)
         if self.frames == 0:
             opt = np.eye(4)
             opt[:3, :3] = ROS_FROM_OPTICAL

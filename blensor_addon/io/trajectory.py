@@ -1,0 +1,22 @@
+"""Trajectories as text: the TUM RGB-D layout, one pose a line.
+
+``t tx ty tz qx qy qz qw``: t in s, position in m, unit quaternion (w >= 0) of the
+pose's rotation; 9 decimals. Written by range scans (``trajectory.tum``) and the motion
+export (``tum/<object>.tum``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.axes import quaternion_xyzw
+
+
+def tum_bytes(poses) -> bytes:
+    """TUM text of ``poses``: an iterable of (t, T) with t float s and T (4, 4) float64
+    rigid pose (rotation without scale)."""
+    rows = []
+    for t, T in poses:
+        T = np.asarray(T, dtype=np.float64)
+        rows.append(f"{t:.9f} {T[0, 3]:.9f} {T[1, 3]:.9f} {T[2, 3]:.9f} "
+                    + " ".join(f"{v:.9f}" for v in quaternion_xyzw(T[:3, :3])) + "\n")
+    return "".join(rows).encode()
