@@ -91,8 +91,20 @@ struct brt_mesh {
     int64_t ntris;  /* triangles kept (finite) */
 };
 
+/* Motion of an instance over the time step (see brt_scene_create_motion), in double
+ * precision, with what every evaluation needs precomputed. */
+typedef struct {
+    double t0[3], t1[3];   /* translation at s = 0 and 1 [m] */
+    double q0[4], q1[4];   /* unit quaternions (w, x, y, z), dot(q0, q1) >= 0 */
+    double u0[6], u1[6];   /* upper triangles (a b c / d e / f) of U0, U1 */
+    double theta;          /* angle between q0 and q1 (half the rotation angle) */
+    double inv_sin;        /* 1 / sin(theta) */
+    int lerp;              /* theta < 1e-6: normalized lerp instead of slerp */
+} motion_t;
+
 typedef struct {
     const brt_mesh *mesh;
+    const motion_t *mo; /* NULL: static (m, inv, nrm below); else moving */
     float m[12];    /* object to world, rows 0..2 of the 4x4 */
     float inv[12];  /* world to object */
     float nrm[9];   /* normal matrix: transpose of the inverse 3x3 */
@@ -104,6 +116,7 @@ struct brt_scene {
     instance_t *inst; /* in original order */
     int32_t *order;   /* leaf order -> original instance index */
     int64_t ninst;
+    motion_t *motion; /* records of the moving instances */
 };
 
 /* ------------------------------------------------------------------ build */
@@ -638,8 +651,176 @@ static int invert_affine(const float *m, float *inv) {
     return 1;
 }
 
+/* ------------------------------------------------------------------ motion */
+
+#define MOTION_LERP_ANGLE 1e-6 /* below this quaternion angle: normalized lerp */
+#define MOTION_MIN_DET 1e-30   /* |det U| at or below: singular (as invert_affine) */
+
+/* Rotation matrix (row-major) of a quaternion (w, x, y, z) of any nonzero length. */
+static void quat_matrix(const double *q, double *R) {
+    double w = q[0], x = q[1], y = q[2], z = q[3];
+    double s = 2.0 / (w * w + x * x + y * y + z * z);
+    R[0] = 1.0 - s * (y * y + z * z); R[1] = s * (x * y - w * z);       R[2] = s * (x * z + w * y);
+    R[3] = s * (x * y + w * z);       R[4] = 1.0 - s * (x * x + z * z); R[5] = s * (y * z - w * x);
+    R[6] = s * (x * z - w * y);       R[7] = s * (y * z + w * x);       R[8] = 1.0 - s * (x * x + y * y);
+}
+
+/* Set up *mo from a record [t0(3), t1(3), q0(4), q1(4), U0(9), U1(9)]; 0 if it cannot
+ * describe a motion (non-finite, a zero quaternion, a singular U0 or U1). */
+static int motion_setup(const double *rec, motion_t *mo) {
+    for (int k = 0; k < 32; ++k)
+        if (!isfinite(rec[k])) return 0;
+    memcpy(mo->t0, rec, 3 * sizeof(double));
+    memcpy(mo->t1, rec + 3, 3 * sizeof(double));
+    double n0 = 0.0, n1 = 0.0, dot = 0.0;
+    for (int k = 0; k < 4; ++k) {
+        n0 += rec[6 + k] * rec[6 + k];
+        n1 += rec[10 + k] * rec[10 + k];
+    }
+    n0 = sqrt(n0);
+    n1 = sqrt(n1);
+    if (!(n0 > 1e-150) || !(n1 > 1e-150) || !isfinite(n0) || !isfinite(n1)) return 0;
+    for (int k = 0; k < 4; ++k) {
+        mo->q0[k] = rec[6 + k] / n0;
+        mo->q1[k] = rec[10 + k] / n1;
+        dot += mo->q0[k] * mo->q1[k];
+    }
+    if (dot < 0.0) { /* shortest arc */
+        for (int k = 0; k < 4; ++k) mo->q1[k] = -mo->q1[k];
+        dot = -dot;
+    }
+    mo->theta = acos(dot > 1.0 ? 1.0 : dot);
+    mo->lerp = mo->theta < MOTION_LERP_ANGLE;
+    mo->inv_sin = mo->lerp ? 0.0 : 1.0 / sin(mo->theta);
+    static const int up[6] = {0, 1, 2, 4, 5, 8}; /* upper triangle of a row-major 3x3 */
+    for (int k = 0; k < 6; ++k) {
+        mo->u0[k] = rec[14 + up[k]];
+        mo->u1[k] = rec[23 + up[k]];
+    }
+    double d0 = mo->u0[0] * mo->u0[3] * mo->u0[5], d1 = mo->u1[0] * mo->u1[3] * mo->u1[5];
+    return fabs(d0) > MOTION_MIN_DET && fabs(d1) > MOTION_MIN_DET && isfinite(d0) && isfinite(d1);
+}
+
+/* Rotation R (row-major), factor U (upper triangle a b c d e f) and translation t at s. */
+static inline void motion_parts(const motion_t *mo, double s, double *R, double *u, double *t) {
+    double q[4], w0, w1;
+    if (mo->lerp) {
+        w0 = 1.0 - s;
+        w1 = s;
+    } else {
+        w0 = sin((1.0 - s) * mo->theta) * mo->inv_sin;
+        w1 = sin(s * mo->theta) * mo->inv_sin;
+    }
+    for (int k = 0; k < 4; ++k) q[k] = w0 * mo->q0[k] + w1 * mo->q1[k];
+    quat_matrix(q, R); /* divides by |q|^2: the lerp needs no separate normalization */
+    for (int k = 0; k < 6; ++k) u[k] = (1.0 - s) * mo->u0[k] + s * mo->u1[k];
+    for (int k = 0; k < 3; ++k) t[k] = (1.0 - s) * mo->t0[k] + s * mo->t1[k];
+}
+
+/* World-to-object 3x3 W = U^-1 R^T (row-major) and translation t at s; 0 if U(s) is
+ * singular. The normal matrix at s is W^T. */
+static inline int motion_inverse(const motion_t *mo, double s, double *W, double *t) {
+    double R[9], u[6];
+    motion_parts(mo, s, R, u, t);
+    const double a = u[0], b = u[1], c = u[2], d = u[3], e = u[4], f = u[5];
+    const double det = a * d * f;
+    if (!(fabs(det) > MOTION_MIN_DET) || !isfinite(det)) return 0;
+    const double ia = 1.0 / a, id = 1.0 / d, iff = 1.0 / f;
+    const double ui[6] = {ia, -b * ia * id, (b * e - c * d) * ia * id * iff, id, -e * id * iff, iff};
+    for (int j = 0; j < 3; ++j) { /* W[i][j] = sum_k Ui[i][k] R[j][k] */
+        W[j] = ui[0] * R[3 * j] + ui[1] * R[3 * j + 1] + ui[2] * R[3 * j + 2];
+        W[3 + j] = ui[3] * R[3 * j + 1] + ui[4] * R[3 * j + 2];
+        W[6 + j] = ui[5] * R[3 * j + 2];
+    }
+    return 1;
+}
+
+/* The ray (org, dir) in the object space of a moving instance at time s: 0 (the instance
+ * is not hit) if U(s) is singular or the moved ray does not fit in float. */
+static inline int motion_ray(const motion_t *mo, double s, const float *org, const float *dir, float *lorg,
+                             float *ldir) {
+    double W[9], t[3], p[3], lo[3], ld[3];
+    if (!motion_inverse(mo, s, W, t)) return 0;
+    for (int k = 0; k < 3; ++k) p[k] = (double)org[k] - t[k];
+    int ok = 1;
+    for (int r = 0; r < 3; ++r) {
+        lo[r] = W[3 * r] * p[0] + W[3 * r + 1] * p[1] + W[3 * r + 2] * p[2];
+        ld[r] = W[3 * r] * dir[0] + W[3 * r + 1] * dir[1] + W[3 * r + 2] * dir[2];
+        ok &= fabs(lo[r]) <= FLT_MAX && fabs(ld[r]) <= FLT_MAX; /* also false on NaN */
+    }
+    if (!ok) return 0;
+    for (int r = 0; r < 3; ++r) {
+        lorg[r] = (float)lo[r];
+        ldir[r] = (float)ld[r];
+    }
+    return 1;
+}
+
+static double frobenius_u(const double *u) {
+    double q = 0.0;
+    for (int k = 0; k < 6; ++k) q += u[k] * u[k];
+    return sqrt(q);
+}
+
+/* World box of a moving instance over every s in [0, 1]; 0 if it does not fit in float.
+ *
+ * Bound: the mesh lies in the ball (centre c, radius r) around its root box in object
+ * space, so at time s it lies within ||A(s)||_2 r <= max(|U0|_F, |U1|_F) r =: rho of
+ * p(s) = R(s) U(s) c + t(s) (R orthonormal; the Frobenius norm is convex in s). p is
+ * Lipschitz in s with constant L = 2 theta' Umax |c| + |U1 - U0|_F |c| + |t1 - t0|: slerp
+ * turns the rotation at 2 theta rad per unit s about a fixed axis (normalized lerp, used
+ * only below 1e-6 rad, at most 2 theta / cos^2(theta / 2); theta' = 1.001 theta covers
+ * both). Sampling p at s_k = k / K (k = 0..K) puts every p(s) within L / (2K) of a sample,
+ * so the union of the sample boxes grown by rho + L / (2K) holds the instance at every s.
+ * K is chosen so that L / (2K) <= rho / 8 where that needs at most 64 samples. */
+static int motion_box(const motion_t *mo, const brt_mesh *mesh, float *bmin, float *bmax) {
+    double c[3], r2 = 0.0, cn2 = 0.0, du[6], dt2 = 0.0;
+    for (int k = 0; k < 3; ++k) {
+        c[k] = 0.5 * ((double)mesh->root_min[k] + (double)mesh->root_max[k]);
+        double h = 0.5 * ((double)mesh->root_max[k] - (double)mesh->root_min[k]);
+        r2 += h * h;
+        cn2 += c[k] * c[k];
+        dt2 += (mo->t1[k] - mo->t0[k]) * (mo->t1[k] - mo->t0[k]);
+    }
+    for (int k = 0; k < 6; ++k) du[k] = mo->u1[k] - mo->u0[k];
+    double n0 = frobenius_u(mo->u0), n1 = frobenius_u(mo->u1);
+    double umax = n0 > n1 ? n0 : n1;
+    double rho = umax * sqrt(r2), cn = sqrt(cn2);
+    double lip = 2.0 * 1.001 * mo->theta * umax * cn + frobenius_u(du) * cn + sqrt(dt2);
+    double kk = lip / (0.25 * rho);
+    int K = !(kk < 64.0) ? 64 : kk > 1.0 ? (int)ceil(kk) : 1;
+    double pad = (rho + lip / (2.0 * K)) * (1.0 + 1e-9);
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i <= K; ++i) {
+        double R[9], u[6], t[3], uc[3], p[3];
+        motion_parts(mo, (double)i / K, R, u, t);
+        uc[0] = u[0] * c[0] + u[1] * c[1] + u[2] * c[2];
+        uc[1] = u[3] * c[1] + u[4] * c[2];
+        uc[2] = u[5] * c[2];
+        for (int k = 0; k < 3; ++k) {
+            p[k] = R[3 * k] * uc[0] + R[3 * k + 1] * uc[1] + R[3 * k + 2] * uc[2] + t[k];
+            lo[k] = p[k] < lo[k] ? p[k] : lo[k];
+            hi[k] = p[k] > hi[k] ? p[k] : hi[k];
+        }
+    }
+    for (int k = 0; k < 3; ++k) {
+        double a = lo[k] - pad, b = hi[k] + pad;
+        /* also false on NaN; the relative float pad below must not overflow either */
+        if (!(fabs(a) < 0.5 * FLT_MAX) || !(fabs(b) < 0.5 * FLT_MAX)) return 0;
+        bmin[k] = (float)a;
+        bmax[k] = (float)b;
+    }
+    return 1;
+}
+
 BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int32_t *inst_mesh,
                              const float *inst_xform, int64_t ninst, brt_scene **out) {
+    return brt_scene_create_motion(meshes, nmeshes, inst_mesh, inst_xform, NULL, NULL, ninst, out);
+}
+
+BRT_API int brt_scene_create_motion(brt_mesh *const *meshes, int64_t nmeshes, const int32_t *inst_mesh,
+                                    const float *inst_xform, const double *motion, const uint8_t *moving,
+                                    int64_t ninst, brt_scene **out) {
     if (!out || ninst < 0 || nmeshes < 0 || (ninst > 0 && (!meshes || !inst_mesh || !inst_xform)))
         return BRT_E_ARG;
     *out = NULL;
@@ -651,12 +832,29 @@ BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int
     float *bmin = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
     float *bmax = (float *)malloc(sizeof(float) * 3 * (size_t)(ninst + 1));
     int32_t *idx = (int32_t *)malloc(sizeof(int32_t) * (size_t)(ninst + 1));
+    int64_t nmoving = 0;
+    if (motion)
+        for (int64_t i = 0; i < ninst; ++i) nmoving += !moving || moving[i];
+    if (nmoving) s->motion = (motion_t *)calloc((size_t)nmoving, sizeof(motion_t));
     int rc = BRT_E_NOMEM;
-    if (!s->inst || !bmin || !bmax || !idx) goto fail;
-    int64_t kept = 0;
+    if (!s->inst || !bmin || !bmax || !idx || (nmoving && !s->motion)) goto fail;
+    int64_t kept = 0, nmo = 0;
     for (int64_t i = 0; i < ninst; ++i) {
         instance_t *in = &s->inst[i];
         in->mesh = meshes[inst_mesh[i]];
+        if (motion && (!moving || moving[i]) && motion_setup(motion + 32 * i, &s->motion[nmo])) {
+            /* moving: placed by its record at the ray's time; the box covers the whole step */
+            in->mo = &s->motion[nmo++];
+            if (in->mesh->ntris == 0 || !motion_box(in->mo, in->mesh, bmin + 3 * i, bmax + 3 * i)) continue;
+            for (int k = 0; k < 3; ++k) { /* float rounding, as below */
+                float lo = bmin[3 * i + k], hi = bmax[3 * i + k];
+                float pad = 1e-6f * fabsf(lo) + 1e-6f * fabsf(hi) + 1e-6f;
+                bmin[3 * i + k] = lo - pad;
+                bmax[3 * i + k] = hi + pad;
+            }
+            idx[kept++] = (int32_t)i;
+            continue;
+        }
         memcpy(in->m, inst_xform + 16 * i, 12 * sizeof(float));
         /* a non-finite or singular transform cannot be used to move rays into the mesh's
          * frame: the instance is left out (the Python layer bakes singular ones, e.g. a
@@ -710,6 +908,7 @@ BRT_API void brt_scene_free(brt_scene *s) {
     free(s->nodes);
     free(s->inst);
     free(s->order);
+    free(s->motion);
     free(s);
 }
 
@@ -797,7 +996,8 @@ typedef struct {
     float *t_out, *ng_out, *uv_out;
     int32_t *inst_out, *prim_out;
     int64_t next; /* shared chunk counter */
-    void (*cast)(const brt_scene *, const float *, const float *, float, hit_t *);
+    void (*cast)(const brt_scene *, const float *, const float *, float, double, hit_t *);
+    const float *time; /* (nrays,) or NULL */
 } job_t;
 
 #define CHUNK 1024
@@ -824,8 +1024,14 @@ static int use_avx(void) {
 static void run_range(job_t *j, int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
         float tm = j->tmax ? j->tmax[i] : j->tmax_default;
+        double ts = 0.0;
+        if (j->time) {
+            float tv = j->time[i];
+            if (!isfinite(tv)) tm = NAN; /* a ray at no time misses */
+            ts = tv > 0.0f ? (tv < 1.0f ? (double)tv : 1.0) : 0.0;
+        }
         hit_t h;
-        j->cast(j->s, j->org + 3 * i, j->dir + 3 * i, tm, &h);
+        j->cast(j->s, j->org + 3 * i, j->dir + 3 * i, tm, ts, &h);
         if (h.inst < 0) {
             j->t_out[i] = INFINITY;
             j->inst_out[i] = -1;
@@ -850,8 +1056,13 @@ static void run_range(job_t *j, int64_t a, int64_t b) {
             n[0] = e1[1] * e2[2] - e1[2] * e2[1];
             n[1] = e1[2] * e2[0] - e1[0] * e2[2];
             n[2] = e1[0] * e2[1] - e1[1] * e2[0];
-            for (int r = 0; r < 3; ++r)
-                w[r] = in->nrm[3 * r] * n[0] + in->nrm[3 * r + 1] * n[1] + in->nrm[3 * r + 2] * n[2];
+            double W[9], tt[3];
+            if (in->mo && motion_inverse(in->mo, ts, W, tt)) { /* normal matrix at the ray's time: W^T */
+                for (int r = 0; r < 3; ++r) w[r] = W[r] * n[0] + W[3 + r] * n[1] + W[6 + r] * n[2];
+            } else {
+                for (int r = 0; r < 3; ++r)
+                    w[r] = in->nrm[3 * r] * n[0] + in->nrm[3 * r + 1] * n[1] + in->nrm[3 * r + 2] * n[2];
+            }
             double len = sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
             if (len > 0) { w[0] /= len; w[1] /= len; w[2] /= len; }
             for (int k = 0; k < 3; ++k) j->ng_out[3 * i + k] = (float)w[k];
@@ -881,10 +1092,18 @@ BRT_API int brt_intersect(const brt_scene *s, const float *org, const float *dir
                           const float *tmax, float tmax_default, int64_t nrays, int nthreads,
                           float *t_out, int32_t *inst_out, int32_t *prim_out, float *ng_out,
                           float *uv_out) {
+    return brt_intersect_timed(s, org, dir, NULL, tmax, tmax_default, nrays, nthreads, t_out, inst_out,
+                               prim_out, ng_out, uv_out);
+}
+
+BRT_API int brt_intersect_timed(const brt_scene *s, const float *org, const float *dir, const float *time,
+                                const float *tmax, float tmax_default, int64_t nrays, int nthreads,
+                                float *t_out, int32_t *inst_out, int32_t *prim_out, float *ng_out,
+                                float *uv_out) {
     if (!s || nrays < 0 || (nrays > 0 && (!org || !dir || !t_out || !inst_out || !prim_out)))
         return BRT_E_ARG;
     job_t j = {s, org, dir, tmax, tmax_default, nrays, t_out, ng_out, uv_out, inst_out, prim_out, 0,
-               cast_one_base};
+               cast_one_base, time};
 #if defined(BRT_HAVE_AVX)
     if (use_avx()) j.cast = cast_one_avx;
 #endif

@@ -9,6 +9,12 @@
  * object-to-world matrix.  An animation frame in which only transforms change
  * rebuilds only the top level.
  *
+ * Moving instances (continuous-time scanning, rolling shutter): within one time step an
+ * instance may move from its start transform M0 to its end transform M1; a ray with time
+ * fraction s in [0, 1] meets it at the transform interpolated at s (translation linear,
+ * rotation by slerp, the scale/shear factor linear; blensor_addon/raycast/motion.py
+ * defines it and builds the records), so no mesh BVH is rebuilt for motion.
+ *
  * Ray/triangle intersection is the watertight test of Woop, Benthin and Wald,
  * "Watertight Ray/Triangle Intersection", JCGT 2(1), 2013: a ray through a
  * shared edge or vertex hits at least one of the adjacent triangles.
@@ -26,7 +32,7 @@
 #define BRT_API __attribute__((visibility("default")))
 #endif
 
-#define BRT_API_VERSION 2 /* 2: brt_kernel() */
+#define BRT_API_VERSION 3 /* 2: brt_kernel(); 3: moving instances, per-ray time */
 
 /* Error codes (negative). */
 #define BRT_OK 0
@@ -64,6 +70,23 @@ BRT_API int64_t brt_mesh_node_count(const brt_mesh *mesh);
  * The scene refers to the meshes; they must outlive it. */
 BRT_API int brt_scene_create(brt_mesh *const *meshes, int64_t nmeshes, const int32_t *inst_mesh,
                              const float *inst_xform, int64_t ninst, brt_scene **out);
+/* Top level over instances some of which move during the time step.
+ * inst_xform: (ninst, 4, 4) float32 transforms at the step start (M0), as above.
+ * motion: (ninst, 32) float64 records [t0(3), t1(3), q0(4), q1(4), U0(9), U1(9)], or NULL
+ *         (no instance moves): translations [m] at s = 0 and 1, unit quaternions (w, x, y, z)
+ *         and upper-triangular 3x3 factors (row-major) with M[:3,:3] = R(q) U; the
+ *         transform at s is t = (1-s) t0 + s t1, q = slerp(q0, q1, s) (normalized lerp when
+ *         the angle is below 1e-6 rad; q1 is negated first if dot(q0, q1) < 0),
+ *         U = (1-s) U0 + s U1, M[:3,:3] = R(q) U.
+ * moving: (ninst,) uint8, nonzero = the instance moves: its record, not inst_xform, places
+ *         it; NULL = every instance moves when motion is given.
+ * A moving instance whose record is not finite or has a singular U0 or U1 (|det| <= 1e-30)
+ * stays at inst_xform. Where det U(s) vanishes between the ends (a mirrored and an
+ * unmirrored end) the instance is not hit at that s. Static instances behave exactly as in
+ * brt_scene_create, which is this function with motion = moving = NULL. */
+BRT_API int brt_scene_create_motion(brt_mesh *const *meshes, int64_t nmeshes, const int32_t *inst_mesh,
+                                    const float *inst_xform, const double *motion, const uint8_t *moving,
+                                    int64_t ninst, brt_scene **out);
 BRT_API void brt_scene_free(brt_scene *scene);
 
 /* Closest hit for every ray.
@@ -80,5 +103,16 @@ BRT_API int brt_intersect(const brt_scene *scene, const float *org, const float 
                           const float *tmax, float tmax_default, int64_t nrays, int nthreads,
                           float *t_out, int32_t *inst_out, int32_t *prim_out, float *ng_out,
                           float *uv_out);
+
+/* brt_intersect with a time per ray.
+ * time: (nrays,) float32 fraction of the time step in [0, 1] at which each ray is cast
+ *       (values outside clamp to 0 or 1; NaN or inf: the ray misses), or NULL = 0 for all.
+ * Moving instances are met at their transform at that time (world-to-object transform and
+ * normal matrix evaluated in double precision); static ones ignore it, so a scene without
+ * moving instances gives bitwise the answers of brt_intersect. */
+BRT_API int brt_intersect_timed(const brt_scene *scene, const float *org, const float *dir,
+                                const float *time, const float *tmax, float tmax_default, int64_t nrays,
+                                int nthreads, float *t_out, int32_t *inst_out, int32_t *prim_out,
+                                float *ng_out, float *uv_out);
 
 #endif

@@ -241,7 +241,8 @@ static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, i
     }
 }
 
-static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *dir, float tmax, hit_t *h) {
+/* Closest hit of one world ray at time fraction tm in [0, 1] (used by moving instances only). */
+static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *dir, float tmax, double tm, hit_t *h) {
     h->t = tmax; h->inst = -1; h->slot = -1; h->b1 = h->b2 = 0.0f;
     if (s->ninst == 0 || !(tmax > 0.0f)) return;
     /* non-finite or zero-length rays miss */
@@ -264,10 +265,14 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
                 int32_t ii = s->order[i];
                 const instance_t *in = &s->inst[ii];
                 ray_t lr;
-                for (int row = 0; row < 3; ++row) {
-                    const float *q = in->inv + 4 * row;
-                    lr.org[row] = q[0] * org[0] + q[1] * org[1] + q[2] * org[2] + q[3];
-                    lr.dir[row] = q[0] * dir[0] + q[1] * dir[1] + q[2] * dir[2];
+                if (in->mo) { /* moving: its transform at the ray's time, in double */
+                    if (!motion_ray(in->mo, tm, org, dir, lr.org, lr.dir)) continue;
+                } else {
+                    for (int row = 0; row < 3; ++row) {
+                        const float *q = in->inv + 4 * row;
+                        lr.org[row] = q[0] * org[0] + q[1] * org[1] + q[2] * org[2] + q[3];
+                        lr.dir[row] = q[0] * dir[0] + q[1] * dir[1] + q[2] * dir[2];
+                    }
                 }
                 ray_setup(&lr);
                 BRT_FN(traverse_mesh)(in->mesh, &lr, h, ii);
