@@ -36,31 +36,58 @@ class MeshData:
 
 @dataclass
 class SceneGeometry:
-    """Meshes and their instances.
+    """Meshes and their instances, optionally moving within one time step.
 
     Attributes:
         meshes: list of K :class:`MeshData`.
         instance_mesh (I,) int32 index into ``meshes``.
-        instance_matrix (I, 4, 4) float32 row-major object-to-world matrices.
+        instance_matrix (I, 4, 4) float32 row-major object-to-world matrices (at the start
+            of the time step, ``s = 0``, when ``instance_matrix_end`` is given).
+        instance_matrix_end (I, 4, 4) float32 object-to-world matrices at the end of the
+            step (``s = 1``), or None: nothing moves. An instance whose two matrices
+            differ moves between them as :mod:`.motion` interpolates (translation linear,
+            rotation slerp, scale/shear linear); a ray cast at time ``s``
+            (:meth:`Backend.intersect`) meets it where it is at ``s``.
+    Raises:
+        ValueError: the arrays differ in length or are not (I, 4, 4).
     """
 
     meshes: list
     instance_mesh: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     instance_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 4, 4), np.float32))
+    instance_matrix_end: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.instance_mesh = np.ascontiguousarray(self.instance_mesh, dtype=np.int32).reshape(-1)
         self.instance_matrix = np.ascontiguousarray(self.instance_matrix, dtype=np.float32).reshape(-1, 4, 4)
         if self.instance_mesh.shape[0] != self.instance_matrix.shape[0]:
             raise ValueError("instance_mesh and instance_matrix differ in length")
+        if self.instance_matrix_end is not None:
+            end = np.ascontiguousarray(self.instance_matrix_end, dtype=np.float32)
+            if end.shape != self.instance_matrix.shape:
+                raise ValueError(f"instance_matrix_end must be {self.instance_matrix.shape}, got {end.shape}")
+            self.instance_matrix_end = end
+
+    def motion(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Motion records and moving mask (:func:`.motion.motion_records` of
+        ``instance_matrix`` and ``instance_matrix_end``): (I, 32) float64 and (I,) bool,
+        or None when ``instance_matrix_end`` is None."""
+        if self.instance_matrix_end is None:
+            return None
+        from .motion import motion_records
+        return motion_records(self.instance_matrix, self.instance_matrix_end)
 
     def hash(self) -> str:
-        """Hash of all meshes and instance transforms (hex str)."""
+        """Hash of all meshes and instance transforms, the end transforms included when
+        given (hex str)."""
         h = hashlib.sha256()
         for m in self.meshes:
             h.update(m.key.encode())
         h.update(self.instance_mesh.tobytes())
         h.update(self.instance_matrix.tobytes())
+        if self.instance_matrix_end is not None:
+            h.update(b"end")
+            h.update(self.instance_matrix_end.tobytes())
         return h.hexdigest()
 
 
@@ -93,12 +120,19 @@ class Backend(ABC):
 
     @abstractmethod
     def intersect(self, origins: np.ndarray, directions: np.ndarray,
-                  tmax: np.ndarray | float) -> Hits:
+                  tmax: np.ndarray | float, time: np.ndarray | None = None) -> Hits:
         """Closest hits.
 
         Args:
-            origins, directions (N, 3) float32 world space; directions unit length.
+            origins, directions (N, 3) float32 world space (m); directions unit length.
             tmax: (N,) float32 or scalar: farthest distance searched (m).
+            time: (N,) float32 fraction of the geometry's time step at which each ray is
+                cast, in [0, 1] (values outside clamp to 0 or 1; NaN or inf: the ray
+                misses), or None: every ray at 0. Only moving instances
+                (``SceneGeometry.instance_matrix_end``) depend on it.
+        Raises:
+            ValueError: arrays of the wrong shape (origins/directions not (N, 3), tmax
+            neither scalar nor (N,), time not (N,)).
         """
 
     def close(self) -> None:

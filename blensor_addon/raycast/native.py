@@ -18,14 +18,16 @@ import numpy as np
 from ..core.errors import NativeLibraryError
 from .base import Backend, Hits, MeshData, SceneGeometry
 
-API_VERSION = 2
+API_VERSION = 3
 _ADDON_DIR = Path(__file__).resolve().parent.parent
 
 _lib = None
 _load_error: str | None = None
 
 _f32p = ctypes.POINTER(ctypes.c_float)
+_f64p = ctypes.POINTER(ctypes.c_double)
 _i32p = ctypes.POINTER(ctypes.c_int32)
+_u8p = ctypes.POINTER(ctypes.c_uint8)
 _ERRORS = {-1: "bad argument", -2: "triangle index out of range", -3: "out of memory"}
 
 
@@ -120,6 +122,12 @@ def _declare(lib) -> None:
     lib.brt_intersect.argtypes = [vp, _f32p, _f32p, _f32p, ctypes.c_float, ctypes.c_int64, ctypes.c_int,
                                   _f32p, _i32p, _i32p, _f32p, _f32p]
     lib.brt_intersect.restype = ctypes.c_int
+    lib.brt_scene_create_motion.argtypes = [ctypes.POINTER(vp), ctypes.c_int64, _i32p, _f32p, _f64p, _u8p,
+                                            ctypes.c_int64, ctypes.POINTER(vp)]
+    lib.brt_scene_create_motion.restype = ctypes.c_int
+    lib.brt_intersect_timed.argtypes = [vp, _f32p, _f32p, _f32p, _f32p, ctypes.c_float, ctypes.c_int64,
+                                        ctypes.c_int, _f32p, _i32p, _i32p, _f32p, _f32p]
+    lib.brt_intersect_timed.restype = ctypes.c_int
 
 
 def _ptr(a: np.ndarray, t):
@@ -188,6 +196,7 @@ class NativeBackend(Backend):
         self._meshes: dict[str, _NativeMesh] = {}
         self._scene = ctypes.c_void_p()
         self.blas_builds = 0  # number of per-mesh BVH builds so far (tests, benchmarks)
+        self.moving_instances = 0  # instances of the latest geometry that move within its step
 
     def set_geometry(self, geometry: SceneGeometry) -> None:
         """Build the top level over ``geometry`` (per-mesh BVHs are reused by content key).
@@ -196,6 +205,13 @@ class NativeBackend(Backend):
         flat, yet it renders and Blender's BVHTree hits it) cannot move rays into their
         mesh's frame; their triangles are baked into world space as a mesh of their own
         under an identity transform, keeping the instance and triangle indices.
+
+        With ``geometry.instance_matrix_end`` the instances whose two transforms differ
+        move (:mod:`.motion` records go to the library, which meets them at each ray's
+        time). An instance singular at the start is baked at its start transform and does
+        not move; one that is regular at the start but singular or non-finite at the end
+        stays at its start transform (motion cannot be interpolated through a singular
+        end).
 
         Raises:
             ValueError: instance_mesh outside the mesh list, or arrays of the wrong shape.
@@ -210,6 +226,17 @@ class NativeBackend(Backend):
         meshes = list(geometry.meshes)
         keys = [m.key for m in meshes]
         singular = _singular(xf)
+        rec_ptr = mov_ptr = None
+        motion = geometry.motion()
+        self.moving_instances = 0
+        if motion is not None:
+            rec, moving = motion
+            moving &= ~singular  # baked at the start transform below
+            self.moving_instances = int(moving.sum())
+            if moving.any():
+                rec = np.ascontiguousarray(rec, dtype=np.float64)
+                mov = np.ascontiguousarray(moving, dtype=np.uint8)
+                rec_ptr, mov_ptr = _ptr(rec, _f64p), _ptr(mov, _u8p)
         if singular.any():
             im = im.copy()
             xf = xf.copy()
@@ -230,18 +257,19 @@ class NativeBackend(Backend):
             self._meshes.pop(k).free()
         self._free_scene()
         handles = (ctypes.c_void_p * max(1, len(keys)))(*[self._meshes[k].handle.value for k in keys])
-        rc = self._lib.brt_scene_create(handles, len(keys), _ptr(im, _i32p), _ptr(xf, _f32p),
-                                        im.shape[0], ctypes.byref(self._scene))
+        rc = self._lib.brt_scene_create_motion(handles, len(keys), _ptr(im, _i32p), _ptr(xf, _f32p), rec_ptr,
+                                               mov_ptr, im.shape[0], ctypes.byref(self._scene))
         if rc != 0:
             raise NativeLibraryError(f"brt_scene_create failed: {_ERRORS.get(rc, rc)}")
 
-    def intersect(self, origins, directions, tmax) -> Hits:
+    def intersect(self, origins, directions, tmax, time=None) -> Hits:
         """Closest hits (see :meth:`Backend.intersect`). Rays with a NaN/inf origin,
-        direction or tmax, or a zero direction, miss.
+        direction, tmax or time, or a zero direction, miss.
 
         Raises:
-            ValueError: origins and directions are not both (N, 3), or tmax is neither a
-            scalar nor (N,); checked here, so no mismatched buffer reaches the library.
+            ValueError: origins and directions are not both (N, 3), tmax is neither a
+            scalar nor (N,), or time is not (N,); checked here, so no mismatched buffer
+            reaches the library.
             NativeLibraryError: no geometry set.
         """
         if not self._scene:
@@ -263,9 +291,15 @@ class NativeBackend(Backend):
             if tm.shape != (n,):
                 raise ValueError(f"tmax must be a scalar or ({n},), got {tm.shape}")
             tm_ptr, tm_default = _ptr(tm, _f32p), 0.0
-        rc = self._lib.brt_intersect(self._scene, _ptr(o, _f32p), _ptr(d, _f32p), tm_ptr,
-                                     tm_default, n, self.threads, _ptr(t, _f32p), _ptr(inst, _i32p),
-                                     _ptr(prim, _i32p), _ptr(ng, _f32p), _ptr(uv, _f32p))
+        time_ptr = None
+        if time is not None:
+            ts = np.ascontiguousarray(time, dtype=np.float32)
+            if ts.shape != (n,):
+                raise ValueError(f"time must be None or ({n},), got {ts.shape}")
+            time_ptr = _ptr(ts, _f32p)
+        rc = self._lib.brt_intersect_timed(self._scene, _ptr(o, _f32p), _ptr(d, _f32p), time_ptr, tm_ptr,
+                                           tm_default, n, self.threads, _ptr(t, _f32p), _ptr(inst, _i32p),
+                                           _ptr(prim, _i32p), _ptr(ng, _f32p), _ptr(uv, _f32p))
         if rc != 0:
             raise NativeLibraryError(f"brt_intersect failed: {_ERRORS.get(rc, rc)}")
         return Hits(t, inst, prim, ng, uv)

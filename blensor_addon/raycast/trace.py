@@ -57,7 +57,7 @@ class TraceResult:
 
 def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_range: float,
           is_mirror: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-          max_bounces: int = 8) -> TraceResult:
+          max_bounces: int = 8, time: np.ndarray | None = None) -> TraceResult:
     """Cast rays and follow mirror reflections.
 
     Args:
@@ -68,11 +68,22 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             no mirrors.
         max_bounces: reflections followed; a ray still on a mirror after that many
             gives no return.
+        time: (N,) float32 fraction of the geometry's time step at which each ray is
+            cast (see :meth:`Backend.intersect`), or None (0). Every segment of a ray is
+            cast at its time: reflections happen where the mirror is at that time.
+    Raises:
+        ValueError: time is not (N,).
     """
     o = np.ascontiguousarray(origins, dtype=np.float32).reshape(-1, 3)
     d = np.ascontiguousarray(directions, dtype=np.float32).reshape(-1, 3)
     n = o.shape[0]
-    h = backend.intersect(o, d, np.float32(max_range))
+    ts = None
+    if time is not None:
+        ts = np.ascontiguousarray(time, dtype=np.float32)
+        if ts.shape != (n,):
+            raise ValueError(f"time must be None or ({n},), got {ts.shape}")
+    h = backend.intersect(o, d, np.float32(max_range)) if ts is None else \
+        backend.intersect(o, d, np.float32(max_range), time=ts)
     got = h.instance >= 0
     # first segment: the hit arrays are the result as they are (no copies per ray)
     total = h.t.astype(np.float64)
@@ -105,7 +116,9 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         bounces[active] += 1
         cur_o = (p + side * nn * eps).astype(np.float32)
         cur_d = r.astype(np.float32)
-        cur_h = backend.intersect(cur_o, cur_d, (max_range - total[active]).astype(np.float32))
+        seg_max = (max_range - total[active]).astype(np.float32)
+        cur_h = backend.intersect(cur_o, cur_d, seg_max) if ts is None else \
+            backend.intersect(cur_o, cur_d, seg_max, time=ts[active])
         g = cur_h.instance >= 0
         idx = active[g]
         total[idx] += cur_h.t[g]
