@@ -8,6 +8,9 @@ Ray sets: one HDL-64E S2 revolution (133,312 rays, 120 m) from 2 m above the ter
 centre, and 10^6 random rays from above the terrain.
 Backends, measured in the same run: the native library on 1 and 2 threads, the Blender
 BVHTree fallback, and Embree 4 through ``embreex`` on two Python threads.
+Moving instances: the same casts with a time per ray while the four cars drive 1.2 m and
+turn 5 deg within the step (and once with the terrain moving too, so every ray meets a
+moving instance), as a ratio to the static cast.
 End to end (real bpy scene): one full revolution (extract + build + cast + noise + npz
 write, fresh scanner each time) and a 10-frame range scan with moving cars.
 
@@ -178,6 +181,46 @@ def cast_benchmarks(repeat, skip_bvhtree):
     return ntri, builds, rows
 
 
+def moving_geometry(geom, terrain_moves=False):
+    """``geom`` with end transforms: every car 1.2 m along its heading and 5 deg more yaw;
+    with ``terrain_moves`` the terrain also shifts 0.1 m and turns 0.5 deg."""
+    from blensor_addon.raycast import SceneGeometry
+    end = geom.instance_matrix.astype(np.float64).copy()
+    for i, (x, y, yaw) in enumerate(CARS, start=1):
+        a = math.radians(5.0)
+        Rz = np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])
+        c = np.array([x, y, 0.0])  # turn about the car's own position
+        end[i, :3, :3] = Rz
+        end[i, :3, 3] = c - Rz @ c + 1.2 * np.array([math.cos(yaw), math.sin(yaw), 0.0])
+    if terrain_moves:
+        a = math.radians(0.5)
+        end[0, :3, :3] = [[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]]
+        end[0, :3, 3] = [0.1, 0.0, 0.0]
+    return SceneGeometry(geom.meshes, geom.instance_mesh, geom.instance_matrix, end.astype(np.float32))
+
+
+def timed_benchmarks(repeat):
+    """Seconds of the static cast and of timed casts with moving instances (2 threads)."""
+    from blensor_addon.raycast.native import NativeBackend
+    geom = geometry()
+    rows = []
+    for label, (o, d, tmax) in {"HDL-64E revolution": (*hdl64_rays(), 120.0),
+                                "random 10^6": (*random_rays(), 1000.0)}.items():
+        n = len(o)
+        time_ = (np.linspace(0.0, 1.0, n) if label.startswith("HDL") else
+                 np.random.default_rng(3).uniform(0.0, 1.0, n)).astype(np.float32)
+        res = {}
+        for name, g in (("static", geom), ("cars moving", moving_geometry(geom)),
+                        ("all moving", moving_geometry(geom, True))):
+            be = NativeBackend(threads=2)
+            be.set_geometry(g)
+            ts = None if name == "static" else time_
+            res[name], _ = best(lambda: be.intersect(o, d, tmax, time=ts), repeat)
+            be.close()
+        rows.append((label, res))
+    return rows
+
+
 def end_to_end(repeat):
     import bpy
 
@@ -268,6 +311,11 @@ def main(argv=None) -> int:
         print(f"  native vs embreex: hit/miss agree on {agree * 100:.4f} % of rays, "
               f"max |dt| on common hits {dmax:.2e} m")
         print()
+    print("moving instances (native, 2 threads, a time per ray): seconds and ratio to static")
+    for label, res in timed_benchmarks(args.repeat):
+        base = res["static"]
+        print(f"  {label:<20} " + "  ".join(f"{k} {v:.4f} s (x{v / base:.2f})" for k, v in res.items()))
+    print()
     rev, frames, total, points = end_to_end(args.repeat)
     print("end to end (HDL-64E S2, real bpy scene, native backend)")
     print(f"  one revolution: extract + build + cast + noise + npz   {rev:.3f} s (median of {args.repeat})")

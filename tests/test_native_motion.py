@@ -4,7 +4,6 @@ values and against static scenes at the interpolated transform, the BVHTree fall
 time slices, every kernel variant (AVX, SSE2, portable C) and hostile motion records."""
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 import shutil
@@ -69,10 +68,12 @@ def rays_at(rng, n, centre, spread, dist=8.0, above=False):
 
 def test_interpolation_ends_half_angle_and_mirror():
     rng = np.random.default_rng(0)
-    M0 = np.stack([affine(rot(rng.normal(size=3), rng.uniform(0, 3)), rng.uniform(0.2, 3, 3), rng.normal(size=3),
-                          rng.normal()) for _ in range(20)])
-    M1 = np.stack([affine(rot(rng.normal(size=3), rng.uniform(0, 3)), rng.uniform(0.2, 3, 3), rng.normal(size=3),
-                          rng.normal()) for _ in range(20)])
+    def random_affine():
+        return affine(rot(rng.normal(size=3), rng.uniform(0, 3)), rng.uniform(0.2, 3, 3), rng.normal(size=3),
+                      rng.normal())
+
+    M0 = np.stack([random_affine() for _ in range(20)])
+    M1 = np.stack([random_affine() for _ in range(20)])
     rec, moving = mo.motion_records(M0, M1)
     assert rec.shape == (20, 32) and rec.dtype == np.float64 and moving.all()
     assert ((rec[:, 6:10] * rec[:, 10:14]).sum(1) >= 0).all()  # shortest arc
@@ -192,7 +193,8 @@ def test_rotating_scaled_mesh_matches_static_scene_at_each_time():
     ref_n = np.empty((len(o), 3), np.float32)
     for k, sv in enumerate(svals):
         sl = slice(k * n, (k + 1) * n)
-        static.set_geometry(SceneGeometry(g.meshes, g.instance_mesh, mo.interpolate(rec, sv).astype(np.float32)))
+        at_s = mo.interpolate(rec, sv).astype(np.float32)
+        static.set_geometry(SceneGeometry(g.meshes, g.instance_mesh, at_s))
         r = static.intersect(o[sl], d[sl], 1e3)
         ref_t[sl], ref_i[sl], ref_p[sl], ref_n[sl] = r.t, r.instance, r.primitive, r.normal
     hit = ref_i >= 0
@@ -208,8 +210,8 @@ def test_rotating_scaled_mesh_matches_static_scene_at_each_time():
 def test_top_level_box_covers_the_motion_between_the_ends():
     # a 10 m bar turning 90 deg about z: at s = 0.5 its tip is at 45 deg, outside the
     # union of its boxes at s = 0 and s = 1
-    bar = MeshData(np.array([[x, y, z] for x in (-5, 5) for y in (-0.1, 0.1) for z in (-0.1, 0.1)], np.float32),
-                   cube().triangles)
+    corners = [[x, y, z] for x in (-5, 5) for y in (-0.1, 0.1) for z in (-0.1, 0.1)]
+    bar = MeshData(np.array(corners, np.float32), cube().triangles)
     M0, M1 = np.eye(4), affine(rot([0, 0, 1], np.pi / 2))
     be = NativeBackend(threads=1)
     be.set_geometry(SceneGeometry([bar], [0], M0[None], M1[None]))
@@ -230,11 +232,13 @@ def test_static_scene_same_bits_with_and_without_time():
     plain = NativeBackend(threads=2)
     plain.set_geometry(SceneGeometry(g.meshes, g.instance_mesh, g.instance_matrix))
     same_end = NativeBackend(threads=2)
-    same_end.set_geometry(SceneGeometry(g.meshes, g.instance_mesh, g.instance_matrix, g.instance_matrix.copy()))
+    same_end.set_geometry(SceneGeometry(g.meshes, g.instance_mesh, g.instance_matrix,
+                                        g.instance_matrix.copy()))
     assert same_end.moving_instances == 0
     a = plain.intersect(o, d, 1e3)
     assert (a.instance >= 0).sum() > 5000
-    for b in (plain.intersect(o, d, 1e3, time=s), same_end.intersect(o, d, 1e3, time=s), same_end.intersect(o, d, 1e3)):
+    for b in (plain.intersect(o, d, 1e3, time=s), same_end.intersect(o, d, 1e3, time=s),
+              same_end.intersect(o, d, 1e3)):
         for f in ("t", "instance", "primitive", "normal", "uv"):
             assert np.array_equal(getattr(a, f), getattr(b, f)), f
 
@@ -379,10 +383,11 @@ xf[:, 0, 3] = np.arange(12) * 1e3  # where the instances stay if their record is
 mov = np.ones(12, np.uint8)
 scene = vp()
 handles = (vp * 1)(mesh.value)
-assert lib.brt_scene_create_motion(handles, 1, np.zeros(12, np.int32).ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
-                                   xf.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-                                   rec.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
-                                   mov.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), 12, ctypes.byref(scene)) == 0
+im = np.zeros(12, np.int32)
+P = lambda a, t: a.ctypes.data_as(ctypes.POINTER(t))
+assert lib.brt_scene_create_motion(handles, 1, P(im, ctypes.c_int32), P(xf, ctypes.c_float),
+                                   P(rec, ctypes.c_double), P(mov, ctypes.c_uint8), 12,
+                                   ctypes.byref(scene)) == 0
 N = 30000
 target = np.zeros((N, 3)); target[:, 0] = 1e3 * rng.integers(0, 12, N) * (rng.uniform(size=N) < 0.7)
 ro = target + rng.normal(0, 6, (N, 3))
@@ -395,7 +400,8 @@ out_n = np.empty((N, 3), np.float32); out_uv = np.empty((N, 2), np.float32)
 f = lambda a, t=ctypes.c_float: a.ctypes.data_as(ctypes.POINTER(t))
 for tptr in (f(ts), None):
     assert lib.brt_intersect_timed(scene, f(ro), f(rd), tptr, None, ctypes.c_float(1e30), N, 2, f(out_t),
-                                   f(out_i, ctypes.c_int32), f(out_p, ctypes.c_int32), f(out_n), f(out_uv)) == 0
+                                   f(out_i, ctypes.c_int32), f(out_p, ctypes.c_int32), f(out_n),
+                                   f(out_uv)) == 0
     hit = out_i >= 0
     assert np.isfinite(out_t[hit]).all() and (out_t[hit] > 0).all()
     assert (np.abs(np.linalg.norm(out_n[hit], axis=1) - 1) < 1e-4).all()
@@ -420,8 +426,8 @@ def run_timed(tmp_path, name, lib=None, no_avx=False, preload=None):
         env.update(LD_PRELOAD=preload, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     out = tmp_path / f"{name}.npz"
-    res = subprocess.run([sys.executable, "-c", TIMED_SCRIPT, str(out)], capture_output=True, text=True, env=env,
-                         timeout=600)
+    res = subprocess.run([sys.executable, "-c", TIMED_SCRIPT, str(out)], capture_output=True, text=True,
+                         env=env, timeout=600)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stdout + res.stderr
     assert "runtime error" not in res.stderr and "AddressSanitizer" not in res.stderr, res.stderr
     return np.load(out)

@@ -46,7 +46,8 @@ def _flatten(geometry: SceneGeometry, instances, matrices):
         tri_prim.append(np.arange(m.triangles.shape[0], dtype=np.int32))
         offset += vw.shape[0]
     if not verts:
-        return np.zeros((0, 3)), np.zeros((0, 3), np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), None
+        none = np.zeros(0, np.int32)
+        return np.zeros((0, 3)), np.zeros((0, 3), np.int64), none, none, None
     v, t = np.concatenate(verts), np.concatenate(tris)
     tree = BVHTree.FromPolygons(v.tolist(), t.tolist(), all_triangles=True)
     return v, t, np.concatenate(tri_inst), np.concatenate(tri_prim), tree
@@ -158,8 +159,8 @@ class BVHTreeBackend(Backend):
         if self._moving.size == 0:
             return
         self._records = rec[self._moving]
-        radius = np.array([np.linalg.norm(geometry.meshes[int(im[i])].vertices.astype(np.float64), axis=1).max()
-                           for i in self._moving])
+        radius = np.array([np.linalg.norm(geometry.meshes[int(im[i])].vertices.astype(np.float64), axis=1)
+                           .max() for i in self._moving])
         speed = float(np.max(max_speed(self._records, radius)))
         self.slices = int(min(MAX_SLICES, max(1, np.ceil(speed / SLICE_MOTION)))) if np.isfinite(speed) \
             else MAX_SLICES
