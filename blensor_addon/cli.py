@@ -63,6 +63,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("blend", help="the .blend file")
     sc.add_argument("--camera", help="camera object (default: the scene camera)")
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
+    sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames (with packets=sweep, "
+                    "the full sweeps within it)")
     sc.add_argument("--out", default="out", help="output folder (default: out)")
     from .io.formats import WRITERS
     sc.add_argument("--formats", default="npz", help="comma-separated subset of " + ",".join(WRITERS))
@@ -108,6 +110,21 @@ def _build_parser() -> argparse.ArgumentParser:
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
     return ap
+
+
+def parse_time(text: str) -> tuple[float, float]:
+    """``"T0-T1"`` (seconds) -> (t0, t1).
+
+    Raises:
+        SettingsError (``--time``) on a malformed interval.
+    """
+    from .core.errors import SettingsError
+    try:
+        i = text.index("-", 1)
+        t0, t1 = float(text[:i]), float(text[i + 1:])
+    except ValueError:
+        raise SettingsError("--time", "T0-T1 with times in seconds", text) from None
+    return t0, t1
 
 
 def parse_frames(text: str | None, scene) -> range:
@@ -323,6 +340,11 @@ def cmd_scan(args) -> int:
     if args.axes not in AXES:
         raise SettingsError("--axes", "one of " + ", ".join(AXES), args.axes)
     texts = split_sets(args.set)
+    interval = None
+    if args.time is not None:
+        if args.frames is not None:
+            raise SettingsError("--time", "either --time or --frames, not both", args.time)
+        interval = parse_time(args.time)
     from .io.formats import make_options
     format_options = split_sets(args.option, "--option")
     make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii and "pcd" in formats
@@ -330,7 +352,7 @@ def cmd_scan(args) -> int:
     bpy = _open_blend(args.blend, args.quiet)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)
-    frames = parse_frames(args.frames, bpy.context.scene)
+    frames = parse_frames(args.frames, bpy.context.scene) if interval is None else None
     from .jobs.range_scan import scan_range
     bar = None
 
@@ -340,7 +362,7 @@ def cmd_scan(args) -> int:
             return
         if bar is None:  # input validated: only now show the bar
             from tqdm import tqdm
-            bar = tqdm(total=total, unit="frame", desc="blensor", file=sys.stderr)
+            bar = tqdm(total=total, unit="scan", desc="blensor", file=sys.stderr)
         if entry is not None:
             bar.set_postfix(points=entry["points"])
             bar.update(1)
@@ -350,19 +372,19 @@ def cmd_scan(args) -> int:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
                          overwrite=args.overwrite, resume=args.resume, progress=progress,
-                         options=format_options, axes=args.axes, **overrides)
+                         options=format_options, axes=args.axes, time=interval, **overrides)
     finally:
         if bar is not None:
             bar.close()
     dt = time.perf_counter() - t0
     if job.status == "cancelled" and job.signal is not None:
         print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
-              f"{len(job.frames)} frames; finished frames kept in {job.out} (manifest: cancelled)",
+              f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} (manifest: cancelled)",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     if not args.quiet:
         reused = f", {job.reused} reused" if job.reused else ""
-        print(f"blensor: {len(job.done)} frames{reused}, {job.points} points, {dt:.2f} s "
+        print(f"blensor: {len(job.done)} {job.packets}s{reused}, {job.points} points, {dt:.2f} s "
               f"({job.scanner.backend.name}) -> {job.out}")
     return 0
 

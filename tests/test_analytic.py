@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import blensor_addon
+from blensor_addon.core.errors import SettingsError
 from conftest import add_camera, add_mesh, cylinder_mesh, generic_sensor
 
 BACKENDS = ["native", "bvhtree"]
@@ -189,7 +190,8 @@ def test_non_finite_geometry_is_left_out_with_one_warning(bpy_mod, empty_scene, 
     lost = add_mesh(bpy_mod, "Lost", *quad(-50, 50, -50, 50, -5.0))
     lost.location = (float("nan"), 0.0, 0.0)
     cam = add_camera(bpy_mod)
-    generic_sensor(cam, "0", start_angle=-60.0, end_angle=60.0, angle_resolution=0.5, max_range=50.0)
+    generic_sensor(cam, "0", start_angle=-60.0, end_angle=60.0, angle_resolution=0.5, max_range=50.0,
+                   time_model="frame")
     r = blensor_addon.scan(cam, backend=backend)
     az = column_azimuth_deg(r, -60.0, 0.5)
     # only the finite quad (x <= 0) returns: the triangle with the NaN vertex is gone
@@ -197,6 +199,9 @@ def test_non_finite_geometry_is_left_out_with_one_warning(bpy_mod, empty_scene, 
     np.testing.assert_allclose(r.range, H / np.cos(np.deg2rad(az)), atol=1e-4, rtol=0)
     err = capsys.readouterr().err
     assert err.count("object 'Wall' has non-finite") == 1 and err.count("object 'Lost' has non-finite") == 1
+    # continuous time interpolates transforms: a NaN one is refused, naming the object
+    with pytest.raises(SettingsError, match="transform of object 'Lost' must be finite at every time scanned"):
+        blensor_addon.scan(cam, backend=backend, time_model="continuous")
 
 
 def test_flat_object_scaled_to_zero_on_one_axis_returns_on_both_backends(bpy_mod, empty_scene):

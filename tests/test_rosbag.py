@@ -93,7 +93,7 @@ def test_tof_and_planar_bags(bpy_mod, empty_scene, tmp_path):
     assert math.isclose(fx, 88 / math.tan(math.radians(43.6 / 2)), rel_tol=1e-6) and math.isclose(cx, 87.5)  # float32 FOV
     # planar scanner: LaserScan ranges = the wall's closed form, +inf where it misses
     job = scan_range(cam, [1, 2], tmp_path / "planar", ("npz", "rosbag2"), sensor_type="planar",
-                     preset="pulselight3d", noise_sigma=0.0, range_resolution=0.0)
+                     preset="pulselight3d", noise_sigma=0.0, range_resolution=0.0, time_model="frame")
     bag = read_bag(tmp_path / "planar" / "rosbag2")
     scans = [m for _, m, _ in bag["/blensor/scan"]]
     assert len(scans) >= 2

@@ -65,6 +65,15 @@ def to_axes(result, axes: str):
     T = np.array(result.sensor_to_world, dtype=np.float64)
     T[:3, :3] = T[:3, :3] @ M.T
     changes = {"sensor_to_world": T, "axes": axes}
+    if result.sensor_to_world_end is not None:
+        T1 = np.array(result.sensor_to_world_end, dtype=np.float64)
+        T1[:3, :3] = T1[:3, :3] @ M.T
+        changes["sensor_to_world_end"] = T1
+    extra = dict(result.extra)
+    for name in ("xyz_deskewed", "xyz_noisy_deskewed"):  # always in the sensor frame
+        if name in extra:
+            extra[name] = (extra[name].astype(np.float64) @ M.T).astype(np.float32)
+    changes["extra"] = extra
     if result.frame_of_reference == "sensor":
         for name in ("xyz", "xyz_noisy", "normal"):
             changes[name] = getattr(result, name).astype(np.float64) @ M.T

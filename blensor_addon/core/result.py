@@ -80,6 +80,14 @@ class ScanResult:
         intrinsics: (fx, fy, cx, cy) in pixels of an image sensor's pinhole (ROS
             CameraInfo convention: pixel centres at integer coordinates, row 0 at the
             top, optical frame x right, y down, z ahead); () for other sensors.
+        extra: further per-return arrays by name, N rows each, e.g. ``xyz_deskewed``
+            and ``xyz_noisy_deskewed`` (N, 3) float32 m: the points in the sensor frame
+            at the packet's start (setting ``deskew``); empty by default.
+        sensor_to_world_end: (4, 4) float64 pose of the sensor at the end of the packet
+            (continuous time), or None.
+    In continuous time a packet's ``sensor_to_world`` is the pose at its start
+    (``frame * frame_time``) and every sensor-frame point is in the sensor frame at its
+    own firing time (``timestamp``), as a real driver reports it.
     """
 
     timestamp: np.ndarray
@@ -112,6 +120,8 @@ class ScanResult:
     organized: bool = False
     axes: str = "blensor"
     intrinsics: tuple = ()
+    extra: dict = field(default_factory=dict)
+    sensor_to_world_end: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)
@@ -120,6 +130,9 @@ class ScanResult:
             if arr.shape != (n, *shape):
                 raise ValueError(f"ScanResult.{name} has shape {arr.shape}, expected {(n, *shape)}")
             setattr(self, name, arr)
+        for name, arr in self.extra.items():
+            if np.shape(arr)[:1] != (n,):
+                raise ValueError(f"ScanResult.extra[{name!r}] has {np.shape(arr)[:1]} rows, expected {n}")
 
     def __len__(self) -> int:
         return int(self.timestamp.shape[0])

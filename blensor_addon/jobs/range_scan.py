@@ -60,6 +60,40 @@ def check_frames(scene, frames) -> list[int]:
     return [int(f) for f in frames]
 
 
+def check_time_interval(scene, interval) -> tuple[float, float]:
+    """Validate a time interval ``(t0, t1)`` in seconds against the scene's frames
+    (frame ``f`` spans ``[f, f + 1) * frame_time``).
+
+    Raises:
+        SettingsError (``time``): not two finite numbers t0 < t1 within the scene's frames.
+    """
+    ft = float(scene.render.fps_base) / float(scene.render.fps)
+    lo, hi = scene.frame_start * ft, (scene.frame_end + 1) * ft
+    allowed = f"an interval t0-t1 (s) with t0 < t1 within the scene's frames, {lo:.6g}-{hi:.6g} s"
+    try:
+        t0, t1 = (float(v) for v in interval)
+    except (TypeError, ValueError):
+        raise SettingsError("time", allowed, interval) from None
+    if not (np.isfinite(t0) and np.isfinite(t1) and t0 < t1) or t0 < lo - 1e-9 or t1 > hi + 1e-9:
+        raise SettingsError("time", allowed, f"{t0:g}-{t1:g}")
+    return t0, t1
+
+
+def sweeps_in(t0: float, t1: float, period: float, what: str) -> range:
+    """Indices k of the sweeps ``[k P, (k + 1) P)`` that lie within ``[t0, t1]``.
+
+    Raises:
+        SettingsError (``what``): the interval holds no full sweep.
+    """
+    eps = 1e-9 * max(1.0, abs(t1))
+    k0 = int(np.ceil(t0 / period - eps))
+    k1 = int(np.floor(t1 / period + eps))  # sweeps k0 .. k1 - 1 end by t1
+    if k1 <= k0:
+        raise SettingsError(what, f"an interval holding at least one full sweep ({period:.6g} s)",
+                            f"{t0:.6g}-{t1:.6g} s")
+    return range(k0, k1)
+
+
 def check_output_dir(out_dir) -> Path:
     """Create ``out_dir`` if needed and check it is a writable folder.
 
@@ -78,7 +112,7 @@ def check_output_dir(out_dir) -> Path:
 
 #: manifest keys that must match for ``resume`` to reuse an earlier run's frames
 RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "axes", "formats",
-               "options")
+               "options", "packets")
 
 
 @dataclass
@@ -113,6 +147,7 @@ class RangeScanJob:
     overrides: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     axes: str = "blensor"
+    time: tuple | None = None
     done: list = field(default_factory=list)
     status: str = "running"
 
@@ -123,28 +158,59 @@ class RangeScanJob:
             opts.setdefault("pcd.ascii", True)
         self._options = make_options(self.formats, opts)
         self.scene = bpy.context.scene
-        self.frames = check_frames(self.scene, self.frames)
-        f = self.frames
-        self._requested = [f[0], f[-1]] if f == list(range(f[0], f[-1] + 1)) else list(f)
+        ft = float(self.scene.render.fps_base) / float(self.scene.render.fps)
+        if self.time is not None:
+            interval = check_time_interval(self.scene, self.time)
+            self._requested = {"time": list(interval)}
+        else:
+            frames = check_frames(self.scene, self.frames)
+            interval = (frames[0] * ft, (frames[-1] + 1) * ft)
+            contiguous = frames == list(range(frames[0], frames[-1] + 1))
+            self._requested = [frames[0], frames[-1]] if contiguous else list(frames)
         self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
                                frame_of_reference=self.frame_of_reference, overrides=self.overrides,
                                axes=self.axes)
         self._lock = None
         self.writers = []
         try:
+            #: "sweep": one output per full sweep; "frame": one per scene frame
+            self.packets = self.scanner.packets(self.formats)
+            self.packet_time = ft
+            if self.packets == "sweep":
+                if self.time is None and not contiguous:
+                    raise SettingsError("frames", "a contiguous range A-B with packets=sweep", self._requested)
+                self.packet_time = self.scanner.sweep_period
+                self.frames = sweeps_in(*interval, self.packet_time, "time" if self.time is not None else "frames")
+            elif self.time is not None:
+                f0 = int(np.ceil(interval[0] / ft - 1e-9))
+                f1 = int(np.floor(interval[1] / ft + 1e-9))
+                if f1 <= f0:
+                    raise SettingsError("time", f"an interval holding at least one scene frame ({ft:.6g} s)",
+                                        f"{interval[0]:.6g}-{interval[1]:.6g} s")
+                self.frames = list(range(f0, f1))
+            else:
+                self.frames = frames
             for f in self.formats:
                 if WRITERS[f].needs_image and not self.scanner.sensor.organized:
                     raise SettingsError("formats", f"formats for image sensors ({f} needs a tof, kinect or depth "
                                         "sensor)", f"{f} with sensor type {self.scanner.sensor_type}")
-            self.scanner.check_budget(self.frames[0], "range")
+            if self.packets == "sweep":
+                self.scanner.sensor.check_budget(self.scanner.settings, self.frames[0], self.packet_time, "range",
+                                                 self.scanner.camera_frame)
+            else:
+                self.scanner.check_budget(self.frames[0], "range")
+            if self.scanner.timed:  # refuse a NaN/inf transform before anything is written
+                first = self.frames[0] * self.packet_time
+                last = (self.frames[-1] + 1) * self.packet_time
+                self.scanner.check_transforms(range(int(np.floor(first / ft + 1e-9)),
+                                                    int(np.floor(last / ft + 1e-9)) + 2))
             self.out = check_output_dir(self.out_dir)
             self._lock = FolderLock(self.out)
             self._reuse = self._resumable() if self.resume else {}
             prepare(self.out, overwrite=self.overwrite, resume=self.resume)
             run = RunInfo(camera=self.camera_object.name, sensor_type=self.scanner.sensor_type,
                           sensor=self.scanner.settings.to_dict(), seed=int(self.scanner.settings.seed),
-                          frame_time=float(self.scene.render.fps_base) / float(self.scene.render.fps),
-                          frames=list(self.frames))
+                          frame_time=self.packet_time, frames=self.frames)
             for f in self.formats:
                 self.writers.append(WRITERS[f](self.out, self._options[f], run))
             self._old_frame = self.scene.frame_current
@@ -192,9 +258,22 @@ class RangeScanJob:
             return None
         if not all((self.out / n).is_file() for n in old["files"]):
             return None
-        if self.scanner.snapshot(f).geometry.hash() != old["geometry_hash"]:
+        if self._snapshot_of(f).geometry.hash() != old["geometry_hash"]:
             return None
         return old
+
+    def _snapshot_of(self, packet: int):
+        """The snapshot at the start of packet ``packet`` (its scene frame, or the frame
+        in which a sweep starts)."""
+        if self.packets == "sweep":
+            ft = float(self.scene.render.fps_base) / float(self.scene.render.fps)
+            return self.scanner.snapshot(int(np.floor(packet * self.packet_time / ft + 1e-9)))
+        return self.scanner.snapshot(packet)
+
+    def _scan(self, packet: int):
+        if self.packets == "sweep":
+            return self.scanner.scan_sweep(packet)
+        return self.scanner.scan_frame(packet, "range")
 
     def step(self) -> dict:
         """Scan and write the next frame; returns its manifest entry.
@@ -208,7 +287,7 @@ class RangeScanJob:
         if entry is not None:
             self.reused += 1
         else:
-            result = self.scanner.scan_frame(f, "range")
+            result = self._scan(f)
             pose = [float(v) for v in np.asarray(result.sensor_to_world, dtype=np.float64).ravel()]
             files = self._frame_files(result)
             files.append(("trajectory.tum", tum_bytes([*self.done, {"frame": f, "pose": pose}], result.frame_time)))
@@ -217,6 +296,10 @@ class RangeScanJob:
             entry = {"frame": f, "points": len(result), "rays": result.num_rays, "pose": pose,
                      "files": [p.relative_to(self.out).as_posix() for p in written if p.name != "trajectory.tum"],
                      "geometry_hash": self.scanner.last_snapshot.geometry.hash()}
+            if self.packets == "sweep":
+                entry["time"] = f * self.packet_time  # the sweep's start (s)
+            if result.sensor_to_world_end is not None:
+                entry["pose_end"] = [float(v) for v in np.asarray(result.sensor_to_world_end).ravel()]
         self.done.append(entry)
         self.points += entry["points"]
         self._write_manifest()
@@ -256,7 +339,7 @@ class RangeScanJob:
             return self._write_manifest()
         finally:
             self._release()
-            if self.scene.frame_current != self._old_frame:
+            if self.scene.frame_current != self._old_frame or self.scene.frame_subframe:
                 self.scene.frame_set(self._old_frame)
 
     def _release(self) -> None:
@@ -286,7 +369,10 @@ class RangeScanJob:
             "axes": self.axes,
             "formats": list(self.formats),
             "options": {f: dataclasses.asdict(o) for f, o in self._options.items()},
-            "frames_requested": self._requested,  # [first, last] of a contiguous range
+            "packets": self.packets,  # "sweep": one output per full sweep; "frame": per scene frame
+            "packet_time": self.packet_time,  # s per packet: the sweep period or the frame time
+            "time_model": self.scanner.settings.time_model,
+            "frames_requested": self._requested,  # [first, last] of a contiguous range, or {"time": [t0, t1]}
             "frames": self.done,
             "geometry_hash": h.hexdigest(),
             "objects": self.scanner.extractor.table.table,
@@ -324,11 +410,19 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
                should_cancel=None, options: dict | None = None, axes: str = "blensor",
-               **overrides) -> RangeScanJob:
-    """Scan ``frames`` of ``camera_object`` into ``out_dir``.
+               time: tuple | None = None, **overrides) -> RangeScanJob:
+    """Scan ``frames`` (or the time interval ``time``) of ``camera_object`` into ``out_dir``.
+
+    One output ("packet") per scene frame, or per full sweep of a swept sensor (setting
+    ``packets``; ``auto``: sweeps in continuous time unless EVD is written): sweep k
+    holds the rays fired in ``[k P, (k + 1) P)`` s (P = 1 / rotation_speed), is numbered
+    k and stamped with its start ``k P``; the sweeps scanned are those that lie within
+    the frames' time span (or ``time``).
 
     Args:
-        frames: iterable (or range) of scene frame numbers, within the scene's range.
+        frames: iterable (or range) of scene frame numbers, within the scene's range
+            (contiguous for sweeps); ignored when ``time`` is given.
+        time: (t0, t1) seconds within the scene's frames, instead of frames.
         out_dir: folder (created if missing; ``//`` = relative to the .blend).
         formats: format names of the registry (:data:`blensor_addon.io.formats.WRITERS`:
             npz, evd, pcd, ...) or a comma-separated string.
@@ -359,7 +453,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
     job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
-                       frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {}, axes)
+                       frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {}, axes, time)
     job.signal = None
     status = "failed"
     with _Signals() as sig:

@@ -125,6 +125,8 @@ class SceneSnapshot:
         origin (3,) float64 m: world position subtracted from the geometry.
         dropped: object name -> number of triangles (with a NaN/inf vertex) or instances
             (with a NaN/inf transform) left out of this snapshot.
+        bad_transforms: object name -> number of its instances left out for a NaN/inf
+            transform (also counted in ``dropped``); continuous time refuses them.
     """
 
     geometry: SceneGeometry
@@ -136,6 +138,7 @@ class SceneSnapshot:
     sensor_to_world: np.ndarray
     origin: np.ndarray
     dropped: dict = field(default_factory=dict)
+    bad_transforms: dict = field(default_factory=dict)
 
 
 class ObjectTable:
@@ -334,6 +337,7 @@ class _Builder:
         self.blocks: list[dict] = []
         #: object name -> triangles or instances left out for non-finite coordinates
         self.dropped: dict = {}
+        self.bad_transforms: dict = {}  # object name -> instances with a non-finite transform
 
     def add_mesh(self, v, t, m, owner: str) -> int:
         """Add a mesh (V,3) float32, (T,3) int32, (T,) int32; triangles with a
@@ -370,6 +374,7 @@ class _Builder:
         if not np.isfinite(matrix).all():  # a NaN/inf transform: the instance is left out
             name = orig.name if parent is None else parent.name
             self.dropped[name] = self.dropped.get(name, 0) + 1
+            self.bad_transforms[name] = self.bad_transforms.get(name, 0) + 1
             return
         self.mesh.append(mi)
         self.matrix.append(matrix)
@@ -385,7 +390,9 @@ class _Builder:
     def add_block(self, plan, parent) -> None:
         keep = plan.nonempty & np.isfinite(plan.world).all(axis=(1, 2))
         if not keep.all():
-            self.dropped[parent.name] = self.dropped.get(parent.name, 0) + int((plan.nonempty & ~keep).sum())
+            bad = int((plan.nonempty & ~keep).sum())
+            self.dropped[parent.name] = self.dropped.get(parent.name, 0) + bad
+            self.bad_transforms[parent.name] = self.bad_transforms.get(parent.name, 0) + bad
         n = int(keep.sum())
         if n == 0:
             return
@@ -433,7 +440,7 @@ class _Builder:
             slot_material=np.concatenate(flat),
         )
         return SceneSnapshot(geometry, mtable, *(np.concatenate(x) for x in ids), self.table.table, pose, origin,
-                             dict(self.dropped))
+                             dict(self.dropped), dict(self.bad_transforms))
 
 
 class _GNPlan:

@@ -20,6 +20,7 @@ from ..core.sensors import COMMON, DEFAULT_TYPE, SENSORS, get_sensor, make_setti
 from ..core.sensors._base import FRAMES_OF_REFERENCE, MAX_PIXELS_SIDE, CameraFrame
 from ..raycast import TraceResult, get_backend, shared_backend, trace
 from .extract import SceneExtractor, sensor_pose
+from .timeline import TimedContext, Timeline
 from .visibility import apply_render_visibility
 
 
@@ -154,7 +155,7 @@ class _Context:
         self.camera = camera
         self._R = snap.sensor_to_world[:3, :3]
 
-    def cast(self, origins, directions, max_range, max_bounces):
+    def cast(self, origins, directions, max_range, max_bounces, times=None):
         mats = self.snap.materials
         # geometry is relative to the sensor position: the sensor origin is (0, 0, 0)
         dirs = np.asarray(directions, dtype=np.float64) @ self._R.T
@@ -162,6 +163,14 @@ class _Context:
         tr = trace(self.backend, orig, dirs, max_range, mats.is_mirror if mats.mirror.any() else None, max_bounces)
         mat = mats.lookup(tr.instance, tr.primitive)
         return _Hits(tr, mat, mats.reflectivity[mat])
+
+    def sensor_points_to(self, frame: str, xyz, hits):
+        """Sensor-frame points -> ``"world"``, or ``"start"`` (the sensor frame at the
+        scan's start: the same frame here, the scene being frozen)."""
+        if frame == "world":
+            R, t = self.sensor_to_world[:3, :3], self.sensor_to_world[:3, 3]
+            return xyz @ R.T + t
+        return np.asarray(xyz, dtype=np.float64)
 
     def surface(self, pattern, hits) -> dict:
         tr = hits.tr
@@ -220,6 +229,101 @@ class Scanner:
         self.last_snapshot = None
         self._visibility = None  # VisibilitySwitch while the render visibility is applied
         self._semantic = None  # class id per object id
+        s = self.settings
+        ft = frame_time(scene)
+        if s.time_model == "continuous" and s.time_step > ft * (1 + 1e-9):
+            raise SettingsError("time_step", f"in (0, {ft:.6g}] s (at most one scene frame at "
+                                f"{scene.render.fps / scene.render.fps_base:g} fps)", s.time_step)
+        #: continuous time for this sensor: each ray at its firing time (swept sensors)
+        self.timed = s.time_model == "continuous" and self.sensor.sweep_period(s) is not None
+        self._timeline = None
+
+    @property
+    def sweep_period(self) -> float | None:
+        """Seconds per full sweep of the sensor (None for image sensors)."""
+        return self.sensor.sweep_period(self.settings)
+
+    def packets(self, formats=()) -> str:
+        """What one range-scan output holds: ``"sweep"`` or ``"frame"`` (setting
+        ``packets``; ``auto`` = sweep for swept sensors in continuous time unless EVD is
+        among ``formats``: EVD readers expect the original's per-frame sectors)."""
+        p = self.settings.packets
+        if self.sweep_period is None:
+            if p == "sweep":
+                raise SettingsError("packets", f"frame or auto for sensor type '{self.sensor.name}' (an image "
+                                    "sensor takes one image per scene frame)", p)
+            return "frame"
+        if p == "auto":
+            return "sweep" if self.settings.time_model == "continuous" and "evd" not in formats else "frame"
+        return p
+
+    def _sample(self, frame: int, subframe: float):
+        """Snapshot of the scene evaluated at ``frame + subframe``."""
+        render = self.settings.visibility == "render"
+        if render and self._visibility is None:
+            self._visibility = apply_render_visibility(self.scene, bpy.context.view_layer)
+        if self.scene.frame_current != frame or subframe or self.scene.frame_subframe:
+            self.scene.frame_set(frame, subframe=subframe)
+        snap = self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera, render)
+        self.last_snapshot = snap
+        return snap
+
+    @property
+    def timeline(self) -> Timeline:
+        """The scene sampled over time (continuous time, or sweeps of frozen frames)."""
+        if self._timeline is None:
+            s = self.settings
+            self._timeline = Timeline(self._sample, frame_time(self.scene), s.time_model == "continuous",
+                                      s.time_step)
+        return self._timeline
+
+    def check_transforms(self, frames) -> None:
+        """Continuous time: evaluate ``frames`` (scene frame numbers) and refuse an object
+        whose world matrix is not finite at one of them, before anything is scanned
+        (only the transforms are read, no mesh). Frozen frames leave such objects out
+        with a warning instead.
+
+        Raises:
+            SettingsError (``transform of object 'NAME'``): naming the first one found.
+        """
+        if self.settings.time_model != "continuous":
+            return
+        ft = frame_time(self.scene)
+        for f in frames:
+            self.scene.frame_set(int(f))
+            for ob in bpy.context.evaluated_depsgraph_get().objects:
+                m = np.array(ob.matrix_world, dtype=np.float64)
+                if not np.isfinite(m).all():
+                    raise SettingsError(f"transform of object '{ob.original.name}'", "finite at every time scanned",
+                                        f"NaN/inf at t = {int(f) * ft:.6g} s (frame {int(f)})")
+
+    def scan_sweep(self, index: int) -> ScanResult:
+        """Scan sweep ``index``: one full revolution or field-of-view sweep, the rays
+        fired in ``[index * P, (index + 1) * P)`` s (P = :attr:`sweep_period`), over
+        however many scene frames it spans. ``frame`` of the result is ``index``,
+        ``frame_time`` is P, ``timestamp`` absolute, ``sensor_to_world`` the pose at the
+        sweep's start (``sensor_to_world_end`` at its end, in continuous time).
+
+        Raises:
+            SettingsError: too many rays (named setting), or an object with a NaN/inf
+            transform at some time of the sweep (continuous time).
+        """
+        P = self.sweep_period
+        if P is None:
+            raise SettingsError("packets", f"frame for sensor type '{self.sensor.name}'", "sweep")
+        self.sensor.check_budget(self.settings, index, P, "range", self.camera_frame)
+        return self._scan_timed(index, P, "range", index * P, (index + 1) * P)
+
+    def _scan_timed(self, frame: int, ftime: float, mode: str, t0: float, t1: float) -> ScanResult:
+        tl = self.timeline
+        start = tl.step_at(t0).snap
+        if self._semantic is None or self._semantic.shape[0] != len(start.objects) + 1:
+            self._semantic = semantic_of_objects(start.objects)
+        ctx = TimedContext(self.backend, tl, t0, t1, self.frame_of_reference, self.camera_frame, self._semantic,
+                           start.objects)
+        result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
+        self.last_snapshot = start
+        return to_axes(result, self.axes)
 
     @property
     def sensor_type(self) -> str:
@@ -234,13 +338,7 @@ class Scanner:
     def snapshot(self, frame: int):
         """Evaluate scene frame ``frame`` and extract it (no ray is cast); also kept as
         :attr:`last_snapshot`. Returns a :class:`~blensor_addon.scene.extract.SceneSnapshot`."""
-        render = self.settings.visibility == "render"
-        if render and self._visibility is None:
-            self._visibility = apply_render_visibility(self.scene, bpy.context.view_layer)
-        if self.scene.frame_current != frame:
-            self.scene.frame_set(frame)
-        self.last_snapshot = self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera, render)
-        return self.last_snapshot
+        return self._sample(frame, 0.0)
 
     def scan_frame(self, frame: int, mode: str = "single") -> ScanResult:
         """Evaluate scene frame ``frame`` and scan it with the camera's sensor.
@@ -254,6 +352,10 @@ class Scanner:
             SettingsError: the scan would cast more rays than allowed (named setting).
         """
         self.check_budget(frame, mode)
+        if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
+            ft = frame_time(self.scene)
+            t1 = (frame + 1) * ft if mode == "range" else frame * ft + self.sweep_period
+            return self._scan_timed(frame, ft, mode, frame * ft, t1)
         snap = self.snapshot(frame)
         self.backend.set_geometry(snap.geometry)
         if self._semantic is None or self._semantic.shape[0] != len(snap.objects) + 1:
@@ -298,7 +400,7 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
         return scanner.scan_frame(old if frame is None else int(frame), "single")
     finally:
         scanner.close()
-        if scene.frame_current != old:
+        if scene.frame_current != old or scene.frame_subframe:
             scene.frame_set(old)
 
 

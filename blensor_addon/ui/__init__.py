@@ -15,18 +15,51 @@ def _release_backends(*_args) -> None:
     release_shared()
 
 
+def _camera_settings():
+    for cam in bpy.data.cameras:
+        p = getattr(cam, "blensor", None)
+        if p is not None and cam.library is None:
+            yield p
+
+
+@bpy.app.handlers.persistent
+def _legacy_time_model(*_args) -> None:
+    """After a file is loaded: a camera stored without ``time_model`` (a v0.1 file, which
+    had only the frozen-frame model, or a file saved without the add-on) scans with
+    ``time_model = "frame"``, so old files give the bytes they gave; cameras made since
+    store the setting explicitly (:func:`_store_time_model`)."""
+    for p in _camera_settings():
+        if not p.is_property_set("time_model"):
+            p.time_model = "frame"
+
+
+@bpy.app.handlers.persistent
+def _store_time_model(*_args) -> None:
+    """Before a file is saved: store every camera's ``time_model`` explicitly (a camera
+    left at the default, continuous, must not read as a v0.1 camera when loaded)."""
+    for p in _camera_settings():
+        if not p.is_property_set("time_model"):
+            p.time_model = p.time_model
+
+
+_HANDLERS = (("load_pre", _release_backends), ("load_post", _legacy_time_model), ("save_pre", _store_time_model))
+
+
 def register() -> None:
-    """Register every class, then attach the property groups and the load handler."""
+    """Register every class, then attach the property groups and the file handlers."""
     for cls in CLASSES:
         bpy.utils.register_class(cls)
     props.register_properties()
-    bpy.app.handlers.load_pre.append(_release_backends)
+    for kind, fn in _HANDLERS:
+        getattr(bpy.app.handlers, kind).append(fn)
 
 
 def unregister() -> None:
     """Undo :func:`register` in reverse order; free the shared ray caster."""
-    if _release_backends in bpy.app.handlers.load_pre:
-        bpy.app.handlers.load_pre.remove(_release_backends)
+    for kind, fn in _HANDLERS:
+        handlers = getattr(bpy.app.handlers, kind)
+        if fn in handlers:
+            handlers.remove(fn)
     _release_backends()
     props.unregister_properties()
     for cls in reversed(CLASSES):

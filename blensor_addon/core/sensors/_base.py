@@ -27,6 +27,13 @@ from ..result import ScanResult
 MAX_SEED = 2**31 - 1
 FRAMES_OF_REFERENCE = ("sensor", "world")
 VISIBILITIES = ("render", "viewport")
+#: ``continuous``: every ray at its own firing time, sensor and scene moving during the
+#: scan (issue 8); ``frame``: the scene frozen for each scene frame (the original)
+TIME_MODELS = ("continuous", "frame")
+#: range-scan outputs: one per full sweep (revolution), one per scene frame, or auto
+PACKETS = ("auto", "sweep", "frame")
+#: default step (s) at which deforming meshes are re-evaluated: 1 cm at 30 m/s
+DEFAULT_TIME_STEP = 0.0003
 #: Most rays one scan (a single scan, or one frame of a range scan) may cast. Rays are
 #: cast in chunks of :data:`CHUNK_RAYS`, so memory grows with the returns kept; a scan
 #: in which every ray returns needs about :data:`BYTES_PER_RETURN` per ray, so the cap
@@ -200,7 +207,7 @@ def meta_of(cls_or_obj, name: str) -> Meta:
 
 
 #: settings every sensor has, stored once per camera (common to every sensor type)
-COMMON = ("seed", "max_bounces", "visibility")
+COMMON = ("seed", "max_bounces", "visibility", "time_model", "packets", "time_step", "deskew")
 
 
 @dataclass(frozen=True)
@@ -213,12 +220,37 @@ class SensorSettings:
         max_bounces: mirror reflections followed per ray, in [0, 64].
         visibility: ``"render"`` (default: scan what renders, as the original, reference
             section 3.2) or ``"viewport"``.
+        time_model: ``"continuous"`` (every ray at its firing time; the sensor pose and
+            every object's transform are taken at that time) or ``"frame"`` (the scene
+            frozen per scene frame, the original's model, reference section 9). A camera
+            stored without this setting (a v0.1 file) scans with ``"frame"``.
+        packets: range-scan outputs: ``"sweep"`` (one per full revolution or field-of-view
+            sweep, at the sensor's rate whatever the scene's fps), ``"frame"`` (one per
+            scene frame: the original's sectors) or ``"auto"`` (sweep for swept sensors in
+            continuous time unless EVD is written; frame otherwise).
+        time_step: s, in (0, 1]: in continuous time, meshes that deform (armatures, shape
+            keys, simulations) are re-evaluated every ``time_step`` (frozen in between:
+            error <= speed x step; the default 0.3 ms keeps it under 1 cm at 30 m/s).
+            Rigid motion is interpolated between scene frames and needs no steps. At most
+            one scene frame.
+        deskew: also output every point in the sensor frame at the sweep's start
+            (motion-compensated with the true trajectory), beside the raw points.
     """
 
     seed: int = setting(0, "Seed", "Seed of every random draw", lo=0, hi=MAX_SEED)
     max_bounces: int = setting(8, "Max bounces", "Mirror reflections followed per ray", lo=0, hi=64)
     visibility: str = setting("render", "Scan", "Which evaluation of the scene is scanned: what renders "
                               "or what the viewport shows", choices=VISIBILITIES)
+    time_model: str = setting("continuous", "Time model", "continuous: every ray at its own firing time while "
+                              "the sensor and the scene move; frame: the scene frozen per frame (the original)",
+                              choices=TIME_MODELS)
+    packets: str = setting("auto", "Packets", "Range scans: one output per full sweep or per scene frame "
+                           "(auto: sweeps in continuous time unless EVD is written)", choices=PACKETS)
+    time_step: float = setting(DEFAULT_TIME_STEP, "Time step", "Continuous time: deforming meshes are "
+                               "re-evaluated at this step (rigid motion is exact)", "s", lo=0.0, hi=1.0,
+                               lo_open=True, precision=5)
+    deskew: bool = setting(False, "Deskewed points", "Also output the points in the sensor frame at the "
+                           "sweep start (motion-compensated ground truth)")
 
     def validate(self):
         """Check every setting against its metadata, then :meth:`check`; return self.
@@ -375,9 +407,13 @@ class ScanContext(Protocol):
         ``"world"``; objects: the object table; camera: :class:`CameraFrame` of the
         Blender camera (used by the depth sensor).
     Methods:
-        cast(origins, directions, max_range, max_bounces) -> Hits: origins (N, 3) (or
-            None: all at the sensor origin) and unit directions (N, 3) float64 in the
-            sensor frame (m).
+        cast(origins, directions, max_range, max_bounces, times=None) -> Hits: origins
+            (N, 3) (or None: all at the sensor origin) and unit directions (N, 3) float64
+            in the sensor frame (m); times (N,) float64 absolute firing times (s): in
+            continuous time the sensor pose and the scene are taken at each ray's time.
+        sensor_points_to(frame, xyz, hits) -> (N, 3) float64: points given in the
+            sensor frame at each ray's firing time, in ``"world"`` or in the sensor frame
+            at the packet's start (``"start"``, deskewed).
         surface(pattern, hits) -> dict of per-ray arrays for the given (kept) rays:
             ``normal`` (N, 3) float64 in the output frame, facing the ray; ``cos_inc``
             (N,); ``color`` (N, 3) uint8; ``object_id``, ``instancer_id``,
@@ -389,7 +425,10 @@ class ScanContext(Protocol):
     objects: list
     camera: CameraFrame | None
 
-    def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int): ...
+    def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int,
+             times: np.ndarray | None = None): ...
+
+    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits) -> np.ndarray: ...
 
     def surface(self, pattern: RayPattern, hits) -> dict: ...
 
@@ -589,6 +628,18 @@ class Sensor:
         """(fx, fy, cx, cy) of an image sensor (:func:`pinhole_intrinsics`); () otherwise."""
         return ()
 
+    def sweep_period(self, s) -> float | None:
+        """Seconds per full sweep (revolution or field-of-view sweep) of a swept sensor,
+        the length of one ``packets="sweep"`` output; None for image sensors (one image
+        per scene frame)."""
+        return None
+
+    def firing_offsets(self, s) -> np.ndarray:
+        """(L,) float64 s: firing time of each channel after its column's time, in
+        continuous time (datasheet firing sequences); default all 0 (a column fires at
+        once)."""
+        return np.zeros(len(self.channel_elevations(s)))
+
     def channel_elevations(self, s) -> np.ndarray:
         """(L,) float64 nominal elevation (deg) of each channel, for the elevation rank
         (``ring``); default one channel at 0."""
@@ -618,7 +669,8 @@ class Sensor:
         parts, rays = [], 0
         for pattern in self.patterns(s, frame, frame_time, mode, ctx.camera):
             o = None if pattern.origins is None else pattern.origins.astype(np.float64)
-            hits = ctx.cast(o, pattern.directions.astype(np.float64), self.max_range(s), s.max_bounces)
+            hits = ctx.cast(o, pattern.directions.astype(np.float64), self.max_range(s), s.max_bounces,
+                            times=pattern.timestamp)
             keep = self.returns(s, pattern, hits)
             rays += len(pattern)
             parts.append((pattern.take(keep), hits.take(keep)))
@@ -668,10 +720,13 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     xyz = points(r)
     xyz_n = xyz if r_noisy is r else points(r_noisy)  # noiseless: the same points
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
+    extra = {}
+    if getattr(s, "deskew", False):
+        extra["xyz_deskewed"] = ctx.sensor_points_to("start", xyz, hits).astype(np.float32)
+        extra["xyz_noisy_deskewed"] = ctx.sensor_points_to("start", xyz_n, hits).astype(np.float32)
     if ctx.frame_of_reference == "world":
-        R, t = pose[:3, :3], pose[:3, 3]
-        xyz = xyz @ R.T + t
-        xyz_n = xyz_n @ R.T + t
+        xyz = ctx.sensor_points_to("world", xyz, hits)
+        xyz_n = ctx.sensor_points_to("world", xyz_n, hits)
     surf = ctx.surface(pattern, hits)
     return ScanResult(
         timestamp=pattern.timestamp,
@@ -701,6 +756,8 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         objects=list(ctx.objects or []),
         num_rays=int(num_rays),
         grid_shape=tuple(int(v) for v in grid_shape),
+        extra=extra,
+        sensor_to_world_end=getattr(ctx, "sensor_to_world_end", None),
     )
 
 
@@ -755,6 +812,9 @@ class SweptSensor(Sensor):
 
     def grid_shape(self, s, frame, frame_time, mode, camera):
         return (self.lasers(s), sweep_count(s.columns, s.rotation_speed, frame, frame_time, mode))
+
+    def sweep_period(self, s):
+        return 1.0 / s.rotation_speed
 
     def check_budget(self, s, frame, frame_time, mode, camera):
         rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)

@@ -92,6 +92,18 @@ OS0_128_AZIMUTH_OFFSETS_DEG = (
     3.212, 1.115, -0.983, -3.08, 3.222, 1.124, -0.973, -3.071, 3.231, 1.134, -0.964, -3.062, 3.241, 1.143, -0.955, -3.052,
 )
 
+#: Firing sequences (continuous time): (time between firings s, lasers per sequence); laser
+#: k fires ``(k mod group) * step`` after its column's time.
+#: - VLP-16 user manual, "Firing Sequence Timing": 16 firings 2.304 us apart, recharge,
+#:   55.296 us per sequence; the data point index is the laser id (our channel order).
+#: - HDL-32E user manual: 32 firings 1.152 us apart, 46.08 us per sequence.
+#: - HDL-64E S2 user manual, appendix G (Ethernet transit timing table): the upper block
+#:   (lasers 0-31) and the lower block (32-63) fire in unison, laser k with laser 32 + k;
+#:   consecutive lasers of a block are 0.728 us apart (419.30, 418.57, 417.84, ... us).
+#: - Ouster OS0: every channel of a column fires at the column's time (per-beam azimuth
+#:   offsets instead), so no entry.
+FIRING = {"vlp16": (2.304e-6, 16), "hdl32e": (1.152e-6, 32), "hdl64e_s2": (0.728e-6, 32)}
+
 #: preset id -> per-laser tables (elevations deg, distance bias m or None, azimuth offsets deg
 #: or None, beam origin offset m)
 TABLES: dict[str, dict] = {
@@ -317,16 +329,27 @@ def range_scan_max_columns(s: LidarSettings, frame_time: float) -> int:
     return int(math.ceil(360.0 * s.rotation_speed * frame_time / s.angle_resolution)) + 1
 
 
+def firing_offsets(s: LidarSettings) -> np.ndarray:
+    """(L,) float64 s: when each laser fires after its column's time (:data:`FIRING`;
+    zeros for presets without a firing sequence)."""
+    step, group = FIRING.get(s.preset, (0.0, 1))
+    return (np.arange(s.num_lasers) % group) * step
+
+
 def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
-                 column0: int = 0, columns: int | None = None) -> RayPattern:
+                 column0: int = 0, columns: int | None = None, firing: np.ndarray | None = None) -> RayPattern:
     """Ray directions for the given columns.
 
     Args:
         azimuth_deg (C,) float64 column azimuths psi in degrees.
-        timestamp (C,) float64 absolute firing time of each column (s); every laser of a
-            column shares it (the original has no per-laser firing offsets).
+        timestamp (C,) float64 absolute firing time of each column (s).
         column0: index of the first of these columns in the scan; columns: the scan's
             column count (default C), for ``ray_index = channel * columns + column``.
+        firing: (L,) float64 s, per-laser firing offsets (continuous time,
+            :func:`firing_offsets`), or None: every laser of a column fires at the
+            column's time along the column's azimuth (the original). With offsets, laser k
+            fires at ``t + firing[k]`` while the head keeps turning, so its azimuth is
+            ``psi + 360 * rotation_speed * firing[k]`` deg (what the driver reports).
     Returns:
         RayPattern with C * L rays, ray ``c * L + k`` = column c, laser k.
     """
@@ -334,6 +357,10 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
     L = elev.shape[0]
     C = azimuth_deg.shape[0]
     offsets = s.azimuth_offsets_deg
+    spin = None
+    if firing is not None and np.any(firing):
+        spin = 360.0 * s.rotation_speed * np.asarray(firing, dtype=np.float64)  # deg turned per laser
+        offsets = offsets - spin
     th = np.deg2rad(azimuth_deg[:, None] - offsets[None, :] + 180.0)
     cp, sp = np.cos(elev)[None, :], np.sin(elev)[None, :]
     d = np.empty((C, L, 3), dtype=np.float64)
@@ -359,7 +386,8 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
         elevation=np.tile(elev, C),
         channel=np.tile(np.arange(L, dtype=np.uint16), C),
         ray_index=(np.arange(L, dtype=np.int64)[None, :] * total + col[:, None]).ravel(),
-        timestamp=np.repeat(np.asarray(timestamp, dtype=np.float64), L),
+        timestamp=(np.repeat(np.asarray(timestamp, dtype=np.float64), L) if spin is None else
+                   (np.asarray(timestamp, dtype=np.float64)[:, None] + np.asarray(firing)[None, :]).ravel()),
         origins=origins,
     )
 
@@ -389,14 +417,14 @@ def chunk_columns(s: LidarSettings, chunk_rays: int | None = None) -> int:
 
 
 def iter_patterns(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
-                  chunk_rays: int | None = None):
+                  chunk_rays: int | None = None, firing: np.ndarray | None = None):
     """:func:`make_pattern` over consecutive column chunks of about ``chunk_rays`` rays,
     so the rays of a scan never exist all at once. Yields RayPattern (one empty
     pattern if there are no columns)."""
     step = chunk_columns(s, chunk_rays)
     n = azimuth_deg.shape[0]
     for i in range(0, max(1, n), step):
-        yield make_pattern(s, azimuth_deg[i:i + step], timestamp[i:i + step], i, n)
+        yield make_pattern(s, azimuth_deg[i:i + step], timestamp[i:i + step], i, n, firing)
 
 
 def single_scan_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
@@ -437,7 +465,14 @@ class Rotating(Sensor):
         return scan_columns(s, frame, frame_time, mode)[0].shape[0] * s.num_lasers
 
     def patterns(self, s, frame, frame_time, mode, camera):
-        return iter_patterns(s, *scan_columns(s, frame, frame_time, mode))
+        firing = self.firing_offsets(s) if s.time_model == "continuous" else None
+        return iter_patterns(s, *scan_columns(s, frame, frame_time, mode), firing=firing)
+
+    def sweep_period(self, s):
+        return 1.0 / s.rotation_speed
+
+    def firing_offsets(self, s):
+        return firing_offsets(s)
 
     def channel_elevations(self, s):
         return s.elevations_deg

@@ -9,7 +9,10 @@ Keys: the per-return arrays of :data:`blensor_addon.core.result.FIELDS`, plus
 ``sensor_to_world`` (4, 4) float64, ``sensor`` (JSON str of the settings),
 ``sensor_type`` (str) and ``grid_shape`` (int64 (rows, cols), with ``ray_index``
 placing each return in the sensor's grid), ``axes`` (str) and ``classes`` (JSON str of
-the semantic class table, name -> id). The object
+the semantic class table, name -> id); in continuous time also
+``sensor_to_world_end`` (4, 4) float64 (the pose at the packet's end), and the
+deskewed points ``xyz_deskewed``, ``xyz_noisy_deskewed`` (N, 3) float32 when the
+setting ``deskew`` is on. The object
 table (id -> name, label, type) is written once per run, in ``manifest.json``, not into
 every frame (with 10^6 instances it would dominate the file).
 """
@@ -41,6 +44,10 @@ def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
     out["axes"] = np.array(result.axes)
     from ...core.classes import CLASSES
     out["classes"] = np.array(json.dumps(CLASSES))
+    if result.sensor_to_world_end is not None:  # continuous time: the pose at the packet's end
+        out["sensor_to_world_end"] = np.asarray(result.sensor_to_world_end, dtype=np.float64)
+    for name, arr in result.extra.items():  # e.g. xyz_deskewed
+        out[name] = np.asarray(arr)
     return out
 
 

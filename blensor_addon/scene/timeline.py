@@ -1,0 +1,361 @@
+"""Continuous time: the scene between scene frames, and a scan context whose rays each
+have their own firing time (issue 8; seed 000 section 3.2: the head turns while it fires).
+
+Blender is sampled at scene frames (``frame_set``); between two samples the sensor's
+pose and every instance's transform are interpolated (translation linear, rotation
+slerp, scale/shear linear: :mod:`blensor_addon.raycast.motion`), and the ray caster
+intersects every ray with the instances at the ray's own time, so rigid motion needs no
+rebuilt mesh BVH and no finer sampling. Meshes that deform between two frames
+(armatures, shape keys, simulations: their content changes) are re-evaluated every
+``time_step`` seconds (``frame_set`` with subframes) and held in between.
+
+With ``time_model="frame"`` the same machinery holds the scene and the sensor still for
+each scene frame (the original's model), which is how a full sweep is assembled from the
+frames it spans in that model.
+
+Times: scene frame ``f`` starts at ``f * frame_time`` s (as the original's timestamps).
+"""
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+
+from ..core.axes import rotation_vector
+from ..core.errors import SettingsError
+from ..raycast import trace
+from ..raycast.base import SceneGeometry
+
+
+def _rodrigues(axis: np.ndarray, angle: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Vectors ``v`` (N, 3) rotated by ``angle`` (N,) rad about the unit ``axis`` (3,)."""
+    c, s = np.cos(angle)[:, None], np.sin(angle)[:, None]
+    return v * c + np.cross(axis, v) * s + np.outer(v @ axis, axis) * (1.0 - c)
+
+
+class PoseSegment:
+    """The sensor's rigid pose over ``[t0, t1)``: ``pose0`` and ``pose1`` (4, 4) float64
+    at the ends; in between the position moves linearly and the orientation turns about
+    the fixed axis of ``R0^T R1`` at a constant rate: ``R(s) = R0 exp(s theta [u]x)``, the
+    slerp of :func:`blensor_addon.raycast.motion.interpolate` (applied to vectors with
+    Rodrigues' formula, no matrix per ray)."""
+
+    def __init__(self, t0: float, t1: float, pose0, pose1) -> None:
+        self.t0, self.t1, self.pose0, self.pose1 = t0, t1, pose0, pose1
+        self.R0 = np.asarray(pose0, dtype=np.float64)[:3, :3]
+        self.p0 = np.asarray(pose0, dtype=np.float64)[:3, 3]
+        self.p1 = np.asarray(pose1, dtype=np.float64)[:3, 3]
+        rv = rotation_vector(self.R0.T @ np.asarray(pose1, dtype=np.float64)[:3, :3])
+        self.theta = float(np.linalg.norm(rv))
+        self.axis = rv / self.theta if self.theta > 0 else np.zeros(3)
+        self.still = self.theta == 0 and np.array_equal(self.p0, self.p1)
+
+    def fraction(self, t: np.ndarray) -> np.ndarray:
+        """(N,) float64 in [0, 1]: where times ``t`` fall in the segment."""
+        return np.clip((np.asarray(t, dtype=np.float64) - self.t0) / (self.t1 - self.t0), 0.0, 1.0)
+
+    def rotate(self, s: np.ndarray, v: np.ndarray, inverse: bool = False) -> np.ndarray:
+        """``R(s) v`` (or ``R(s)^T v``) for fractions ``s`` (N,) and vectors ``v`` (N, 3)."""
+        v = np.asarray(v, dtype=np.float64)
+        if self.theta == 0:
+            return v @ self.R0 if inverse else v @ self.R0.T
+        if inverse:
+            return _rodrigues(self.axis, -self.theta * s, v @ self.R0)
+        return _rodrigues(self.axis, self.theta * s, v) @ self.R0.T
+
+    def position(self, s: np.ndarray) -> np.ndarray:
+        """(N, 3) float64 sensor position (world, m) at fractions ``s``."""
+        return (1.0 - s)[:, None] * self.p0 + s[:, None] * self.p1
+
+
+class Step(PoseSegment):
+    """One time step ``[t0, t1)`` of the scene.
+
+    Attributes:
+        t0, t1: float s. snap: the snapshot at ``t0`` (meshes, materials, ids of the
+        instances). geometry: its :class:`SceneGeometry`, with ``instance_matrix_end``
+        (transforms at ``t1`` relative to the same origin) when something moves.
+        pose0, pose1 (4, 4) float64: sensor poses at ``t0`` and ``t1``. moving: any
+        instance transform differs between the ends.
+    """
+
+    def __init__(self, t0: float, t1: float, snap, geometry: SceneGeometry, pose0, pose1, moving: bool):
+        super().__init__(t0, t1, pose0, pose1)
+        self.snap, self.geometry, self.moving = snap, geometry, moving
+
+    def segment(self) -> PoseSegment:
+        """The pose part alone (keeps no snapshot alive)."""
+        return PoseSegment(self.t0, self.t1, self.pose0, self.pose1)
+
+
+def _keys(snap) -> np.ndarray:
+    """(I, 3) uint32 identity of every instance: (object id, instancer id, index)."""
+    return np.stack([np.asarray(snap.instance_object_id, np.uint32), np.asarray(snap.instance_instancer_id, np.uint32),
+                     np.asarray(snap.instance_index, np.uint32)], 1)
+
+
+def match_instances(a, b) -> np.ndarray:
+    """(Ia,) int64: the instance of snapshot ``b`` that is instance i of ``a`` (same
+    object, instancer and index), -1 where ``b`` has none."""
+    ka, kb = _keys(a), _keys(b)
+    if ka.shape == kb.shape and np.array_equal(ka, kb):
+        return np.arange(ka.shape[0], dtype=np.int64)
+    where = {tuple(k): i for i, k in enumerate(kb.tolist())}
+    return np.array([where.get(tuple(k), -1) for k in ka.tolist()], dtype=np.int64)
+
+
+class Timeline:
+    """Samples of the scene at scene frames (and subframes where meshes deform), cut
+    into :class:`Step` s.
+
+    Args:
+        sample: ``sample(frame, subframe)`` -> snapshot of the evaluated scene there.
+        frame_time: s per scene frame. continuous: interpolate (else hold each frame).
+        time_step: s, the step for deforming meshes (<= frame_time).
+    """
+
+    def __init__(self, sample, frame_time: float, continuous: bool, time_step: float) -> None:
+        self._sample = sample
+        self.frame_time = float(frame_time)
+        self.continuous = continuous
+        self.substeps_deforming = max(1, math.ceil(self.frame_time / time_step - 1e-9))
+        self._snaps: collections.OrderedDict = collections.OrderedDict()
+        self._steps: collections.OrderedDict = collections.OrderedDict()
+
+    def frame_of(self, t: np.ndarray) -> np.ndarray:
+        """(N,) int64 scene frame of times ``t`` (s)."""
+        return np.floor(np.asarray(t, dtype=np.float64) / self.frame_time + 1e-9).astype(np.int64)
+
+    def snapshot(self, frame: int, sub: int = 0, n: int = 1):
+        """The snapshot at ``frame + sub / n`` (a few are kept: consecutive steps share
+        their ends)."""
+        if sub == n:
+            frame, sub = frame + 1, 0
+        key = (frame, 0, 1) if sub == 0 else (frame, sub, n)
+        snap = self._snaps.get(key)
+        if snap is None:
+            snap = self._sample(frame, sub / n)
+            if self.continuous and snap.bad_transforms:
+                name = sorted(snap.bad_transforms)[0]
+                raise SettingsError(f"transform of object '{name}'", "finite at every time scanned",
+                                    f"NaN/inf at t = {(frame + sub / n) * self.frame_time:.6g} s (frame {frame})")
+            self._snaps[key] = snap
+            while len(self._snaps) > 6:
+                self._snaps.popitem(last=False)
+        return snap
+
+    def steps(self, frame: int) -> list[Step]:
+        """The steps of scene frame ``frame``: one, or ``ceil(frame_time / time_step)``
+        when a mesh deforms during it."""
+        steps = self._steps.get(frame)
+        if steps is not None:
+            return steps
+        ft = self.frame_time
+        a = self.snapshot(frame)
+        if not self.continuous:
+            steps = [Step(frame * ft, (frame + 1) * ft, a, a.geometry, a.sensor_to_world, a.sensor_to_world, False)]
+        else:
+            b = self.snapshot(frame + 1)
+            step, deforming = self._step(a, b, frame * ft, (frame + 1) * ft)
+            if not deforming:
+                steps = [step]
+            else:
+                n = self.substeps_deforming
+                steps = []
+                for j in range(n):
+                    sa, sb = self.snapshot(frame, j, n), self.snapshot(frame, j + 1, n)
+                    steps.append(self._step(sa, sb, (frame + j / n) * ft, (frame + (j + 1) / n) * ft)[0])
+        self._steps[frame] = steps
+        while len(self._steps) > 3:
+            self._steps.popitem(last=False)
+        return steps
+
+    @staticmethod
+    def _step(a, b, t0: float, t1: float) -> tuple[Step, bool]:
+        """The step from snapshot ``a`` to ``b``, and whether a mesh deforms between them."""
+        ga, gb = a.geometry, b.geometry
+        ib = match_instances(a, b)
+        end = ga.instance_matrix.astype(np.float64)
+        ok = ib >= 0
+        if ok.any():
+            mb = gb.instance_matrix[ib[ok]].astype(np.float64)
+            mb[:, :3, 3] += b.origin - a.origin  # b's transforms relative to a's origin
+            end[ok] = mb
+        keys_a = np.array([m.key for m in ga.meshes], dtype=object)
+        keys_b = np.array([m.key for m in gb.meshes], dtype=object)
+        deforming = bool(ok.any() and (keys_a[ga.instance_mesh[ok]] != keys_b[gb.instance_mesh[ib[ok]]]).any())
+        end32 = end.astype(np.float32)
+        moving = not np.array_equal(end32, ga.instance_matrix)
+        geometry = SceneGeometry(ga.meshes, ga.instance_mesh, ga.instance_matrix,
+                                 instance_matrix_end=end32 if moving else None)
+        return Step(t0, t1, a, geometry, a.sensor_to_world, b.sensor_to_world, moving), deforming
+
+    def step_at(self, t: float) -> Step:
+        """The step holding time ``t``."""
+        f = int(self.frame_of(np.array([t]))[0])
+        steps = self.steps(f)
+        j = min(len(steps) - 1, max(0, int((t - f * self.frame_time) / self.frame_time * len(steps))))
+        return steps[j]
+
+    def pose_at(self, t: float) -> np.ndarray:
+        """(4, 4) float64 sensor pose at time ``t`` (s)."""
+        step = self.step_at(t)
+        s = step.fraction(np.array([t]))
+        out = np.eye(4)
+        out[:3, :3] = step.rotate(np.repeat(s, 3), np.eye(3)).T  # columns: R e_k
+        out[:3, 3] = step.position(s)[0]
+        return out
+
+
+class TimedHits:
+    """Cast results of N rays in continuous time: the trace and every per-ray attribute
+    taken from the snapshot of the ray's step.
+
+    Attributes (N rows each): range (float64 m), hit (bool), reflectivity (float32),
+    normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
+    instance_id (uint32), semantic (uint16), time (float64 s): the ray's firing time.
+    """
+
+    FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
+              "instance_id", "semantic", "time")
+
+    def __init__(self, **arrays) -> None:
+        for k in self.FIELDS:
+            setattr(self, k, arrays[k])
+        self.segment = None  # index of each ray's pose segment, once asked for
+
+    def take(self, idx) -> "TimedHits":
+        return TimedHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
+
+    @classmethod
+    def concat(cls, parts: list["TimedHits"]) -> "TimedHits":
+        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
+
+
+class TimedContext:
+    """:class:`~blensor_addon.core.sensors._base.ScanContext` for a packet starting at
+    ``t_start`` (s): every ray is cast at its own time (``times``) through the
+    :class:`Timeline`. ``sensor_to_world`` is the pose at ``t_start``;
+    ``sensor_to_world_end`` the pose at ``t_end`` (continuous time)."""
+
+    def __init__(self, backend, timeline: Timeline, t_start: float, t_end: float, frame_of_reference: str,
+                 camera, semantic: np.ndarray, objects: list) -> None:
+        self.backend = backend
+        self.timeline = timeline
+        self.frame_of_reference = frame_of_reference
+        self.camera = camera
+        self.semantic = semantic
+        self.objects = objects
+        self.t_start = float(t_start)
+        self.sensor_to_world = timeline.pose_at(t_start)
+        self.sensor_to_world_end = timeline.pose_at(t_end) if timeline.continuous else None
+        self._current = None  # the step whose geometry the backend holds
+        self._segments: dict = {}  # t0 -> PoseSegment of every step cast so far
+
+    def _use(self, step: Step) -> None:
+        if self._current is not step:
+            self.backend.set_geometry(step.geometry)
+            self._current = step
+        if step.t0 not in self._segments:
+            self._segments[step.t0] = step.segment()
+
+    def _segment_of(self, hits) -> np.ndarray:
+        """(N,) int64 index into the sorted segment starts of each ray's time (once)."""
+        if hits.segment is None:
+            starts = np.array(sorted(self._segments))
+            hits.segment = np.clip(np.searchsorted(starts, hits.time, side="right") - 1, 0, len(starts) - 1)
+        return hits.segment
+
+    def _by_segment(self, hits, fn) -> np.ndarray:
+        """(N, 3): ``fn(segment, fractions, rows)`` evaluated per segment of the rays."""
+        seg = self._segment_of(hits)
+        starts = sorted(self._segments)
+        out = np.empty((seg.shape[0], 3))
+        for k in np.unique(seg):
+            i = np.flatnonzero(seg == k)
+            sg = self._segments[starts[k]]
+            out[i] = fn(sg, sg.fraction(hits.time[i]), i)
+        return out
+
+    def rotate(self, hits, v: np.ndarray, inverse: bool = False) -> np.ndarray:
+        """Vectors (N, 3) rotated by the sensor's orientation at each ray's time
+        (``inverse``: world -> sensor frame)."""
+        v = np.asarray(v, dtype=np.float64)
+        return self._by_segment(hits, lambda sg, s, i: sg.rotate(s, v[i], inverse))
+
+    def position(self, hits) -> np.ndarray:
+        """(N, 3) sensor position (world, m) at each ray's time."""
+        return self._by_segment(hits, lambda sg, s, i: sg.position(s))
+
+    def cast(self, origins, directions, max_range, max_bounces, times=None):
+        d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
+        n = d_s.shape[0]
+        t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
+        tl = self.timeline
+        # step of every ray: (frame, substep), in time order
+        frame = tl.frame_of(t)
+        parts, order = [], []
+        for f in np.unique(frame):
+            in_f = np.flatnonzero(frame == f)
+            steps = tl.steps(int(f))
+            j = np.clip(((t[in_f] - f * tl.frame_time) / tl.frame_time * len(steps)).astype(np.int64),
+                        0, len(steps) - 1)
+            for k in np.unique(j):
+                idx = in_f[j == k]
+                parts.append(self._cast_step(steps[int(k)], idx, origins, d_s, t, max_range, max_bounces))
+                order.append(idx)
+        if not parts:
+            return self._cast_step(tl.step_at(self.t_start), np.zeros(0, np.int64), origins, d_s, t, max_range,
+                                   max_bounces)
+        hits = TimedHits.concat(parts) if len(parts) > 1 else parts[0]
+        idx = np.concatenate(order)
+        if len(parts) > 1 or not np.array_equal(idx, np.arange(n)):
+            inv = np.empty(n, np.int64)
+            inv[idx] = np.arange(n)
+            hits = hits.take(inv)
+        return hits
+
+    def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> TimedHits:
+        self._use(step)
+        snap = step.snap
+        s = step.fraction(t[idx])
+        dirs = step.rotate(s, d_s[idx])
+        orig = step.position(s) - snap.origin
+        if origins is not None:
+            orig = orig + step.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
+        mats = snap.materials
+        tr = trace(self.backend, orig, dirs, max_range, mats.is_mirror if mats.mirror.any() else None, max_bounces,
+                   time=s.astype(np.float32) if step.moving else None)
+        del dirs, orig
+        mat = mats.lookup(tr.instance, tr.primitive)
+        inst = tr.instance
+        got = inst >= 0
+        ids = []
+        for a in (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index):
+            v = np.zeros(inst.shape[0], np.uint32)
+            v[got] = np.asarray(a, np.uint32)[inst[got]]
+            ids.append(v)
+        sem = self.semantic
+        semantic = np.where(sem[ids[0]] > 0, sem[ids[0]], sem[ids[1]]).astype(np.uint16)
+        return TimedHits(range=tr.range, hit=tr.hit, reflectivity=mats.reflectivity[mat], normal=tr.normal,
+                         last_dir=tr.last_dir, color=mats.color[mat], object_id=ids[0], instancer_id=ids[1],
+                         instance_id=ids[2], semantic=semantic, time=t[idx])
+
+    def surface(self, pattern, hits) -> dict:
+        n_world = hits.normal.astype(np.float64)
+        facing = np.einsum("ij,ij->i", n_world, hits.last_dir.astype(np.float64))
+        n_world[facing > 0] *= -1.0
+        # world -> sensor frame at the ray's time: R(t)^T n
+        normal = n_world if self.frame_of_reference == "world" else self.rotate(hits, n_world, inverse=True)
+        return {"normal": normal, "cos_inc": np.abs(facing), "color": hits.color, "object_id": hits.object_id,
+                "instancer_id": hits.instancer_id, "instance_id": hits.instance_id, "semantic": hits.semantic}
+
+    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits) -> np.ndarray:
+        """Points in the sensor frame at each ray's time -> ``"world"`` or ``"start"``
+        (the sensor frame at the packet's start: deskewed)."""
+        w = self.rotate(hits, xyz) + self.position(hits)
+        if frame == "world":
+            return w
+        P0 = self.sensor_to_world
+        return (w - P0[:3, 3]) @ P0[:3, :3]

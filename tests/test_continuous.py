@@ -1,0 +1,265 @@
+"""Continuous time (issue 8): every ray at its own firing time while the sensor and the
+scene move, sweeps as packets, datasheet firing offsets, deskewed points.
+
+The sensor frame of an unrotated camera is the world frame (+X right, +Y up, looking
+down -Z); the head spins about +Y, azimuth psi growing toward -X (seed 000 section 3.2).
+A ray at azimuth psi and elevation e points along
+``(-cos e sin psi, sin e, -cos e cos psi)``.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import blensor_addon
+from blensor_addon.core.errors import SettingsError
+from conftest import add_camera, add_mesh, cylinder_mesh, generic_sensor
+
+BACKENDS = ["native", "bvhtree"]
+
+
+def drive(obj, path, index, expression):
+    """Animate ``obj.path[index]`` (or ``obj.path`` if index is None) by a driver
+    expression of ``frame`` (exact at subframes: constant velocities without keyframe
+    easing)."""
+    fc = obj.driver_add(path) if index is None else obj.driver_add(path, index)
+    fc.driver.type = "SCRIPTED"
+    fc.driver.expression = expression
+    return fc
+
+
+def key(obj, path, frame, value):
+    setattr(obj, path, value)
+    obj.keyframe_insert(path, frame=frame)
+
+
+def quad(x0, x1, y0, y1, z):
+    return [(x0, y0, z), (x1, y0, z), (x1, y1, z), (x0, y1, z)], [(0, 1, 2, 3)]
+
+
+def direction(psi, e):
+    return np.stack([-np.cos(e) * np.sin(psi), np.sin(e) * np.ones_like(psi), -np.cos(e) * np.cos(psi)], 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sensor_moving_along_a_wall(bpy_mod, empty_scene, backend):
+    # sensor at v m/s along +X, parallel to the wall z = -H: each point lies where the
+    # ray fired at its time meets the wall, so a sweep is skewed along the wall by v (t - t0)
+    H, v = 10.0, 20.0
+    add_mesh(bpy_mod, "Wall", *quad(-300, 300, -50, 50, -H))
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0,-10,10", angle_resolution=0.5, max_range=60.0, start_angle=-60.0, end_angle=60.0,
+                   rotation_speed=2.0)
+    drive(cam, "location", 0, f"{v} * frame / 24")  # 24 fps
+    assert cam.data.blensor.time_model == "continuous"
+    r = blensor_addon.scan(cam, frame=6, backend=backend, frame_of_reference="world")
+    assert len(r) == 240 * 3
+    t = r.timestamp
+    t0 = 6 / 24
+    assert t.min() == pytest.approx(t0) and t.max() > t0 + 0.16  # a 120 deg sector at 2 Hz: 1/6 s
+    e = r.elevation.astype(np.float64)
+    d = direction(np.deg2rad(np.round(np.rad2deg(r.azimuth.astype(np.float64)) / 0.5) * 0.5), e)
+    rng = H / -d[:, 2]
+    np.testing.assert_allclose(r.range, rng, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(r.xyz[:, 0], v * t + d[:, 0] * rng, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(r.xyz[:, 2], -H, atol=1e-4)
+    # frozen frames: the whole sector from the frame's one position (error up to v x 1/6 s)
+    rf = blensor_addon.scan(cam, frame=6, backend=backend, frame_of_reference="world", time_model="frame")
+    assert np.abs(rf.xyz[:, 0] - (v * t0 + d[:, 0] * rng)).max() < 1e-4
+    assert np.abs(rf.xyz[:, 0] - r.xyz[:, 0]).max() > 3.0
+    # sensor frame + deskew: the points in the sensor frame at the sweep start
+    rs = blensor_addon.scan(cam, frame=6, backend=backend, deskew=True)
+    np.testing.assert_allclose(rs.xyz[:, 0], d[:, 0] * rng, atol=1e-4)
+    np.testing.assert_allclose(rs.extra["xyz_deskewed"][:, 0], v * (t - t0) + d[:, 0] * rng, atol=2e-4)
+    np.testing.assert_allclose(rs.sensor_to_world[:3, 3], [v * t0, 0, 0], atol=1e-9)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_object_crossing_the_view_appears_where_it_was_at_each_column(bpy_mod, empty_scene,
+                                                                       backend):
+    # a 2 m wide plate 8 m ahead crosses from right to left at 30 m/s; the head sweeps
+    # against it, so every return is where the plate was at that column's time
+    H, v, w = 8.0, 30.0, 2.0
+    plate = add_mesh(bpy_mod, "Plate", *quad(-w / 2, w / 2, -3, 3, 0.0))
+    plate.location = (0.0, 0.0, -H)
+    drive(plate, "location", 0, f"6 - {v} * frame / 24")
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=0.1, max_range=60.0, start_angle=-80.0, end_angle=80.0,
+                   rotation_speed=5.0)
+    r = blensor_addon.scan(cam, frame=3, backend=backend, frame_of_reference="world")
+    assert len(r) > 20
+    x_plate = 6.0 - v * r.timestamp  # plate centre at each return's time
+    tol = 1e-4 if backend == "native" else 2e-3  # BVHTree slices time (<= 1 mm of motion a slice)
+    assert np.all(np.abs(r.xyz[:, 0] - x_plate) <= w / 2 + tol)
+    np.testing.assert_allclose(r.xyz[:, 2], -H, atol=1e-4)
+    # every column whose ray meets the plate at its time returns (none missing)
+    psi = np.deg2rad(-80.0 + 0.1 * np.arange(1600))
+    tcol = 3 / 24 + (np.rad2deg(psi) + 80.0) / (360.0 * 5.0)
+    x_ray = -np.tan(psi) * H
+    inside = np.abs(x_ray - (6.0 - v * tcol)) < w / 2 - 1e-3
+    assert len(r) >= inside.sum() and len(r) <= inside.sum() + 2
+    # frozen frame: the plate stays where it was at the frame start
+    rf = blensor_addon.scan(cam, frame=3, backend=backend, frame_of_reference="world", time_model="frame")
+    assert np.all(np.abs(rf.xyz[:, 0] - (6.0 - v * 3 / 24)) <= w / 2 + tol)
+
+
+def test_turning_sensor_shifts_azimuths(bpy_mod, empty_scene):
+    # the body yaws at omega about the spin axis while the head turns: a pole at world
+    # azimuth alpha is seen at reported azimuth alpha - omega (t - t0)
+    omega = math.radians(180.0)  # rad/s
+    alpha = math.radians(150.0)
+    R = 10.0
+    px, pz = -R * math.sin(alpha), -R * math.cos(alpha)
+    add_mesh(bpy_mod, "Pole", *cylinder_mesh(0.05, -2, 2, segments=32), location=(px, pz, 0))
+    pole = bpy_mod.data.objects["Pole"]
+    pole.rotation_euler = (math.pi / 2, 0, 0)  # cylinder axis (local z) along world y
+    pole.location = (px, 0.0, pz)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=0.05, max_range=60.0, rotation_speed=2.0)
+    drive(cam, "rotation_euler", 1, f"{omega} * frame / 24")
+    r = blensor_addon.scan(cam, frame=0)
+    assert len(r) > 0
+    t = r.timestamp
+    seen = np.mod(r.azimuth.astype(np.float64), 2 * np.pi)
+    # the pole's centre is at reported azimuth alpha - omega t, within its angular radius
+    assert np.abs(seen.mean() - (alpha - omega * t.mean())) < 0.05 / R + math.radians(0.05)
+    shift = alpha - seen.mean()
+    assert shift == pytest.approx(omega * t.mean(), rel=0.01)  # about 0.52 rad here
+    # frozen: no shift
+    rf = blensor_addon.scan(cam, frame=0, time_model="frame")
+    assert abs(np.mod(rf.azimuth.astype(np.float64), 2 * np.pi).mean() - alpha) < 0.05 / R + math.radians(0.05)
+
+
+def test_vlp16_firing_offsets_against_a_cylinder(bpy_mod, empty_scene):
+    # VLP-16 user manual: laser k fires k x 2.304 us after its sequence starts, so at
+    # 10 Hz its azimuth is 360 deg x 10 Hz x k x 2.304 us after the column's
+    add_mesh(bpy_mod, "Cyl", *cylinder_mesh(5.0, -20, 20, segments=3600))
+    cyl = bpy_mod.data.objects["Cyl"]
+    cyl.rotation_euler = (math.pi / 2, 0, 0)  # axis along +Y (the spin axis)
+    cam = add_camera(bpy_mod)
+    cam.data.blensor.preset = "vlp16"
+    cam.data.blensor.noise_sigma = 0.0
+    cam.data.blensor.bias_distribution = "gaussian"
+    cam.data.blensor.bias_sigma = 0.0
+    r = blensor_addon.scan(cam, frame=0)
+    res = float(np.float32(0.2))  # as stored in the Blender property
+    col = r.ray_index.astype(np.int64) % r.grid_shape[1]
+    k = r.channel.astype(np.int64)
+    dt = k * 2.304e-6
+    np.testing.assert_allclose(r.timestamp - col * res / 3600.0, dt, atol=1e-9)
+    # the point's own azimuth (from xyz) - the column's azimuth = spin x firing offset
+    d = r.xyz.astype(np.float64)
+    az = np.mod(np.arctan2(-d[:, 0], -d[:, 2]), 2 * np.pi)
+    offset = np.rad2deg(np.mod(az - np.deg2rad(col * res) + np.pi, 2 * np.pi) - np.pi)
+    np.testing.assert_allclose(offset, 3600.0 * dt, atol=2e-4)
+    assert offset[k == 15].mean() == pytest.approx(3600.0 * 15 * 2.304e-6, abs=1e-4)  # 0.124 deg
+    # the reported azimuth is the laser's own
+    wrap = np.mod(r.azimuth.astype(np.float64) - az + np.pi, 2 * np.pi) - np.pi
+    assert np.abs(np.rad2deg(wrap)).max() < 1e-3
+    # frozen frames keep the original's columns (every laser at the column's azimuth)
+    rf = blensor_addon.scan(cam, frame=0, time_model="frame")
+    assert np.array_equal(rf.timestamp, np.repeat(rf.timestamp[::16], 16))
+
+
+def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
+    add_mesh(bpy_mod, "Cyl", *cylinder_mesh(6.0, -20, 20, segments=360))
+    bpy_mod.data.objects["Cyl"].rotation_euler = (math.pi / 2, 0, 0)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0,5", angle_resolution=1.0, max_range=60.0, rotation_speed=10.0)
+    drive(cam, "location", 0, "(frame - 1) / 24")
+    scene = bpy_mod.context.scene
+    scene.frame_start, scene.frame_end = 1, 48
+    job = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "a", ("npz", "ply"))
+    # frames 1-24 span [1/24, 25/24) s: the full 10 Hz sweeps 1..9 lie within
+    assert job.packets == "sweep" and list(job.frames) == list(range(1, 10))
+    m = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert m["packets"] == "sweep" and m["packet_time"] == pytest.approx(0.1) and m["status"] == "complete"
+    assert [e["frame"] for e in m["frames"]] == list(range(1, 10))
+    assert [e["time"] for e in m["frames"]] == pytest.approx([0.1 * k for k in range(1, 10)])
+    with np.load(tmp_path / "a" / "scan00003.npz") as z:
+        assert z["frame"] == 3 and z["frame_time"] == pytest.approx(0.1)
+        assert z["xyz"].shape == (720, 3)  # one full turn: 360 columns x 2 lasers
+        t = z["timestamp"]
+        assert t.min() == pytest.approx(0.3) and t.max() == pytest.approx(0.4 - 0.1 / 360)
+        # the pose at the start and at the end (1 m per 24 frames = 1 m/s)
+        assert z["sensor_to_world"][0, 3] == pytest.approx(0.3 - 1 / 24, abs=1e-6)
+        assert z["sensor_to_world_end"][0, 3] == pytest.approx(0.4 - 1 / 24, abs=1e-6)
+    assert m["frames"][2]["pose_end"][3] == pytest.approx(0.4 - 1 / 24, abs=1e-6)
+    tum = (tmp_path / "a" / "trajectory.tum").read_text().splitlines()
+    assert len(tum) == 9 and float(tum[0].split()[0]) == pytest.approx(0.1)
+    # the same run again gives the same bytes (every file)
+    job2 = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "b", ("npz", "ply"))
+    assert job2.status == "complete"
+    files = sorted(p for p in (tmp_path / "a").rglob("*") if p.is_file() and p.name != "manifest.json")
+    assert len(files) == 9 + 9 * 2 + 1  # npz, PLY clean and noisy, trajectory.tum
+    for p in files:
+        assert p.read_bytes() == (tmp_path / "b" / p.relative_to(tmp_path / "a")).read_bytes(), p.name
+    # a time interval instead of frames; with EVD, auto packets are frames
+    job3 = blensor_addon.scan_range(cam, None, tmp_path / "c", ("npz",), time=(0.25, 0.65))
+    assert list(job3.frames) == [3, 4, 5]
+    job4 = blensor_addon.scan_range(cam, range(1, 4), tmp_path / "d", ("npz", "evd"))
+    assert job4.packets == "frame" and list(job4.frames) == [1, 2, 3]
+
+
+def test_deforming_mesh_is_reevaluated_every_time_step(bpy_mod, empty_scene):
+    # a wall moved by a shape key (a deforming mesh: no transform to interpolate) at
+    # 24 m/s toward the sensor: re-evaluated every time_step, so the error <= v x step
+    verts, faces = quad(-50, 50, -20, 20, -10.0)
+    wall = add_mesh(bpy_mod, "Wall", verts, faces)
+    wall.shape_key_add(name="Basis")
+    sk = wall.shape_key_add(name="Near")
+    for p in sk.data:
+        p.co.z += 24.0 * 0.25  # 6 m closer at value 1
+    drive(sk, "value", None, "frame / 6")  # 24 m/s
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=0.25, max_range=60.0, start_angle=-30.0, end_angle=30.0,
+                   rotation_speed=1.0, time_step=0.001)
+    r = blensor_addon.scan(cam, frame=1)
+    z_true = -10.0 + 24.0 * r.timestamp  # wall position at each ray's time
+    err = np.abs(r.xyz[:, 2] - z_true)
+    assert err.max() <= 24.0 * 0.001 + 1e-4
+    assert err.max() > 1e-3  # held between steps, not interpolated
+    with pytest.raises(SettingsError, match="time_step must be in"):
+        blensor_addon.scan(cam, frame=1, time_step=0.1)  # longer than a frame (1/24 s)
+    with pytest.raises(SettingsError, match="time_step must be in"):
+        blensor_addon.scan(cam, frame=1, time_step=0.0)
+
+
+def test_non_finite_transform_during_a_sweep_is_refused_before_writing(bpy_mod, empty_scene,
+                                                                         tmp_path):
+    add_mesh(bpy_mod, "Wall", *quad(-50, 50, -20, 20, -10.0))
+    box = add_mesh(bpy_mod, "Box", *quad(-1, 1, -1, 1, -5.0))
+    key(box, "scale", 1, (1.0, 1.0, 1.0))
+    key(box, "scale", 30, (1.0, 1.0, 1.0))
+    key(box, "scale", 40, (float("nan"), 1.0, 1.0))  # NaN from frame 31 on
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=1.0, max_range=60.0)
+    bpy_mod.context.scene.frame_start, bpy_mod.context.scene.frame_end = 1, 48
+    with pytest.raises(SettingsError, match="transform of object 'Box' must be finite at every time scanned"):
+        blensor_addon.scan_range(cam, range(1, 48), tmp_path / "o", ("npz",))
+    assert not any((tmp_path / "o").glob("scan*"))
+
+
+def test_bad_time_intervals_are_named(bpy_mod, empty_scene, tmp_path):
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=1.0, max_range=60.0)
+    scene = bpy_mod.context.scene
+    scene.frame_start, scene.frame_end = 1, 24
+    cases = [((0.0, 0.5), "time must be an interval t0-t1"), ((0.5, 0.2), "time must be an interval"),
+             ((0.5, float("nan")), "time must be an interval"), ((0.1, 0.15), "time must be an interval holding")]
+    for interval, msg in cases:
+        with pytest.raises(SettingsError, match=msg):
+            blensor_addon.scan_range(cam, None, tmp_path / "t", ("npz",), time=interval)
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+
+
+def test_new_cameras_store_continuous_and_old_files_read_frame(bpy_mod, empty_scene, tmp_path):
+    cam = add_camera(bpy_mod)
+    assert cam.data.blensor.time_model == "continuous"
+    path = tmp_path / "new.blend"
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(path))
+    bpy_mod.ops.wm.open_mainfile(filepath=str(path))
+    assert bpy_mod.data.objects["Sensor"].data.blensor.time_model == "continuous"
