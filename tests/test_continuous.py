@@ -263,3 +263,21 @@ def test_new_cameras_store_continuous_and_old_files_read_frame(bpy_mod, empty_sc
     bpy_mod.ops.wm.save_as_mainfile(filepath=str(path))
     bpy_mod.ops.wm.open_mainfile(filepath=str(path))
     assert bpy_mod.data.objects["Sensor"].data.blensor.time_model == "continuous"
+
+
+def test_rolling_readout_of_a_tof_camera_moving_toward_a_wall(bpy_mod, empty_scene):
+    # rows read out top first over readout_time while the camera approaches the wall at
+    # v: row r sees the wall at depth H - v t_r, t_r = t0 + readout * r / rows
+    H, v, readout = 8.0, 20.0, 0.05
+    add_mesh(bpy_mod, "Wall", *quad(-50, 50, -50, 50, -H))
+    cam = add_camera(bpy_mod)
+    drive(cam, "location", 2, f"-{v} * frame / 24")
+    t0 = 2 / 24
+    r = blensor_addon.scan(cam, frame=2, sensor_type="tof", noise_sigma=0.0, readout_time=readout)
+    row = r.ray_index.astype(np.int64) // 176
+    np.testing.assert_allclose(r.timestamp, t0 + readout * row / 144, atol=1e-12)
+    np.testing.assert_allclose(r.xyz[:, 2], -(H - v * r.timestamp), atol=1e-4)
+    np.testing.assert_allclose(r.sensor_to_world_end[2, 3], -v * (t0 + readout), atol=1e-9)
+    g = blensor_addon.scan(cam, frame=2, sensor_type="tof", noise_sigma=0.0)  # global shutter
+    np.testing.assert_allclose(g.xyz[:, 2], -(H - v * t0), atol=1e-4)
+    assert np.all(g.timestamp == t0)

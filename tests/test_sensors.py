@@ -51,6 +51,7 @@ def test_v01_file_scans_byte_identically(bpy_mod):
     bpy_mod.ops.wm.open_mainfile(filepath=str(DATA / "v01_scene.blend"))
     cam = bpy_mod.data.objects["Lidar"]
     assert cam.data.blensor.sensor_type == "rotating" and cam.data.blensor.preset == "vlp16"
+    assert cam.data.blensor.time_model == "frame"  # not stored in v0.1: the frozen-frame model it had
     r = blensor_addon.scan(cam, frame=2)
     base = np.load(DATA / "v01_scan_frame2.npz")
     assert len(r) == 4595

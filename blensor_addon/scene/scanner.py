@@ -235,7 +235,8 @@ class Scanner:
             raise SettingsError("time_step", f"in (0, {ft:.6g}] s (at most one scene frame at "
                                 f"{scene.render.fps / scene.render.fps_base:g} fps)", s.time_step)
         #: continuous time for this sensor: each ray at its firing time (swept sensors)
-        self.timed = s.time_model == "continuous" and self.sensor.sweep_period(s) is not None
+        self.timed = s.time_model == "continuous" and (self.sensor.sweep_period(s) is not None
+                                                       or self.sensor.exposure_time(s) > 0)
         self._timeline = None
 
     @property
@@ -354,7 +355,8 @@ class Scanner:
         self.check_budget(frame, mode)
         if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
             ft = frame_time(self.scene)
-            t1 = (frame + 1) * ft if mode == "range" else frame * ft + self.sweep_period
+            span = self.sweep_period if self.sweep_period is not None else self.sensor.exposure_time(self.settings)
+            t1 = (frame + 1) * ft if mode == "range" and self.sweep_period is not None else frame * ft + span
             return self._scan_timed(frame, ft, mode, frame * ft, t1)
         snap = self.snapshot(frame)
         self.backend.set_geometry(snap.geometry)

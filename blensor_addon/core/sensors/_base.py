@@ -634,6 +634,11 @@ class Sensor:
         per scene frame)."""
         return None
 
+    def exposure_time(self, s) -> float:
+        """Seconds over which one image's rays fire (a rolling readout, continuous time);
+        0 = a global shutter (every ray at the frame's time). Image sensors only."""
+        return 0.0
+
     def firing_offsets(self, s) -> np.ndarray:
         """(L,) float64 s: firing time of each channel after its column's time, in
         continuous time (datasheet firing sequences); default all 0 (a column fires at

@@ -15,17 +15,19 @@ from dataclasses import dataclass
 
 from ..errors import SettingsError
 from ._base import Sensor, SensorSettings, pinhole_intrinsics, refuse_rays, setting
-from .tof import image_patterns
+from .tof import image_patterns, readout_setting
 
 
 @dataclass(frozen=True)
 class DepthSettings(SensorSettings):
     """Settings of the depth camera. Attributes (units): max_range (m); noise_mu,
-    noise_sigma (m, range noise, default none)."""
+    noise_sigma (m, range noise, default none); readout_time (s, [0, 1]: continuous
+    time, a rolling shutter reading the rows out top first; 0 = global shutter)."""
 
     max_range: float = setting(1000.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e6, lo_open=True)
     noise_mu: float = setting(0.0, "Noise mean", "Per-pixel range noise mean", "m", precision=4)
     noise_sigma: float = setting(0.0, "Noise sigma", "Per-pixel range noise sigma", "m", lo=0.0, precision=4)
+    readout_time: float = readout_setting()
 
 
 class Depth(Sensor):
@@ -57,7 +59,11 @@ class Depth(Sensor):
 
     def patterns(self, s, frame, frame_time, mode, camera):
         c = self._camera(camera)
-        return image_patterns(c.width, c.height, (c.x_min, c.x_max, c.y_min, c.y_max, c.z), frame * frame_time)
+        return image_patterns(c.width, c.height, (c.x_min, c.x_max, c.y_min, c.y_max, c.z), frame * frame_time,
+                              self.exposure_time(s))
+
+    def exposure_time(self, s):
+        return s.readout_time if s.time_model == "continuous" else 0.0
 
     def intrinsics(self, s, camera):
         c = self._camera(camera)

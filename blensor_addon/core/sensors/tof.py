@@ -29,13 +29,21 @@ PRESETS = {
 }
 
 
+def readout_setting():
+    """The rolling-readout setting of the image sensors (ToF, depth camera):
+    ``readout_time`` s in [0, 1], 0 = global shutter (one exposure per frame)."""
+    return setting(0.0, "Readout time", "Continuous time: seconds to read the rows out, top row first (a rolling "
+                   "shutter); 0 = global shutter", "s", lo=0.0, hi=1.0, precision=5)
+
+
 @dataclass(frozen=True)
 class TofSettings(SensorSettings):
     """Settings of the ToF camera (reference 6.4).
 
     Attributes (units): preset; width, height (px, 1..16384); fov_h, fov_v (deg,
     (0, 180)); max_range (m); noise_mu, noise_sigma (m); backfolding (bool);
-    ambiguity_range (m, > 0).
+    ambiguity_range (m, > 0); readout_time (s, [0, 1]: continuous time, rows read out
+    top first over this time; 0 = global shutter).
     """
 
     preset: str = setting("sr4000", "Sensor", "Sensor model; choosing one sets its values", choices=tuple(PRESETS))
@@ -52,6 +60,7 @@ class TofSettings(SensorSettings):
                                 "(seed 000 Eq. 3)")
     ambiguity_range: float = setting(10.0, "Ambiguity range", "Range at which the phase wraps", "m", lo=0.0,
                                      hi=1e5, lo_open=True)
+    readout_time: float = readout_setting()
 
 
 def pixel_rows_per_chunk(width: int) -> int:
@@ -59,16 +68,18 @@ def pixel_rows_per_chunk(width: int) -> int:
     return max(1, CHUNK_RAYS // max(1, int(width)))
 
 
-def image_patterns(width: int, height: int, frame_: tuple, stamp: float):
-    """Chunks of a pinhole image's rays (see :func:`~._base.pinhole_grid`) sharing time
-    ``stamp`` (s): yields RayPattern, row-major, row 0 at the top."""
+def image_patterns(width: int, height: int, frame_: tuple, stamp: float, readout: float = 0.0):
+    """Chunks of a pinhole image's rays (see :func:`~._base.pinhole_grid`) taken at time
+    ``stamp`` (s): yields RayPattern, row-major, row 0 at the top. ``readout`` > 0 (s): a
+    rolling shutter, row r at ``stamp + readout * r / height``; 0: a global shutter."""
     step = pixel_rows_per_chunk(width)
     for r0 in range(0, height, step):
         d, idx = pinhole_grid(width, height, *frame_, rows=slice(r0, r0 + step))
         az, el = angles_of(d)
+        t = np.full(idx.shape[0], float(stamp)) if readout <= 0 else stamp + readout * (idx // width) / height
         yield RayPattern(directions=d.astype(np.float32), azimuth=az, elevation=el,
-                         channel=np.zeros(idx.shape[0], np.uint16), ray_index=idx,
-                         timestamp=np.full(idx.shape[0], float(stamp)))
+                         channel=np.zeros(idx.shape[0], np.uint16), ray_index=idx, timestamp=t)
+
 
 
 class Tof(Sensor):
@@ -95,7 +106,10 @@ class Tof(Sensor):
         return (-tx, tx, -ty, ty, -1.0)
 
     def patterns(self, s, frame, frame_time, mode, camera):
-        return image_patterns(s.width, s.height, self.view(s), frame * frame_time)
+        return image_patterns(s.width, s.height, self.view(s), frame * frame_time, self.exposure_time(s))
+
+    def exposure_time(self, s):
+        return s.readout_time if s.time_model == "continuous" else 0.0
 
     def intrinsics(self, s, camera):
         return pinhole_intrinsics(s.width, s.height, *self.view(s))
