@@ -253,6 +253,7 @@ def build(out: Path) -> None:
     if registered:
         s = cam_data.blensor
         s.preset = "hdl64e_s2"
+        s.time_model = "continuous"  # every ray at its own time while the cars move
         s.output_dir = "//blensor_out/"
         s.formats = {"npz", "evd", "pcd"}
 

@@ -41,7 +41,8 @@ def test_scan_writes_files_and_summary(tmp_path):
 
 
 def test_bvhtree_backend_from_the_command_line(tmp_path):
-    res = run("scan", CROSSING, "--frames", "4", "--out", tmp_path, "--backend", "bvhtree")
+    res = run("scan", CROSSING, "--frames", "4", "--out", tmp_path, "--backend", "bvhtree", "--set",
+              "time_model=frame")
     assert res.returncode == 0, res.stderr
     assert "(bvhtree)" in res.stdout
     assert json.loads((tmp_path / "manifest.json").read_text())["backend"] == "bvhtree"

@@ -173,12 +173,12 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
     scene = bpy_mod.context.scene
     scene.frame_start, scene.frame_end = 1, 48
     job = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "a", ("npz", "ply"))
-    # frames 1-24 span [1/24, 25/24) s: the full 10 Hz sweeps 1..9 lie within
-    assert job.packets == "sweep" and list(job.frames) == list(range(1, 10))
+    # frames 1-24 span [1/24, 25/24) s: the 10 Hz sweeps 1..10 start within (the last ends after)
+    assert job.packets == "sweep" and list(job.frames) == list(range(1, 11))
     m = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert m["packets"] == "sweep" and m["packet_time"] == pytest.approx(0.1) and m["status"] == "complete"
-    assert [e["frame"] for e in m["frames"]] == list(range(1, 10))
-    assert [e["time"] for e in m["frames"]] == pytest.approx([0.1 * k for k in range(1, 10)])
+    assert [e["frame"] for e in m["frames"]] == list(range(1, 11))
+    assert [e["time"] for e in m["frames"]] == pytest.approx([0.1 * k for k in range(1, 11)])
     with np.load(tmp_path / "a" / "scan00003.npz") as z:
         assert z["frame"] == 3 and z["frame_time"] == pytest.approx(0.1)
         assert z["xyz"].shape == (720, 3)  # one full turn: 360 columns x 2 lasers
@@ -189,17 +189,17 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
         assert z["sensor_to_world_end"][0, 3] == pytest.approx(0.4 - 1 / 24, abs=1e-6)
     assert m["frames"][2]["pose_end"][3] == pytest.approx(0.4 - 1 / 24, abs=1e-6)
     tum = (tmp_path / "a" / "trajectory.tum").read_text().splitlines()
-    assert len(tum) == 9 and float(tum[0].split()[0]) == pytest.approx(0.1)
+    assert len(tum) == 10 and float(tum[0].split()[0]) == pytest.approx(0.1)
     # the same run again gives the same bytes (every file)
     job2 = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "b", ("npz", "ply"))
     assert job2.status == "complete"
     files = sorted(p for p in (tmp_path / "a").rglob("*") if p.is_file() and p.name != "manifest.json")
-    assert len(files) == 9 + 9 * 2 + 1  # npz, PLY clean and noisy, trajectory.tum
+    assert len(files) == 10 + 10 * 2 + 1  # npz, PLY clean and noisy, trajectory.tum
     for p in files:
         assert p.read_bytes() == (tmp_path / "b" / p.relative_to(tmp_path / "a")).read_bytes(), p.name
     # a time interval instead of frames; with EVD, auto packets are frames
     job3 = blensor_addon.scan_range(cam, None, tmp_path / "c", ("npz",), time=(0.25, 0.65))
-    assert list(job3.frames) == [3, 4, 5]
+    assert list(job3.frames) == [3, 4, 5, 6]
     job4 = blensor_addon.scan_range(cam, range(1, 4), tmp_path / "d", ("npz", "evd"))
     assert job4.packets == "frame" and list(job4.frames) == [1, 2, 3]
 
@@ -249,7 +249,7 @@ def test_bad_time_intervals_are_named(bpy_mod, empty_scene, tmp_path):
     scene = bpy_mod.context.scene
     scene.frame_start, scene.frame_end = 1, 24
     cases = [((0.0, 0.5), "time must be an interval t0-t1"), ((0.5, 0.2), "time must be an interval"),
-             ((0.5, float("nan")), "time must be an interval"), ((0.1, 0.15), "time must be an interval holding")]
+             ((0.5, float("nan")), "time must be an interval"), ((0.11, 0.15), "time must be an interval in which a sweep starts")]
     for interval, msg in cases:
         with pytest.raises(SettingsError, match=msg):
             blensor_addon.scan_range(cam, None, tmp_path / "t", ("npz",), time=interval)

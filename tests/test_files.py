@@ -16,8 +16,12 @@ from conftest import CROSSING
 
 
 @pytest.fixture
-def velodyne(crossing, bpy_mod):
-    return bpy_mod.data.objects["Velodyne"]
+def velodyne(bpy_mod, crossing):
+    """The demo's HDL-64E in the frozen-frame model (one file per scene frame: these tests
+    check file layouts per frame; tests/test_continuous.py covers sweeps)."""
+    cam = bpy_mod.data.objects["Velodyne"]
+    cam.data.blensor.time_model = "frame"
+    return cam
 
 
 def files_of(d):

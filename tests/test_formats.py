@@ -22,7 +22,11 @@ BLENSOR = str(Path(sys.executable).parent / "blensor")
 
 @pytest.fixture
 def velodyne(bpy_mod, crossing):
-    return bpy_mod.data.objects["Velodyne"]
+    """The demo's HDL-64E in the frozen-frame model (one file per scene frame: these tests
+    check file layouts per frame; tests/test_continuous.py covers sweeps)."""
+    cam = bpy_mod.data.objects["Velodyne"]
+    cam.data.blensor.time_model = "frame"
+    return cam
 
 
 @pytest.fixture
@@ -144,7 +148,9 @@ def test_cli_axes_and_manifest(tmp_path):
     assert res.returncode == 0, res.stderr
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["axes"] == "ros" and man["options"]["kitti"] == {"points": "clean"}
-    z = np.load(tmp_path / "scan00002.npz")
+    # continuous time (the demo's setting): frame 2 spans [2/24, 3/24) s, in which sweep 1 starts
+    assert man["packets"] == "sweep" and [e["frame"] for e in man["frames"]] == [1]
+    z = np.load(tmp_path / "scan00001.npz")
     assert str(z["axes"]) == "ros"
     scan = np.fromfile(tmp_path / "velodyne" / "000000.bin", np.float32).reshape(-1, 4)
     np.testing.assert_allclose(scan[:, :3], z["xyz"], atol=1e-6)  # clean points, already REP-103

@@ -96,7 +96,7 @@ def test_motion_cli_formats_against_blender(bpy_mod, crossing, tmp_path):
 
 def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
     cam = bpy_mod.data.objects["Velodyne"]
-    job = scan_range(cam, range(2, 6), tmp_path, ("npz",))
+    job = scan_range(cam, range(2, 6), tmp_path, ("npz",), time_model="frame")
     tum = np.loadtxt(tmp_path / "trajectory.tum")
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert tum.shape == (4, 8) and len(man["frames"]) == 4 and job.status == "complete"
@@ -106,6 +106,19 @@ def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
         assert np.abs(tum[i, 1:4] - M[:3, 3]).max() < 1e-6
         assert rotation_angle(quat_matrix(*tum[i, 4:]), R) < 1e-6
         np.testing.assert_allclose(np.reshape(man["frames"][i]["pose"], (4, 4))[:3, 3], M[:3, 3], atol=1e-9)
+    # sweeps (continuous time): one pose per sweep start k / 10 s, near where Blender puts
+    # the sensor at that subframe: poses are interpolated between frames, which is off by
+    # at most a dt^2 / 8 (the ego's eased keys: about 3 mm here; the budget is 1 cm)
+    job = scan_range(cam, range(2, 6), tmp_path / "sweeps", ("npz",))
+    tum = np.loadtxt(tmp_path / "sweeps" / "trajectory.tum")
+    np.testing.assert_allclose(tum[:, 0], [0.1, 0.2], atol=1e-12)
+    scene = bpy_mod.context.scene
+    for row in tum:
+        frame = row[0] * 24
+        scene.frame_set(int(frame), subframe=frame - int(frame))
+        M = np.array(cam.matrix_world)
+        assert np.abs(row[1:4] - M[:3, 3]).max() < 0.01
+        assert rotation_angle(quat_matrix(*row[4:]), M[:3, :3] / np.linalg.norm(M[:3, :3], axis=0)) < 1e-6
 
 
 def test_export_motion_operator(bpy_mod, crossing, tmp_path):

@@ -80,16 +80,18 @@ def check_time_interval(scene, interval) -> tuple[float, float]:
 
 
 def sweeps_in(t0: float, t1: float, period: float, what: str) -> range:
-    """Indices k of the sweeps ``[k P, (k + 1) P)`` that lie within ``[t0, t1]``.
+    """Indices k of the sweeps ``[k P, (k + 1) P)`` that start within ``[t0, t1)`` (a
+    sweep is scanned whole, so the last one may end after ``t1``: the scene is evaluated
+    there too).
 
     Raises:
-        SettingsError (``what``): the interval holds no full sweep.
+        SettingsError (``what``): no sweep starts in the interval.
     """
-    eps = 1e-9 * max(1.0, abs(t1))
+    eps = 1e-9 * max(1.0, abs(t1) / period)
     k0 = int(np.ceil(t0 / period - eps))
-    k1 = int(np.floor(t1 / period + eps))  # sweeps k0 .. k1 - 1 end by t1
+    k1 = int(np.ceil(t1 / period - eps))  # sweeps k0 .. k1 - 1 start before t1
     if k1 <= k0:
-        raise SettingsError(what, f"an interval holding at least one full sweep ({period:.6g} s)",
+        raise SettingsError(what, f"an interval in which a sweep starts (one every {period:.6g} s)",
                             f"{t0:.6g}-{t1:.6g} s")
     return range(k0, k1)
 
