@@ -117,7 +117,8 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             self.report({"ERROR"}, f"BlenSor: range scan failed: {exc}")
             return self._end(context, "failed")
         context.window_manager.progress_update(len(self._job.done))
-        self.report({"INFO"}, f"Scanned frame {entry['frame']} ({100.0 * len(self._job.done) / len(self._job.frames):.1f} %)")
+        done = 100.0 * len(self._job.done) / len(self._job.frames)
+        self.report({"INFO"}, f"Scanned {self._job.packets} {entry['frame']} ({done:.1f} %)")
         if not self._job.remaining:
             return self._end(context, "complete")
         return {"RUNNING_MODAL"}

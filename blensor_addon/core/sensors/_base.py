@@ -247,8 +247,8 @@ class SensorSettings:
     packets: str = setting("auto", "Packets", "Range scans: one output per full sweep or per scene frame "
                            "(auto: sweeps in continuous time unless EVD is written)", choices=PACKETS)
     time_step: float = setting(DEFAULT_TIME_STEP, "Time step", "Continuous time: deforming meshes are "
-                               "re-evaluated at this step (rigid motion is exact)", "s", lo=0.0, hi=1.0,
-                               lo_open=True, precision=5)
+                               "re-evaluated at this step (rigid motion is interpolated between frames)", "s",
+                               lo=0.0, hi=1.0, lo_open=True, precision=5)
     deskew: bool = setting(False, "Deskewed points", "Also output the points in the sensor frame at the "
                            "sweep start (motion-compensated ground truth)")
 
