@@ -158,14 +158,7 @@ class Timeline:
         else:
             b = self.snapshot(frame + 1)
             step, deforming = self._step(a, b, frame * ft, (frame + 1) * ft)
-            if not deforming:
-                steps = [step]
-            else:
-                n = self.substeps_deforming
-                steps = []
-                for j in range(n):
-                    sa, sb = self.snapshot(frame, j, n), self.snapshot(frame, j + 1, n)
-                    steps.append(self._step(sa, sb, (frame + j / n) * ft, (frame + (j + 1) / n) * ft)[0])
+            steps = [step] if not deforming else _SubSteps(self, frame, self.substeps_deforming)
         self._steps[frame] = steps
         while len(self._steps) > 3:
             self._steps.popitem(last=False)
@@ -206,6 +199,31 @@ class Timeline:
         out[:3, :3] = step.rotate(np.repeat(s, 3), np.eye(3)).T  # columns: R e_k
         out[:3, 3] = step.position(s)[0]
         return out
+
+
+class _SubSteps:
+    """The ``n`` steps of a scene frame in which a mesh deforms, made when first asked
+    for and only the last two kept (rays arrive in time order; 139 steps a frame by
+    default, each with its own snapshot, would otherwise all stay in memory)."""
+
+    def __init__(self, timeline: Timeline, frame: int, n: int) -> None:
+        self.timeline, self.frame, self.n = timeline, frame, n
+        self._made: collections.OrderedDict = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, j: int) -> Step:
+        j = int(j) if j >= 0 else self.n + int(j)
+        step = self._made.get(j)
+        if step is None:
+            tl, f, n, ft = self.timeline, self.frame, self.n, self.timeline.frame_time
+            a, b = tl.snapshot(f, j, n), tl.snapshot(f, j + 1, n)
+            step = tl._step(a, b, (f + j / n) * ft, (f + (j + 1) / n) * ft)[0]
+            self._made[j] = step
+            while len(self._made) > 2:
+                self._made.popitem(last=False)
+        return step
 
 
 class TimedHits:
