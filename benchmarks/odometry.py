@@ -10,7 +10,8 @@ Steps (each skipped when its result is already there):
 1. ``scenes/drive.blend`` is built by ``scenes/build_drive.py`` (with ``.venv``'s pip
    ``bpy``) if missing.
 2. One range scan per time model (:func:`scan_command`, the only place that spells the
-   ``blensor scan`` command line): the camera ``Lidar`` (HDL-32E, 10 Hz), one npz per
+   ``blensor scan`` command line): the camera ``Lidar`` with the HDL-64E S2 preset
+   (``--preset``; the camera's own HDL-32E with ``--preset camera``), 10 Hz, one npz per
    full revolution (``packets=sweep``), points in the sensor frame in REP-103 axes
    (``--axes ros``), into ``WORK/scan_<mode>/``; a folder whose ``manifest.json`` says
    ``complete`` for the same time model and interval is reused, an unfinished one resumed.
@@ -24,8 +25,8 @@ Steps (each skipped when its result is already there):
    set, ``max_range`` = the sensor's (100 m) and ``min_range`` = 3 m, the ego-vehicle
    mask (the car's bonnet and tailgate are within 2.5 m of the sensor; the ground is
    3.7 m away at the lowest laser). Its poses go to ``WORK/kiss_icp/<mode>/``.
-5. The table (printed) and ``WORK/results.json`` (``--preset P``: the scans with sensor
-   preset P instead of the camera's HDL-32E, ``scan_P_<mode>/``, ``results_P.json``).
+5. The table (printed) and ``WORK/results_P.json`` for preset P (``scan_P_<mode>/``;
+   ``--preset camera``: ``WORK/results.json``, ``scan_<mode>/``).
    After changing the scene, delete ``WORK``: scans are reused by their manifests.
 
 KISS-ICP's time convention (kiss-icp 1.3.0, ``Preprocessor::Preprocess``): each scan's
@@ -548,9 +549,11 @@ def main(argv=None) -> int:
     ap.add_argument("--points", default="noisy", choices=("noisy", "clean"), help="noisy (default) or clean points")
     ap.add_argument("--blend", default=str(ROOT / "scenes" / "drive.blend"), help="the scene (built when missing)")
     ap.add_argument("--work", default=str(ROOT / "out" / "odometry"), help="work folder (default out/odometry)")
-    ap.add_argument("--preset", default=None, help="scan with this sensor preset instead of the camera's (hdl32e), "
-                    "e.g. hdl64e_s2 (folders scan_<preset>_<mode>, results_<preset>.json)")
+    ap.add_argument("--preset", default="hdl64e_s2", help="sensor preset scanned (default hdl64e_s2; 'camera': the "
+                    "camera's own HDL-32E) (folders scan_<preset>_<mode>, results_<preset>.json)")
     args = ap.parse_args(argv)
+    if args.preset == "camera":
+        args.preset = None
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if any(m not in MODES for m in args.modes):
         ap.error(f"--modes: a subset of {','.join(MODES)}")
