@@ -281,3 +281,23 @@ def test_rolling_readout_of_a_tof_camera_moving_toward_a_wall(bpy_mod, empty_sce
     g = blensor_addon.scan(cam, frame=2, sensor_type="tof", noise_sigma=0.0)  # global shutter
     np.testing.assert_allclose(g.xyz[:, 2], -(H - v * t0), atol=1e-4)
     assert np.all(g.timestamp == t0)
+
+
+def test_cli_refuses_bad_time_input_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    blensor = str(Path(sys.executable).parent / "blensor")
+    crossing = str(Path(__file__).resolve().parent.parent / "scenes" / "crossing.blend")
+    cases = [(["--time", "5-6"], "time must be an interval t0-t1 (s) with t0 < t1 within the scene's frames"),
+             (["--time", "0.5-x"], "--time must be T0-T1 with times in seconds"),
+             (["--time", "0.5-1", "--frames", "2-4"], "--time must be either --time or --frames"),
+             (["--set", "time_step=0.1"], "time_step must be in (0, 0.0416667] s"),
+             (["--set", "time_step=0"], "time_step must be in (0, 1] s")]
+    for extra, needle in cases:
+        out = tmp_path / "o"
+        res = subprocess.run([blensor, "scan", crossing, "--out", str(out), "--quiet", *extra], capture_output=True,
+                             text=True)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], (extra, res.stderr)
+        assert not out.exists() or not any(out.iterdir())
