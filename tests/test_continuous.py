@@ -197,6 +197,16 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
     assert len(files) == 10 + 10 * 2 + 1  # npz, PLY clean and noisy, trajectory.tum
     for p in files:
         assert p.read_bytes() == (tmp_path / "b" / p.relative_to(tmp_path / "a")).read_bytes(), p.name
+    # a run killed after its manifest listed sweeps 1-4 resumes with the rest: same bytes
+    man = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    man["frames"], man["status"] = man["frames"][:4], "running"
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(man))
+    for p in (tmp_path / "b").rglob("scan0000[5-9].*"):
+        p.unlink()
+    job5 = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "b", ("npz", "ply"), resume=True)
+    assert job5.reused == 4 and job5.status == "complete"
+    for p in files:
+        assert p.read_bytes() == (tmp_path / "b" / p.relative_to(tmp_path / "a")).read_bytes(), p.name
     # a time interval instead of frames; with EVD, auto packets are frames
     job3 = blensor_addon.scan_range(cam, None, tmp_path / "c", ("npz",), time=(0.25, 0.65))
     assert list(job3.frames) == [3, 4, 5, 6]

@@ -50,6 +50,7 @@ def test_extension_zip_installs_and_scans(tmp_path):
     line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT")][-1].split()
     assert int(line[1]) > 100000 and line[2] == "native"
     assert "FORMATS complete" in res.stdout
-    assert (tmp_path / "out" / "clean" / "scan00002.las").is_file() and (tmp_path / "out" / "rosbag2").is_dir()
+    # frame 2 spans [2/24, 3/24) s, in which sweep 1 starts (continuous time, the demo's setting)
+    assert (tmp_path / "out" / "clean" / "scan00001.las").is_file() and (tmp_path / "out" / "rosbag2").is_dir()
     # Blender installed the bundled wheels for the extension (and removes them when it is disabled)
     assert "WHEELS 1" in res.stdout

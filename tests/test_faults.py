@@ -47,8 +47,11 @@ def variants(tmp_path_factory):
             edit(bpy.data.objects["Velodyne"])
             bpy.ops.wm.save_as_mainfile(filepath={str(d)!r} + "/" + name + ".blend")
         variant("tiny_res", lambda c: setattr(c.data.blensor, "angle_resolution", 1e-6))
+        # 1000 Hz at 0.01 deg: 41 turns in a frame are too many rays for one frame's packet
+        # (as sweeps, each turn its own file, it is a valid scan)
         variant("fast_spin", lambda c: (setattr(c.data.blensor, "rotation_speed", 1000.0),
-                                        setattr(c.data.blensor, "angle_resolution", 0.01)))
+                                        setattr(c.data.blensor, "angle_resolution", 0.01),
+                                        setattr(c.data.blensor, "time_model", "frame")))
         variant("nan_noise", lambda c: setattr(c.data.blensor, "noise_sigma", float("nan")))
         variant("inf_range", lambda c: setattr(c.data.blensor, "max_range", float("inf")))
         variant("scale0", lambda c: setattr(c, "scale", (0.0, 1.0, 1.0)))
@@ -81,7 +84,8 @@ def variants(tmp_path_factory):
     ("corrupt", "SCENE.blend must be a readable .blend file"),
 ])
 def test_hostile_scene_files_exit_2_with_one_line(variants, tmp_path, name, needle):
-    res = run("scan", variants / f"{name}.blend", "--frames", "1", "--out", tmp_path / "o", "--quiet")
+    # frames 1-3 span [1/24, 4/24) s, in which sweep 1 (0.1 s) starts
+    res = run("scan", variants / f"{name}.blend", "--frames", "1-3", "--out", tmp_path / "o", "--quiet")
     assert res.returncode == 2, res.stderr
     assert needle in one_error_line(res)
     out = tmp_path / "o"
@@ -158,7 +162,8 @@ def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(vari
     # --overwrite replaces the earlier run's files: only the new run's remain
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite", "--quiet")
     assert res.returncode == 0, res.stderr
-    assert visible_files(tmp_path) == ["manifest.json", "scan00001.npz", "scan00002.npz", "trajectory.tum"]
+    # the demo scans sweeps: frames 1-2 span [1/24, 3/24) s, in which sweep 1 starts
+    assert visible_files(tmp_path) == ["manifest.json", "scan00001.npz", "trajectory.tum"]
 
 
 def _frames_in_manifest(folder: Path) -> list:

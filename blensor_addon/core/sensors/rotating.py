@@ -265,7 +265,7 @@ def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
     if rays <= limit:
         return rays
     factor = rays / limit
-    turns = columns * s.angle_resolution / 360.0
+    turns = (columns - 1) * s.angle_resolution / 360.0  # a full sweep (packets=sweep) is one turn, not more
     if mode == "range" and turns > 1.0:
         raise SettingsError("rotation_speed", f"at most {s.rotation_speed / factor:.6g} Hz at these settings "
                             f"({rays:,} rays per frame; the limit is {limit:,})", s.rotation_speed)
