@@ -247,10 +247,13 @@ def test_non_finite_transform_during_a_sweep_is_refused_before_writing(bpy_mod, 
     key(box, "scale", 40, (float("nan"), 1.0, 1.0))  # NaN from frame 31 on
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "0", angle_resolution=1.0, max_range=60.0)
-    bpy_mod.context.scene.frame_start, bpy_mod.context.scene.frame_end = 1, 48
+    scene = bpy_mod.context.scene
+    scene.frame_start, scene.frame_end = 1, 48
+    scene.frame_set(5)
     with pytest.raises(SettingsError, match="transform of object 'Box' must be finite at every time scanned"):
         blensor_addon.scan_range(cam, range(1, 48), tmp_path / "o", ("npz",))
     assert not any((tmp_path / "o").glob("scan*"))
+    assert scene.frame_current == 5  # the check evaluated other frames and went back
 
 
 def test_bad_time_intervals_are_named(bpy_mod, empty_scene, tmp_path):

@@ -174,6 +174,7 @@ class RangeScanJob:
                                axes=self.axes)
         self._lock = None
         self.writers = []
+        self._old_frame = self.scene.frame_current
         try:
             #: "sweep": one output per full sweep; "frame": one per scene frame
             self.packets = self.scanner.packets(self.formats)
@@ -215,7 +216,6 @@ class RangeScanJob:
                           frame_time=self.packet_time, frames=self.frames)
             for f in self.formats:
                 self.writers.append(WRITERS[f](self.out, self._options[f], run))
-            self._old_frame = self.scene.frame_current
             self.points = 0
             self.reused = 0
             self._write_manifest()

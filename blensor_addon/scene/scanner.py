@@ -290,13 +290,18 @@ class Scanner:
         if self.settings.time_model != "continuous":
             return
         ft = frame_time(self.scene)
-        for f in frames:
-            self.scene.frame_set(int(f))
-            for ob in bpy.context.evaluated_depsgraph_get().objects:
-                m = np.array(ob.matrix_world, dtype=np.float64)
-                if not np.isfinite(m).all():
-                    raise SettingsError(f"transform of object '{ob.original.name}'", "finite at every time scanned",
-                                        f"NaN/inf at t = {int(f) * ft:.6g} s (frame {int(f)})")
+        old = self.scene.frame_current
+        try:
+            for f in frames:
+                self.scene.frame_set(int(f))
+                for ob in bpy.context.evaluated_depsgraph_get().objects:
+                    m = np.array(ob.matrix_world, dtype=np.float64)
+                    if not np.isfinite(m).all():
+                        raise SettingsError(f"transform of object '{ob.original.name}'",
+                                            "finite at every time scanned",
+                                            f"NaN/inf at t = {int(f) * ft:.6g} s (frame {int(f)})")
+        finally:
+            self.scene.frame_set(old)
 
     def scan_sweep(self, index: int) -> ScanResult:
         """Scan sweep ``index``: one full revolution or field-of-view sweep, the rays
