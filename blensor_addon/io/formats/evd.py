@@ -33,6 +33,12 @@ assert EVD_DTYPE.itemsize == RECORD.size == 120
 
 def evd_block(result: ScanResult) -> bytes:
     """One EVD block (int32 N + N 120-byte records) for ``result``."""
+    return struct.pack("<i", len(result)) + evd_records(result).tobytes()
+
+
+def evd_records(result: ScanResult) -> np.ndarray:
+    """The N records of ``result``'s EVD block: (N,) structured array, dtype
+    :data:`EVD_DTYPE` (its bytes are the block after the int32 count)."""
     rec = np.empty(len(result), dtype=EVD_DTYPE)
     rec["timestamp"] = result.timestamp
     rec["yaw"] = result.azimuth
@@ -45,7 +51,7 @@ def evd_block(result: ScanResult) -> bytes:
     for i, c in enumerate(("red", "green", "blue")):
         rec[c] = result.color[:, i]
     rec["object_id"] = result.object_id
-    return struct.pack("<i", len(result)) + rec.tobytes()
+    return rec
 
 
 TERMINATOR = struct.pack("<i", -1)
@@ -76,13 +82,16 @@ class EvdWriter:
             self.discard()
             raise
 
-    def _put(self, offset: int, data: bytes) -> None:
+    def _put(self, offset: int, *parts) -> None:
+        """Write the buffers ``parts`` one after the other from ``offset`` (no copy of
+        them is made: a block is tens of MB)."""
         f = self._f
         f.seek(offset)
-        view = memoryview(data)
-        while view:
-            n = f.write(view)
-            view = view[n:]
+        for data in parts:
+            view = memoryview(data).cast("B")
+            while view:
+                n = f.write(view)
+                view = view[n:]
 
     def write(self, result: ScanResult) -> None:
         """Append one block (a frame) and the terminator.
@@ -90,16 +99,20 @@ class EvdWriter:
         Raises:
             OSError: the write failed; the file is rolled back to the blocks before.
         """
-        self.write_block(evd_block(result))
+        rec = evd_records(result)
+        self._append(struct.pack("<i", len(rec)), rec, 4 + rec.nbytes)
 
     def write_block(self, block: bytes) -> None:
         """Append one encoded block (:func:`evd_block`); see :meth:`write`."""
+        self._append(block, b"", len(block))
+
+    def _append(self, head, body, size: int) -> None:
         try:
-            self._put(self._end, block + TERMINATOR)
+            self._put(self._end, head, body, TERMINATOR)
         except BaseException:
             self._rollback()
             raise
-        self._end += len(block)
+        self._end += size
         self.blocks += 1
 
     def _rollback(self) -> None:

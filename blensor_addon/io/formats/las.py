@@ -33,7 +33,8 @@ def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -
     header.scales = np.array([SCALE] * 3)
     header.offsets = np.floor(xyz.min(axis=0)) if len(xyz) else np.zeros(3)
     header.add_extra_dims([laspy.ExtraBytesParams(name=n, type=t) for n, t in EXTRA])
-    las = laspy.LasData(header)
+    # a record of the final size first: assigning to an empty LasData grows it by appending
+    las = laspy.LasData(header, points=laspy.ScaleAwarePointRecord.zeros(len(xyz), header=header))
     las.x, las.y, las.z = xyz[:, 0], xyz[:, 1], xyz[:, 2]
     las.gps_time = result.timestamp
     las.intensity = np.round(np.clip(result.intensity, 0.0, 1.0) * 65535).astype(np.uint16)
