@@ -119,12 +119,13 @@ def parse_time(text: str) -> tuple[float, float]:
         SettingsError (``--time``) on a malformed interval.
     """
     from .core.errors import SettingsError
-    try:
-        i = text.index("-", 1)
-        t0, t1 = float(text[:i]), float(text[i + 1:])
-    except ValueError:
-        raise SettingsError("--time", "T0-T1 with times in seconds", text) from None
-    return t0, t1
+    for i in range(1, len(text)):  # the "-" between the two numbers (not an exponent's sign)
+        if text[i] == "-" and text[i - 1] not in "eE":
+            try:
+                return float(text[:i]), float(text[i + 1:])
+            except ValueError:
+                break
+    raise SettingsError("--time", "T0-T1 with times in seconds", text)
 
 
 def parse_frames(text: str | None, scene) -> range:

@@ -270,12 +270,26 @@ def test_bad_time_intervals_are_named(bpy_mod, empty_scene, tmp_path):
 
 
 def test_new_cameras_store_continuous_and_old_files_read_frame(bpy_mod, empty_scene, tmp_path):
+    from blensor_addon import ui
     cam = add_camera(bpy_mod)
     assert cam.data.blensor.time_model == "continuous"
     path = tmp_path / "new.blend"
     bpy_mod.ops.wm.save_as_mainfile(filepath=str(path))
     bpy_mod.ops.wm.open_mainfile(filepath=str(path))
     assert bpy_mod.data.objects["Sensor"].data.blensor.time_model == "continuous"
+    # a file saved without the add-on's save handler (as v0.1 saved them) reads frame
+    bpy_mod.ops.wm.read_factory_settings(use_empty=True)
+    add_camera(bpy_mod, "Old")
+    bpy_mod.app.handlers.save_pre.remove(ui._store_time_model)
+    try:
+        bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "old.blend"))
+    finally:
+        bpy_mod.app.handlers.save_pre.append(ui._store_time_model)
+    bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "old.blend"))
+    assert bpy_mod.data.objects["Old"].data.blensor.time_model == "frame"
+    # File > New is not an old file: its camera scans in continuous time
+    bpy_mod.ops.wm.read_homefile()
+    assert bpy_mod.data.cameras[0].blensor.time_model == "continuous"
 
 
 def test_rolling_readout_of_a_tof_camera_moving_toward_a_wall(bpy_mod, empty_scene):
@@ -314,3 +328,35 @@ def test_cli_refuses_bad_time_input_in_one_line(tmp_path):
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], (extra, res.stderr)
         assert not out.exists() or not any(out.iterdir())
+
+
+def test_frozen_frame_sweeps_take_each_ray_from_the_frame_that_cast_it(bpy_mod, empty_scene, tmp_path):
+    # time_model=frame with packets=sweep at 25 fps (sweep ends fall inside frames): every
+    # world point is where the sensor stood in the frame whose snapshot cast its ray, also
+    # for the columns that fire at a frame boundary (to float rounding)
+    R, v = 5.0, 20.0
+    cam = add_camera(bpy_mod)
+    add_mesh(bpy_mod, "Cyl", *cylinder_mesh(R, -20, 20, segments=3600))
+    cyl = bpy_mod.data.objects["Cyl"]
+    cyl.parent = cam  # rides with the sensor: the same ranges in every frame
+    cyl.rotation_euler = (math.pi / 2, 0, 0)  # axis along the spin axis
+    # 0.25 deg (exact in float32): a column fires at every frame boundary m / 25 s; at
+    # 1.4, 1.64, 1.88 and 2.28 s its time rounds to just below the boundary
+    generic_sensor(cam, "0", angle_resolution=0.25, max_range=60.0)
+    scene = bpy_mod.context.scene
+    scene.render.fps, scene.frame_start, scene.frame_end = 25, 1, 75
+    drive(cam, "location", 0, f"{v} * frame / 25")
+    job = blensor_addon.scan_range(cam, range(30, 60), tmp_path / "s", ("npz",), time_model="frame",
+                                   packets="sweep", frame_of_reference="world", deskew=True)
+    assert job.packets == "sweep" and list(job.frames) == list(range(12, 24))
+    for k in job.frames:
+        with np.load(tmp_path / "s" / f"scan{k:05d}.npz") as z:
+            t, xyz = z["timestamp"], z["xyz"].astype(np.float64)
+            assert len(t) == 1440
+            frame = np.floor(t * 25 + 1e-9)  # the frame whose snapshot cast the ray
+            d = z["xyz_deskewed"].astype(np.float64)
+            # deskewed (sensor frame at the sweep start) + the start frame's position = world
+            start = v * np.floor(k * 0.1 * 25 + 1e-9) / 25
+            np.testing.assert_allclose(d[:, 0] + start, xyz[:, 0], atol=2e-4)
+            # every point lies on the cylinder around where the sensor stood in its frame
+            np.testing.assert_allclose(np.hypot(xyz[:, 0] - v * frame / 25, xyz[:, 2]), R, atol=2e-3)

@@ -202,7 +202,7 @@ def test_rotating_scaled_mesh_matches_static_scene_at_each_time():
     same = (h.instance == ref_i) & (h.primitive == ref_p)
     assert same.mean() > 0.999, same.mean()
     both = hit & (h.instance >= 0)
-    assert np.array_equal(h.instance >= 0, hit) or (h.instance >= 0)[~same].size < 10
+    assert ((h.instance >= 0) != hit).sum() < 10  # hit/miss differ only at a few grazing rays
     np.testing.assert_allclose(h.t[both], ref_t[both], rtol=0, atol=1e-4)
     np.testing.assert_allclose(h.normal[same & hit], ref_n[same & hit], atol=1e-4)
 

@@ -260,17 +260,9 @@ class RangeScanJob:
             return None
         if not all((self.out / n).is_file() for n in old["files"]):
             return None
-        if self._snapshot_of(f).geometry.hash() != old["geometry_hash"]:
+        if self.scanner.packet_hash(f, self.packets) != old["geometry_hash"]:
             return None
         return old
-
-    def _snapshot_of(self, packet: int):
-        """The snapshot at the start of packet ``packet`` (its scene frame, or the frame
-        in which a sweep starts)."""
-        if self.packets == "sweep":
-            ft = float(self.scene.render.fps_base) / float(self.scene.render.fps)
-            return self.scanner.snapshot(int(np.floor(packet * self.packet_time / ft + 1e-9)))
-        return self.scanner.snapshot(packet)
 
     def _scan(self, packet: int):
         if self.packets == "sweep":
@@ -297,7 +289,8 @@ class RangeScanJob:
             written = commit_files(self.out, files, lambda: [w.append(result) for w in self.writers])
             entry = {"frame": f, "points": len(result), "rays": result.num_rays, "pose": pose,
                      "files": [p.relative_to(self.out).as_posix() for p in written if p.name != "trajectory.tum"],
-                     "geometry_hash": self.scanner.last_snapshot.geometry.hash()}
+                     "geometry_hash": (self.scanner.last_packet_hash if self.scanner.timed or self.packets == "sweep"
+                                       else self.scanner.last_snapshot.geometry.hash())}
             if self.packets == "sweep":
                 entry["time"] = f * self.packet_time  # the sweep's start (s)
             if result.sensor_to_world_end is not None:

@@ -238,6 +238,8 @@ class Scanner:
         self.timed = s.time_model == "continuous" and (self.sensor.sweep_period(s) is not None
                                                        or self.sensor.exposure_time(s) > 0)
         self._timeline = None
+        #: geometry hash of the last packet scanned (:meth:`packet_hash`)
+        self.last_packet_hash = None
 
     @property
     def sweep_period(self) -> float | None:
@@ -258,11 +260,17 @@ class Scanner:
             return "sweep" if self.settings.time_model == "continuous" and "evd" not in formats else "frame"
         return p
 
-    def _sample(self, frame: int, subframe: float):
-        """Snapshot of the scene evaluated at ``frame + subframe``."""
+    def _ensure_visibility(self) -> bool:
+        """Apply the render visibility (setting ``visibility = render``) once; returns
+        whether it is the render evaluation that is scanned."""
         render = self.settings.visibility == "render"
         if render and self._visibility is None:
             self._visibility = apply_render_visibility(self.scene, bpy.context.view_layer)
+        return render
+
+    def _sample(self, frame: int, subframe: float):
+        """Snapshot of the scene evaluated at ``frame + subframe``."""
+        render = self._ensure_visibility()
         if self.scene.frame_current != frame or subframe or self.scene.frame_subframe:
             self.scene.frame_set(frame, subframe=subframe)
         snap = self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera, render)
@@ -279,29 +287,36 @@ class Scanner:
         return self._timeline
 
     def check_transforms(self, frames) -> None:
-        """Continuous time: evaluate ``frames`` (scene frame numbers) and refuse an object
-        whose world matrix is not finite at one of them, before anything is scanned
-        (only the transforms are read, no mesh). Frozen frames leave such objects out
-        with a warning instead.
+        """Continuous time: evaluate ``frames`` (scene frame numbers) as the scan will
+        (render visibility applied) and refuse an object whose world matrix is not
+        finite at one of them, before anything is scanned: the sensor and every
+        geometry object that is scanned (not hidden from render). Each frame is one
+        evaluation of the scene; no mesh is read. Instances (Geometry Nodes, collection
+        instances, particles) are checked when their frame is scanned. Frozen frames
+        leave such objects out with a warning instead.
 
         Raises:
             SettingsError (``transform of object 'NAME'``): naming the first one found.
         """
         if self.settings.time_model != "continuous":
             return
+        from .extract import GEOMETRY_TYPES
+        render = self._ensure_visibility()
         ft = frame_time(self.scene)
-        old = self.scene.frame_current
+        old, old_sub = self.scene.frame_current, self.scene.frame_subframe
+        cam = self.camera.name
         try:
             for f in frames:
                 self.scene.frame_set(int(f))
                 for ob in bpy.context.evaluated_depsgraph_get().objects:
-                    m = np.array(ob.matrix_world, dtype=np.float64)
-                    if not np.isfinite(m).all():
-                        raise SettingsError(f"transform of object '{ob.original.name}'",
-                                            "finite at every time scanned",
+                    orig = ob.original
+                    if orig.name != cam and (ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)):
+                        continue
+                    if not np.isfinite(np.array(ob.matrix_world, dtype=np.float64)).all():
+                        raise SettingsError(f"transform of object '{orig.name}'", "finite at every time scanned",
                                             f"NaN/inf at t = {int(f) * ft:.6g} s (frame {int(f)})")
         finally:
-            self.scene.frame_set(old)
+            self.scene.frame_set(old, subframe=old_sub)
 
     def scan_sweep(self, index: int) -> ScanResult:
         """Scan sweep ``index``: one full revolution or field-of-view sweep, the rays
@@ -320,6 +335,28 @@ class Scanner:
         self.sensor.check_budget(self.settings, index, P, "range", self.camera_frame)
         return self._scan_timed(index, P, "range", index * P, (index + 1) * P)
 
+    def _frame_interval(self, frame: int, mode: str) -> tuple[float, float]:
+        """(t0, t1) s of a timed scan of scene frame ``frame``: the frame's span in a
+        range scan of a swept sensor, else from the frame's time over one sweep or one
+        image readout."""
+        ft = frame_time(self.scene)
+        span = self.sweep_period if self.sweep_period is not None else self.sensor.exposure_time(self.settings)
+        t1 = (frame + 1) * ft if mode == "range" and self.sweep_period is not None else frame * ft + span
+        return frame * ft, t1
+
+    def packet_hash(self, index: int, packets: str) -> str:
+        """Hash of the geometry a range-scan packet is cast in (``packets``: ``"sweep"``
+        or ``"frame"``): of every step of a timed packet (both ends of each step, so a
+        change of the animation anywhere in the packet shows), else of the frame's
+        snapshot. Equal to :attr:`last_packet_hash` after that packet was scanned; resume
+        compares them."""
+        if packets == "sweep":
+            P = self.sweep_period
+            return self.timeline.geometry_hash(index * P, (index + 1) * P)
+        if self.timed:
+            return self.timeline.geometry_hash(*self._frame_interval(index, "range"))
+        return self.snapshot(index).geometry.hash()
+
     def _scan_timed(self, frame: int, ftime: float, mode: str, t0: float, t1: float) -> ScanResult:
         tl = self.timeline
         start = tl.step_at(t0).snap
@@ -329,6 +366,7 @@ class Scanner:
                            start.objects)
         result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
         self.last_snapshot = start
+        self.last_packet_hash = tl.geometry_hash(t0, t1)
         return to_axes(result, self.axes)
 
     @property
@@ -359,10 +397,7 @@ class Scanner:
         """
         self.check_budget(frame, mode)
         if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
-            ft = frame_time(self.scene)
-            span = self.sweep_period if self.sweep_period is not None else self.sensor.exposure_time(self.settings)
-            t1 = (frame + 1) * ft if mode == "range" and self.sweep_period is not None else frame * ft + span
-            return self._scan_timed(frame, ft, mode, frame * ft, t1)
+            return self._scan_timed(frame, frame_time(self.scene), mode, *self._frame_interval(frame, mode))
         snap = self.snapshot(frame)
         self.backend.set_geometry(snap.geometry)
         if self._semantic is None or self._semantic.shape[0] != len(snap.objects) + 1:

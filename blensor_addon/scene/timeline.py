@@ -18,6 +18,7 @@ Times: scene frame ``f`` starts at ``f * frame_time`` s (as the original's times
 from __future__ import annotations
 
 import collections
+import hashlib
 import math
 
 import numpy as np
@@ -184,6 +185,21 @@ class Timeline:
                                  instance_matrix_end=end32 if moving else None)
         return Step(t0, t1, a, geometry, a.sensor_to_world, b.sensor_to_world, moving), deforming
 
+    def geometry_hash(self, t0: float, t1: float) -> str:
+        """sha256 (hex) of the geometry of every step overlapping ``[t0, t1)``, in time
+        order (each step's :meth:`SceneGeometry.hash`: meshes, start and end transforms)."""
+        h = hashlib.sha256()
+        f0, f1 = (int(v) for v in self.frame_of(np.array([t0, max(t0, t1 - 1e-12)])))
+        for f in range(f0, f1 + 1):
+            steps = self.steps(f)
+            n = len(steps)
+            for j in range(n):
+                a = (f + j / n) * self.frame_time
+                b = (f + (j + 1) / n) * self.frame_time
+                if b > t0 and a < t1:
+                    h.update((steps.hash_of(j) if isinstance(steps, _SubSteps) else steps[j].geometry.hash()).encode())
+        return h.hexdigest()
+
     def step_at(self, t: float) -> Step:
         """The step holding time ``t``."""
         f = int(self.frame_of(np.array([t]))[0])
@@ -209,6 +225,12 @@ class _SubSteps:
     def __init__(self, timeline: Timeline, frame: int, n: int) -> None:
         self.timeline, self.frame, self.n = timeline, frame, n
         self._made: collections.OrderedDict = collections.OrderedDict()
+        self._hashes: dict = {}  # j -> geometry hash of every step made (small)
+
+    def hash_of(self, j: int) -> str:
+        """Geometry hash of step ``j`` (made again only if it never was)."""
+        h = self._hashes.get(j)
+        return h if h is not None else self[j].geometry.hash()
 
     def __len__(self) -> int:
         return self.n
@@ -221,6 +243,7 @@ class _SubSteps:
             a, b = tl.snapshot(f, j, n), tl.snapshot(f, j + 1, n)
             step = tl._step(a, b, (f + j / n) * ft, (f + (j + 1) / n) * ft)[0]
             self._made[j] = step
+            self._hashes[j] = step.geometry.hash()
             while len(self._made) > 2:
                 self._made.popitem(last=False)
         return step
@@ -232,16 +255,17 @@ class TimedHits:
 
     Attributes (N rows each): range (float64 m), hit (bool), reflectivity (float32),
     normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
-    instance_id (uint32), semantic (uint16), time (float64 s): the ray's firing time.
+    instance_id (uint32), semantic (uint16), time (float64 s): the ray's firing time,
+    segment (int32): the step it was cast in (index into the context's pose segments,
+    so its pose is taken from the very step that cast it).
     """
 
     FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
-              "instance_id", "semantic", "time")
+              "instance_id", "semantic", "time", "segment")
 
     def __init__(self, **arrays) -> None:
         for k in self.FIELDS:
             setattr(self, k, arrays[k])
-        self.segment = None  # index of each ray's pose segment, once asked for
 
     def take(self, idx) -> "TimedHits":
         return TimedHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
@@ -269,30 +293,30 @@ class TimedContext:
         self.sensor_to_world = timeline.pose_at(t_start)
         self.sensor_to_world_end = timeline.pose_at(t_end) if timeline.continuous else None
         self._current = None  # the step whose geometry the backend holds
-        self._segments: dict = {}  # t0 -> PoseSegment of every step cast so far
+        self._segments: list = []  # PoseSegment of every step cast so far
+        self._segment_of: dict = {}  # step t0 -> index in _segments
+        #: sha256 of the geometry of every step the packet was cast in (resume compares it)
+        self.geometry_hash = hashlib.sha256()
 
-    def _use(self, step: Step) -> None:
+    def _use(self, step: Step) -> int:
+        """Give the backend ``step``'s geometry; returns the step's segment index."""
         if self._current is not step:
             self.backend.set_geometry(step.geometry)
             self._current = step
-        if step.t0 not in self._segments:
-            self._segments[step.t0] = step.segment()
-
-    def _segment_of(self, hits) -> np.ndarray:
-        """(N,) int64 index into the sorted segment starts of each ray's time (once)."""
-        if hits.segment is None:
-            starts = np.array(sorted(self._segments))
-            hits.segment = np.clip(np.searchsorted(starts, hits.time, side="right") - 1, 0, len(starts) - 1)
-        return hits.segment
+        k = self._segment_of.get(step.t0)
+        if k is None:
+            k = self._segment_of[step.t0] = len(self._segments)
+            self._segments.append(step.segment())
+            self.geometry_hash.update(step.geometry.hash().encode())
+        return k
 
     def _by_segment(self, hits, fn) -> np.ndarray:
         """(N, 3): ``fn(segment, fractions, rows)`` evaluated per segment of the rays."""
-        seg = self._segment_of(hits)
-        starts = sorted(self._segments)
+        seg = hits.segment
         out = np.empty((seg.shape[0], 3))
         for k in np.unique(seg):
             i = np.flatnonzero(seg == k)
-            sg = self._segments[starts[k]]
+            sg = self._segments[int(k)]
             out[i] = fn(sg, sg.fraction(hits.time[i]), i)
         return out
 
@@ -335,7 +359,7 @@ class TimedContext:
         return hits
 
     def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> TimedHits:
-        self._use(step)
+        seg = self._use(step)
         snap = step.snap
         s = step.fraction(t[idx])
         dirs = step.rotate(s, d_s[idx])
@@ -358,7 +382,8 @@ class TimedContext:
         semantic = np.where(sem[ids[0]] > 0, sem[ids[0]], sem[ids[1]]).astype(np.uint16)
         return TimedHits(range=tr.range, hit=tr.hit, reflectivity=mats.reflectivity[mat], normal=tr.normal,
                          last_dir=tr.last_dir, color=mats.color[mat], object_id=ids[0], instancer_id=ids[1],
-                         instance_id=ids[2], semantic=semantic, time=t[idx])
+                         instance_id=ids[2], semantic=semantic, time=t[idx],
+                         segment=np.full(idx.shape[0], seg, np.int32))
 
     def surface(self, pattern, hits) -> dict:
         n_world = hits.normal.astype(np.float64)

@@ -15,31 +15,38 @@ def _release_backends(*_args) -> None:
     release_shared()
 
 
-def _camera_settings():
+def _set_time_models(value=None) -> None:
+    """Store ``time_model`` on every editable camera that has none stored: ``value``, or
+    the current (default) value if None. Linked and non-editable cameras are left as they
+    are; one that refuses the change (a library override) is skipped."""
     for cam in bpy.data.cameras:
         p = getattr(cam, "blensor", None)
-        if p is not None and cam.library is None:
-            yield p
+        if p is None or cam.library is not None or not getattr(cam, "is_editable", True):
+            continue
+        try:
+            if not p.is_property_set("time_model"):
+                p.time_model = p.time_model if value is None else value
+        except (AttributeError, TypeError, RuntimeError):
+            pass
 
 
 @bpy.app.handlers.persistent
 def _legacy_time_model(*_args) -> None:
-    """After a file is loaded: a camera stored without ``time_model`` (a v0.1 file, which
-    had only the frozen-frame model, or a file saved without the add-on) scans with
+    """After a .blend file is loaded: a camera stored without ``time_model`` (a v0.1 file,
+    which had only the frozen-frame model, or a file saved without the add-on) scans with
     ``time_model = "frame"``, so old files give the bytes they gave; cameras made since
-    store the setting explicitly (:func:`_store_time_model`)."""
-    for p in _camera_settings():
-        if not p.is_property_set("time_model"):
-            p.time_model = "frame"
+    store the setting explicitly (:func:`_store_time_model`). The startup file (File >
+    New, factory settings: no file path) is not an old file: its cameras keep the
+    default, continuous."""
+    if bpy.data.filepath:
+        _set_time_models("frame")
 
 
 @bpy.app.handlers.persistent
 def _store_time_model(*_args) -> None:
     """Before a file is saved: store every camera's ``time_model`` explicitly (a camera
     left at the default, continuous, must not read as a v0.1 camera when loaded)."""
-    for p in _camera_settings():
-        if not p.is_property_set("time_model"):
-            p.time_model = p.time_model
+    _set_time_models()
 
 
 _HANDLERS = (("load_pre", _release_backends), ("load_post", _legacy_time_model), ("save_pre", _store_time_model))
@@ -52,6 +59,11 @@ def register() -> None:
     props.register_properties()
     for kind, fn in _HANDLERS:
         getattr(bpy.app.handlers, kind).append(fn)
+    # enabled with a file already open: treat it as if it had just been loaded
+    try:
+        _legacy_time_model()
+    except AttributeError:  # bpy.data is restricted while Blender starts up: do it once it can
+        bpy.app.timers.register(lambda: _legacy_time_model() and None, first_interval=0.0)
 
 
 def unregister() -> None:

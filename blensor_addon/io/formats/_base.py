@@ -39,7 +39,9 @@ class RunInfo:
 
     Attributes:
         camera: camera object name; sensor_type; sensor: settings dict; seed;
-        frame_time (s); frames: the requested frames (list of int).
+        frame_time (s): seconds per packet (the frame time, or the sweep period with
+        ``packets = sweep``); frames: the packets scanned (frame or sweep numbers: a list or
+        range of int).
     """
 
     camera: str = ""
