@@ -8,6 +8,8 @@ Scenes (built here in real Blender, pip bpy):
   box cars, each driving at 8-15 m/s (drivers of ``frame``: exact constant velocities),
   and an HDL-64E S2 (133,312 rays a revolution, 10 Hz) 2 m above the ground, driving at
   10 m/s. 24 fps, so a sweep spans 2.4 scene frames.
+- ``crossing``: the demo scene in per-frame packets (``packets = frame``): what a frame
+  costs in each time model.
 - ``drive`` (``--drive``): ``scenes/drive.blend`` (built by ``scenes/build_drive.py``),
   its camera ``Lidar`` at its own settings, from 5 s into the drive.
 
@@ -106,6 +108,27 @@ def bench(bpy, cam, sweeps: int, first: int):
     return out
 
 
+def bench_frames(cam, frames=range(2, 25)):
+    """Per-frame packets (``Scanner.scan_frame(f, "range")``): median seconds a frame per
+    time model (the first frame, which builds the BVHs, not counted)."""
+    from blensor_addon.scene.scanner import Scanner
+    out = {}
+    for model in ("frame", "continuous"):
+        sc = Scanner(cam, backend="native", overrides={"time_model": model, "packets": "frame"})
+        times, rays = [], 0
+        try:
+            sc.scan_frame(frames[0] - 1, "range")
+            for f in frames:
+                t0 = time.perf_counter()
+                r = sc.scan_frame(f, "range")
+                times.append(time.perf_counter() - t0)
+                rays = r.num_rays
+        finally:
+            sc.close()
+        out[model] = (statistics.median(times), rays, 0)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=10, help="sweeps timed per model (default 10)")
@@ -118,6 +141,8 @@ def main(argv=None) -> int:
     rows = []
     cam = build_terrain_scene(bpy)
     rows.append(("terrain 472k + 4 moving cars, HDL-64E", bench(bpy, cam, args.sweeps, 1)))
+    bpy.ops.wm.open_mainfile(filepath=str(ROOT / "scenes" / "crossing.blend"))
+    rows.append(("crossing, per-frame packets (150 deg)", bench_frames(bpy.data.objects["Velodyne"])))
     if args.drive:
         path = ROOT / "scenes" / "drive.blend"
         if not path.is_file():
@@ -126,10 +151,10 @@ def main(argv=None) -> int:
         bpy.ops.wm.open_mainfile(filepath=str(path))
         cam = bpy.data.objects["Lidar"]
         rows.append(("drive (scenes/drive.blend)", bench(bpy, cam, args.sweeps, 50)))
-    print(f"{'scene':<40} {'rays/sweep':>10} {'frozen s':>9} {'continuous s':>13} {'ratio':>6}")
+    print(f"{'scene':<40} {'rays/packet':>11} {'frozen s':>9} {'continuous s':>13} {'ratio':>6}")
     for name, res in rows:
         (tf, rays, _), (tc, _, _) = res["frame"], res["continuous"]
-        print(f"{name:<40} {rays:>10,} {tf:>9.3f} {tc:>13.3f} {tc / tf:>5.2f}x")
+        print(f"{name:<40} {rays:>11,} {tf:>9.3f} {tc:>13.3f} {tc / tf:>5.2f}x")
     blensor_addon.unregister()
     return 0
 

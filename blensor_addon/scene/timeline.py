@@ -274,6 +274,19 @@ class TimedHits:
     def concat(cls, parts: list["TimedHits"]) -> "TimedHits":
         return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
 
+    @classmethod
+    def scatter(cls, parts: list["TimedHits"], rows: list, n: int) -> "TimedHits":
+        """The N = ``n`` rays of ``parts``, part i going to rows ``rows[i]`` (int arrays
+        that together cover 0..n-1 once): one copy, no concatenation."""
+        out = {}
+        for k in cls.FIELDS:
+            a = getattr(parts[0], k)
+            dst = np.empty((n, *a.shape[1:]), a.dtype)
+            for p, r in zip(parts, rows):
+                dst[r] = getattr(p, k)
+            out[k] = dst
+        return cls(**out)
+
 
 class TimedContext:
     """:class:`~blensor_addon.core.sensors._base.ScanContext` for a packet starting at
@@ -313,6 +326,9 @@ class TimedContext:
     def _by_segment(self, hits, fn) -> np.ndarray:
         """(N, 3): ``fn(segment, fractions, rows)`` evaluated per segment of the rays."""
         seg = hits.segment
+        if seg.size and seg[0] == seg[-1] and (seg == seg[0]).all():  # one step: no row selection
+            sg = self._segments[int(seg[0])]
+            return fn(sg, sg.fraction(hits.time), slice(None))
         out = np.empty((seg.shape[0], 3))
         for k in np.unique(seg):
             i = np.flatnonzero(seg == k)
@@ -350,13 +366,9 @@ class TimedContext:
         if not parts:
             return self._cast_step(tl.step_at(self.t_start), np.zeros(0, np.int64), origins, d_s, t, max_range,
                                    max_bounces)
-        hits = TimedHits.concat(parts) if len(parts) > 1 else parts[0]
-        idx = np.concatenate(order)
-        if len(parts) > 1 or not np.array_equal(idx, np.arange(n)):
-            inv = np.empty(n, np.int64)
-            inv[idx] = np.arange(n)
-            hits = hits.take(inv)
-        return hits
+        if len(parts) == 1 and np.array_equal(order[0], np.arange(n)):
+            return parts[0]
+        return TimedHits.scatter(parts, order, n)
 
     def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> TimedHits:
         seg = self._use(step)
