@@ -118,14 +118,20 @@ def keyframes(obj, points):
         obj.keyframe_insert("location", frame=frame)
 
 
-def build(out: Path) -> None:
+def empty_file_with_addon() -> bool:
+    """Start from an empty file and register the add-on if it can be imported (its
+    settings are then stored on cameras and materials); returns whether it was."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     try:
         import blensor_addon
         blensor_addon.register()
-        registered = True
+        return True
     except ImportError:
-        registered = False
+        return False
+
+
+def build(out: Path) -> None:
+    registered = empty_file_with_addon()
     bpy.context.preferences.edit.keyframe_new_interpolation_type = "LINEAR"
     scene = bpy.context.scene
     scene.name = "Crossing"
@@ -260,6 +266,7 @@ def build(out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)
     if registered:  # bpy 4.2/4.5 crash or hang at exit while add-on classes are registered
+        import blensor_addon
         blensor_addon.unregister()
     print(f"wrote {out}")
 

@@ -47,7 +47,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_crossing import make_materials  # noqa: E402  (the same material library)
+from build_crossing import empty_file_with_addon, make_materials  # noqa: E402  (shared with the demo)
 
 SEED = 20261
 FPS = 24
@@ -392,13 +392,7 @@ def straights():
 
 def build(out: Path) -> dict:
     rng = np.random.default_rng(SEED)
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    try:
-        import blensor_addon
-        blensor_addon.register()
-        registered = True
-    except ImportError:
-        registered = False
+    registered = empty_file_with_addon()
     prefs = bpy.context.preferences.edit
     prefs.keyframe_new_interpolation_type = "BEZIER"
     prefs.keyframe_new_handle_type = "AUTO_CLAMPED"
@@ -740,6 +734,7 @@ def build(out: Path) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)
     if registered:  # bpy 4.2/4.5 crash or hang at exit while add-on classes are registered
+        import blensor_addon
         blensor_addon.unregister()
     print(f"wrote {out}")
     for k, v in stats.items():

@@ -29,7 +29,7 @@ from ..io import trajectory
 from ..io.atomic import atomic_write_bytes, commit_files
 from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
 from ..io.outdir import FolderLock, prepare, previous_outputs
-from ..scene.scanner import Scanner
+from ..scene.scanner import Scanner, frame_time
 
 
 def tum_bytes(entries: list[dict], frame_time: float) -> bytes:
@@ -67,7 +67,7 @@ def check_time_interval(scene, interval) -> tuple[float, float]:
     Raises:
         SettingsError (``time``): not two finite numbers t0 < t1 within the scene's frames.
     """
-    ft = float(scene.render.fps_base) / float(scene.render.fps)
+    ft = frame_time(scene)
     lo, hi = scene.frame_start * ft, (scene.frame_end + 1) * ft
     allowed = f"an interval t0-t1 (s) with t0 < t1 within the scene's frames, {lo:.6g}-{hi:.6g} s"
     try:
@@ -160,7 +160,7 @@ class RangeScanJob:
             opts.setdefault("pcd.ascii", True)
         self._options = make_options(self.formats, opts)
         self.scene = bpy.context.scene
-        ft = float(self.scene.render.fps_base) / float(self.scene.render.fps)
+        ft = frame_time(self.scene)
         if self.time is not None:
             interval = check_time_interval(self.scene, self.time)
             self._requested = {"time": list(interval)}
@@ -197,11 +197,7 @@ class RangeScanJob:
                 if WRITERS[f].needs_image and not self.scanner.sensor.organized:
                     raise SettingsError("formats", f"formats for image sensors ({f} needs a tof, kinect or depth "
                                         "sensor)", f"{f} with sensor type {self.scanner.sensor_type}")
-            if self.packets == "sweep":
-                self.scanner.sensor.check_budget(self.scanner.settings, self.frames[0], self.packet_time, "range",
-                                                 self.scanner.camera_frame)
-            else:
-                self.scanner.check_budget(self.frames[0], "range")
+            self.scanner.check_budget(self.frames[0], "range", self.packet_time)
             if self.scanner.timed:  # refuse a NaN/inf transform before anything is written
                 first = self.frames[0] * self.packet_time
                 last = (self.frames[-1] + 1) * self.packet_time

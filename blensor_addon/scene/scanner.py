@@ -150,6 +150,7 @@ class _Context:
         self.backend = backend
         self.snap = snap
         self.sensor_to_world = snap.sensor_to_world
+        self.sensor_to_world_end = None  # the scene is frozen: one pose
         self.frame_of_reference = frame_of_reference
         self.objects = snap.objects
         self.camera = camera
@@ -249,7 +250,10 @@ class Scanner:
     def packets(self, formats=()) -> str:
         """What one range-scan output holds: ``"sweep"`` or ``"frame"`` (setting
         ``packets``; ``auto`` = sweep for swept sensors in continuous time unless EVD is
-        among ``formats``: EVD readers expect the original's per-frame sectors)."""
+        among ``formats``: EVD readers expect the original's per-frame sectors).
+
+        Raises:
+            SettingsError (``packets``): ``sweep`` for an image sensor."""
         p = self.settings.packets
         if self.sweep_period is None:
             if p == "sweep":
@@ -332,7 +336,7 @@ class Scanner:
         P = self.sweep_period
         if P is None:
             raise SettingsError("packets", f"frame for sensor type '{self.sensor.name}'", "sweep")
-        self.sensor.check_budget(self.settings, index, P, "range", self.camera_frame)
+        self.check_budget(index, "range", P)
         return self._scan_timed(index, P, "range", index * P, (index + 1) * P)
 
     def _frame_interval(self, frame: int, mode: str) -> tuple[float, float]:
@@ -374,10 +378,12 @@ class Scanner:
         """Name of the sensor type scanned."""
         return self.sensor.name
 
-    def check_budget(self, frame: int, mode: str) -> int:
-        """Refuse a scan of ``frame`` that would cast too many rays (SettingsError
-        naming the setting), before anything is evaluated; returns the ray count."""
-        return self.sensor.check_budget(self.settings, frame, frame_time(self.scene), mode, self.camera_frame)
+    def check_budget(self, frame: int, mode: str, packet_time: float | None = None) -> int:
+        """Refuse a scan of ``frame`` (or of sweep ``frame`` with ``packet_time`` = the
+        sweep period, s) that would cast too many rays (SettingsError naming the setting),
+        before anything is evaluated; returns the ray count."""
+        ftime = frame_time(self.scene) if packet_time is None else packet_time
+        return self.sensor.check_budget(self.settings, frame, ftime, mode, self.camera_frame)
 
     def snapshot(self, frame: int):
         """Evaluate scene frame ``frame`` and extract it (no ray is cast); also kept as

@@ -50,7 +50,6 @@ class PoseSegment:
         rv = rotation_vector(self.R0.T @ np.asarray(pose1, dtype=np.float64)[:3, :3])
         self.theta = float(np.linalg.norm(rv))
         self.axis = rv / self.theta if self.theta > 0 else np.zeros(3)
-        self.still = self.theta == 0 and np.array_equal(self.p0, self.p1)
 
     def fraction(self, t: np.ndarray) -> np.ndarray:
         """(N,) float64 in [0, 1]: where times ``t`` fall in the segment."""
@@ -70,24 +69,21 @@ class PoseSegment:
         return (1.0 - s)[:, None] * self.p0 + s[:, None] * self.p1
 
 
-class Step(PoseSegment):
+class Step:
     """One time step ``[t0, t1)`` of the scene.
 
     Attributes:
         t0, t1: float s. snap: the snapshot at ``t0`` (meshes, materials, ids of the
         instances). geometry: its :class:`SceneGeometry`, with ``instance_matrix_end``
         (transforms at ``t1`` relative to the same origin) when something moves.
-        pose0, pose1 (4, 4) float64: sensor poses at ``t0`` and ``t1``. moving: any
-        instance transform differs between the ends.
+        pose: :class:`PoseSegment` of the sensor from ``pose0`` to ``pose1`` ((4, 4)
+        float64 at ``t0`` and ``t1``; it keeps no snapshot alive). moving: any instance
+        transform differs between the ends.
     """
 
     def __init__(self, t0: float, t1: float, snap, geometry: SceneGeometry, pose0, pose1, moving: bool):
-        super().__init__(t0, t1, pose0, pose1)
-        self.snap, self.geometry, self.moving = snap, geometry, moving
-
-    def segment(self) -> PoseSegment:
-        """The pose part alone (keeps no snapshot alive)."""
-        return PoseSegment(self.t0, self.t1, self.pose0, self.pose1)
+        self.t0, self.t1, self.snap, self.geometry, self.moving = t0, t1, snap, geometry, moving
+        self.pose = PoseSegment(t0, t1, pose0, pose1)
 
 
 def _keys(snap) -> np.ndarray:
@@ -130,7 +126,11 @@ class Timeline:
 
     def snapshot(self, frame: int, sub: int = 0, n: int = 1):
         """The snapshot at ``frame + sub / n`` (a few are kept: consecutive steps share
-        their ends)."""
+        their ends).
+
+        Raises:
+            SettingsError (``transform of object 'NAME'``): continuous time and an
+            instance transform is NaN/inf there."""
         if sub == n:
             frame, sub = frame + 1, 0
         key = (frame, 0, 1) if sub == 0 else (frame, sub, n)
@@ -209,11 +209,11 @@ class Timeline:
 
     def pose_at(self, t: float) -> np.ndarray:
         """(4, 4) float64 sensor pose at time ``t`` (s)."""
-        step = self.step_at(t)
-        s = step.fraction(np.array([t]))
+        pose = self.step_at(t).pose
+        s = pose.fraction(np.array([t]))
         out = np.eye(4)
-        out[:3, :3] = step.rotate(np.repeat(s, 3), np.eye(3)).T  # columns: R e_k
-        out[:3, 3] = step.position(s)[0]
+        out[:3, :3] = pose.rotate(np.repeat(s, 3), np.eye(3)).T  # columns: R e_k
+        out[:3, 3] = pose.position(s)[0]
         return out
 
 
@@ -319,7 +319,7 @@ class TimedContext:
         k = self._segment_of.get(step.t0)
         if k is None:
             k = self._segment_of[step.t0] = len(self._segments)
-            self._segments.append(step.segment())
+            self._segments.append(step.pose)
             self.geometry_hash.update(step.geometry.hash().encode())
         return k
 
@@ -373,11 +373,12 @@ class TimedContext:
     def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> TimedHits:
         seg = self._use(step)
         snap = step.snap
-        s = step.fraction(t[idx])
-        dirs = step.rotate(s, d_s[idx])
-        orig = step.position(s) - snap.origin
+        pose = step.pose
+        s = pose.fraction(t[idx])
+        dirs = pose.rotate(s, d_s[idx])
+        orig = pose.position(s) - snap.origin
         if origins is not None:
-            orig = orig + step.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
+            orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
         mats = snap.materials
         tr = trace(self.backend, orig, dirs, max_range, mats.is_mirror if mats.mirror.any() else None, max_bounces,
                    time=s.astype(np.float32) if step.moving else None)

@@ -403,7 +403,9 @@ class ScanContext(Protocol):
     """What a sensor gets from the scene layer to scan one frame.
 
     Attributes:
-        sensor_to_world (4, 4) float64 rigid pose; frame_of_reference ``"sensor"`` or
+        sensor_to_world (4, 4) float64 rigid pose (at the scan's start);
+        sensor_to_world_end (4, 4) float64 pose at its end in continuous time, else None;
+        frame_of_reference ``"sensor"`` or
         ``"world"``; objects: the object table; camera: :class:`CameraFrame` of the
         Blender camera (used by the depth sensor).
     Methods:
@@ -421,6 +423,7 @@ class ScanContext(Protocol):
     """
 
     sensor_to_world: np.ndarray
+    sensor_to_world_end: np.ndarray | None
     frame_of_reference: str
     objects: list
     camera: CameraFrame | None
@@ -726,7 +729,7 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     xyz_n = xyz if r_noisy is r else points(r_noisy)  # noiseless: the same points
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
     extra = {}
-    if getattr(s, "deskew", False):
+    if s.deskew:
         extra["xyz_deskewed"] = ctx.sensor_points_to("start", xyz, hits).astype(np.float32)
         extra["xyz_noisy_deskewed"] = ctx.sensor_points_to("start", xyz_n, hits).astype(np.float32)
     if ctx.frame_of_reference == "world":
@@ -762,7 +765,7 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         num_rays=int(num_rays),
         grid_shape=tuple(int(v) for v in grid_shape),
         extra=extra,
-        sensor_to_world_end=getattr(ctx, "sensor_to_world_end", None),
+        sensor_to_world_end=ctx.sensor_to_world_end,
     )
 
 
