@@ -61,10 +61,13 @@ def variants(tmp_path_factory):
                 if o is not c:
                     bpy.data.objects.remove(o, do_unlink=True)
         variant("only_camera", only_camera)
-        def slow(c):  # the demo scene with a generic 64-laser sensor at 0.05 deg: ~1 s a frame
+        def slow(c):  # the demo scene with a generic 64-laser sensor at 0.02 deg: ~1 s a frame
             c.data.blensor.preset = "generic"
             c.data.blensor.elevations = ",".join(str(-24 + 0.4 * i) for i in range(64))
             c.data.blensor.angle_resolution = 0.02
+            # one packet a frame: frames 1-5 are five files (as sweeps they would be two, and a
+            # kill after the second could land after the run completed)
+            c.data.blensor.packets = "frame"
         variant("slow", slow)
         blensor_addon.unregister()
     """)
