@@ -55,6 +55,25 @@ def test_las_and_laz_read_back_with_laspy(run):
             assert set(np.unique(las.semantic)) >= {40, 48, 50}  # road, sidewalk, building
 
 
+def test_laz_holds_the_las_records_in_equal_variable_size_chunks(run):
+    import laspy
+    import lazrs
+
+    from blensor_addon.io.formats.las import laz_chunks
+    assert laz_chunks(52_000) == [13_000] * 4 and laz_chunks(50_000) == [25_000] * 2
+    assert laz_chunks(1) == [1] and laz_chunks(0) == [] and sum(laz_chunks(124_109)) == 124_109
+    for kind in ("clean", "noisy"):
+        las, laz = (laspy.read(run / kind / f"scan00003.{fmt}") for fmt in ("las", "laz"))
+        assert np.asarray(laz.points.array).tobytes() == np.asarray(las.points.array).tobytes()
+        with open(run / kind / "scan00003.laz", "rb") as f:
+            header = laspy.LasHeader.read_from(f)  # the reader drops the laszip VLR; this keeps it
+            vlr = lazrs.LazVlr(header.vlrs.get("LasZipVlr")[0].record_data)
+            assert vlr.uses_variable_size_chunks()
+            f.seek(header.offset_to_point_data)
+            table = lazrs.read_chunk_table(f, vlr)
+        assert [n for n, _ in table] == laz_chunks(len(las.points)) and len(table) >= 4
+
+
 def test_ply_reads_back_with_plyfile_and_open3d(run):
     import open3d as o3d
     from plyfile import PlyData

@@ -25,8 +25,25 @@ EXTRA = (("object_id", np.uint32), ("instancer_id", np.uint32), ("semantic", np.
          ("range", np.float32), ("reflectivity", np.float32))
 
 
-def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -> bytes:
-    """One LAS 1.4 (or LAZ) file of ``result`` (the noisy points if ``noisy``)."""
+def las_data(result: ScanResult, noisy: bool = False):
+    """The ``laspy.LasData`` of ``result`` (its noisy points if ``noisy``), as described
+    in the module docstring. The last frame's two clouds are kept (one frame, bounded), so
+    the LAS and LAZ writers of a run encode each cloud once."""
+    for r, nz, las in _LAST:
+        if r is result and nz == noisy:
+            return las
+    las = _build(result, noisy)
+    if _LAST and _LAST[0][0] is not result:
+        _LAST.clear()
+    _LAST.append((result, noisy, las))
+    return las
+
+
+#: (result, noisy, LasData) of the last frame encoded; see :func:`las_data`
+_LAST: list = []
+
+
+def _build(result: ScanResult, noisy: bool):
     import laspy
     xyz = (result.xyz_noisy if noisy else result.xyz).astype(np.float64)
     header = laspy.LasHeader(point_format=7, version="1.4")
@@ -48,9 +65,61 @@ def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -
     las.ring = result.ring
     las["range"] = result.range_noisy if noisy else result.range
     las.reflectivity = result.reflectivity
+    return las
+
+
+def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -> bytes:
+    """One LAS 1.4 (or LAZ) file of ``result`` (the noisy points if ``noisy``)."""
+    las = las_data(result, noisy)
     buf = io.BytesIO()
-    las.write(buf, do_compress=compress, laz_backend=laspy.LazBackend.LazrsParallel if compress else None)
+    las.write(buf, do_compress=compress, laz_backend=_laz_backend() if compress else None)
     return buf.getvalue()
+
+
+#: points of a LAZ chunk at most; a cloud is cut into an even number of equal chunks
+LAZ_CHUNK = 25_000
+
+
+def laz_chunks(n: int) -> list[int]:
+    """Sizes of the LAZ chunks of an ``n``-point cloud: an even number (2, 4, ...; 1 for
+    a single point, none for none) of near-equal chunks of at most :data:`LAZ_CHUNK` points, so two cores compress a
+    one-frame cloud in equal halves (lazrs's fixed 50,000-point chunks cut a 52k-point
+    range-scan frame into 50k + 2k: one core did all the work). The cut depends on ``n``
+    alone, never on the machine, so files are byte-identical everywhere.
+    LAZ 1.4 variable-size chunks (chunk size 0xFFFFFFFF in the laszip VLR, point counts in
+    the chunk table), which laszip, lazrs, laspy and PDAL read."""
+    if n <= 0:
+        return []
+    k = min(2 * -(-n // (2 * LAZ_CHUNK)), n)  # no empty chunk
+    return [n * (i + 1) // k - n * i // k for i in range(k)]
+
+
+def _laz_backend():
+    """A laspy LAZ backend compressing with lazrs in :func:`laz_chunks` chunks, in
+    parallel. laspy takes any object with ``is_available`` and ``create_writer``; the
+    point writer extends laspy's lazrs writer (laspy and lazrs are pinned)."""
+    import lazrs
+    from laspy._compression.lazrsbackend import LazrsPointWriter
+
+    class ChunkedWriter(LazrsPointWriter):
+        def __init__(self, dest, point_format):
+            super().__init__(dest, point_format, parallel=True)
+            self.vlr = lazrs.LazVlr.new_for_compression(point_format.id, point_format.num_extra_bytes, True)
+            self.size = point_format.size
+
+        def write_points(self, points):
+            data = np.frombuffer(points.array, np.uint8)
+            ends = np.cumsum(laz_chunks(len(points))) * self.size
+            self.compressor.compress_chunks([data[a:b] for a, b in zip(np.r_[0, ends[:-1]], ends)])
+
+    class Backend:
+        def is_available(self):
+            return True
+
+        def create_writer(self, dest, header):
+            return ChunkedWriter(dest, header.point_format)
+
+    return Backend()
 
 
 class LasWriter(Writer):
@@ -67,9 +136,18 @@ class LasWriter(Writer):
     def frame_files(self, result):
         return clean_and_noisy(result, self.suffix, lambda noisy: las_bytes(result, noisy, self.compress))
 
+    def close(self, status):
+        _LAST.clear()  # the last frame's clouds are not needed any more
+        super().close(status)
+
+    def discard(self):
+        _LAST.clear()
+        super().discard()
+
 
 class LazWriter(LasWriter):
-    """As :class:`LasWriter`, LAZ-compressed (lazrs)."""
+    """As :class:`LasWriter`, LAZ-compressed (lazrs, chunks of :func:`laz_chunks` compressed in
+    parallel)."""
 
     name = "laz"
     description = "LAZ (compressed LAS 1.4), clean and noisy folders"
