@@ -25,6 +25,7 @@
 #if defined(_WIN32)
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
+#include <malloc.h> /* _aligned_malloc */
 #else
 #include <pthread.h>
 #include <unistd.h>
@@ -34,8 +35,10 @@
 #include <intrin.h>
 #define BRT_FETCH_ADD(p, v) _InterlockedExchangeAdd64((volatile long long *)(p), (long long)(v))
 static __inline int brt_ctz(unsigned x) { unsigned long i; _BitScanForward(&i, x); return (int)i; }
+#define BRT_PREFETCH(p) ((void)(p))
 #else
 #define BRT_FETCH_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define BRT_PREFETCH(p) __builtin_prefetch((p), 0, 3)
 #define brt_ctz(x) __builtin_ctz(x)
 #endif
 /* BRT_SIMD: SSE2 kernels (every x86-64); otherwise portable C (arm64, or -DBRT_NO_SIMD,
@@ -64,17 +67,49 @@ typedef struct {
 } node_t;
 
 /* Wide node (BW children) collapsed from the binary tree: child bounds in SoA layout so
- * one slab test covers all children (8 lanes in AVX, two 4-lane halves in SSE2). */
+ * one slab test covers all children (8 lanes in AVX, two 4-lane halves in SSE2). 256
+ * bytes, and node arrays start on a 64-byte boundary, so no bound load of the slab test
+ * straddles two cache lines. Empty lanes (past the node's children) have count -1 and
+ * the inverted infinite box [+inf, -inf], which no finite ray enters: every slab test
+ * gives t0 = +inf > t1 = -inf there. */
 #define BW 8 /* branching width of the collapsed tree (a multiple of 4) */
 
 typedef struct {
     float bmin[3][BW];
     float bmax[3][BW];
     int32_t child[BW]; /* inner: node index; leaf: first primitive */
-    int32_t count[BW]; /* leaf: primitives (> 0); inner: 0 */
-    int32_t nchild;   /* valid lanes 0..nchild-1 */
-    int32_t pad[3];
+    int32_t count[BW]; /* leaf: primitives (> 0); inner: 0; empty lane: -1 */
 } wnode_t;
+
+#define NODE_ALIGN 64
+
+/* Node arrays aligned to NODE_ALIGN (free with nodes_free). */
+static wnode_t *nodes_alloc(int64_t n) {
+    size_t size = (size_t)(n > 0 ? n : 1) * sizeof(wnode_t);
+#if defined(_WIN32)
+    return (wnode_t *)_aligned_malloc(size, NODE_ALIGN);
+#else
+    void *p = NULL;
+    return posix_memalign(&p, NODE_ALIGN, size) == 0 ? (wnode_t *)p : NULL;
+#endif
+}
+
+static void nodes_free(wnode_t *p) {
+#if defined(_WIN32)
+    _aligned_free(p);
+#else
+    free(p);
+#endif
+}
+
+/* A node without children: every lane empty. */
+static void node_clear(wnode_t *nd) {
+    for (int j = 0; j < BW; ++j) {
+        for (int k = 0; k < 3; ++k) { nd->bmin[k][j] = INFINITY; nd->bmax[k][j] = -INFINITY; }
+        nd->child[j] = 0;
+        nd->count[j] = -1;
+    }
+}
 
 typedef struct {
     wnode_t *nodes;
@@ -448,8 +483,10 @@ static int build_bvh(builder_t *b, int64_t n) {
 static int64_t collapse(const node_t *bin, int64_t bi, wtree_t *t) {
     if (t->n == t->cap) {
         int64_t cap = t->cap * 2 + 16;
-        wnode_t *p = (wnode_t *)realloc(t->nodes, (size_t)cap * sizeof(wnode_t));
+        wnode_t *p = nodes_alloc(cap);
         if (!p) return -1;
+        if (t->n) memcpy(p, t->nodes, (size_t)t->n * sizeof(wnode_t));
+        nodes_free(t->nodes);
         t->nodes = p;
         t->cap = cap;
     }
@@ -493,18 +530,16 @@ static int64_t collapse(const node_t *bin, int64_t bi, wtree_t *t) {
         }
     }
     wnode_t *nd = &t->nodes[me]; /* after the recursion: the array may have moved */
-    memset(nd, 0, sizeof *nd);
-    for (int j = 0; j < BW; ++j) {
-        const node_t *c = &bin[kids[j < nk ? j : 0]];
+    node_clear(nd);
+    for (int j = 0; j < nk; ++j) {
+        const node_t *c = &bin[kids[j]];
         for (int k = 0; k < 3; ++k) {
-            /* empty lanes get an inverted infinite box, which no ray enters */
-            nd->bmin[k][j] = j < nk ? c->bmin[k] : INFINITY;
-            nd->bmax[k][j] = j < nk ? c->bmax[k] : -INFINITY;
+            nd->bmin[k][j] = c->bmin[k];
+            nd->bmax[k][j] = c->bmax[k];
         }
-        nd->child[j] = j < nk ? child[j] : 0;
-        nd->count[j] = j < nk ? count[j] : 0;
+        nd->child[j] = child[j];
+        nd->count[j] = count[j];
     }
-    nd->nchild = nk;
     return me;
 }
 
@@ -514,13 +549,14 @@ static int build_wide_tree(builder_t *b, int64_t n, wnode_t **nodes, int64_t *nn
     if (rc != BRT_OK) { free(b->nodes); b->nodes = NULL; return rc; }
     wtree_t t = {NULL, 0, 0};
     if (n == 0) { /* no primitives: one node without children */
-        t.nodes = (wnode_t *)calloc(1, sizeof(wnode_t));
+        t.nodes = nodes_alloc(1);
         if (!t.nodes) { free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
+        node_clear(t.nodes);
         *nodes = t.nodes;
         *nnodes = 1;
         return BRT_OK;
     }
-    if (collapse(b->nodes, 0, &t) < 0) { free(t.nodes); free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
+    if (collapse(b->nodes, 0, &t) < 0) { nodes_free(t.nodes); free(b->nodes); b->nodes = NULL; return BRT_E_NOMEM; }
     *nodes = t.nodes;
     *nnodes = t.n;
     return BRT_OK;
@@ -531,7 +567,7 @@ static int build_wide_tree(builder_t *b, int64_t n, wnode_t **nodes, int64_t *nn
 static int packetize(brt_mesh *m, const float *verts, const int32_t *tris, const int32_t *order) {
     int64_t npk = 0;
     for (int64_t i = 0; i < m->nnodes; ++i)
-        for (int j = 0; j < m->nodes[i].nchild; ++j)
+        for (int j = 0; j < BW; ++j)
             if (m->nodes[i].count[j] > 0) npk += (m->nodes[i].count[j] + 3) / 4;
     m->pk = (float *)malloc(sizeof(float) * 36 * (size_t)(npk + 1));
     m->pk_tri = (int32_t *)malloc(sizeof(int32_t) * 4 * (size_t)(npk + 1));
@@ -539,7 +575,7 @@ static int packetize(brt_mesh *m, const float *verts, const int32_t *tris, const
     int64_t q = 0;
     for (int64_t i = 0; i < m->nnodes; ++i) {
         wnode_t *n = &m->nodes[i];
-        for (int j = 0; j < n->nchild; ++j) {
+        for (int j = 0; j < BW; ++j) {
             if (n->count[j] <= 0) continue;
             int32_t first = n->child[j], count = n->count[j], np = (count + 3) / 4;
             for (int32_t p = 0; p < np; ++p, ++q) {
@@ -626,7 +662,7 @@ fail:
 
 BRT_API void brt_mesh_free(brt_mesh *m) {
     if (!m) return;
-    free(m->nodes);
+    nodes_free(m->nodes);
     free(m->pk);
     free(m->pk_tri);
     free(m);
@@ -905,7 +941,7 @@ fail:
 
 BRT_API void brt_scene_free(brt_scene *s) {
     if (!s) return;
-    free(s->nodes);
+    nodes_free(s->nodes);
     free(s->inst);
     free(s->order);
     free(s->motion);
@@ -998,6 +1034,7 @@ typedef struct {
     int64_t next; /* shared chunk counter */
     void (*cast)(const brt_scene *, const float *, const float *, float, double, hit_t *);
     const float *time; /* (nrays,) or NULL */
+    const int32_t *perm; /* inputs reordered (see ray_order): input i is the caller's ray perm[i]; or NULL */
 } job_t;
 
 #define CHUNK 1024
@@ -1020,6 +1057,82 @@ static int use_avx(void) {
     return cached;
 }
 #endif
+
+/* ------------------------------------------------------------ ray order */
+
+/* Batches from many scattered origins (secondary rays, random probes) are cast in the
+ * order of a Morton code of their origins, so rays that follow each other visit the same
+ * nodes while they are in cache (ray reordering: Pharr et al., "Rendering complex scenes
+ * with memory-coherent ray tracing", SIGGRAPH 1997; Moon et al., "Cache-oblivious ray
+ * reordering", ACM TOG 29(3), 2010). Rays are independent, so the answers are the same
+ * in any order. Batches from one origin (a lidar, a camera) or already in coherent
+ * order (a moving sensor's sweep: consecutive origins close together) are left alone. */
+#define ORDER_MIN 16384 /* fewer rays: not worth a sort */
+#define ORDER_BITS 8    /* per axis: a 24-bit Morton code, sorted in two passes of 12 bits */
+
+static uint32_t spread_bits(uint32_t x) { /* 10 bits -> every third bit of 30 */
+    x &= 0x3FFu;
+    x = (x | (x << 16)) & 0x030000FFu;
+    x = (x | (x << 8)) & 0x0300F00Fu;
+    x = (x | (x << 4)) & 0x030C30C3u;
+    x = (x | (x << 2)) & 0x09249249u;
+    return x;
+}
+
+/* The cast order of the rays with origins org (n, 3): a permutation (caller frees), or
+ * NULL to keep the given order (few rays, one origin, already coherent, or no memory). */
+static int32_t *ray_order(const float *org, int64_t n) {
+    if (n < ORDER_MIN || n > INT32_MAX) return NULL;
+    float lo[3] = {FLT_MAX, FLT_MAX, FLT_MAX}, hi[3] = {-FLT_MAX, -FLT_MAX, -FLT_MAX};
+    double step = 0.0; /* sum of |o[i+1] - o[i]|_1 over finite neighbours */
+    const float *prev = NULL;
+    for (int64_t i = 0; i < n; ++i) {
+        const float *o = org + 3 * i;
+        if (!(isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2]))) continue;
+        for (int k = 0; k < 3; ++k) {
+            lo[k] = o[k] < lo[k] ? o[k] : lo[k];
+            hi[k] = o[k] > hi[k] ? o[k] : hi[k];
+        }
+        if (prev) step += fabs((double)o[0] - prev[0]) + fabs((double)o[1] - prev[1]) + fabs((double)o[2] - prev[2]);
+        prev = o;
+    }
+    double extent = 0.0;
+    for (int k = 0; k < 3; ++k) extent += hi[k] > lo[k] ? (double)hi[k] - lo[k] : 0.0;
+    /* one origin, or consecutive rays on average within 1/64 of the origins' extent */
+    if (!(extent > 0.0) || step < extent * (double)(n - 1) / 64.0) return NULL;
+    uint64_t *a = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
+    uint64_t *b = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
+    int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
+    if (!a || !b || !perm) { free(a); free(b); free(perm); return NULL; }
+    float scale[3];
+    for (int k = 0; k < 3; ++k) scale[k] = hi[k] > lo[k] ? (float)((1 << ORDER_BITS) - 1) / (hi[k] - lo[k]) : 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float *o = org + 3 * i;
+        uint32_t code = 0;
+        if (isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2])) {
+            for (int k = 0; k < 3; ++k) {
+                float q = (o[k] - lo[k]) * scale[k]; /* in [0, 255] (rounding may give a little more) */
+                uint32_t c = q > 0.0f ? (q < (float)((1 << ORDER_BITS) - 1) ? (uint32_t)q : (1u << ORDER_BITS) - 1) : 0;
+                code |= spread_bits(c) << k;
+            }
+        }
+        a[i] = ((uint64_t)code << 32) | (uint64_t)i; /* ties keep the given order */
+    }
+    /* LSD radix sort on the code: two passes of 12 bits */
+    for (int pass = 0; pass < 2; ++pass) {
+        const int shift = 32 + 12 * pass;
+        int64_t count[4096] = {0};
+        for (int64_t i = 0; i < n; ++i) count[(a[i] >> shift) & 4095u]++;
+        int64_t sum = 0;
+        for (int k = 0; k < 4096; ++k) { int64_t c = count[k]; count[k] = sum; sum += c; }
+        for (int64_t i = 0; i < n; ++i) b[count[(a[i] >> shift) & 4095u]++] = a[i];
+        uint64_t *t = a; a = b; b = t;
+    }
+    for (int64_t i = 0; i < n; ++i) perm[i] = (int32_t)(a[i] & 0xFFFFFFFFu);
+    free(a);
+    free(b);
+    return perm;
+}
 
 static void run_range(job_t *j, int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
@@ -1070,13 +1183,52 @@ static void run_range(job_t *j, int64_t a, int64_t b) {
     }
 }
 
+/* Rays perm[a..b) (a chunk of at most CHUNK): gathered into local arrays, cast in that
+ * order, and the answers scattered back to the caller's positions. Gathering and
+ * scattering per chunk keeps both in cache and spreads them over the threads. */
+static void run_permuted(job_t *j, int64_t a, int64_t b) {
+    float org[3 * CHUNK], dir[3 * CHUNK], tmax[CHUNK], time[CHUNK], t[CHUNK], ng[3 * CHUNK], uv[2 * CHUNK];
+    int32_t inst[CHUNK], prim[CHUNK];
+    const int64_t m = b - a;
+    for (int64_t k = 0; k < m; ++k) {
+        const int64_t q = j->perm[a + k];
+        memcpy(org + 3 * k, j->org + 3 * q, 3 * sizeof(float));
+        memcpy(dir + 3 * k, j->dir + 3 * q, 3 * sizeof(float));
+        if (j->tmax) tmax[k] = j->tmax[q];
+        if (j->time) time[k] = j->time[q];
+    }
+    job_t local = *j;
+    local.org = org; local.dir = dir;
+    local.tmax = j->tmax ? tmax : NULL;
+    local.time = j->time ? time : NULL;
+    local.t_out = t; local.inst_out = inst; local.prim_out = prim;
+    local.ng_out = j->ng_out ? ng : NULL;
+    local.uv_out = j->uv_out ? uv : NULL;
+    local.perm = NULL;
+    run_range(&local, 0, m);
+    for (int64_t k = 0; k < m; ++k) {
+        const int64_t q = j->perm[a + k];
+        j->t_out[q] = t[k];
+        j->inst_out[q] = inst[k];
+        j->prim_out[q] = prim[k];
+        if (j->ng_out) memcpy(j->ng_out + 3 * q, ng + 3 * k, 3 * sizeof(float));
+        if (j->uv_out) memcpy(j->uv_out + 2 * q, uv + 2 * k, 2 * sizeof(float));
+    }
+}
+
+/* Rays [a, b) of the job, in the caller's order or through perm. */
+static void run_chunk(job_t *j, int64_t a, int64_t b) {
+    if (j->perm) run_permuted(j, a, b);
+    else run_range(j, a, b);
+}
+
 static void *worker(void *arg) {
     job_t *j = (job_t *)arg;
     for (;;) {
         int64_t a = BRT_FETCH_ADD(&j->next, CHUNK);
         if (a >= j->nrays) break;
         int64_t b = a + CHUNK < j->nrays ? a + CHUNK : j->nrays;
-        run_range(j, a, b);
+        run_chunk(j, a, b);
     }
     return NULL;
 }
@@ -1103,15 +1255,18 @@ BRT_API int brt_intersect_timed(const brt_scene *s, const float *org, const floa
     if (!s || nrays < 0 || (nrays > 0 && (!org || !dir || !t_out || !inst_out || !prim_out)))
         return BRT_E_ARG;
     job_t j = {s, org, dir, tmax, tmax_default, nrays, t_out, ng_out, uv_out, inst_out, prim_out, 0,
-               cast_one_base, time};
+               cast_one_base, time, NULL};
 #if defined(BRT_HAVE_AVX)
     if (use_avx()) j.cast = cast_one_avx;
 #endif
+    /* scattered origins: cast in Morton order, chunk by chunk (run_permuted) */
+    j.perm = s->ninst > 0 ? ray_order(org, nrays) : NULL;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 256) nthreads = 256;
     if ((int64_t)nthreads > nrays / CHUNK + 1) nthreads = (int)(nrays / CHUNK + 1);
     if (nthreads == 1) {
-        run_range(&j, 0, nrays);
+        for (int64_t a = 0; a < nrays; a += CHUNK) run_chunk(&j, a, a + CHUNK < nrays ? a + CHUNK : nrays);
+        free((void *)j.perm);
         return BRT_OK;
     }
     int started = 0;
@@ -1136,5 +1291,6 @@ BRT_API int brt_intersect_timed(const brt_scene *s, const float *org, const floa
     worker(&j); /* the calling thread works too and finishes whatever is left */
     for (int k = 0; k < started; ++k) pthread_join(th[k], NULL);
 #endif
+    free((void *)j.perm);
     return BRT_OK;
 }

@@ -23,7 +23,7 @@ static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, 
         t1 = _mm256_min_ps(b, t1);
     }
     _mm256_storeu_ps(tnear, t0);
-    return _mm256_movemask_ps(_mm256_cmp_ps(t0, t1, _CMP_LE_OQ)) & ((1 << n->nchild) - 1);
+    return _mm256_movemask_ps(_mm256_cmp_ps(t0, t1, _CMP_LE_OQ)); /* empty lanes: +inf > -inf */
 }
 #elif defined(BRT_SIMD)
 static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, float tnear[BW]) {
@@ -42,7 +42,7 @@ static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, 
         _mm_storeu_ps(tnear + h, t0);
         mask |= _mm_movemask_ps(_mm_cmple_ps(t0, t1)) << h;
     }
-    return mask & ((1 << n->nchild) - 1);
+    return mask; /* empty lanes: +inf > -inf */
 }
 #else
 static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, float tnear[BW]) {
@@ -61,11 +61,11 @@ static inline int BRT_FN(box_hit)(const wnode_t *n, const ray_t *r, float tmax, 
     int mask = 0;
     for (int j = 0; j < BW; ++j) {
         tnear[j] = t0[j];
-        mask |= (t0[j] <= t1[j]) << j;
+        /* empty lanes (count -1) are never reported: with a NaN ray the comparisons above
+         * would leave t0 = 0 <= t1 = tmax there and push child 0 again and again */
+        mask |= (t0[j] <= t1[j] && n->count[j] >= 0) << j;
     }
-    /* lanes past nchild are empty: never report them (with a NaN ray the comparisons
-     * above leave t0 = 0 <= t1 = tmax and would push child 0 again and again) */
-    return mask & ((1 << n->nchild) - 1);
+    return mask;
 }
 #endif
 
@@ -221,23 +221,48 @@ static inline void BRT_FN(tri4_hit)(const brt_mesh *m, int64_t pkt, const ray_t 
 static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, int32_t inst) {
     entry_t stack[STACK_SIZE];
     int sp = 0;
-    stack[sp++] = (entry_t){0, 0, 0.0f};
+    int32_t idx = 0, count = 0; /* the node being visited: the root */
     float tn[BW];
-    while (sp > 0) {
-        entry_t e = stack[--sp];
-        if (e.t >= h->t) continue; /* a nearer hit was found since this was pushed */
-        if (e.count > 0) {
+    for (;;) {
+        if (count == 0) { /* inner node: descend into the nearest child hit, push the others */
+            const wnode_t *n = &m->nodes[idx];
+            int mask = BRT_FN(box_hit)(n, r, h->t, tn);
+            if (mask) {
+                if ((mask & (mask - 1)) == 0) { /* one child: no stack traffic */
+                    int j = brt_ctz(mask);
+                    idx = n->child[j];
+                    count = n->count[j];
+                    continue;
+                }
+                int before = sp;
+                sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
+                if (sp > before) { /* the nearest, pushed last: within h->t by the test */
+                    --sp;
+                    idx = stack[sp].idx;
+                    count = stack[sp].count;
+                    /* the next nearest is likely visited next: start loading it */
+                    const entry_t *nx = &stack[sp - 1];
+                    const char *pf = nx->count ? (const char *)(m->pk + 36 * (int64_t)nx->idx)
+                                               : (const char *)&m->nodes[nx->idx];
+                    BRT_PREFETCH(pf); BRT_PREFETCH(pf + 64); BRT_PREFETCH(pf + 128);
+                    if (!nx->count) BRT_PREFETCH(pf + 192);
+                    continue;
+                }
+            }
+        } else if (count > 0) { /* a leaf (count -1, an empty lane entered only by a ray made
+                                 * non-finite by an extreme transform, tests nothing) */
             float best = h->t, c1 = 0.0f, c2 = 0.0f;
             int64_t slot = -1;
-            for (int32_t p = e.idx; p < e.idx + e.count; ++p) BRT_FN(tri4_hit)(m, p, r, &best, &slot, &c1, &c2);
+            for (int32_t p = idx; p < idx + count; ++p) BRT_FN(tri4_hit)(m, p, r, &best, &slot, &c1, &c2);
             if (slot >= 0) {
                 h->t = best; h->b1 = c1; h->b2 = c2; h->slot = slot; h->inst = inst;
             }
-            continue;
         }
-        const wnode_t *n = &m->nodes[e.idx];
-        int mask = BRT_FN(box_hit)(n, r, h->t, tn);
-        if (mask) sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
+        for (;;) { /* next: the nearest pushed entry still nearer than the hit so far */
+            if (sp == 0) return;
+            entry_t e = stack[--sp];
+            if (e.t < h->t) { idx = e.idx; count = e.count; break; }
+        }
     }
 }
 
@@ -260,7 +285,7 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
     while (sp > 0) {
         entry_t e = stack[--sp];
         if (e.t >= h->t) continue;
-        if (e.count > 0) {
+        if (e.count != 0) { /* a leaf (count -1: an empty lane, nothing to test) */
             for (int32_t i = e.idx; i < e.idx + e.count; ++i) {
                 int32_t ii = s->order[i];
                 const instance_t *in = &s->inst[ii];
