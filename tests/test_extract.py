@@ -176,3 +176,40 @@ def test_geometry_nodes_instances_as_arrays_equal_the_per_instance_loop(bpy_mod,
                                atol=1e-4)
     scatter.hide_render = True
     assert len(blensor_addon.scan(cam)) == 0
+
+
+def test_static_meshes_read_once_per_scan_and_again_after_an_edit(bpy_mod, empty_scene, monkeypatch):
+    # a mesh object without modifiers, shape keys or mesh animation cannot change between
+    # time samples: one extractor reads it once; a mesh with a modifier is read at every
+    # sample; an edit (depsgraph update) makes the static one be read again
+    from blensor_addon.scene import extract
+    reads = []
+    real = extract.mesh_arrays
+    monkeypatch.setattr(extract, "mesh_arrays", lambda me: reads.append(me.name) or real(me))
+    cam = add_camera(bpy_mod, location=(0.0, 0.0, 1.0))
+    wall = add_mesh(bpy_mod, "Wall", [(-5, 8, -5), (5, 8, -5), (5, 8, 5), (-5, 8, 5)], [(0, 1, 2, 3)])
+    bent = add_mesh(bpy_mod, "Bent", [(-5, 12, -5), (5, 12, -5), (5, 12, 5), (-5, 12, 5)], [(0, 1, 2, 3)])
+    bent.modifiers.new("Subsurf", "SUBSURF").levels = 1
+    keyed = add_mesh(bpy_mod, "Keyed", [(-5, 16, -5), (5, 16, -5), (5, 16, 5), (-5, 16, 5)], [(0, 1, 2, 3)])
+    keyed.shape_key_add(name="Basis")
+    scene = bpy_mod.context.scene
+    ext = SceneExtractor()
+    depsgraph = bpy_mod.context.evaluated_depsgraph_get()
+    snaps = []
+    for f in (1, 2, 3):
+        scene.frame_set(f)
+        snaps.append(ext.extract(depsgraph, cam))
+    assert reads.count("Wall") == 1 and reads.count("Keyed") == 3 and len(reads) == 7  # Bent: its evaluated mesh, 3x
+    assert len({snap.geometry.meshes[0].key for snap in snaps}) == 1
+    # an edit: the depsgraph update handler notes it and the next sample reads the wall again
+    wall.data.vertices[0].co.y = 9.0
+    wall.data.update()
+    bpy_mod.context.view_layer.update()
+    scene.frame_set(4)
+    snap = ext.extract(depsgraph, cam)
+    assert reads.count("Wall") == 2
+    tops = sorted(float(m.vertices[:, 1].max()) for m in snap.geometry.meshes)
+    assert tops[0] == 9.0 and 8.0 not in tops  # the edited wall, not the cached one
+    # the cache needs the handler: without it nothing would notice an edit, so no mesh is cached
+    monkeypatch.setattr(extract, "note_geometry_edits", lambda *_a: None)
+    assert extract.static_mesh_key(wall) is None

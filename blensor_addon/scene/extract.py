@@ -21,6 +21,45 @@ from ..raycast.base import MeshData, SceneGeometry
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
 LABEL_PROPERTY = "blensor_label"
 
+#: original mesh pointer -> edits seen by :func:`note_geometry_edits` (see :func:`static_mesh_key`)
+_geometry_edits: dict[int, int] = {}
+
+
+def note_geometry_edits(_scene, depsgraph) -> None:
+    """``depsgraph_update_post`` handler (registered with the add-on): count the geometry
+    updates of every mesh. Frame changes do not run this handler; an edit, an undo, a
+    modifier added or a script changing vertices followed by a depsgraph update do, so a
+    mesh read once per scan (:func:`static_mesh_key`) is read again after any of them."""
+    import bpy
+    for u in depsgraph.updates:
+        if not u.is_updated_geometry:
+            continue
+        idb = getattr(u.id, "original", u.id)
+        if isinstance(idb, bpy.types.Object):
+            idb = idb.data if idb.type == "MESH" else None
+        if isinstance(idb, bpy.types.Mesh):
+            ptr = idb.as_pointer()
+            _geometry_edits[ptr] = _geometry_edits.get(ptr, 0) + 1
+
+
+def static_mesh_key(orig) -> tuple | None:
+    """Cache key of a mesh object whose evaluated geometry cannot change from frame to
+    frame: no modifiers (armatures, hooks, physics, Geometry Nodes are all modifiers), no
+    shape keys, no animation data on the mesh, not in edit mode; its evaluated mesh is
+    its mesh datablock. Such meshes are read once per scan (:class:`SceneExtractor`)
+    instead of once per time sample. The key holds the mesh's pointer, sizes and the
+    count of its edits (:func:`note_geometry_edits`); None for every other object, and
+    when the edit handler is not registered (nothing would notice an edit)."""
+    import bpy
+    if note_geometry_edits not in bpy.app.handlers.depsgraph_update_post:
+        return None
+    data = orig.data
+    if (orig.type != "MESH" or orig.modifiers or data is None or data.shape_keys is not None
+            or data.animation_data is not None or data.is_editmode):
+        return None
+    ptr = data.as_pointer()
+    return (ptr, len(data.vertices), len(data.loops), len(data.polygons), _geometry_edits.get(ptr, 0))
+
 
 def linear_to_srgb_u8(rgb) -> np.ndarray:
     """Linear RGB in [0, 1] -> sRGB-encoded uint8 (IEC 61966-2-1 transfer function)."""
@@ -214,6 +253,9 @@ class SceneExtractor:
             import bpy
             objects = bpy.data.objects
         self.table = ObjectTable(objects)
+        #: static_mesh_key -> (MeshData, triangle material slots, triangles dropped): meshes
+        #: that cannot change between samples, read once (bounded by the scene's meshes)
+        self.static_meshes: dict = {}
         self.warned: set = set()  # objects named in a non-finite-geometry warning already
 
     def extract(self, depsgraph, sensor_object, render: bool = True) -> SceneSnapshot:
@@ -248,7 +290,7 @@ class SceneExtractor:
     vectorize = True
 
     def _extract(self, depsgraph, sensor_object, render: bool, vectorize: bool) -> SceneSnapshot:
-        b = _Builder(self.table)
+        b = _Builder(self.table, self.static_meshes)
         sensor_name = sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name
         cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
         pose = sensor_pose(cam.matrix_world)
@@ -286,7 +328,7 @@ class SceneExtractor:
             if ob.type not in GEOMETRY_TYPES:
                 continue
             if ob.type == "MESH":
-                mi = b.mesh_of(ob.data, orig.name)
+                mi = b.mesh_of(ob.data, orig.name, static_mesh_key(orig))
             else:
                 data = ob.to_mesh()
                 try:
@@ -324,8 +366,9 @@ class _PlanMismatch(Exception):
 class _Builder:
     """Accumulates meshes, materials and instances of one snapshot."""
 
-    def __init__(self, table: ObjectTable) -> None:
+    def __init__(self, table: ObjectTable, static_meshes: dict | None = None) -> None:
         self.table = table
+        self.static_meshes = {} if static_meshes is None else static_meshes
         self.meshes: list[MeshData] = []
         self.tri_mats: list[np.ndarray] = []
         self._mesh_index: dict = {}
@@ -339,23 +382,43 @@ class _Builder:
         self.dropped: dict = {}
         self.bad_transforms: dict = {}  # object name -> instances with a non-finite transform
 
-    def add_mesh(self, v, t, m, owner: str) -> int:
-        """Add a mesh (V,3) float32, (T,3) int32, (T,) int32; triangles with a
-        non-finite vertex are left out (and ``owner`` is named once)."""
+    @staticmethod
+    def mesh_entry(v, t, m) -> tuple:
+        """(MeshData, material slots, triangles dropped) of a mesh (V,3) float32, (T,3)
+        int32, (T,) int32; triangles with a non-finite vertex are left out."""
         bad_v = ~np.isfinite(v).all(axis=1)
+        dropped = 0
         if bad_v.any():
             ok = ~bad_v[t].any(axis=1)
-            self.dropped[owner] = self.dropped.get(owner, 0) + int((~ok).sum())
+            dropped = int((~ok).sum())
             t, m = t[ok], m[ok]
-        self.meshes.append(MeshData(v, t))
+        return MeshData(v, t), m, dropped
+
+    def add_entry(self, entry: tuple, owner: str) -> int:
+        """Add a :meth:`mesh_entry`; its dropped triangles are counted for ``owner``."""
+        mesh, m, dropped = entry
+        if dropped:
+            self.dropped[owner] = self.dropped.get(owner, 0) + dropped
+        self.meshes.append(mesh)
         self.tri_mats.append(m)
         return len(self.meshes) - 1
 
-    def mesh_of(self, data, owner: str) -> int:
-        """Mesh index of a Blender mesh datablock, extracted once per snapshot."""
+    def add_mesh(self, v, t, m, owner: str) -> int:
+        """Add a mesh (V,3) float32, (T,3) int32, (T,) int32; triangles with a
+        non-finite vertex are left out (and ``owner`` is named once)."""
+        return self.add_entry(self.mesh_entry(v, t, m), owner)
+
+    def mesh_of(self, data, owner: str, static_key: tuple | None = None) -> int:
+        """Mesh index of a Blender mesh datablock, extracted once per snapshot, or once
+        per scan when ``static_key`` (:func:`static_mesh_key`) is given."""
         ptr = data.as_pointer()
         if ptr not in self._mesh_index:
-            self._mesh_index[ptr] = self.add_mesh(*mesh_arrays(data), owner)
+            entry = self.static_meshes.get(static_key) if static_key is not None else None
+            if entry is None:
+                entry = self.mesh_entry(*mesh_arrays(data))
+                if static_key is not None:
+                    self.static_meshes[static_key] = entry
+            self._mesh_index[ptr] = self.add_entry(entry, owner)
         return self._mesh_index[ptr]
 
     def material_row(self, mat) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import bpy
 
+from ..scene.extract import note_geometry_edits
 from . import ops, panel, props
 
 CLASSES = props.CLASSES + panel.CLASSES + ops.CLASSES
@@ -49,7 +50,8 @@ def _store_time_model(*_args) -> None:
     _set_time_models()
 
 
-_HANDLERS = (("load_pre", _release_backends), ("load_post", _legacy_time_model), ("save_pre", _store_time_model))
+_HANDLERS = (("load_pre", _release_backends), ("load_post", _legacy_time_model), ("save_pre", _store_time_model),
+             ("depsgraph_update_post", bpy.app.handlers.persistent(note_geometry_edits)))
 
 
 def register() -> None:
