@@ -77,14 +77,15 @@ def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -
     return buf.getvalue()
 
 
-#: points of a LAZ chunk at most; a cloud is cut into an even number of equal chunks
-LAZ_CHUNK = 25_000
+#: points of a LAZ chunk at most (LAZ's usual chunk size); a cloud is cut into an even
+#: number of equal chunks
+LAZ_CHUNK = 50_000
 
 
 def laz_chunks(n: int) -> list[int]:
     """Sizes of the LAZ chunks of an ``n``-point cloud: an even number (2, 4, ...; 1 for
-    a single point, none for none) of near-equal chunks of at most :data:`LAZ_CHUNK` points, so two cores compress a
-    one-frame cloud in equal halves (lazrs's fixed 50,000-point chunks cut a 52k-point
+    a single point, none for none) of near-equal chunks of at most :data:`LAZ_CHUNK`
+    points, so two cores compress a one-frame cloud in equal halves (lazrs's fixed 50,000-point chunks cut a 52k-point
     range-scan frame into 50k + 2k: one core did all the work). The cut depends on ``n``
     alone, never on the machine, so files are byte-identical everywhere.
     LAZ 1.4 variable-size chunks (chunk size 0xFFFFFFFF in the laszip VLR, point counts in
