@@ -14,7 +14,8 @@ Two tables:
    range-scan Scanner) against every point-cloud writer encoding those frames (open and
    close of multi-frame files spread over the run): each writer alone, and all of them in
    one run as the CLI drives them (frame by frame, every writer; LAS and LAZ then encode
-   each cloud once).
+   each cloud once). Encoding and the multi-frame files only: the per-frame files are
+   not written to disk here.
 
 Nothing here asserts a time.
 """

@@ -210,6 +210,69 @@ def test_static_meshes_read_once_per_scan_and_again_after_an_edit(bpy_mod, empty
     assert reads.count("Wall") == 2
     tops = sorted(float(m.vertices[:, 1].max()) for m in snap.geometry.meshes)
     assert tops[0] == 9.0 and 8.0 not in tops  # the edited wall, not the cached one
-    # the cache needs the handler: without it nothing would notice an edit, so no mesh is cached
+    assert len(ext.static_meshes) == 1  # one entry per mesh, replaced when it changed
+    # the cache needs the handlers: without them nothing would notice an edit, so no mesh is cached
     monkeypatch.setattr(extract, "note_geometry_edits", lambda *_a: None)
-    assert extract.static_mesh_key(wall) is None
+    assert extract.static_mesh_key(wall, scene) is None
+
+
+def _wall_depth(snap, name):
+    """Largest y of the named object's mesh in a snapshot (object space)."""
+    ids = {o["name"]: o["id"] for o in snap.objects}
+    i = snap.instance_object_id.tolist().index(ids[name])
+    return float(snap.geometry.meshes[snap.geometry.instance_mesh[i]].vertices[:, 1].max())
+
+
+def test_static_mesh_cache_sees_parent_deforms_and_frame_change_scripts(bpy_mod, empty_scene):
+    # meshes changed by what is not a modifier of their own: an armature parent (Blender's
+    # own deform modifier), a frame-change script moving vertices, one swapping the mesh
+    scene = bpy_mod.context.scene
+    cam = add_camera(bpy_mod, location=(0.0, 0.0, 1.0))
+    quad = [(0, 1, 2, 3)]
+    moved = add_mesh(bpy_mod, "Moved", [(-5, 8, -5), (5, 8, -5), (5, 8, 5), (-5, 8, 5)], quad)
+    swapped = add_mesh(bpy_mod, "Swapped", [(-5, 12, -5), (5, 12, -5), (5, 12, 5), (-5, 12, 5)], quad)
+    # an armature parent whose bone moves +y between frames 1 and 3
+    arm = bpy_mod.data.objects.new("Rig", bpy_mod.data.armatures.new("Rig"))
+    scene.collection.objects.link(arm)
+    bpy_mod.context.view_layer.objects.active = arm
+    bpy_mod.ops.object.mode_set(mode="EDIT")
+    bone = arm.data.edit_bones.new("B")
+    bone.head, bone.tail = (0.0, 20.0, -5.0), (0.0, 20.0, 5.0)
+    bpy_mod.ops.object.mode_set(mode="OBJECT")
+    rigged = add_mesh(bpy_mod, "Rigged", [(-5, 20, -5), (5, 20, -5), (5, 20, 5), (-5, 20, 5)], quad)
+    group = rigged.vertex_groups.new(name="B")
+    group.add(range(4), 1.0, "REPLACE")
+    rigged.parent, rigged.parent_type = arm, "ARMATURE"
+    pb = arm.pose.bones["B"]
+    for f, y in ((1, 0.0), (3, 2.0)):
+        pb.location = (0.0, 0.0, y)  # along the bone's local z: the vertices move
+        pb.keyframe_insert("location", frame=f)
+
+    def script(sc, *_args):
+        f = sc.frame_current
+        for v in moved.data.vertices:
+            v.co.y = 8.0 + f
+        moved.data.update()
+        me = bpy_mod.data.meshes.new("Swap")
+        me.from_pydata([(-5, 12 + f, -5), (5, 12 + f, -5), (5, 12 + f, 5), (-5, 12 + f, 5)], [], quad)
+        old, swapped.data = swapped.data, me
+        bpy_mod.data.meshes.remove(old)
+
+    bpy_mod.app.handlers.frame_change_pre.append(script)
+    try:
+        ext = SceneExtractor()
+        depsgraph = bpy_mod.context.evaluated_depsgraph_get()
+        seen = {}
+        for f in (1, 2, 3):
+            scene.frame_set(f)
+            snap = ext.extract(depsgraph, cam)
+            seen[f] = {n: _wall_depth(snap, n) for n in ("Moved", "Swapped")}
+            seen[f]["Rigged"] = snap.geometry.meshes[snap.geometry.instance_mesh[
+                snap.instance_object_id.tolist().index({o["name"]: o["id"] for o in snap.objects}["Rigged"])]].vertices.copy()
+    finally:
+        bpy_mod.app.handlers.frame_change_pre.remove(script)
+    assert [seen[f]["Moved"] for f in (1, 2, 3)] == [9.0, 10.0, 11.0]
+    assert [seen[f]["Swapped"] for f in (1, 2, 3)] == [13.0, 14.0, 15.0]
+    assert not np.allclose(seen[1]["Rigged"], seen[3]["Rigged"], atol=1e-3)  # the bone moved the mesh
+    from blensor_addon.scene.extract import static_mesh_key
+    assert static_mesh_key(rigged, scene) is None and static_mesh_key(moved, scene) is not None

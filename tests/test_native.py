@@ -224,13 +224,21 @@ def test_scattered_origins_reordered_in_the_library_give_the_answers_of_small_ba
     o[::97] = np.nan
     tmax = rng.uniform(1.0, 20.0, len(o)).astype(np.float32)
     time = rng.uniform(0.0, 1.0, len(o)).astype(np.float32)
+    import ctypes
+
+    from blensor_addon.raycast.native import load_library
+    lib = load_library()
+    lib.brt_reordered_batches.restype = ctypes.c_int64
     for threads in (1, 2):
         be = NativeBackend(threads=threads)
         be.set_geometry(g)
         for kw in ({}, {"time": time}):
+            before = lib.brt_reordered_batches()
             whole = be.intersect(o, d, tmax, **kw)
+            assert lib.brt_reordered_batches() == before + 1  # this batch took the reordered path
             parts = [be.intersect(o[i:i + 4000], d[i:i + 4000], tmax[i:i + 4000],
                                   **({"time": time[i:i + 4000]} if kw else {})) for i in range(0, len(o), 4000)]
+            assert lib.brt_reordered_batches() == before + 1  # the small batches did not
             for name in ("t", "instance", "primitive", "normal", "uv"):
                 assert np.array_equal(getattr(whole, name), np.concatenate([getattr(p, name) for p in parts])), name
             hit = whole.instance >= 0

@@ -21,16 +21,18 @@ from ..raycast.base import MeshData, SceneGeometry
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
 LABEL_PROPERTY = "blensor_label"
 
-#: original mesh pointer -> edits seen by :func:`note_geometry_edits` (see :func:`static_mesh_key`)
+#: mesh ``session_uid`` -> geometry updates seen by :func:`note_geometry_edits`
 _geometry_edits: dict[int, int] = {}
 
 
-def note_geometry_edits(_scene, depsgraph) -> None:
-    """``depsgraph_update_post`` handler (registered with the add-on): count the geometry
-    updates of every mesh. Frame changes do not run this handler; an edit, an undo, a
-    modifier added or a script changing vertices followed by a depsgraph update do, so a
-    mesh read once per scan (:func:`static_mesh_key`) is read again after any of them."""
+def note_geometry_edits(_scene, depsgraph=None) -> None:
+    """``depsgraph_update_post`` and ``frame_change_post`` handler (both registered with
+    the add-on): count the geometry updates of every mesh. An edit, an undo, a modifier
+    added, and a frame-change script that changes vertices or swaps an object's mesh all
+    show up here (the frame change's own update lists the latter)."""
     import bpy
+    if depsgraph is None:
+        return
     for u in depsgraph.updates:
         if not u.is_updated_geometry:
             continue
@@ -38,27 +40,35 @@ def note_geometry_edits(_scene, depsgraph) -> None:
         if isinstance(idb, bpy.types.Object):
             idb = idb.data if idb.type == "MESH" else None
         if isinstance(idb, bpy.types.Mesh):
-            ptr = idb.as_pointer()
-            _geometry_edits[ptr] = _geometry_edits.get(ptr, 0) + 1
+            uid = idb.session_uid
+            _geometry_edits[uid] = _geometry_edits.get(uid, 0) + 1
 
 
-def static_mesh_key(orig) -> tuple | None:
-    """Cache key of a mesh object whose evaluated geometry cannot change from frame to
-    frame: no modifiers (armatures, hooks, physics, Geometry Nodes are all modifiers), no
-    shape keys, no animation data on the mesh, not in edit mode; its evaluated mesh is
-    its mesh datablock. Such meshes are read once per scan (:class:`SceneExtractor`)
-    instead of once per time sample. The key holds the mesh's pointer, sizes and the
-    count of its edits (:func:`note_geometry_edits`); None for every other object, and
-    when the edit handler is not registered (nothing would notice an edit)."""
+#: the handler lists :func:`note_geometry_edits` must be in for meshes to be cached
+EDIT_HANDLERS = ("depsgraph_update_post", "frame_change_post")
+
+
+def static_mesh_key(orig, scene) -> tuple | None:
+    """Cache key of a mesh object whose evaluated geometry cannot change from one time
+    sample to the next: no modifiers, no deformation by its parent (an armature or
+    lattice parent deforms through a modifier Blender adds itself:
+    ``is_deform_modified``), no shape keys, no animation data on the mesh, in object
+    mode. Its evaluated mesh is its mesh datablock, read once per scan
+    (:class:`SceneExtractor`) instead of once per sample. The key is the mesh's
+    ``session_uid`` (unique in the session, unlike a pointer), its sizes and its count of
+    geometry updates (:func:`note_geometry_edits`). None for every other object, and
+    when the handlers are not registered (nothing would notice a change)."""
     import bpy
-    if note_geometry_edits not in bpy.app.handlers.depsgraph_update_post:
+    if not all(note_geometry_edits in getattr(bpy.app.handlers, h) for h in EDIT_HANDLERS):
         return None
     data = orig.data
     if (orig.type != "MESH" or orig.modifiers or data is None or data.shape_keys is not None
-            or data.animation_data is not None or data.is_editmode):
+            or data.animation_data is not None or orig.mode != "OBJECT" or data.is_editmode
+            or (orig.parent is not None and orig.parent_type in ("ARMATURE", "LATTICE"))
+            or orig.is_deform_modified(scene, "RENDER") or orig.is_deform_modified(scene, "PREVIEW")):
         return None
-    ptr = data.as_pointer()
-    return (ptr, len(data.vertices), len(data.loops), len(data.polygons), _geometry_edits.get(ptr, 0))
+    uid = data.session_uid
+    return (uid, len(data.vertices), len(data.loops), len(data.polygons), _geometry_edits.get(uid, 0))
 
 
 def linear_to_srgb_u8(rgb) -> np.ndarray:
@@ -253,8 +263,9 @@ class SceneExtractor:
             import bpy
             objects = bpy.data.objects
         self.table = ObjectTable(objects)
-        #: static_mesh_key -> (MeshData, triangle material slots, triangles dropped): meshes
-        #: that cannot change between samples, read once (bounded by the scene's meshes)
+        #: mesh session_uid -> (static_mesh_key, (MeshData, triangle material slots,
+        #: triangles dropped)): meshes that cannot change between samples, read once; an
+        #: entry is replaced when its key changes (one entry per mesh of the scene)
         self.static_meshes: dict = {}
         self.warned: set = set()  # objects named in a non-finite-geometry warning already
 
@@ -328,7 +339,7 @@ class SceneExtractor:
             if ob.type not in GEOMETRY_TYPES:
                 continue
             if ob.type == "MESH":
-                mi = b.mesh_of(ob.data, orig.name, static_mesh_key(orig))
+                mi = b.mesh_of(ob.data, orig.name, lambda: static_mesh_key(orig, depsgraph.scene))
             else:
                 data = ob.to_mesh()
                 try:
@@ -408,16 +419,20 @@ class _Builder:
         non-finite vertex are left out (and ``owner`` is named once)."""
         return self.add_entry(self.mesh_entry(v, t, m), owner)
 
-    def mesh_of(self, data, owner: str, static_key: tuple | None = None) -> int:
+    def mesh_of(self, data, owner: str, static_key=None) -> int:
         """Mesh index of a Blender mesh datablock, extracted once per snapshot, or once
-        per scan when ``static_key`` (:func:`static_mesh_key`) is given."""
+        per scan when ``static_key()`` (:func:`static_mesh_key`, asked only when the
+        snapshot has not read the mesh yet) gives a key."""
         ptr = data.as_pointer()
         if ptr not in self._mesh_index:
-            entry = self.static_meshes.get(static_key) if static_key is not None else None
-            if entry is None:
+            key = static_key() if static_key is not None else None
+            cached = self.static_meshes.get(key[0]) if key is not None else None
+            if cached is not None and cached[0] == key:
+                entry = cached[1]
+            else:
                 entry = self.mesh_entry(*mesh_arrays(data))
-                if static_key is not None:
-                    self.static_meshes[static_key] = entry
+                if key is not None:
+                    self.static_meshes[key[0]] = (key, entry)
             self._mesh_index[ptr] = self.add_entry(entry, owner)
         return self._mesh_index[ptr]
 

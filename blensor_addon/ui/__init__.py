@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..scene.extract import note_geometry_edits
+from ..scene.extract import EDIT_HANDLERS, note_geometry_edits
 from . import ops, panel, props
 
 CLASSES = props.CLASSES + panel.CLASSES + ops.CLASSES
@@ -51,7 +51,7 @@ def _store_time_model(*_args) -> None:
 
 
 _HANDLERS = (("load_pre", _release_backends), ("load_post", _legacy_time_model), ("save_pre", _store_time_model),
-             ("depsgraph_update_post", bpy.app.handlers.persistent(note_geometry_edits)))
+             *((kind, bpy.app.handlers.persistent(note_geometry_edits)) for kind in EDIT_HANDLERS))
 
 
 def register() -> None:

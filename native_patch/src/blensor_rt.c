@@ -35,7 +35,7 @@
 #include <intrin.h>
 #define BRT_FETCH_ADD(p, v) _InterlockedExchangeAdd64((volatile long long *)(p), (long long)(v))
 static __inline int brt_ctz(unsigned x) { unsigned long i; _BitScanForward(&i, x); return (int)i; }
-#define BRT_PREFETCH(p) ((void)(p))
+#define BRT_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #else
 #define BRT_FETCH_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
 #define BRT_PREFETCH(p) __builtin_prefetch((p), 0, 3)
@@ -262,8 +262,12 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
             const __m128 clo = _mm_setr_ps(t.clo[0], t.clo[1], t.clo[2], 0.0f);
             const __m128 sc = _mm_setr_ps(scale[0], scale[1], scale[2], 0.0f);
             const __m128 half = _mm_set1_ps(0.5f), zero = _mm_setzero_ps(), top = _mm_set1_ps((float)(NBINS - 1));
+            /* lane 3 of each load is the id (or the padding): zeroed, so no arithmetic sees
+             * an integer's bits as a subnormal or NaN float (slow on some CPUs) */
+            const __m128 xyz = _mm_castsi128_ps(_mm_setr_epi32(-1, -1, -1, 0));
             for (int64_t i = t.start; i < t.end; ++i) {
-                const __m128 lo = _mm_loadu_ps(prims[i].lo), hi = _mm_loadu_ps(prims[i].hi);
+                const __m128 lo = _mm_and_ps(_mm_loadu_ps(prims[i].lo), xyz);
+                const __m128 hi = _mm_and_ps(_mm_loadu_ps(prims[i].hi), xyz);
                 const __m128 x = _mm_mul_ps(_mm_sub_ps(_mm_mul_ps(half, _mm_add_ps(lo, hi)), clo), sc);
                 /* max(x, 0) gives 0 for NaN (second operand), as bin_of does */
                 int32_t bi[4];
@@ -514,6 +518,7 @@ static int build_bvh(builder_t *b, int64_t n) {
             root.chi[k] = c > root.chi[k] ? c : root.chi[k];
         }
         q->id = p;
+        q->pad = 0;
         box_grow(lo, hi, q->lo, q->hi);
     }
     memcpy(b->nodes[0].bmin, lo, sizeof lo);
@@ -1127,6 +1132,10 @@ static uint32_t spread_bits(uint32_t x) { /* 10 bits -> every third bit of 30 */
     return x;
 }
 
+static int64_t reordered_batches; /* batches cast in Morton order (brt_reordered_batches) */
+
+BRT_API int64_t brt_reordered_batches(void) { return BRT_FETCH_ADD(&reordered_batches, 0); }
+
 /* The cast order of the rays with origins org (n, 3): a permutation (caller frees), or
  * NULL to keep the given order (few rays, one origin, already coherent, or no memory). */
 static int32_t *ray_order(const float *org, int64_t n) {
@@ -1179,6 +1188,7 @@ static int32_t *ray_order(const float *org, int64_t n) {
     for (int64_t i = 0; i < n; ++i) perm[i] = (int32_t)(a[i] & 0xFFFFFFFFu);
     free(a);
     free(b);
+    BRT_FETCH_ADD(&reordered_batches, 1);
     return perm;
 }
 

@@ -47,6 +47,10 @@ typedef struct brt_scene brt_scene;
 /* Version of this ABI; the loader refuses a library with another value. */
 BRT_API int brt_api_version(void);
 
+/* Number of intersect batches cast in the Morton order of their origins so far (rays
+ * from scattered origins, 16,384 or more; see brt_intersect_timed). For tests. */
+BRT_API int64_t brt_reordered_batches(void);
+
 /* Traversal kernel brt_intersect uses on this CPU: "avx", "sse2" or "portable"
  * (x86-64 picks AVX at run time unless the CPU lacks it or BLENSOR_RT_NO_AVX is set). */
 BRT_API const char *brt_kernel(void);
@@ -98,7 +102,10 @@ BRT_API void brt_scene_free(brt_scene *scene);
  * miss), prim_out int32 (triangle index in the instance's mesh, -1 on a miss),
  * ng_out (nrays,3) float32 unit geometric normal in world space from the
  * triangle's winding (may be NULL), uv_out (nrays,2) float32 barycentrics
- * (b1, b2) with p = (1-b1-b2) v0 + b1 v1 + b2 v2 (may be NULL). */
+ * (b1, b2) with p = (1-b1-b2) v0 + b1 v1 + b2 v2 (may be NULL).
+ * A batch of 16,384 rays or more from scattered origins is cast in the Morton order of
+ * its origins (better cache use) and answered in the caller's order; every ray's answer
+ * is the same in any order. */
 BRT_API int brt_intersect(const brt_scene *scene, const float *org, const float *dir,
                           const float *tmax, float tmax_default, int64_t nrays, int nthreads,
                           float *t_out, int32_t *inst_out, int32_t *prim_out, float *ng_out,

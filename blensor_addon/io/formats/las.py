@@ -25,17 +25,19 @@ EXTRA = (("object_id", np.uint32), ("instancer_id", np.uint32), ("semantic", np.
          ("range", np.float32), ("reflectivity", np.float32))
 
 
-def las_data(result: ScanResult, noisy: bool = False):
+def las_data(result: ScanResult, noisy: bool = False, share: bool = False):
     """The ``laspy.LasData`` of ``result`` (its noisy points if ``noisy``), as described
-    in the module docstring. The last frame's two clouds are kept (one frame, bounded), so
+    in the module docstring. With ``share`` (the writers) the frame's two clouds are kept
+    until the writers have encoded the frame (:meth:`LasWriter.append` drops them), so
     the LAS and LAZ writers of a run encode each cloud once."""
     for r, nz, las in _LAST:
         if r is result and nz == noisy:
             return las
     las = _build(result, noisy)
-    if _LAST and _LAST[0][0] is not result:
-        _LAST.clear()
-    _LAST.append((result, noisy, las))
+    if share:
+        if _LAST and _LAST[0][0] is not result:
+            _LAST.clear()
+        _LAST.append((result, noisy, las))
     return las
 
 
@@ -69,16 +71,17 @@ def _build(result: ScanResult, noisy: bool):
     return las
 
 
-def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False) -> bytes:
-    """One LAS 1.4 (or LAZ) file of ``result`` (the noisy points if ``noisy``)."""
-    las = las_data(result, noisy)
+def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False, share: bool = False) -> bytes:
+    """One LAS 1.4 (or LAZ) file of ``result`` (the noisy points if ``noisy``; ``share``:
+    see :func:`las_data`)."""
+    las = las_data(result, noisy, share)
     buf = io.BytesIO()
     las.write(buf, do_compress=compress, laz_backend=_laz_backend() if compress else None)
     return buf.getvalue()
 
 
 #: points of a LAZ chunk at most (LAZ's usual chunk size); a cloud is cut into an even
-#: number of equal chunks
+#: number of near-equal chunks
 LAZ_CHUNK = 50_000
 
 
@@ -89,7 +92,8 @@ def laz_chunks(n: int) -> list[int]:
     range-scan frame into 50k + 2k: one core did all the work). The cut depends on ``n``
     alone, never on the machine, so files are byte-identical everywhere.
     LAZ 1.4 variable-size chunks (chunk size 0xFFFFFFFF in the laszip VLR, point counts in
-    the chunk table), which laszip, lazrs, laspy and PDAL read."""
+    the chunk table), part of the LAZ 1.4 specification; the tests read them back with
+    laspy and lazrs."""
     if n <= 0:
         return []
     k = min(2 * -(-n // (2 * LAZ_CHUNK)), n)  # no empty chunk
@@ -99,9 +103,15 @@ def laz_chunks(n: int) -> list[int]:
 def _laz_backend():
     """A laspy LAZ backend compressing with lazrs in :func:`laz_chunks` chunks, in
     parallel. laspy takes any object with ``is_available`` and ``create_writer``; the
-    point writer extends laspy's lazrs writer (laspy and lazrs are pinned)."""
+    point writer extends laspy's lazrs writer (laspy and lazrs are pinned; should another
+    add-on's laspy lack that class, laspy's own parallel lazrs backend is used: the same
+    points, in fixed 50,000-point chunks)."""
+    import laspy
     import lazrs
-    from laspy._compression.lazrsbackend import LazrsPointWriter
+    try:
+        from laspy._compression.lazrsbackend import LazrsPointWriter
+    except ImportError:
+        return laspy.LazBackend.LazrsParallel
 
     class ChunkedWriter(LazrsPointWriter):
         def __init__(self, dest, point_format):
@@ -136,7 +146,10 @@ class LasWriter(Writer):
     requires = ("laspy",)
 
     def frame_files(self, result):
-        return clean_and_noisy(result, self.suffix, lambda noisy: las_bytes(result, noisy, self.compress))
+        return clean_and_noisy(result, self.suffix, lambda noisy: las_bytes(result, noisy, self.compress, True))
+
+    def append(self, result):
+        _LAST.clear()  # every writer has encoded the frame: its clouds are not needed any more
 
     def close(self, status):
         _LAST.clear()  # the last frame's clouds are not needed any more
