@@ -62,13 +62,15 @@ def to_axes(result, axes: str):
     if result.axes == axes:
         return result
     M = ROS_FROM_BLENSOR if axes == "ros" else ROS_FROM_BLENSOR.T
-    T = np.array(result.sensor_to_world, dtype=np.float64)
-    T[:3, :3] = T[:3, :3] @ M.T
-    changes = {"sensor_to_world": T, "axes": axes}
+
+    def pose_in_axes(pose):  # the sensor frame's axes rotated, its position kept
+        T = np.array(pose, dtype=np.float64)
+        T[:3, :3] = T[:3, :3] @ M.T
+        return T
+
+    changes = {"sensor_to_world": pose_in_axes(result.sensor_to_world), "axes": axes}
     if result.sensor_to_world_end is not None:
-        T1 = np.array(result.sensor_to_world_end, dtype=np.float64)
-        T1[:3, :3] = T1[:3, :3] @ M.T
-        changes["sensor_to_world_end"] = T1
+        changes["sensor_to_world_end"] = pose_in_axes(result.sensor_to_world_end)
     extra = dict(result.extra)
     for name in ("xyz_deskewed", "xyz_noisy_deskewed"):  # always in the sensor frame
         if name in extra:

@@ -285,8 +285,7 @@ class RangeScanJob:
             written = commit_files(self.out, files, lambda: [w.append(result) for w in self.writers])
             entry = {"frame": f, "points": len(result), "rays": result.num_rays, "pose": pose,
                      "files": [p.relative_to(self.out).as_posix() for p in written if p.name != "trajectory.tum"],
-                     "geometry_hash": (self.scanner.last_packet_hash if self.scanner.timed or self.packets == "sweep"
-                                       else self.scanner.last_snapshot.geometry.hash())}
+                     "geometry_hash": self.scanner.last_packet_hash}
             if self.packets == "sweep":
                 entry["time"] = f * self.packet_time  # the sweep's start (s)
             if result.sensor_to_world_end is not None:

@@ -103,11 +103,6 @@ def _cast(data, o: np.ndarray, d: np.ndarray, tm: np.ndarray) -> Hits:
     return Hits(t, inst, prim, normal, uv)
 
 
-def _empty_hits(n: int) -> Hits:
-    return Hits(np.full(n, np.inf, np.float32), np.full(n, -1, np.int32), np.full(n, -1, np.int32),
-                np.zeros((n, 3), np.float32), np.zeros((n, 2), np.float32))
-
-
 def _put(dst: Hits, idx: np.ndarray, src: Hits, sel: np.ndarray | None = None) -> None:
     """dst[idx] = src[sel] for every field (sel None: all of src)."""
     for f in ("t", "instance", "primitive", "normal", "uv"):

@@ -22,6 +22,16 @@ BOUNCE_OFFSET = 1e-4
 BOUNCE_OFFSET_REL = 1e-6
 
 
+def facing_normals(normal: np.ndarray, last_dir: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Geometric normals (N, 3) turned to face the incoming rays (mesh winding varies),
+    as (N, 3) float64, and the cosine of the incidence angle (N,) float64 in [0, 1];
+    ``last_dir`` (N, 3) is each ray's final direction (world)."""
+    n = np.asarray(normal, dtype=np.float64).copy()
+    facing = np.einsum("ij,ij->i", n, np.asarray(last_dir, dtype=np.float64))
+    n[facing > 0] *= -1.0
+    return n, np.abs(facing)
+
+
 @dataclass
 class TraceResult:
     """Outcome of every ray (N rays).
@@ -82,8 +92,7 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         ts = np.ascontiguousarray(time, dtype=np.float32)
         if ts.shape != (n,):
             raise ValueError(f"time must be None or ({n},), got {ts.shape}")
-    h = backend.intersect(o, d, np.float32(max_range)) if ts is None else \
-        backend.intersect(o, d, np.float32(max_range), time=ts)
+    h = backend.intersect(o, d, np.float32(max_range), time=ts)
     got = h.instance >= 0
     # first segment: the hit arrays are the result as they are (no copies per ray)
     total = h.t.astype(np.float64)
@@ -117,8 +126,7 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         cur_o = (p + side * nn * eps).astype(np.float32)
         cur_d = r.astype(np.float32)
         seg_max = (max_range - total[active]).astype(np.float32)
-        cur_h = backend.intersect(cur_o, cur_d, seg_max) if ts is None else \
-            backend.intersect(cur_o, cur_d, seg_max, time=ts[active])
+        cur_h = backend.intersect(cur_o, cur_d, seg_max, time=None if ts is None else ts[active])
         g = cur_h.instance >= 0
         idx = active[g]
         total[idx] += cur_h.t[g]

@@ -189,6 +189,22 @@ class SceneSnapshot:
     dropped: dict = field(default_factory=dict)
     bad_transforms: dict = field(default_factory=dict)
 
+    def labels(self, instance: np.ndarray, semantic: np.ndarray) -> tuple:
+        """Ground-truth labels of hits on ``instance`` (N,) int32 (-1: a miss):
+        (object_id, instancer_id, instance_id, semantic), (N,) uint32 x 3 and (N,)
+        uint16, 0 for misses. ``semantic`` (objects + 1,) uint16 is the class of each
+        object id (:func:`~blensor_addon.core.classes.semantic_of_objects`); an
+        instance takes its source object's class, else its instancer's."""
+        inst = np.asarray(instance)
+        got = inst >= 0
+        ids = []
+        for a in (self.instance_object_id, self.instance_instancer_id, self.instance_index):
+            v = np.zeros(inst.shape[0], np.uint32)
+            v[got] = np.asarray(a, np.uint32)[inst[got]]
+            ids.append(v)
+        cls = np.where(semantic[ids[0]] > 0, semantic[ids[0]], semantic[ids[1]]).astype(np.uint16)
+        return ids[0], ids[1], ids[2], cls
+
 
 class ObjectTable:
     """Object ids derived from the file, not from the frames scanned.

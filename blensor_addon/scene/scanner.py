@@ -19,6 +19,7 @@ from ..core.result import ScanResult
 from ..core.sensors import COMMON, DEFAULT_TYPE, SENSORS, get_sensor, make_settings
 from ..core.sensors._base import FRAMES_OF_REFERENCE, MAX_PIXELS_SIDE, CameraFrame
 from ..raycast import TraceResult, get_backend, shared_backend, trace
+from ..raycast.trace import facing_normals
 from .extract import SceneExtractor, sensor_pose
 from .timeline import TimedContext, Timeline
 from .visibility import apply_render_visibility
@@ -175,18 +176,12 @@ class _Context:
 
     def surface(self, pattern, hits) -> dict:
         tr = hits.tr
-        n_world = tr.normal.astype(np.float64)
-        facing = np.einsum("ij,ij->i", n_world, tr.last_dir.astype(np.float64))
-        n_world[facing > 0] *= -1.0  # report normals facing the incoming ray (mesh winding varies)
+        n_world, cos_inc = facing_normals(tr.normal, tr.last_dir)
         normal = n_world if self.frame_of_reference == "world" else n_world @ self._R  # world -> sensor: R^T n
-        snap = self.snap
-        inst = tr.instance
-        ids = [np.asarray(a, np.uint32)[inst] if inst.size else np.zeros(0, np.uint32)
-               for a in (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index)]
-        sem = self.semantic
-        semantic = np.where(sem[ids[0]] > 0, sem[ids[0]], sem[ids[1]]) if inst.size else np.zeros(0, np.uint16)
-        return {"normal": normal, "cos_inc": np.abs(facing), "color": snap.materials.color[hits.mat],
-                "object_id": ids[0], "instancer_id": ids[1], "instance_id": ids[2], "semantic": semantic}
+        object_id, instancer_id, instance_id, semantic = self.snap.labels(tr.instance, self.semantic)
+        return {"normal": normal, "cos_inc": cos_inc, "color": self.snap.materials.color[hits.mat],
+                "object_id": object_id, "instancer_id": instancer_id, "instance_id": instance_id,
+                "semantic": semantic}
 
 
 class Scanner:
@@ -239,8 +234,7 @@ class Scanner:
         self.timed = s.time_model == "continuous" and (self.sensor.sweep_period(s) is not None
                                                        or self.sensor.exposure_time(s) > 0)
         self._timeline = None
-        #: geometry hash of the last packet scanned (:meth:`packet_hash`)
-        self.last_packet_hash = None
+        self._timed_hash = None  # geometry hash of the last timed packet (last_packet_hash)
 
     @property
     def sweep_period(self) -> float | None:
@@ -361,6 +355,14 @@ class Scanner:
             return self.timeline.geometry_hash(*self._frame_interval(index, "range"))
         return self.snapshot(index).geometry.hash()
 
+    @property
+    def last_packet_hash(self) -> str | None:
+        """Geometry hash of the last packet scanned, as :meth:`packet_hash` gives it (the
+        steps of a timed packet, else the frame's snapshot; hashed only when asked)."""
+        if self._timed_hash is not None:
+            return self._timed_hash
+        return None if self.last_snapshot is None else self.last_snapshot.geometry.hash()
+
     def _scan_timed(self, frame: int, ftime: float, mode: str, t0: float, t1: float) -> ScanResult:
         tl = self.timeline
         start = tl.step_at(t0).snap
@@ -370,7 +372,7 @@ class Scanner:
                            start.objects)
         result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
         self.last_snapshot = start
-        self.last_packet_hash = tl.geometry_hash(t0, t1)
+        self._timed_hash = tl.geometry_hash(t0, t1)  # now: the timeline keeps only recent steps
         return to_axes(result, self.axes)
 
     @property
@@ -405,6 +407,7 @@ class Scanner:
         if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
             return self._scan_timed(frame, frame_time(self.scene), mode, *self._frame_interval(frame, mode))
         snap = self.snapshot(frame)
+        self._timed_hash = None
         self.backend.set_geometry(snap.geometry)
         if self._semantic is None or self._semantic.shape[0] != len(snap.objects) + 1:
             self._semantic = semantic_of_objects(snap.objects)  # refuses unknown class names

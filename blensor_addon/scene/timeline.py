@@ -26,6 +26,7 @@ import numpy as np
 from ..core.axes import rotation_vector
 from ..core.errors import SettingsError
 from ..raycast import trace
+from ..raycast.trace import facing_normals
 from ..raycast.base import SceneGeometry
 
 
@@ -308,8 +309,6 @@ class TimedContext:
         self._current = None  # the step whose geometry the backend holds
         self._segments: list = []  # PoseSegment of every step cast so far
         self._segment_of: dict = {}  # step t0 -> index in _segments
-        #: sha256 of the geometry of every step the packet was cast in (resume compares it)
-        self.geometry_hash = hashlib.sha256()
 
     def _use(self, step: Step) -> int:
         """Give the backend ``step``'s geometry; returns the step's segment index."""
@@ -320,7 +319,6 @@ class TimedContext:
         if k is None:
             k = self._segment_of[step.t0] = len(self._segments)
             self._segments.append(step.pose)
-            self.geometry_hash.update(step.geometry.hash().encode())
         return k
 
     def _by_segment(self, hits, fn) -> np.ndarray:
@@ -384,27 +382,17 @@ class TimedContext:
                    time=s.astype(np.float32) if step.moving else None)
         del dirs, orig
         mat = mats.lookup(tr.instance, tr.primitive)
-        inst = tr.instance
-        got = inst >= 0
-        ids = []
-        for a in (snap.instance_object_id, snap.instance_instancer_id, snap.instance_index):
-            v = np.zeros(inst.shape[0], np.uint32)
-            v[got] = np.asarray(a, np.uint32)[inst[got]]
-            ids.append(v)
-        sem = self.semantic
-        semantic = np.where(sem[ids[0]] > 0, sem[ids[0]], sem[ids[1]]).astype(np.uint16)
+        object_id, instancer_id, instance_id, semantic = snap.labels(tr.instance, self.semantic)
         return TimedHits(range=tr.range, hit=tr.hit, reflectivity=mats.reflectivity[mat], normal=tr.normal,
-                         last_dir=tr.last_dir, color=mats.color[mat], object_id=ids[0], instancer_id=ids[1],
-                         instance_id=ids[2], semantic=semantic, time=t[idx],
+                         last_dir=tr.last_dir, color=mats.color[mat], object_id=object_id, instancer_id=instancer_id,
+                         instance_id=instance_id, semantic=semantic, time=t[idx],
                          segment=np.full(idx.shape[0], seg, np.int32))
 
     def surface(self, pattern, hits) -> dict:
-        n_world = hits.normal.astype(np.float64)
-        facing = np.einsum("ij,ij->i", n_world, hits.last_dir.astype(np.float64))
-        n_world[facing > 0] *= -1.0
+        n_world, cos_inc = facing_normals(hits.normal, hits.last_dir)
         # world -> sensor frame at the ray's time: R(t)^T n
         normal = n_world if self.frame_of_reference == "world" else self.rotate(hits, n_world, inverse=True)
-        return {"normal": normal, "cos_inc": np.abs(facing), "color": hits.color, "object_id": hits.object_id,
+        return {"normal": normal, "cos_inc": cos_inc, "color": hits.color, "object_id": hits.object_id,
                 "instancer_id": hits.instancer_id, "instance_id": hits.instance_id, "semantic": hits.semantic}
 
     def sensor_points_to(self, frame: str, xyz: np.ndarray, hits) -> np.ndarray:

@@ -1122,6 +1122,7 @@ static int use_avx(void) {
  * order (a moving sensor's sweep: consecutive origins close together) are left alone. */
 #define ORDER_MIN 16384 /* fewer rays: not worth a sort */
 #define ORDER_BITS 8    /* per axis: a 24-bit Morton code, sorted in two passes of 12 bits */
+#define ORDER_SAMPLE 4096 /* neighbour pairs that decide whether a batch is reordered */
 
 static uint32_t spread_bits(uint32_t x) { /* 10 bits -> every third bit of 30 */
     x &= 0x3FFu;
@@ -1136,27 +1137,44 @@ static int64_t reordered_batches; /* batches cast in Morton order (brt_reordered
 
 BRT_API int64_t brt_reordered_batches(void) { return BRT_FETCH_ADD(&reordered_batches, 0); }
 
+static inline int origin_finite(const float *o) { return isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2]); }
+
+static inline void origin_grow(float *lo, float *hi, const float *o) {
+    for (int k = 0; k < 3; ++k) {
+        lo[k] = o[k] < lo[k] ? o[k] : lo[k];
+        hi[k] = o[k] > hi[k] ? o[k] : hi[k];
+    }
+}
+
+static double origin_extent(const float *lo, const float *hi) {
+    double e = 0.0;
+    for (int k = 0; k < 3; ++k) e += hi[k] > lo[k] ? (double)hi[k] - lo[k] : 0.0;
+    return e;
+}
+
 /* The cast order of the rays with origins org (n, 3): a permutation (caller frees), or
  * NULL to keep the given order (few rays, one origin, already coherent, or no memory). */
 static int32_t *ray_order(const float *org, int64_t n) {
     if (n < ORDER_MIN || n > INT32_MAX) return NULL;
+    /* decide on ORDER_SAMPLE pairs of neighbouring rays spread over the batch (a pass
+     * over all of them would cost every one-origin sensor batch): reorder unless they
+     * share one origin or neighbours lie on average within 1/64 of the origins' extent */
     float lo[3] = {FLT_MAX, FLT_MAX, FLT_MAX}, hi[3] = {-FLT_MAX, -FLT_MAX, -FLT_MAX};
-    double step = 0.0; /* sum of |o[i+1] - o[i]|_1 over finite neighbours */
-    const float *prev = NULL;
-    for (int64_t i = 0; i < n; ++i) {
-        const float *o = org + 3 * i;
-        if (!(isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2]))) continue;
-        for (int k = 0; k < 3; ++k) {
-            lo[k] = o[k] < lo[k] ? o[k] : lo[k];
-            hi[k] = o[k] > hi[k] ? o[k] : hi[k];
-        }
-        if (prev) step += fabs((double)o[0] - prev[0]) + fabs((double)o[1] - prev[1]) + fabs((double)o[2] - prev[2]);
-        prev = o;
+    double step = 0.0; /* sum of |o[i+1] - o[i]|_1 over the finite sampled pairs */
+    int64_t pairs = 0;
+    for (int64_t q = 0; q < ORDER_SAMPLE; ++q) {
+        const float *o = org + 3 * (q * (n - 1) / ORDER_SAMPLE), *p = o + 3;
+        if (!origin_finite(o) || !origin_finite(p)) continue;
+        origin_grow(lo, hi, o);
+        origin_grow(lo, hi, p);
+        step += fabs((double)p[0] - o[0]) + fabs((double)p[1] - o[1]) + fabs((double)p[2] - o[2]);
+        ++pairs;
     }
-    double extent = 0.0;
-    for (int k = 0; k < 3; ++k) extent += hi[k] > lo[k] ? (double)hi[k] - lo[k] : 0.0;
-    /* one origin, or consecutive rays on average within 1/64 of the origins' extent */
-    if (!(extent > 0.0) || step < extent * (double)(n - 1) / 64.0) return NULL;
+    double extent = origin_extent(lo, hi);
+    if (!(extent > 0.0) || step < extent * (double)pairs / 64.0) return NULL;
+    /* the Morton grid spans every finite origin */
+    for (int64_t i = 0; i < n; ++i)
+        if (origin_finite(org + 3 * i)) origin_grow(lo, hi, org + 3 * i);
     uint64_t *a = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
     uint64_t *b = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
     int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
@@ -1166,7 +1184,7 @@ static int32_t *ray_order(const float *org, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const float *o = org + 3 * i;
         uint32_t code = 0;
-        if (isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2])) {
+        if (origin_finite(o)) {
             for (int k = 0; k < 3; ++k) {
                 float q = (o[k] - lo[k]) * scale[k]; /* in [0, 255] (rounding may give a little more) */
                 uint32_t c = q > 0.0f ? (q < (float)((1 << ORDER_BITS) - 1) ? (uint32_t)q : (1u << ORDER_BITS) - 1) : 0;
@@ -1323,7 +1341,7 @@ BRT_API int brt_intersect_timed(const brt_scene *s, const float *org, const floa
     if (nthreads > 256) nthreads = 256;
     if ((int64_t)nthreads > nrays / CHUNK + 1) nthreads = (int)(nrays / CHUNK + 1);
     if (nthreads == 1) {
-        for (int64_t a = 0; a < nrays; a += CHUNK) run_chunk(&j, a, a + CHUNK < nrays ? a + CHUNK : nrays);
+        worker(&j);
         free((void *)j.perm);
         return BRT_OK;
     }

@@ -725,16 +725,22 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     def points(rng):  # origin + unit direction * range
         return u * rng[:, None] if o is None else u * rng[:, None] + o
 
+    noiseless = r_noisy is r
     xyz = points(r)
-    xyz_n = xyz if r_noisy is r else points(r_noisy)  # noiseless: the same points
+    xyz_n = xyz if noiseless else points(r_noisy)  # noiseless: the same points
+
+    def to(frame):  # both sensor-frame clouds in ``frame``; noiseless: transformed once
+        out = ctx.sensor_points_to(frame, xyz, hits)
+        return out, (out if noiseless else ctx.sensor_points_to(frame, xyz_n, hits))
+
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
     extra = {}
     if s.deskew:
-        extra["xyz_deskewed"] = ctx.sensor_points_to("start", xyz, hits).astype(np.float32)
-        extra["xyz_noisy_deskewed"] = ctx.sensor_points_to("start", xyz_n, hits).astype(np.float32)
+        d, d_n = to("start")
+        extra["xyz_deskewed"] = d.astype(np.float32)
+        extra["xyz_noisy_deskewed"] = d_n.astype(np.float32)
     if ctx.frame_of_reference == "world":
-        xyz = ctx.sensor_points_to("world", xyz, hits)
-        xyz_n = ctx.sensor_points_to("world", xyz_n, hits)
+        xyz, xyz_n = to("world")
     surf = ctx.surface(pattern, hits)
     return ScanResult(
         timestamp=pattern.timestamp,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import SettingsError
 from ._base import Sensor, SensorSettings, pinhole_intrinsics, refuse_rays, setting
-from .tof import image_patterns, readout_setting
+from .tof import RollingReadout, image_patterns, readout_setting
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class DepthSettings(SensorSettings):
     readout_time: float = readout_setting()
 
 
-class Depth(Sensor):
+class Depth(RollingReadout, Sensor):
     """The depth camera (see the module docstring)."""
 
     name = "depth"
@@ -61,9 +61,6 @@ class Depth(Sensor):
         c = self._camera(camera)
         return image_patterns(c.width, c.height, (c.x_min, c.x_max, c.y_min, c.y_max, c.z), frame * frame_time,
                               self.exposure_time(s))
-
-    def exposure_time(self, s):
-        return s.readout_time if s.time_model == "continuous" else 0.0
 
     def intrinsics(self, s, camera):
         c = self._camera(camera)

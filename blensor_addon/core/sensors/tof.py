@@ -29,6 +29,15 @@ PRESETS = {
 }
 
 
+class RollingReadout:
+    """Mixin of the image sensors with a ``readout_time`` setting (ToF, depth camera):
+    in continuous time their rows are read out over ``readout_time`` s; in the frame
+    model (or with 0) one global-shutter exposure per frame."""
+
+    def exposure_time(self, s):
+        return s.readout_time if s.time_model == "continuous" else 0.0
+
+
 def readout_setting():
     """The rolling-readout setting of the image sensors (ToF, depth camera):
     ``readout_time`` s in [0, 1], 0 = global shutter (one exposure per frame)."""
@@ -81,8 +90,7 @@ def image_patterns(width: int, height: int, frame_: tuple, stamp: float, readout
                          channel=np.zeros(idx.shape[0], np.uint16), ray_index=idx, timestamp=t)
 
 
-
-class Tof(Sensor):
+class Tof(RollingReadout, Sensor):
     """The ToF camera (see the module docstring)."""
 
     name = "tof"
@@ -107,9 +115,6 @@ class Tof(Sensor):
 
     def patterns(self, s, frame, frame_time, mode, camera):
         return image_patterns(s.width, s.height, self.view(s), frame * frame_time, self.exposure_time(s))
-
-    def exposure_time(self, s):
-        return s.readout_time if s.time_model == "continuous" else 0.0
 
     def intrinsics(self, s, camera):
         return pinhole_intrinsics(s.width, s.height, *self.view(s))

@@ -31,11 +31,6 @@ EVD_DTYPE = np.dtype([("timestamp", "<f8"), ("yaw", "<f8"), ("pitch", "<f8"), ("
 assert EVD_DTYPE.itemsize == RECORD.size == 120
 
 
-def evd_block(result: ScanResult) -> bytes:
-    """One EVD block (int32 N + N 120-byte records) for ``result``."""
-    return struct.pack("<i", len(result)) + evd_records(result).tobytes()
-
-
 def evd_records(result: ScanResult) -> np.ndarray:
     """The N records of ``result``'s EVD block: (N,) structured array, dtype
     :data:`EVD_DTYPE` (its bytes are the block after the int32 count)."""
@@ -100,19 +95,12 @@ class EvdWriter:
             OSError: the write failed; the file is rolled back to the blocks before.
         """
         rec = evd_records(result)
-        self._append(struct.pack("<i", len(rec)), rec, 4 + rec.nbytes)
-
-    def write_block(self, block: bytes) -> None:
-        """Append one encoded block (:func:`evd_block`); see :meth:`write`."""
-        self._append(block, b"", len(block))
-
-    def _append(self, head, body, size: int) -> None:
         try:
-            self._put(self._end, head, body, TERMINATOR)
+            self._put(self._end, struct.pack("<i", len(rec)), rec, TERMINATOR)
         except BaseException:
             self._rollback()
             raise
-        self._end += size
+        self._end += 4 + rec.nbytes
         self.blocks += 1
 
     def _rollback(self) -> None:
