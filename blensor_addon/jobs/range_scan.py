@@ -15,8 +15,10 @@ import dataclasses
 import hashlib
 import json
 import os
+import queue
 import signal
 import threading
+from time import monotonic
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +114,74 @@ def check_output_dir(out_dir) -> Path:
     return p
 
 
+class WriterThread:
+    """Runs a range scan's writing on one background thread, in order, while the main
+    thread scans the next frame: encoding every format, staging, fsyncing and renaming
+    the frame's files, the multi-frame files and the manifest. File writes and fsync
+    release the GIL, and so does the ray cast, so the disk work of frame k overlaps the
+    scan of frame k + 1 (a run writing every format to this VM's disk: see
+    ``benchmarks/writers.py``). The writers run on this one thread only, one frame after
+    the other, so they see exactly the calls of a serial run and write the same bytes.
+
+    At most one frame waits while another is written (:meth:`submit` blocks), so memory
+    stays at a few frames' results. After a job fails, later jobs are dropped and the
+    error is raised by the next :meth:`submit` or by :meth:`drain`.
+    """
+
+    def __init__(self) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self.raised = False  # the error was raised to the caller already
+        self._thread = threading.Thread(target=self._loop, name="blensor-writer", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._q.get()
+            try:
+                if job is None:
+                    return
+                if self.error is None:
+                    job()
+            except BaseException as exc:  # kept for the main thread, which raises it
+                self.error = exc
+            finally:
+                self._q.task_done()
+
+    def check(self) -> None:
+        """Raise the error of a failed job (once)."""
+        if self.error is not None and not self.raised:
+            self.raised = True
+            raise self.error
+
+    def submit(self, job) -> None:
+        """Queue ``job()`` behind the frames before it; blocks while one is waiting.
+
+        Raises:
+            the error of an earlier job, if one failed (``job`` is not queued).
+        """
+        self.check()
+        self._q.put(job)
+
+    def drain(self) -> BaseException | None:
+        """Wait until every queued job ran (or was dropped after an error), then end the
+        thread. A SIGINT (KeyboardInterrupt) meanwhile does not stop the wait: a frame
+        being written is finished whole; the interrupt is raised afterwards. Returns the
+        error of a failed job not raised yet."""
+        interrupted, stopping = None, False
+        while self._thread.is_alive():
+            try:
+                if not stopping:
+                    self._q.put(None)
+                    stopping = True
+                self._thread.join()
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+        return None if self.raised else self.error
+
+
 #: manifest keys that must match for ``resume`` to reuse an earlier run's frames
 RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "axes", "formats",
                "options", "packets")
@@ -123,10 +193,12 @@ class RangeScanJob:
     CLI and :func:`scan_range` loop over it).
 
     The folder is locked for the run (:class:`~blensor_addon.io.outdir.FolderLock`);
-    ``manifest.json`` is written when the job starts (status ``running``) and after
-    every frame, so even a killed run (SIGKILL) leaves a manifest listing its finished
+    ``manifest.json`` is written when the job starts (status ``running``), after the
+    frames (every frame at first, then at most O(log n) times: :meth:`_manifest_due`)
+    and at the end, so even a killed run (SIGKILL) leaves a manifest listing finished
     frames, which ``resume`` reuses. A frame's files appear together after all of them
-    were written, or not at all.
+    were written, or not at all. Frames are written on a :class:`WriterThread` while the
+    next is scanned.
 
     Args:
         camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
@@ -174,6 +246,10 @@ class RangeScanJob:
                                axes=self.axes)
         self._lock = None
         self.writers = []
+        self._writing = None  # WriterThread, started with the first frame
+        self._static = None  # the manifest's fields that stay the same during the run
+        self._manifest_at, self._manifest_time = 0, 0.0  # frames listed at its last write, and when
+        self._next = 0  # frames scanned (or reused) and handed to the writer thread
         self._old_frame = self.scene.frame_current
         try:
             #: "sweep": one output per full sweep; "frame": one per scene frame
@@ -241,8 +317,14 @@ class RangeScanJob:
 
     @property
     def remaining(self) -> int:
-        """Frames not scanned yet."""
-        return len(self.frames) - len(self.done)
+        """Frames not scanned yet (``done`` lists the frames whose files are written:
+        it trails the frames scanned by at most two until :meth:`finish`)."""
+        return len(self.frames) - self._next
+
+    @property
+    def scanned(self) -> int:
+        """Frames scanned (or reused) so far; their files may still be being written."""
+        return self._next
 
     def _frame_files(self, result) -> list[tuple[str, bytes]]:
         return [item for w in self.writers for item in w.frame_files(result)]
@@ -266,38 +348,72 @@ class RangeScanJob:
         return self.scanner.scan_frame(packet, "range")
 
     def step(self) -> dict:
-        """Scan and write the next frame; returns its manifest entry.
+        """Scan the next frame and hand it to the writer thread (:class:`WriterThread`),
+        which writes its files, the multi-frame files and the manifest while the next
+        frame is scanned; returns the frame's manifest entry (its ``files`` are set once
+        they are written). :meth:`finish` waits for every frame handed over.
 
         Raises:
-            OSError: a file could not be written (the frame's files are removed, the
-            EVD rolled back to the frames before).
+            OSError: an earlier frame's files could not be written (its files are
+            removed, the EVD rolled back to the frames before; later frames are not
+            written).
         """
-        f = self.frames[len(self.done)]
+        if self._writing is None:
+            self._writing = WriterThread()
+        self._writing.check()
+        f = self.frames[self._next]
         entry = self._try_reuse(f)
+        result = None
         if entry is not None:
             self.reused += 1
         else:
             result = self._scan(f)
             pose = [float(v) for v in np.asarray(result.sensor_to_world, dtype=np.float64).ravel()]
-            files = self._frame_files(result)
-            files.append(("trajectory.tum", tum_bytes([*self.done, {"frame": f, "pose": pose}], result.frame_time)))
-            # multi-frame files (EVD) take the frame after its files are staged, before they appear
-            written = commit_files(self.out, files, lambda: [w.append(result) for w in self.writers])
-            entry = {"frame": f, "points": len(result), "rays": result.num_rays, "pose": pose,
-                     "files": [p.relative_to(self.out).as_posix() for p in written if p.name != "trajectory.tum"],
+            entry = {"frame": f, "points": len(result), "rays": result.num_rays, "pose": pose, "files": [],
                      "geometry_hash": self.scanner.last_packet_hash}
             if self.packets == "sweep":
                 entry["time"] = f * self.packet_time  # the sweep's start (s)
             if result.sensor_to_world_end is not None:
                 entry["pose_end"] = [float(v) for v in np.asarray(result.sensor_to_world_end).ravel()]
-        self.done.append(entry)
-        self.points += entry["points"]
-        self._write_manifest()
+        objects = list(self.scanner.extractor.table.table)  # as the main thread sees it now
+        self._next += 1
+        self._writing.submit(lambda: self._write_frame(entry, result, objects))
         return entry
 
-    def _write_manifest(self) -> Path:
+    def _write_frame(self, entry: dict, result, objects: list) -> None:
+        """On the writer thread: the frame's files (all or none), then the manifest."""
+        if result is not None:
+            files = self._frame_files(result)
+            files.append(("trajectory.tum", tum_bytes([*self.done, entry], result.frame_time)))
+            # multi-frame files (EVD) take the frame after its files are staged, before they appear
+            written = commit_files(self.out, files, lambda: [w.append(result) for w in self.writers])
+            entry["files"] = [p.relative_to(self.out).as_posix() for p in written if p.name != "trajectory.tum"]
+        self.done.append(entry)
+        self.points += entry["points"]
+        if self._manifest_due():
+            self._write_manifest(objects)
+
+    #: the manifest is rewritten once the frames since its last write reach this share of
+    #: the frames done, or after MANIFEST_SECONDS (see :meth:`_manifest_due`)
+    MANIFEST_SHARE = 16
+    MANIFEST_SECONDS = 5.0
+
+    def _manifest_due(self) -> bool:
+        """Whether the manifest is rewritten after this frame: when the frames since its
+        last write reach 1/:attr:`MANIFEST_SHARE` of those done (so after every frame
+        while fewer than 32 are done), or :attr:`MANIFEST_SECONDS` have passed. The manifest lists every frame, so rewriting it after each one costs
+        O(n^2) over a run: 6,000 sweeps would write 24 GB of JSON (190 ms a frame at the
+        end); so it is rewritten O(log n) times and a killed run loses at most 1/16 of
+        its frames to ``resume`` (rescanned to the same bytes). The final manifest is the
+        same either way."""
+        n = len(self.done)
+        return (n - self._manifest_at >= max(1, n // self.MANIFEST_SHARE)
+                or monotonic() - self._manifest_time >= self.MANIFEST_SECONDS)
+
+    def _write_manifest(self, objects: list | None = None) -> Path:
         path = self.out / "manifest.json"
-        atomic_write_bytes(path, (json.dumps(self.manifest(), indent=2, sort_keys=True) + "\n").encode())
+        atomic_write_bytes(path, (json.dumps(self.manifest(objects), indent=2, sort_keys=True) + "\n").encode())
+        self._manifest_at, self._manifest_time = len(self.done), monotonic()
         return path
 
     def finish(self, status: str = "complete") -> Path:
@@ -310,9 +426,19 @@ class RangeScanJob:
             ``failed`` where the manifest could still be written).
         """
         self.status = status
+        interrupt = None
         try:
-            writers, self.writers = self.writers, []
             error = None
+            if self._writing is not None:  # every frame handed over is written (or dropped after an error)
+                try:
+                    error = self._writing.drain()
+                except KeyboardInterrupt as exc:  # the frames are written: finish the files first
+                    interrupt = exc
+                    error = None if self._writing.raised else self._writing.error
+                self._writing = None
+            if error is not None:
+                self.status = "failed"
+            writers, self.writers = self.writers, []
             for w in writers:
                 if not self.done:  # nothing scanned: leave no empty multi-frame file
                     w.discard()
@@ -326,13 +452,22 @@ class RangeScanJob:
             if error is not None:
                 self._write_manifest()
                 raise error
-            return self._write_manifest()
+            path = self._write_manifest()
+            if interrupt is not None:
+                raise interrupt
+            return path
         finally:
             self._release()
             if self.scene.frame_current != self._old_frame or self.scene.frame_subframe:
                 self.scene.frame_set(self._old_frame)
 
     def _release(self) -> None:
+        if self._writing is not None:  # not finished (an error on the main thread): stop writing first
+            writing, self._writing = self._writing, None
+            try:
+                writing.drain()
+            except KeyboardInterrupt:
+                pass
         writers, self.writers = self.writers, []
         for w in writers:
             w.discard()
@@ -341,33 +476,36 @@ class RangeScanJob:
             self._lock = None
         self.scanner.close()
 
-    def manifest(self) -> dict:
-        """The ``manifest.json`` content so far (JSON-ready dict)."""
+    def manifest(self, objects: list | None = None) -> dict:
+        """The ``manifest.json`` content so far (JSON-ready dict); ``objects``: the object
+        table to list (default: the scanner's, as it is now). What does not change during
+        the run is read from Blender once, on the main thread (the writer thread calls
+        this too and never touches bpy)."""
+        if self._static is None:
+            self._static = {
+                "blensor_version": __version__,
+                "blender_version": bpy.app.version_string,
+                "blend_file": bpy.data.filepath,
+                "camera": self.camera_object.name,
+                "sensor_type": self.scanner.sensor_type,
+                "sensor": self.scanner.settings.to_dict(),
+                "seed": int(self.scanner.settings.seed),
+                "backend": self.scanner.backend.name,
+                "frame_of_reference": self.frame_of_reference,
+                "axes": self.axes,
+                "formats": list(self.formats),
+                "options": {f: dataclasses.asdict(o) for f, o in self._options.items()},
+                "packets": self.packets,  # "sweep": one output per full sweep; "frame": per scene frame
+                "packet_time": self.packet_time,  # s per packet: the sweep period or the frame time
+                "time_model": self.scanner.settings.time_model,
+                "frames_requested": self._requested,  # [first, last] of a contiguous range, or {"time": [t0, t1]}
+            }
         h = hashlib.sha256()
         for e in self.done:
             h.update(e["geometry_hash"].encode())
-        return {
-            "blensor_version": __version__,
-            "blender_version": bpy.app.version_string,
-            "blend_file": bpy.data.filepath,
-            "camera": self.camera_object.name,
-            "sensor_type": self.scanner.sensor_type,
-            "sensor": self.scanner.settings.to_dict(),
-            "seed": int(self.scanner.settings.seed),
-            "backend": self.scanner.backend.name,
-            "frame_of_reference": self.frame_of_reference,
-            "axes": self.axes,
-            "formats": list(self.formats),
-            "options": {f: dataclasses.asdict(o) for f, o in self._options.items()},
-            "packets": self.packets,  # "sweep": one output per full sweep; "frame": per scene frame
-            "packet_time": self.packet_time,  # s per packet: the sweep period or the frame time
-            "time_model": self.scanner.settings.time_model,
-            "frames_requested": self._requested,  # [first, last] of a contiguous range, or {"time": [t0, t1]}
-            "frames": self.done,
-            "geometry_hash": h.hexdigest(),
-            "objects": self.scanner.extractor.table.table,
-            "status": self.status,
-        }
+        return {**self._static, "frames": self.done, "geometry_hash": h.hexdigest(),
+                "objects": self.scanner.extractor.table.table if objects is None else objects,
+                "status": self.status}
 
 
 class _Signals:
@@ -456,7 +594,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
                     break
                 entry = job.step()
                 if progress is not None:
-                    progress(len(job.done), len(job.frames), entry)
+                    progress(job.scanned, len(job.frames), entry)
             else:  # every frame done (a signal during the last one lost nothing)
                 status = "complete"
         except KeyboardInterrupt:

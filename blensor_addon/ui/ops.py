@@ -79,16 +79,21 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         except BlensorError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        status = "failed"
+        status, error = "failed", None
         try:
             while job.remaining:
                 job.step()
             status = "complete"
         except (BlensorError, OSError) as exc:  # finished frames stay on disk
-            self.report({"ERROR"}, f"BlenSor: range scan failed after {len(job.done)} frames: {exc}")
-            return {"CANCELLED"}
+            error = exc
         finally:
-            job.finish(status)
+            try:
+                job.finish(status)  # waits for the frames being written
+            except OSError as exc:
+                error = error or exc
+        if error is not None:
+            self.report({"ERROR"}, f"BlenSor: range scan failed after {len(job.done)} frames: {error}")
+            return {"CANCELLED"}
         self.report({"INFO"}, f"BlenSor: {len(job.done)} frames, {job.points} points -> {job.out}")
         return {"FINISHED"}
 
@@ -116,8 +121,8 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         except Exception as exc:  # keep finished frames, then report
             self.report({"ERROR"}, f"BlenSor: range scan failed: {exc}")
             return self._end(context, "failed")
-        context.window_manager.progress_update(len(self._job.done))
-        done = 100.0 * len(self._job.done) / len(self._job.frames)
+        context.window_manager.progress_update(self._job.scanned)
+        done = 100.0 * self._job.scanned / len(self._job.frames)
         self.report({"INFO"}, f"Scanned {self._job.packets} {entry['frame']} ({done:.1f} %)")
         if not self._job.remaining:
             return self._end(context, "complete")
@@ -127,7 +132,11 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         wm = context.window_manager
         wm.event_timer_remove(self._timer)
         wm.progress_end()
-        self._job.finish(status)
+        try:
+            self._job.finish(status)  # waits for the frames being written
+        except OSError as exc:
+            self.report({"ERROR"}, f"BlenSor: range scan failed after {len(self._job.done)} frames: {exc}")
+            return {"CANCELLED"}
         level = "INFO" if status == "complete" else "WARNING"
         self.report({level}, f"BlenSor: range scan {status}: {len(self._job.done)} frames -> {self._job.out}")
         return {"FINISHED"} if status == "complete" else {"CANCELLED"}
