@@ -16,6 +16,9 @@ Two tables:
    one run as the CLI drives them (frame by frame, every writer; LAS and LAZ then encode
    each cloud once). Encoding and the multi-frame files only: the per-frame files are
    not written to disk here.
+3. The range-scan runner (:func:`~blensor_addon.jobs.range_scan.scan_range`) writing
+   frames 1-24 to disk, npz only and every point-cloud format: the scan on the main
+   thread, each frame's writing (encoding, fsync, rename) on the writer thread meanwhile.
 
 Nothing here asserts a time.
 """
@@ -132,6 +135,23 @@ def main(argv=None) -> int:
         print(f"  {name:12s} {t:8.3f} s  {t / points * 1e6:6.3f} s per 1M pts  {t / scan_total:5.2f} x the scan")
     print(f"  sum of the rows above: {sum(per.values()):.3f} s = {sum(per.values()) / scan_total:.2f} x the scan")
     print(f"  every point-cloud format together, one run: {allw:.3f} s = {allw / scan_total:.2f} x the scan")
+
+    # 3. the range-scan runner as the CLI drives it, files on this machine's disk: scans on
+    # the main thread, every frame's writing on the writer thread (WriterThread) meanwhile
+    from blensor_addon.jobs.range_scan import scan_range
+    cloud_formats = tuple(n for n, W in WRITERS.items() if not W.needs_image)
+    runs = {}
+    for label, fmts in (("npz only", ("npz",)), ("every point-cloud format", cloud_formats)):
+        ts = []
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                scan_range(cam, frames, Path(tmp) / "run", fmts, backend="native")
+                ts.append(time.perf_counter() - t0)
+        runs[label] = statistics.median(ts)
+    print(f"range-scan runner, frames 1-24 to disk (scan + writer thread + fsync), median of {args.repeat}")
+    for label, t in runs.items():
+        print(f"  {label:26s} {t:7.3f} s  {t / scan_total:5.2f} x the scan of every frame")
     blensor_addon.unregister()
     return 0
 
