@@ -223,6 +223,47 @@ def test_writer_thread_runs_jobs_in_order_and_raises_a_failure_once():
     w.check()
 
 
+def test_writer_thread_drain_outlasts_an_interrupt_and_runs_bpy_writers_on_the_main_thread(velodyne, tmp_path):
+    """A second Ctrl-C while the last frames are written: drain still waits for the
+    frame being written, then raises. Writers bound to their thread (EXR through bpy,
+    rosbag2 on sqlite3) make the run write on the main thread."""
+    import signal
+    import threading
+    import time
+
+    from blensor_addon.jobs.range_scan import RangeScanJob, WriterThread
+    w, done = WriterThread(), []
+    w.submit(lambda: (time.sleep(0.5), done.append(1)))
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            w.drain()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert done == [1] and w._ended.is_set()  # the job finished before the interrupt was raised
+
+    threads = []
+    real = RangeScanJob._write_frame
+
+    def spy(self, *a):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(self, *a)
+
+    RangeScanJob._write_frame = spy
+    try:
+        scan_range(velodyne, [1, 2], tmp_path / "sq", ("npz", "rosbag2"), options={"rosbag2.storage": "sqlite3"})
+        scan_range(velodyne, [1, 2], tmp_path / "mc", ("npz", "rosbag2"))
+    finally:
+        RangeScanJob._write_frame = real
+    assert threads == [True, True, False, False]
+
+
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(frames=[0, 1]), "frames must be integers within the scene's frame range 1-48"),
     (dict(frames=[]), "frames"),

@@ -132,21 +132,26 @@ class WriterThread:
         self._q: queue.Queue = queue.Queue(maxsize=1)
         self.error: BaseException | None = None
         self.raised = False  # the error was raised to the caller already
+        self._ended = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="blensor-writer", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
-        while True:
-            job = self._q.get()
-            try:
+        try:
+            while True:
+                try:  # polled: a put interrupted (KeyboardInterrupt) before its notify wakes no one
+                    job = self._q.get(timeout=0.05)
+                except queue.Empty:
+                    continue
                 if job is None:
                     return
                 if self.error is None:
-                    job()
-            except BaseException as exc:  # kept for the main thread, which raises it
-                self.error = exc
-            finally:
-                self._q.task_done()
+                    try:
+                        job()
+                    except BaseException as exc:  # kept for the main thread, which raises it
+                        self.error = exc
+        finally:
+            self._ended.set()
 
     def check(self) -> None:
         """Raise the error of a failed job (once)."""
@@ -164,17 +169,19 @@ class WriterThread:
         self._q.put(job)
 
     def drain(self) -> BaseException | None:
-        """Wait until every queued job ran (or was dropped after an error), then end the
-        thread. A SIGINT (KeyboardInterrupt) meanwhile does not stop the wait: a frame
-        being written is finished whole; the interrupt is raised afterwards. Returns the
-        error of a failed job not raised yet."""
+        """Wait until every queued job ran (or was dropped after an error) and the thread
+        ended. A SIGINT (KeyboardInterrupt) meanwhile does not stop the wait: a frame
+        being written is finished whole; the interrupt is raised afterwards. (The end is
+        an Event set by the thread itself: Python 3.11's ``Thread.join`` interrupted by
+        KeyboardInterrupt can report a running thread as ended.) Returns the error of a
+        failed job not raised yet."""
         interrupted, stopping = None, False
-        while self._thread.is_alive():
+        while not self._ended.is_set():
             try:
                 if not stopping:
-                    self._q.put(None)
+                    self._q.put(None)  # a second None after an interrupted put is harmless
                     stopping = True
-                self._thread.join()
+                self._ended.wait(0.1)
             except KeyboardInterrupt as exc:
                 interrupted = exc
         if interrupted is not None:
@@ -194,11 +201,11 @@ class RangeScanJob:
 
     The folder is locked for the run (:class:`~blensor_addon.io.outdir.FolderLock`);
     ``manifest.json`` is written when the job starts (status ``running``), after the
-    frames (every frame at first, then at most O(log n) times: :meth:`_manifest_due`)
-    and at the end, so even a killed run (SIGKILL) leaves a manifest listing finished
+    frames (every frame at first, then O(log n) times plus once every 5 s at most:
+    :meth:`_manifest_due`) and at the end, so even a killed run (SIGKILL) leaves a manifest listing finished
     frames, which ``resume`` reuses. A frame's files appear together after all of them
     were written, or not at all. Frames are written on a :class:`WriterThread` while the
-    next is scanned.
+    next is scanned (on the main thread if a writer is not :attr:`Writer.threaded`).
 
     Args:
         camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
@@ -247,6 +254,7 @@ class RangeScanJob:
         self._lock = None
         self.writers = []
         self._writing = None  # WriterThread, started with the first frame
+        self._threaded = False  # every writer may run on the writer thread
         self._static = None  # the manifest's fields that stay the same during the run
         self._manifest_at, self._manifest_time = 0, 0.0  # frames listed at its last write, and when
         self._next = 0  # frames scanned (or reused) and handed to the writer thread
@@ -288,6 +296,7 @@ class RangeScanJob:
                           frame_time=self.packet_time, frames=self.frames)
             for f in self.formats:
                 self.writers.append(WRITERS[f](self.out, self._options[f], run))
+            self._threaded = all(w.threaded for w in self.writers)
             self.points = 0
             self.reused = 0
             self._write_manifest()
@@ -358,9 +367,10 @@ class RangeScanJob:
             removed, the EVD rolled back to the frames before; later frames are not
             written).
         """
-        if self._writing is None:
+        if self._writing is None and self._threaded:
             self._writing = WriterThread()
-        self._writing.check()
+        if self._writing is not None:
+            self._writing.check()
         f = self.frames[self._next]
         entry = self._try_reuse(f)
         result = None
@@ -377,7 +387,10 @@ class RangeScanJob:
                 entry["pose_end"] = [float(v) for v in np.asarray(result.sensor_to_world_end).ravel()]
         objects = list(self.scanner.extractor.table.table)  # as the main thread sees it now
         self._next += 1
-        self._writing.submit(lambda: self._write_frame(entry, result, objects))
+        if self._writing is None:  # a writer that must stay on this thread (see Writer.threaded)
+            self._write_frame(entry, result, objects)
+        else:
+            self._writing.submit(lambda: self._write_frame(entry, result, objects))
         return entry
 
     def _write_frame(self, entry: dict, result, objects: list) -> None:
@@ -511,7 +524,7 @@ class RangeScanJob:
 class _Signals:
     """SIGINT and SIGTERM during a range scan: the first asks the scan to stop after the
     current frame (``signum`` is set), a second raises KeyboardInterrupt at once (the
-    current frame is then dropped whole). Installed only in the main thread of a
+    frame being scanned is then dropped whole; frames already scanned are written). Installed only in the main thread of a
     background (headless) process; a Blender UI keeps its own handlers (ESC cancels)."""
 
     def __init__(self) -> None:
@@ -564,7 +577,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
             match its manifest (e.g. after SIGKILL) and scan the rest; the files are the
             bytes an uninterrupted run writes.
         progress: called as ``progress(0, total, None)`` once the input is validated, then
-            as ``progress(done, total, entry)`` after each frame.
+            as ``progress(scanned, total, entry)`` after each frame is scanned (its files
+            are written meanwhile; ``entry["files"]`` is filled once they are).
         should_cancel: called before each frame; True stops the scan (status
             ``"cancelled"``; finished frames are kept).
         overrides: setting names of the sensor type plus ``sensor_type`` and ``preset``,

@@ -134,7 +134,7 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         wm.progress_end()
         try:
             self._job.finish(status)  # waits for the frames being written
-        except OSError as exc:
+        except Exception as exc:  # a write error of the last frames: finished frames stay
             self.report({"ERROR"}, f"BlenSor: range scan failed after {len(self._job.done)} frames: {exc}")
             return {"CANCELLED"}
         level = "INFO" if status == "complete" else "WARNING"

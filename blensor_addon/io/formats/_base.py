@@ -75,6 +75,11 @@ class Writer:
     multi_frame = False
     #: importable modules the writer needs (imported only when it writes)
     requires: tuple = ()
+    #: the writer may run on the range scan's writer thread (constructed on the main
+    #: thread, then every call on that one thread); False for a writer that calls bpy or
+    #: holds an object bound to the thread that made it (sqlite3): a run with such a
+    #: writer writes on the main thread
+    threaded = True
 
     def __init__(self, folder: Path, options=None, run: RunInfo | None = None) -> None:
         self.folder = Path(folder)

@@ -108,6 +108,7 @@ class _DepthWriter(Writer):
 
 class ExrWriter(_DepthWriter):
     name = "exr"
+    threaded = False  # Blender's image API (bpy) writes the EXR
     description = "depth maps: 32-bit float OpenEXR, R = z, G = range, B = object id, A = returned"
     files = "depth<frame:05d>.exr"
     outputs = (r"depth\d+\.exr",)

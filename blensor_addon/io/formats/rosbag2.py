@@ -90,6 +90,7 @@ class Rosbag2Writer(Writer):
         self.tmp = self.folder / f".rosbag2.{os.getpid()}.{secrets.token_hex(8)}.part"
         self.tmp.mkdir()
         plugin = StoragePlugin.MCAP if self.options.storage == "mcap" else StoragePlugin.SQLITE3
+        self.threaded = self.options.storage == "mcap"  # a sqlite3 connection stays in its thread
         self.bag = BagWriter(self.tmp / "rosbag2", version=8, storage_plugin=plugin)
         self.bag.open()
         self._conns: dict = {}
