@@ -202,8 +202,8 @@ class RangeScanJob:
     The folder is locked for the run (:class:`~blensor_addon.io.outdir.FolderLock`);
     ``manifest.json`` is written when the job starts (status ``running``), after the
     frames (every frame at first, then O(log n) times plus once every 5 s at most:
-    :meth:`_manifest_due`) and at the end, so even a killed run (SIGKILL) leaves a manifest listing finished
-    frames, which ``resume`` reuses. A frame's files appear together after all of them
+    :meth:`_manifest_due`) and at the end, so even a killed run (SIGKILL) leaves a
+    manifest listing finished frames, which ``resume`` reuses. A frame's files appear together after all of them
     were written, or not at all. Frames are written on a :class:`WriterThread` while the
     next is scanned (on the main thread if a writer is not :attr:`Writer.threaded`).
 
@@ -414,11 +414,12 @@ class RangeScanJob:
     def _manifest_due(self) -> bool:
         """Whether the manifest is rewritten after this frame: when the frames since its
         last write reach 1/:attr:`MANIFEST_SHARE` of those done (so after every frame
-        while fewer than 32 are done), or :attr:`MANIFEST_SECONDS` have passed. The manifest lists every frame, so rewriting it after each one costs
-        O(n^2) over a run: 6,000 sweeps would write 24 GB of JSON (190 ms a frame at the
-        end); so it is rewritten O(log n) times and a killed run loses at most 1/16 of
-        its frames to ``resume`` (rescanned to the same bytes). The final manifest is the
-        same either way."""
+        while fewer than 32 are done), or :attr:`MANIFEST_SECONDS` have passed. The
+        manifest lists every frame, so rewriting it after each one costs O(n^2) over a
+        run: 6,000 sweeps would write 24 GB of JSON (190 ms a frame at the end); so it
+        is rewritten O(log n) times (plus once every 5 s at most), and a killed run loses
+        at most 1/16 of its frames to ``resume`` (rescanned to the same bytes). The final
+        manifest is the same either way."""
         n = len(self.done)
         return (n - self._manifest_at >= max(1, n // self.MANIFEST_SHARE)
                 or monotonic() - self._manifest_time >= self.MANIFEST_SECONDS)
@@ -524,8 +525,9 @@ class RangeScanJob:
 class _Signals:
     """SIGINT and SIGTERM during a range scan: the first asks the scan to stop after the
     current frame (``signum`` is set), a second raises KeyboardInterrupt at once (the
-    frame being scanned is then dropped whole; frames already scanned are written). Installed only in the main thread of a
-    background (headless) process; a Blender UI keeps its own handlers (ESC cancels)."""
+    frame being scanned is then dropped whole; frames already scanned are written).
+    Installed only in the main thread of a background (headless) process; a Blender UI
+    keeps its own handlers (ESC cancels)."""
 
     def __init__(self) -> None:
         self.signum = None
