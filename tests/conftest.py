@@ -1,7 +1,11 @@
 """Shared fixtures: real Blender (pip bpy 5.0.1), the add-on registered once per session."""
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +13,36 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CROSSING = ROOT / "scenes" / "crossing.blend"
+
+_spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
+#: ``native_patch/build.py`` (a script, not a package) as a module: ``build``, ``cross_build``, ...
+native_build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(native_build)
+
+
+def libasan() -> str | None:
+    """Path of gcc's libasan.so (to LD_PRELOAD for a sanitizer build), or None."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        return None
+    out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    return out if out and os.path.isabs(out) and os.path.exists(out) else None
+
+
+def native_env(lib=None, *, no_avx=False, preload=None) -> dict:
+    """Environment for a subprocess using the native library ``lib`` (default: the
+    usual search), without AVX if ``no_avx``, with ``preload`` (libasan) and fatal
+    sanitizer findings."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("BLENSOR_RT_NO_AVX", None)
+    if lib is not None:
+        env["BLENSOR_NATIVE_LIB"] = str(lib)
+    if no_avx:
+        env["BLENSOR_RT_NO_AVX"] = "1"
+    if preload:
+        env.update(LD_PRELOAD=preload, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+                   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    return env
 
 
 @pytest.fixture(scope="session")
@@ -99,8 +133,6 @@ RANDOM_CAST_SCRIPT = (
 def random_cast(out_path, **env_extra):
     """Run :data:`RANDOM_CAST_SCRIPT` with the environment plus ``env_extra`` (e.g.
     ``BLENSOR_NATIVE_LIB``, ``BLENSOR_RT_NO_AVX``); returns the loaded .npz."""
-    import os
-    import subprocess
     import sys
     env = dict(os.environ, PYTHONPATH=str(ROOT), **env_extra)
     if "BLENSOR_RT_NO_AVX" not in env_extra:

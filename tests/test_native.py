@@ -7,7 +7,7 @@ import pytest
 
 from blensor_addon.raycast import MeshData, SceneGeometry, get_backend, trace
 from blensor_addon.raycast.native import NativeBackend, available
-from conftest import ROOT, random_cast
+from conftest import native_build, random_cast
 
 pytestmark = pytest.mark.skipif(not available(), reason="native library not built")
 
@@ -185,10 +185,6 @@ def test_empty_meshes_and_scenes():
 def test_avx_sse_and_portable_kernels_agree(tmp_path):
     # the library carries an AVX copy of the traversal chosen at run time over the SSE2
     # one, and builds without SIMD on other CPUs (arm64): all three give the same answers
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
-    native_build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(native_build)
     portable = native_build.build(tmp_path / "portable", portable=True)
     variants = {"default": {}, "sse": {"BLENSOR_RT_NO_AVX": "1"}, "portable": {"BLENSOR_NATIVE_LIB": str(portable)}}
     out = {name: random_cast(tmp_path / f"{name}.npz", **extra) for name, extra in variants.items()}

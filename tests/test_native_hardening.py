@@ -4,33 +4,22 @@ geometry, non-finite and singular instance transforms, mismatched array shapes
 with the normal build and with AddressSanitizer + UndefinedBehaviorSanitizer."""
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, libasan, native_build, native_env
 
 SCRIPT = ROOT / "tests" / "native_hostile.py"
-_spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
-native_build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(native_build)
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler")
 
 
 def run_script(lib, *, no_avx=False, preload=None):
-    env = dict(os.environ, BLENSOR_NATIVE_LIB=str(lib), PYTHONPATH=str(ROOT))
-    env.pop("BLENSOR_RT_NO_AVX", None)
-    if no_avx:
-        env["BLENSOR_RT_NO_AVX"] = "1"
-    if preload:
-        env.update(LD_PRELOAD=preload, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
-                   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    return subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
+                          env=native_env(lib, no_avx=no_avx, preload=preload), timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +34,9 @@ def test_hostile_input_on_every_kernel(libs, variant):
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stdout + res.stderr
 
 
-def _libasan():
-    cc = shutil.which("gcc") or shutil.which("cc")
-    out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    return out if out and os.path.isabs(out) and os.path.exists(out) else None
-
-
 @pytest.mark.parametrize("variant", ["avx", "sse2", "portable"])
 def test_sanitizers_find_nothing(tmp_path_factory, variant):
-    asan = _libasan()
+    asan = libasan()
     if asan is None:
         pytest.skip("gcc's libasan is not installed")
     d = tmp_path_factory.getbasetemp() / "asan"

@@ -4,9 +4,6 @@ values and against static scenes at the interpolated transform, the BVHTree fall
 time slices, every kernel variant (AVX, SSE2, portable C) and hostile motion records."""
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 import subprocess
 import sys
 
@@ -16,13 +13,10 @@ import pytest
 from blensor_addon.raycast import MeshData, SceneGeometry, trace
 from blensor_addon.raycast import motion as mo
 from blensor_addon.raycast.native import NativeBackend, available
-from conftest import ROOT
+from conftest import libasan, native_build, native_env
 
 pytestmark = pytest.mark.skipif(not available(), reason="native library not built")
 
-_spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
-native_build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(native_build)
 
 
 def cube(half=0.5):
@@ -416,15 +410,7 @@ print("ok")
 
 
 def run_timed(tmp_path, name, lib=None, no_avx=False, preload=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("BLENSOR_RT_NO_AVX", None)
-    if lib is not None:
-        env["BLENSOR_NATIVE_LIB"] = str(lib)
-    if no_avx:
-        env["BLENSOR_RT_NO_AVX"] = "1"
-    if preload:
-        env.update(LD_PRELOAD=preload, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
-                   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    env = native_env(lib, no_avx=no_avx, preload=preload)
     out = tmp_path / f"{name}.npz"
     res = subprocess.run([sys.executable, "-c", TIMED_SCRIPT, str(out)], capture_output=True, text=True,
                          env=env, timeout=600)
@@ -445,17 +431,9 @@ def test_avx_sse_and_portable_kernels_agree_on_timed_casts(tmp_path):
             assert np.array_equal(out["default"][k], out[name][k]), (name, k)
 
 
-def _libasan():
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        return None
-    out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    return out if out and os.path.isabs(out) and os.path.exists(out) else None
-
-
 @pytest.mark.parametrize("variant", ["simd", "portable"])
 def test_timed_casts_under_sanitizers(tmp_path, variant):
-    asan = _libasan()
+    asan = libasan()
     if asan is None:
         pytest.skip("gcc's libasan is not installed")
     lib = native_build.build(tmp_path / variant, portable=variant == "portable", sanitize=True)

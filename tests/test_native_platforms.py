@@ -11,11 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, random_cast
+from conftest import ROOT, native_build, random_cast
 
-_spec = importlib.util.spec_from_file_location("native_build", ROOT / "native_patch" / "build.py")
-native_build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(native_build)
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ziglang") is None,
                                 reason="ziglang not installed (pip install ziglang==0.13.0)")
 
