@@ -120,6 +120,10 @@ class Timeline:
         self.substeps_deforming = max(1, math.ceil(self.frame_time / time_step - 1e-9))
         self._snaps: collections.OrderedDict = collections.OrderedDict()
         self._steps: collections.OrderedDict = collections.OrderedDict()
+        # frame -> {j: geometry hash} of the deforming frames' steps, kept longer than the
+        # steps themselves: a packet's hash, asked after its scan, never resamples a frame
+        # whose steps were dropped meanwhile (a 10 Hz sweep at 24 fps spans 4 frames)
+        self._step_hashes: collections.OrderedDict = collections.OrderedDict()
 
     def frame_of(self, t: np.ndarray) -> np.ndarray:
         """(N,) int64 scene frame of times ``t`` (s)."""
@@ -160,7 +164,13 @@ class Timeline:
         else:
             b = self.snapshot(frame + 1)
             step, deforming = self._step(a, b, frame * ft, (frame + 1) * ft)
-            steps = [step] if not deforming else _SubSteps(self, frame, self.substeps_deforming)
+            if deforming:
+                hashes = self._step_hashes.setdefault(frame, {})
+                while len(self._step_hashes) > 64:
+                    self._step_hashes.popitem(last=False)
+                steps = _SubSteps(self, frame, self.substeps_deforming, hashes)
+            else:
+                steps = [step]
         self._steps[frame] = steps
         while len(self._steps) > 3:
             self._steps.popitem(last=False)
@@ -223,10 +233,10 @@ class _SubSteps:
     for and only the last two kept (rays arrive in time order; 139 steps a frame by
     default, each with its own snapshot, would otherwise all stay in memory)."""
 
-    def __init__(self, timeline: Timeline, frame: int, n: int) -> None:
+    def __init__(self, timeline: Timeline, frame: int, n: int, hashes: dict) -> None:
         self.timeline, self.frame, self.n = timeline, frame, n
         self._made: collections.OrderedDict = collections.OrderedDict()
-        self._hashes: dict = {}  # j -> geometry hash of every step made (small)
+        self._hashes = hashes  # j -> geometry hash of every step made (small; the timeline's)
 
     def hash_of(self, j: int) -> str:
         """Geometry hash of step ``j`` (made again only if it never was)."""
