@@ -318,7 +318,7 @@ def test_bvhtree_time_slices_agree_with_native():
     # without time both cast at the start, as before
     hn0, hb0 = nat.intersect(o, d, 100.0), bvh.intersect(o, d, 100.0)
     ok = hn0.instance >= 0
-    assert np.array_equal(ok, hb0.instance >= 0) or (ok != (hb0.instance >= 0)).sum() < 5
+    assert (ok != (hb0.instance >= 0)).sum() < 5
     both0 = ok & (hb0.instance == hn0.instance)
     np.testing.assert_allclose(hb0.t[both0], hn0.t[both0], atol=1e-4)
 

@@ -122,7 +122,7 @@ class BVHTreeBackend(Backend):
     def __init__(self) -> None:
         from mathutils.bvhtree import BVHTree  # noqa: F401  (fail early outside Blender)
         self._geometry: SceneGeometry | None = None
-        self._all = _flatten(SceneGeometry([]), [], [])  # every instance at instance_matrix
+        self._all = None  # every instance at instance_matrix (built on the first untimed cast)
         self._static = None  # the static instances alone (built on the first timed cast)
         self._moving = np.zeros(0, np.int64)  # indices of the moving instances
         self._records = np.zeros((0, 32))
@@ -139,7 +139,7 @@ class BVHTreeBackend(Backend):
         if im.size and (im.min() < 0 or im.max() >= len(geometry.meshes)):
             raise ValueError(f"instance_mesh must index the {len(geometry.meshes)} meshes")
         self._geometry = geometry
-        self._all = _flatten(geometry, range(im.shape[0]), geometry.instance_matrix)
+        self._all = None
         self._static = None
         self._moving = np.zeros(0, np.int64)
         self._records = np.zeros((0, 32))
@@ -160,6 +160,15 @@ class BVHTreeBackend(Backend):
         self.slices = int(min(MAX_SLICES, max(1, np.ceil(speed / SLICE_MOTION)))) if np.isfinite(speed) \
             else MAX_SLICES
 
+    def _whole(self):
+        """The flattened scene, every instance at ``instance_matrix`` (built when first
+        needed: a timed cast of a scene with moving instances never needs it)."""
+        if self._all is None:
+            g = self._geometry
+            self._all = _flatten(SceneGeometry([]), [], []) if g is None else \
+                _flatten(g, range(g.instance_mesh.shape[0]), g.instance_matrix)
+        return self._all
+
     def intersect(self, origins, directions, tmax, time=None) -> Hits:
         """Closest hits (see :meth:`Backend.intersect`); moving instances by time slices.
 
@@ -173,13 +182,13 @@ class BVHTreeBackend(Backend):
             raise ValueError(f"origins and directions must both be (N, 3), got {o.shape} and {d.shape}")
         tm = np.broadcast_to(np.asarray(tmax, dtype=np.float64), (n,)).copy()
         if time is None:
-            return _cast(self._all, o, d, tm)
+            return _cast(self._whole(), o, d, tm)
         ts = np.asarray(time, dtype=np.float32)
         if ts.shape != (n,):
             raise ValueError(f"time must be None or ({n},), got {ts.shape}")
         tm[~np.isfinite(ts)] = np.nan  # a ray at no time misses
         if self._moving.size == 0:
-            return _cast(self._all, o, d, tm)
+            return _cast(self._whole(), o, d, tm)
         if self._static is None:
             g = self._geometry
             static = np.setdiff1d(np.arange(g.instance_mesh.shape[0]), self._moving)

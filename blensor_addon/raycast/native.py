@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.errors import NativeLibraryError
 from .base import Backend, Hits, MeshData, SceneGeometry
+from .motion import regular
 
 API_VERSION = 3
 _ADDON_DIR = Path(__file__).resolve().parent.parent
@@ -114,14 +115,8 @@ def _declare(lib) -> None:
     lib.brt_mesh_node_count.restype = ctypes.c_int64
     lib.brt_kernel.argtypes = []
     lib.brt_kernel.restype = ctypes.c_char_p
-    lib.brt_scene_create.argtypes = [ctypes.POINTER(vp), ctypes.c_int64, _i32p, _f32p, ctypes.c_int64,
-                                     ctypes.POINTER(vp)]
-    lib.brt_scene_create.restype = ctypes.c_int
     lib.brt_scene_free.argtypes = [vp]
     lib.brt_scene_free.restype = None
-    lib.brt_intersect.argtypes = [vp, _f32p, _f32p, _f32p, ctypes.c_float, ctypes.c_int64, ctypes.c_int,
-                                  _f32p, _i32p, _i32p, _f32p, _f32p]
-    lib.brt_intersect.restype = ctypes.c_int
     lib.brt_scene_create_motion.argtypes = [ctypes.POINTER(vp), ctypes.c_int64, _i32p, _f32p, _f64p, _u8p,
                                             ctypes.c_int64, ctypes.POINTER(vp)]
     lib.brt_scene_create_motion.restype = ctypes.c_int
@@ -167,12 +162,8 @@ class _NativeMesh:
 
 def _singular(xf: np.ndarray) -> np.ndarray:
     """(I,) bool: finite instance transforms (I, 4, 4) whose 3x3 part the library cannot
-    invert (|det| <= 1e-30 in double precision, its own test)."""
-    if xf.shape[0] == 0:
-        return np.zeros(0, bool)
-    finite = np.isfinite(xf).all(axis=(1, 2))
-    det = np.linalg.det(np.where(finite[:, None, None], xf, 0.0)[:, :3, :3].astype(np.float64))
-    return finite & ~(np.abs(det) > 1e-30)
+    invert (|det| <= :data:`.motion.MIN_DET` in double precision, its own test)."""
+    return np.isfinite(xf).all(axis=(1, 2)) & ~regular(xf)
 
 
 class NativeBackend(Backend):
@@ -260,7 +251,7 @@ class NativeBackend(Backend):
         rc = self._lib.brt_scene_create_motion(handles, len(keys), _ptr(im, _i32p), _ptr(xf, _f32p), rec_ptr,
                                                mov_ptr, im.shape[0], ctypes.byref(self._scene))
         if rc != 0:
-            raise NativeLibraryError(f"brt_scene_create failed: {_ERRORS.get(rc, rc)}")
+            raise NativeLibraryError(f"brt_scene_create_motion failed: {_ERRORS.get(rc, rc)}")
 
     def intersect(self, origins, directions, tmax, time=None) -> Hits:
         """Closest hits (see :meth:`Backend.intersect`). Rays with a NaN/inf origin,
@@ -301,7 +292,7 @@ class NativeBackend(Backend):
                                            tm_default, n, self.threads, _ptr(t, _f32p), _ptr(inst, _i32p),
                                            _ptr(prim, _i32p), _ptr(ng, _f32p), _ptr(uv, _f32p))
         if rc != 0:
-            raise NativeLibraryError(f"brt_intersect failed: {_ERRORS.get(rc, rc)}")
+            raise NativeLibraryError(f"brt_intersect_timed failed: {_ERRORS.get(rc, rc)}")
         return Hits(t, inst, prim, ng, uv)
 
     def _free_scene(self) -> None:

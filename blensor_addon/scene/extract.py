@@ -393,9 +393,9 @@ class _PlanMismatch(Exception):
 class _Builder:
     """Accumulates meshes, materials and instances of one snapshot."""
 
-    def __init__(self, table: ObjectTable, static_meshes: dict | None = None) -> None:
+    def __init__(self, table: ObjectTable, static_meshes: dict) -> None:
         self.table = table
-        self.static_meshes = {} if static_meshes is None else static_meshes
+        self.static_meshes = static_meshes
         self.meshes: list[MeshData] = []
         self.tri_mats: list[np.ndarray] = []
         self._mesh_index: dict = {}

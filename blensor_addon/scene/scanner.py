@@ -21,7 +21,7 @@ from ..core.sensors._base import FRAMES_OF_REFERENCE, MAX_PIXELS_SIDE, CameraFra
 from ..raycast import TraceResult, get_backend, shared_backend, trace
 from ..raycast.trace import facing_normals
 from .extract import SceneExtractor, sensor_pose
-from .timeline import TimedContext, Timeline
+from .timeline import TimedContext, Timeline, non_finite_transform
 from .visibility import apply_render_visibility
 
 
@@ -311,8 +311,7 @@ class Scanner:
                     if orig.name != cam and (ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)):
                         continue
                     if not np.isfinite(np.array(ob.matrix_world, dtype=np.float64)).all():
-                        raise SettingsError(f"transform of object '{orig.name}'", "finite at every time scanned",
-                                            f"NaN/inf at t = {int(f) * ft:.6g} s (frame {int(f)})")
+                        raise non_finite_transform(orig.name, int(f) * ft, int(f))
         finally:
             self.scene.frame_set(old, subframe=old_sub)
 
@@ -363,13 +362,18 @@ class Scanner:
             return self._timed_hash
         return None if self.last_snapshot is None else self.last_snapshot.geometry.hash()
 
+    def _semantic_of(self, objects) -> np.ndarray:
+        """Semantic class id per object id of the object table ``objects`` (kept until the
+        table grows; :func:`semantic_of_objects` refuses unknown class names)."""
+        if self._semantic is None or self._semantic.shape[0] != len(objects) + 1:
+            self._semantic = semantic_of_objects(objects)
+        return self._semantic
+
     def _scan_timed(self, frame: int, ftime: float, mode: str, t0: float, t1: float) -> ScanResult:
         tl = self.timeline
         start = tl.step_at(t0).snap
-        if self._semantic is None or self._semantic.shape[0] != len(start.objects) + 1:
-            self._semantic = semantic_of_objects(start.objects)
-        ctx = TimedContext(self.backend, tl, t0, t1, self.frame_of_reference, self.camera_frame, self._semantic,
-                           start.objects)
+        ctx = TimedContext(self.backend, tl, t0, t1, self.frame_of_reference, self.camera_frame,
+                           self._semantic_of(start.objects), start.objects)
         result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
         self.last_snapshot = start
         self._timed_hash = tl.geometry_hash(t0, t1)  # now: the timeline keeps only recent steps
@@ -409,9 +413,8 @@ class Scanner:
         snap = self.snapshot(frame)
         self._timed_hash = None
         self.backend.set_geometry(snap.geometry)
-        if self._semantic is None or self._semantic.shape[0] != len(snap.objects) + 1:
-            self._semantic = semantic_of_objects(snap.objects)  # refuses unknown class names
-        ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame, self._semantic)
+        ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame,
+                       self._semantic_of(snap.objects))
         result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene), mode=mode)
         return to_axes(result, self.axes)
 

@@ -44,7 +44,7 @@ class PoseSegment:
     Rodrigues' formula, no matrix per ray)."""
 
     def __init__(self, t0: float, t1: float, pose0, pose1) -> None:
-        self.t0, self.t1, self.pose0, self.pose1 = t0, t1, pose0, pose1
+        self.t0, self.t1 = t0, t1
         self.R0 = np.asarray(pose0, dtype=np.float64)[:3, :3]
         self.p0 = np.asarray(pose0, dtype=np.float64)[:3, 3]
         self.p1 = np.asarray(pose1, dtype=np.float64)[:3, 3]
@@ -103,6 +103,13 @@ def match_instances(a, b) -> np.ndarray:
     return np.array([where.get(tuple(k), -1) for k in ka.tolist()], dtype=np.int64)
 
 
+def non_finite_transform(name: str, t: float, frame: int) -> SettingsError:
+    """The refusal of object ``name``'s NaN/inf transform at time ``t`` (s), scene frame
+    ``frame``, in continuous time (where transforms are interpolated)."""
+    return SettingsError(f"transform of object '{name}'", "finite at every time scanned",
+                         f"NaN/inf at t = {t:.6g} s (frame {frame})")
+
+
 class Timeline:
     """Samples of the scene at scene frames (and subframes where meshes deform), cut
     into :class:`Step` s.
@@ -143,9 +150,7 @@ class Timeline:
         if snap is None:
             snap = self._sample(frame, sub / n)
             if self.continuous and snap.bad_transforms:
-                name = sorted(snap.bad_transforms)[0]
-                raise SettingsError(f"transform of object '{name}'", "finite at every time scanned",
-                                    f"NaN/inf at t = {(frame + sub / n) * self.frame_time:.6g} s (frame {frame})")
+                raise non_finite_transform(sorted(snap.bad_transforms)[0], (frame + sub / n) * self.frame_time, frame)
             self._snaps[key] = snap
             while len(self._snaps) > 6:
                 self._snaps.popitem(last=False)

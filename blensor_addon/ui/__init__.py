@@ -65,7 +65,7 @@ def register() -> None:
     try:
         _legacy_time_model()
     except AttributeError:  # bpy.data is restricted while Blender starts up: do it once it can
-        bpy.app.timers.register(lambda: _legacy_time_model() and None, first_interval=0.0)
+        bpy.app.timers.register(_legacy_time_model, first_interval=0.0)
 
 
 def unregister() -> None:

@@ -208,13 +208,6 @@ typedef struct {
     float clo[3], chi[3]; /* centroid bounds of the task's primitives */
 } task_t;
 
-static inline void centroid_grow(float *lo, float *hi, const float *c) {
-    for (int k = 0; k < 3; ++k) {
-        lo[k] = c[k] < lo[k] ? c[k] : lo[k];
-        hi[k] = c[k] > hi[k] ? c[k] : hi[k];
-    }
-}
-
 /* Bin of a centroid coordinate; never converts NaN or an out-of-range float to int
  * (undefined in C): such values go to the first or last bin. */
 static int bin_of(float c, float clo, float scale) {
@@ -346,10 +339,10 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
             float c[3];
             for (int k = 0; k < 3; ++k) c[k] = 0.5f * (prims[i].lo[k] + prims[i].hi[k]);
             if (bin_of(c[best_axis], t.clo[best_axis], scale[best_axis]) <= best_split) {
-                centroid_grow(lcl, lch, c);
+                box_grow(lcl, lch, c, c);
                 ++i;
             } else {
-                centroid_grow(rcl, rch, c);
+                box_grow(rcl, rch, c, c);
                 prim_t tmp = prims[i];
                 prims[i] = prims[j];
                 prims[j] = tmp;
@@ -367,10 +360,10 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
             for (int k = 0; k < 3; ++k) c[k] = 0.5f * (prims[i].lo[k] + prims[i].hi[k]);
             if (i < mid) {
                 box_grow(llo, lhi, prims[i].lo, prims[i].hi);
-                centroid_grow(lcl, lch, c);
+                box_grow(lcl, lch, c, c);
             } else {
                 box_grow(rlo, rhi, prims[i].lo, prims[i].hi);
-                centroid_grow(rcl, rch, c);
+                box_grow(rcl, rch, c, c);
             }
         }
     }
@@ -723,12 +716,14 @@ BRT_API void brt_mesh_free(brt_mesh *m) {
 
 BRT_API int64_t brt_mesh_node_count(const brt_mesh *m) { return m ? m->nnodes : 0; }
 
+#define MIN_DET 1e-30 /* |det| at or below: a singular 3x3 (also raycast/motion.py MIN_DET) */
+
 static int invert_affine(const float *m, float *inv) {
     /* m: 3x4 row-major [R | t]; inv = [R^-1 | -R^-1 t], computed in double */
     double a = m[0], b = m[1], c = m[2], d = m[4], e = m[5], f = m[6], g = m[8], h = m[9], i = m[10];
     double A = e * i - f * h, B = -(d * i - f * g), C = d * h - e * g;
     double det = a * A + b * B + c * C;
-    if (!(fabs(det) > 1e-30) || !isfinite(det)) return 0;
+    if (!(fabs(det) > MIN_DET) || !isfinite(det)) return 0;
     double r[9] = {A / det, -(b * i - c * h) / det, (b * f - c * e) / det,
                    B / det, (a * i - c * g) / det, -(a * f - c * d) / det,
                    C / det, -(a * h - b * g) / det, (a * e - b * d) / det};
@@ -743,7 +738,6 @@ static int invert_affine(const float *m, float *inv) {
 /* ------------------------------------------------------------------ motion */
 
 #define MOTION_LERP_ANGLE 1e-6 /* below this quaternion angle: normalized lerp */
-#define MOTION_MIN_DET 1e-30   /* |det U| at or below: singular (as invert_affine) */
 
 /* Rotation matrix (row-major) of a quaternion (w, x, y, z) of any nonzero length. */
 static void quat_matrix(const double *q, double *R) {
@@ -787,7 +781,7 @@ static int motion_setup(const double *rec, motion_t *mo) {
         mo->u1[k] = rec[23 + up[k]];
     }
     double d0 = mo->u0[0] * mo->u0[3] * mo->u0[5], d1 = mo->u1[0] * mo->u1[3] * mo->u1[5];
-    return fabs(d0) > MOTION_MIN_DET && fabs(d1) > MOTION_MIN_DET && isfinite(d0) && isfinite(d1);
+    return fabs(d0) > MIN_DET && fabs(d1) > MIN_DET && isfinite(d0) && isfinite(d1);
 }
 
 /* Rotation R (row-major), factor U (upper triangle a b c d e f) and translation t at s. */
@@ -813,7 +807,7 @@ static inline int motion_inverse(const motion_t *mo, double s, double *W, double
     motion_parts(mo, s, R, u, t);
     const double a = u[0], b = u[1], c = u[2], d = u[3], e = u[4], f = u[5];
     const double det = a * d * f;
-    if (!(fabs(det) > MOTION_MIN_DET) || !isfinite(det)) return 0;
+    if (!(fabs(det) > MIN_DET) || !isfinite(det)) return 0;
     const double ia = 1.0 / a, id = 1.0 / d, iff = 1.0 / f;
     const double ui[6] = {ia, -b * ia * id, (b * e - c * d) * ia * id * iff, id, -e * id * iff, iff};
     for (int j = 0; j < 3; ++j) { /* W[i][j] = sum_k Ui[i][k] R[j][k] */
@@ -1139,13 +1133,6 @@ BRT_API int64_t brt_reordered_batches(void) { return BRT_FETCH_ADD(&reordered_ba
 
 static inline int origin_finite(const float *o) { return isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2]); }
 
-static inline void origin_grow(float *lo, float *hi, const float *o) {
-    for (int k = 0; k < 3; ++k) {
-        lo[k] = o[k] < lo[k] ? o[k] : lo[k];
-        hi[k] = o[k] > hi[k] ? o[k] : hi[k];
-    }
-}
-
 static double origin_extent(const float *lo, const float *hi) {
     double e = 0.0;
     for (int k = 0; k < 3; ++k) e += hi[k] > lo[k] ? (double)hi[k] - lo[k] : 0.0;
@@ -1165,8 +1152,8 @@ static int32_t *ray_order(const float *org, int64_t n) {
     for (int64_t q = 0; q < ORDER_SAMPLE; ++q) {
         const float *o = org + 3 * (q * (n - 1) / ORDER_SAMPLE), *p = o + 3;
         if (!origin_finite(o) || !origin_finite(p)) continue;
-        origin_grow(lo, hi, o);
-        origin_grow(lo, hi, p);
+        box_grow(lo, hi, o, o);
+        box_grow(lo, hi, p, p);
         step += fabs((double)p[0] - o[0]) + fabs((double)p[1] - o[1]) + fabs((double)p[2] - o[2]);
         ++pairs;
     }
@@ -1174,7 +1161,7 @@ static int32_t *ray_order(const float *org, int64_t n) {
     if (!(extent > 0.0) || step < extent * (double)pairs / 64.0) return NULL;
     /* the Morton grid spans every finite origin */
     for (int64_t i = 0; i < n; ++i)
-        if (origin_finite(org + 3 * i)) origin_grow(lo, hi, org + 3 * i);
+        if (origin_finite(org + 3 * i)) box_grow(lo, hi, org + 3 * i, org + 3 * i);
     uint64_t *a = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
     uint64_t *b = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)n);
     int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);

@@ -642,12 +642,6 @@ class Sensor:
         0 = a global shutter (every ray at the frame's time). Image sensors only."""
         return 0.0
 
-    def firing_offsets(self, s) -> np.ndarray:
-        """(L,) float64 s: firing time of each channel after its column's time, in
-        continuous time (datasheet firing sequences); default all 0 (a column fires at
-        once)."""
-        return np.zeros(len(self.channel_elevations(s)))
-
     def channel_elevations(self, s) -> np.ndarray:
         """(L,) float64 nominal elevation (deg) of each channel, for the elevation rank
         (``ring``); default one channel at 0."""

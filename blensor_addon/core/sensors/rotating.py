@@ -465,14 +465,11 @@ class Rotating(Sensor):
         return scan_columns(s, frame, frame_time, mode)[0].shape[0] * s.num_lasers
 
     def patterns(self, s, frame, frame_time, mode, camera):
-        firing = self.firing_offsets(s) if s.time_model == "continuous" else None
+        firing = firing_offsets(s) if s.time_model == "continuous" else None
         return iter_patterns(s, *scan_columns(s, frame, frame_time, mode), firing=firing)
 
     def sweep_period(self, s):
         return 1.0 / s.rotation_speed
-
-    def firing_offsets(self, s):
-        return firing_offsets(s)
 
     def channel_elevations(self, s):
         return s.elevations_deg
