@@ -106,6 +106,12 @@ def add_mesh(bpy, name, verts, faces, material=None, location=(0, 0, 0)):
     return obj
 
 
+def quad(x0, x1, y0, y1, z):
+    """(vertices, faces) of the axis-aligned rectangle [x0, x1] x [y0, y1] at height z (m),
+    for :func:`add_mesh`."""
+    return [(x0, y0, z), (x1, y0, z), (x1, y1, z), (x0, y1, z)], [(0, 1, 2, 3)]
+
+
 def cylinder_mesh(radius, z0, z1, segments=720):
     a = 2 * math.pi * np.arange(segments) / segments
     ring = np.stack([radius * np.cos(a), radius * np.sin(a)], 1)

@@ -16,7 +16,7 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.errors import SettingsError
-from conftest import add_camera, add_mesh, cylinder_mesh, generic_sensor
+from conftest import add_camera, add_mesh, cylinder_mesh, generic_sensor, quad
 
 BACKENDS = ["native", "bvhtree"]
 
@@ -34,10 +34,6 @@ def drive(obj, path, index, expression):
 def key(obj, path, frame, value):
     setattr(obj, path, value)
     obj.keyframe_insert(path, frame=frame)
-
-
-def quad(x0, x1, y0, y1, z):
-    return [(x0, y0, z), (x1, y0, z), (x1, y1, z), (x0, y1, z)], [(0, 1, 2, 3)]
 
 
 def direction(psi, e):

@@ -284,10 +284,12 @@ class TimedHits:
             setattr(self, k, arrays[k])
 
     def take(self, idx) -> "TimedHits":
+        """The rows ``idx`` (index array or boolean mask) of every field."""
         return TimedHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
 
     @classmethod
     def concat(cls, parts: list["TimedHits"]) -> "TimedHits":
+        """The rows of ``parts`` one after the other."""
         return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
 
     @classmethod
@@ -360,6 +362,10 @@ class TimedContext:
         return self._by_segment(hits, lambda sg, s, i: sg.position(s))
 
     def cast(self, origins, directions, max_range, max_bounces, times=None):
+        """:meth:`ScanContext.cast <blensor_addon.core.sensors._base.ScanContext.cast>`
+        with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
+        start); each ray is cast in the step holding its time, from the sensor pose then.
+        Returns :class:`TimedHits`."""
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
         t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)

@@ -35,6 +35,7 @@ class RollingReadout:
     model (or with 0) one global-shutter exposure per frame."""
 
     def exposure_time(self, s):
+        """``readout_time`` (s) in continuous time (a rolling readout), else 0 (global shutter)."""
         return s.readout_time if s.time_model == "continuous" else 0.0
 
 
