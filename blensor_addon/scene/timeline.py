@@ -110,6 +110,21 @@ def non_finite_transform(name: str, t: float, frame: int) -> SettingsError:
                          f"NaN/inf at t = {t:.6g} s (frame {frame})")
 
 
+def groups(keys: np.ndarray):
+    """Yield (key, rows) for each distinct value of ``keys`` (N,) in ascending order,
+    ``rows`` (int64) ascending: what ``np.unique`` and ``flatnonzero(keys == key)`` give,
+    from one stable sort instead of a pass over every ray per key (a deforming sweep has
+    hundreds of steps)."""
+    keys = np.asarray(keys)
+    if keys.size == 0:
+        return
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    cuts = np.flatnonzero(sk[1:] != sk[:-1]) + 1
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, sk.size]):
+        yield sk[a], order[a:b]
+
+
 class Timeline:
     """Samples of the scene at scene frames (and subframes where meshes deform), cut
     into :class:`Step` s.
@@ -345,8 +360,7 @@ class TimedContext:
             sg = self._segments[int(seg[0])]
             return fn(sg, sg.fraction(hits.time), slice(None))
         out = np.empty((seg.shape[0], 3))
-        for k in np.unique(seg):
-            i = np.flatnonzero(seg == k)
+        for k, i in groups(seg):
             sg = self._segments[int(k)]
             out[i] = fn(sg, sg.fraction(hits.time[i]), i)
         return out
@@ -373,13 +387,12 @@ class TimedContext:
         # step of every ray: (frame, substep), in time order
         frame = tl.frame_of(t)
         parts, order = [], []
-        for f in np.unique(frame):
-            in_f = np.flatnonzero(frame == f)
+        for f, in_f in groups(frame):
             steps = tl.steps(int(f))
             j = np.clip(((t[in_f] - f * tl.frame_time) / tl.frame_time * len(steps)).astype(np.int64),
                         0, len(steps) - 1)
-            for k in np.unique(j):
-                idx = in_f[j == k]
+            for k, rows in groups(j):
+                idx = in_f[rows]
                 parts.append(self._cast_step(steps[int(k)], idx, origins, d_s, t, max_range, max_bounces))
                 order.append(idx)
         if not parts:
