@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Backend, Hits, SceneGeometry
-from .motion import interpolate, max_speed
+from .motion import RECORD_SIZE, interpolate, max_speed
 
 #: Largest motion (m) of any vertex of a moving instance within one time slice.
 SLICE_MOTION = 1e-3
@@ -125,7 +125,7 @@ class BVHTreeBackend(Backend):
         self._all = None  # every instance at instance_matrix (built on the first untimed cast)
         self._static = None  # the static instances alone (built on the first timed cast)
         self._moving = np.zeros(0, np.int64)  # indices of the moving instances
-        self._records = np.zeros((0, 32))
+        self._records = np.zeros((0, RECORD_SIZE))
         self.slices = 1  # K of the latest geometry (1 without motion)
 
     def set_geometry(self, geometry: SceneGeometry) -> None:
@@ -142,7 +142,7 @@ class BVHTreeBackend(Backend):
         self._all = None
         self._static = None
         self._moving = np.zeros(0, np.int64)
-        self._records = np.zeros((0, 32))
+        self._records = np.zeros((0, RECORD_SIZE))
         self.slices = 1
         motion = geometry.motion()
         if motion is None:
