@@ -231,3 +231,29 @@ def test_memory_grows_with_returns_not_with_rays(bpy_mod, empty_scene):
         tracemalloc.stop()
     assert r.num_rays == 36000 * 64 and 0 < len(r) < 20000
     assert peak < 120e6, f"peak {peak / 1e6:.0f} MB"  # measured: 56 MB; all rays at once: 372 MB
+
+
+def test_scan_casts_with_one_blas_thread(bpy_mod, empty_scene, monkeypatch):
+    # OpenBLAS's spinning workers would take a core from the ray caster (core/blas.py)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from blensor_addon.scene.scanner import Scanner
+    v, f = quad(-200, 200, -50, 50, -10.0)
+    add_mesh(bpy_mod, "Wall", v, f)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-60.0, end_angle=60.0, angle_resolution=0.25, max_range=50.0)
+    seen = []
+    with threadpool_limits(limits=2, user_api="blas"):
+        outside = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+        sc = Scanner(cam, backend="native")
+        scan = sc.sensor.scan
+
+        def recording(*a, **kw):
+            seen.extend(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+            return scan(*a, **kw)
+
+        monkeypatch.setattr(sc.sensor, "scan", recording)
+        assert len(sc.scan_frame(1)) == 480
+        sc.close()
+        assert seen and set(seen) == {1}
+        assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == outside

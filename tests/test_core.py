@@ -109,3 +109,39 @@ def test_elevation_parsing():
             parse_elevations(bad)
     s = LidarSettings(preset="generic", elevations=(-1.0, 2.0)).validate()
     assert s.num_lasers == 2 and math.isclose(s.elevations_deg[1], 2.0)
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_single_blas_thread_limits_nested_and_concurrent_uses_then_restores():
+    import threading
+
+    from threadpoolctl import threadpool_limits
+
+    from blensor_addon.core.blas import single_blas_thread
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        if not before or max(before) < 2:
+            pytest.skip("this numpy's BLAS runs one thread only")
+        entered, release = threading.Event(), threading.Event()
+
+        def other():  # the writer thread's use, overlapping the main thread's
+            with single_blas_thread():
+                entered.set()
+                release.wait(10)
+
+        with single_blas_thread():
+            assert set(_blas_threads()) == {1}
+            with single_blas_thread():
+                assert set(_blas_threads()) == {1}
+            assert set(_blas_threads()) == {1}  # the nested exit kept the limit
+            th = threading.Thread(target=other)
+            th.start()
+            assert entered.wait(10)
+        assert set(_blas_threads()) == {1}  # the other thread is still inside
+        release.set()
+        th.join(10)
+        assert _blas_threads() == before

@@ -31,10 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / "build" / "extension"
-#: the format libraries (pyproject's dependencies) and what they need, bundled as wheels:
+#: the format libraries and threadpoolctl (pyproject's dependencies) and what they need, bundled as wheels:
 #: an extension cannot pip-install (Blender installs the listed wheels itself)
-WHEELS = ("laspy==2.7.0", "lazrs==0.8.2", "plyfile==1.0.3", "rosbags==0.11.9", "pillow==11.3.0",
-          "apsw==3.54.1.0", "lz4==4.4.5", "backports.zstd==1.8.0", "ruamel.yaml==0.19.1",
+WHEELS = ("threadpoolctl==3.6.0", "laspy==2.7.0", "lazrs==0.8.2", "plyfile==1.0.3", "rosbags==0.11.9",
+          "pillow==11.3.0", "apsw==3.54.1.0", "lz4==4.4.5", "backports.zstd==1.8.0", "ruamel.yaml==0.19.1",
           "typing_extensions==4.16.0")
 #: pip platform tags of every Blender platform
 PIP_PLATFORMS = {

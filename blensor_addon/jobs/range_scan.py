@@ -26,6 +26,7 @@ import bpy
 import numpy as np
 
 from .. import __version__
+from ..core.blas import single_blas_thread
 from ..core.errors import SettingsError
 from ..io import trajectory
 from ..io.atomic import atomic_write_bytes, commit_files
@@ -405,6 +406,10 @@ class RangeScanJob:
 
     def _write_frame(self, entry: dict, result, objects: list) -> None:
         """On the writer thread: the frame's files (all or none), then the manifest."""
+        with single_blas_thread():
+            self._write_frame_files(entry, result, objects)
+
+    def _write_frame_files(self, entry: dict, result, objects: list) -> None:
         if result is not None:
             files = self._frame_files(result)
             files.append(("trajectory.tum", tum_bytes([*self.done, entry], result.frame_time, self._tum_lines)))

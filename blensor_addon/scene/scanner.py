@@ -13,6 +13,7 @@ import bpy
 import numpy as np
 
 from ..core.axes import check_axes, to_axes
+from ..core.blas import single_blas_thread
 from ..core.classes import semantic_of_objects
 from ..core.errors import SettingsError
 from ..core.result import ScanResult
@@ -330,7 +331,8 @@ class Scanner:
         if P is None:
             raise SettingsError("packets", f"frame for sensor type '{self.sensor.name}'", "sweep")
         self.check_budget(index, "range", P)
-        return self._scan_timed(index, P, "range", index * P, (index + 1) * P)
+        with single_blas_thread():
+            return self._scan_timed(index, P, "range", index * P, (index + 1) * P)
 
     def _frame_interval(self, frame: int, mode: str) -> tuple[float, float]:
         """(t0, t1) s of a timed scan of scene frame ``frame``: the frame's span in a
@@ -408,6 +410,10 @@ class Scanner:
             SettingsError: the scan would cast more rays than allowed (named setting).
         """
         self.check_budget(frame, mode)
+        with single_blas_thread():
+            return self._scan_frame(frame, mode)
+
+    def _scan_frame(self, frame: int, mode: str) -> ScanResult:
         if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
             return self._scan_timed(frame, frame_time(self.scene), mode, *self._frame_interval(frame, mode))
         snap = self.snapshot(frame)
