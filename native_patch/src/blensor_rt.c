@@ -55,6 +55,8 @@ static __inline int brt_ctz(unsigned x) { unsigned long i; _BitScanForward(&i, x
 #endif
 
 #define NBINS 16
+#define BIN_BITS 4 /* bits of a bin index (NBINS <= 1 << BIN_BITS): prim_t.pad keeps three */
+#define BIN_MASK ((1 << BIN_BITS) - 1)
 #define BOX_WIDEN 1.0000004f /* 1 + 2 gamma(3) for float32 (Ize 2013) */
 #define STACK_SIZE 1024 /* at most BW entries per level of a tree of depth <= MAX_DEPTH */
 #define MAX_DEPTH 100 /* deeper tasks become leaves, so a traversal stack of STACK_SIZE never overflows */
@@ -200,7 +202,7 @@ typedef struct { /* lo and hi each start a 16-byte group: one SSE load each */
     float lo[3];
     int32_t id;
     float hi[3];
-    int32_t pad;
+    int32_t pad; /* the task's bins on the three axes (BIN_BITS each), set by its binning pass */
 } prim_t;
 
 typedef struct {
@@ -208,6 +210,7 @@ typedef struct {
     float clo[3], chi[3]; /* centroid bounds of the task's primitives */
 } task_t;
 
+#if !defined(BRT_SIMD)
 /* Bin of a centroid coordinate; never converts NaN or an out-of-range float to int
  * (undefined in C): such values go to the first or last bin. */
 static int bin_of(float c, float clo, float scale) {
@@ -216,6 +219,7 @@ static int bin_of(float c, float clo, float scale) {
     if (!(x < (float)NBINS)) return NBINS - 1;
     return (int)x;
 }
+#endif
 
 /* Binned SAH build over the primitive boxes (b->bmin, b->bmax), in the order b->idx;
  * on return b->idx is the leaf order and b->nodes the binary tree (node 0 = root).
@@ -265,6 +269,7 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
                 /* max(x, 0) gives 0 for NaN (second operand), as bin_of does */
                 int32_t bi[4];
                 _mm_storeu_si128((__m128i *)bi, _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(x, zero), top)));
+                prims[i].pad = bi[0] | bi[1] << BIN_BITS | bi[2] << 2 * BIN_BITS;
                 for (int a = 0; a < 3; ++a) {
                     bcnt[a][bi[a]]++;
                     vlo[a][bi[a]] = _mm_min_ps(lo, vlo[a][bi[a]]);
@@ -284,9 +289,11 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
         for (int a = 0; a < 3; ++a)
             for (int k = 0; k < NBINS; ++k) { bcnt[a][k] = 0; box_empty(blo[a][k], bhi[a][k]); }
         for (int64_t i = t.start; i < t.end; ++i) {
-            const prim_t *q = &prims[i];
+            prim_t *q = &prims[i];
+            q->pad = 0;
             for (int a = 0; a < 3; ++a) {
                 int bi = bin_of(0.5f * (q->lo[a] + q->hi[a]), t.clo[a], scale[a]);
+                q->pad |= bi << a * BIN_BITS;
                 bcnt[a][bi]++;
                 box_grow(blo[a][bi], bhi[a][bi], q->lo, q->hi);
             }
@@ -332,13 +339,42 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
             if (k <= best_split) box_grow(llo, lhi, blo[best_axis][k], bhi[best_axis][k]);
             else box_grow(rlo, rhi, blo[best_axis][k], bhi[best_axis][k]);
         }
-        /* partition; each primitive is classified once, and its centroid grows the
-         * centroid bounds of the side it goes to */
+        /* partition by the bins the binning pass stored in pad; each primitive's
+         * centroid grows the centroid bounds of the side it goes to */
+        const int shift = BIN_BITS * best_axis;
         int64_t i = t.start, j = t.end - 1;
+#if defined(BRT_SIMD)
+        {
+            const __m128 half = _mm_set1_ps(0.5f);
+            const __m128 xyz = _mm_castsi128_ps(_mm_setr_epi32(-1, -1, -1, 0)); /* as in the binning */
+            __m128 l0 = _mm_set1_ps(FLT_MAX), l1 = _mm_set1_ps(-FLT_MAX), r0 = l0, r1 = l1;
+            while (i <= j) {
+                const __m128 c = _mm_mul_ps(half, _mm_add_ps(_mm_and_ps(_mm_loadu_ps(prims[i].lo), xyz),
+                                                             _mm_and_ps(_mm_loadu_ps(prims[i].hi), xyz)));
+                if (((prims[i].pad >> shift) & BIN_MASK) <= best_split) {
+                    l0 = _mm_min_ps(c, l0);
+                    l1 = _mm_max_ps(c, l1);
+                    ++i;
+                } else {
+                    r0 = _mm_min_ps(c, r0);
+                    r1 = _mm_max_ps(c, r1);
+                    prim_t tmp = prims[i];
+                    prims[i] = prims[j];
+                    prims[j] = tmp;
+                    --j;
+                }
+            }
+            float v[4]; /* lane 3 (id + pad bits) is not kept */
+            _mm_storeu_ps(v, l0); memcpy(lcl, v, sizeof lcl);
+            _mm_storeu_ps(v, l1); memcpy(lch, v, sizeof lch);
+            _mm_storeu_ps(v, r0); memcpy(rcl, v, sizeof rcl);
+            _mm_storeu_ps(v, r1); memcpy(rch, v, sizeof rch);
+        }
+#else
         while (i <= j) {
             float c[3];
             for (int k = 0; k < 3; ++k) c[k] = 0.5f * (prims[i].lo[k] + prims[i].hi[k]);
-            if (bin_of(c[best_axis], t.clo[best_axis], scale[best_axis]) <= best_split) {
+            if (((prims[i].pad >> shift) & BIN_MASK) <= best_split) {
                 box_grow(lcl, lch, c, c);
                 ++i;
             } else {
@@ -349,6 +385,7 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
                 --j;
             }
         }
+#endif
         mid = i;
     } else {
     median: /* all centroids coincide: split by position so leaves stay small */
@@ -413,14 +450,6 @@ typedef struct {
     int rc;
 } subtree_job_t;
 
-static void subtree_run(subtree_job_t *j) { j->rc = build_from(&j->sub, j->prims, j->task); }
-
-#if defined(_WIN32)
-static DWORD WINAPI subtree_thread(LPVOID arg) { subtree_run((subtree_job_t *)arg); return 0; }
-#else
-static void *subtree_thread(void *arg) { subtree_run((subtree_job_t *)arg); return NULL; }
-#endif
-
 static int online_cpus(void) {
 #if defined(_WIN32)
     SYSTEM_INFO si;
@@ -432,12 +461,51 @@ static int online_cpus(void) {
 #endif
 }
 
+typedef void (*pair_fn)(void *);
+typedef struct {
+    pair_fn fn;
+    void *arg;
+} pair_call_t;
+
+#if defined(_WIN32)
+static DWORD WINAPI pair_thread(LPVOID p) { ((pair_call_t *)p)->fn(((pair_call_t *)p)->arg); return 0; }
+#else
+static void *pair_thread(void *p) { ((pair_call_t *)p)->fn(((pair_call_t *)p)->arg); return NULL; }
+#endif
+
+/* fn(a) on a second thread, where the machine has more than one core, while fn(b) runs
+ * on this one; both have returned when this does (fn(a) runs here, after fn(b), if no
+ * thread could be started). The two calls must not depend on each other. */
+static void run_pair(pair_fn fn, void *a, void *b) {
+    pair_call_t call = {fn, a};
+    int threaded;
+#if defined(_WIN32)
+    HANDLE th = online_cpus() > 1 ? CreateThread(NULL, 0, pair_thread, &call, 0, NULL) : NULL;
+    threaded = th != NULL;
+    fn(b);
+    if (threaded) { WaitForSingleObject(th, INFINITE); CloseHandle(th); }
+#else
+    pthread_t th;
+    threaded = online_cpus() > 1 && pthread_create(&th, NULL, pair_thread, &call) == 0;
+    fn(b);
+    if (threaded) pthread_join(th, NULL);
+#endif
+    if (!threaded) fn(a);
+}
+
+static void subtree_run(void *p) {
+    subtree_job_t *j = (subtree_job_t *)p;
+    j->rc = build_from(&j->sub, j->prims, j->task);
+}
+
 /* Below this many primitives the tree is built in one pass; from it on, the two
  * children of the root are built as separate subtrees (on two threads where the machine
  * has two cores) and appended after the root. The tree is the one the single pass
  * builds (same splits, same child order), only numbered otherwise, and its numbering
  * depends on the input alone, not on the thread count or timing. */
 #define PAR_MIN 20000
+/* packets of a mesh from which packetize fills them on two threads (half each) */
+#define PACKETS_PAR_MIN 8192
 
 static int build_subtrees(builder_t *b, prim_t *prims, task_t root) {
     task_t L, R;
@@ -458,21 +526,7 @@ static int build_subtrees(builder_t *b, prim_t *prims, task_t root) {
             job[k].sub.nodes[0] = b->nodes[kids[k].node];
         }
     }
-    if (job[0].sub.nodes && job[1].sub.nodes) {
-        int threaded = 0;
-#if defined(_WIN32)
-        HANDLE th = online_cpus() > 1 ? CreateThread(NULL, 0, subtree_thread, &job[1], 0, NULL) : NULL;
-        threaded = th != NULL;
-        subtree_run(&job[0]);
-        if (threaded) { WaitForSingleObject(th, INFINITE); CloseHandle(th); }
-#else
-        pthread_t th;
-        threaded = online_cpus() > 1 && pthread_create(&th, NULL, subtree_thread, &job[1]) == 0;
-        subtree_run(&job[0]);
-        if (threaded) pthread_join(th, NULL);
-#endif
-        if (!threaded) subtree_run(&job[1]);
-    }
+    if (job[0].sub.nodes && job[1].sub.nodes) run_pair(subtree_run, &job[1], &job[0]);
     rc = job[0].rc < 0 ? job[0].rc : job[1].rc;
     /* node i >= 1 of a subtree goes to base + i - 1; its root replaces the child node */
     for (int k = 0; k < 2 && rc == BRT_OK; ++k) {
@@ -608,8 +662,44 @@ static int build_wide_tree(builder_t *b, int64_t n, wnode_t **nodes, int64_t *nn
     return BRT_OK;
 }
 
+/* Packets of the nodes [n0, n1) of a mesh tree, the first one numbered q0 (see packetize). */
+typedef struct {
+    brt_mesh *m;
+    const float *verts;
+    const int32_t *tris, *order;
+    int64_t n0, n1, q0;
+} packet_job_t;
+
+static void packetize_nodes(void *p) {
+    const packet_job_t *jb = (const packet_job_t *)p;
+    brt_mesh *m = jb->m;
+    int64_t q = jb->q0;
+    for (int64_t i = jb->n0; i < jb->n1; ++i) {
+        wnode_t *n = &m->nodes[i];
+        for (int j = 0; j < BW; ++j) {
+            if (n->count[j] <= 0) continue;
+            int32_t first = n->child[j], count = n->count[j], np = (count + 3) / 4;
+            for (int32_t pk = 0; pk < np; ++pk, ++q) {
+                for (int lane = 0; lane < 4; ++lane) {
+                    int32_t k = 4 * pk + lane < count ? 4 * pk + lane : count - 1;
+                    int32_t tri = jb->order[first + k]; /* leaf order -> input triangle */
+                    m->pk_tri[4 * q + lane] = tri;
+                    for (int v = 0; v < 3; ++v)
+                        for (int a = 0; a < 3; ++a)
+                            m->pk[36 * q + (3 * v + a) * 4 + lane] =
+                                jb->verts[3 * (int64_t)jb->tris[3 * (int64_t)tri + v] + a];
+                }
+            }
+            n->child[j] = (int32_t)(q - np);
+            n->count[j] = np;
+        }
+    }
+}
+
 /* Re-point every leaf of a mesh tree at packets of 4 triangles (SoA), so one SIMD test
- * covers a leaf of up to 4 triangles. */
+ * covers a leaf of up to 4 triangles. Packets are numbered in node order; the nodes are
+ * cut in two halves of near-equal packet counts, filled on two threads (the gather of
+ * the vertices is memory bound). The result does not depend on the threads. */
 static int packetize(brt_mesh *m, const float *verts, const int32_t *tris, const int32_t *order) {
     int64_t npk = 0;
     for (int64_t i = 0; i < m->nnodes; ++i)
@@ -618,27 +708,20 @@ static int packetize(brt_mesh *m, const float *verts, const int32_t *tris, const
     m->pk = (float *)malloc(sizeof(float) * 36 * (size_t)(npk + 1));
     m->pk_tri = (int32_t *)malloc(sizeof(int32_t) * 4 * (size_t)(npk + 1));
     if (!m->pk || !m->pk_tri) return BRT_E_NOMEM;
-    int64_t q = 0;
-    for (int64_t i = 0; i < m->nnodes; ++i) {
-        wnode_t *n = &m->nodes[i];
-        for (int j = 0; j < BW; ++j) {
-            if (n->count[j] <= 0) continue;
-            int32_t first = n->child[j], count = n->count[j], np = (count + 3) / 4;
-            for (int32_t p = 0; p < np; ++p, ++q) {
-                for (int lane = 0; lane < 4; ++lane) {
-                    int32_t k = 4 * p + lane < count ? 4 * p + lane : count - 1;
-                    int32_t tri = order[first + k]; /* leaf order -> input triangle */
-                    m->pk_tri[4 * q + lane] = tri;
-                    for (int v = 0; v < 3; ++v)
-                        for (int a = 0; a < 3; ++a)
-                            m->pk[36 * q + (3 * v + a) * 4 + lane] = verts[3 * (int64_t)tris[3 * (int64_t)tri + v] + a];
-                }
-            }
-            n->child[j] = (int32_t)(q - np);
-            n->count[j] = np;
-        }
+    packet_job_t half[2] = {{m, verts, tris, order, 0, m->nnodes, 0},
+                            {m, verts, tris, order, m->nnodes, m->nnodes, npk}};
+    if (npk >= 2 * PACKETS_PAR_MIN) { /* the first node at which half the packets are numbered */
+        int64_t q = 0, i = 0;
+        for (; i < m->nnodes && 2 * q < npk; ++i)
+            for (int j = 0; j < BW; ++j)
+                if (m->nodes[i].count[j] > 0) q += (m->nodes[i].count[j] + 3) / 4;
+        half[0].n1 = half[1].n0 = i;
+        half[1].q0 = q;
+        run_pair(packetize_nodes, &half[1], &half[0]);
+    } else {
+        packetize_nodes(&half[0]);
     }
-    m->npk = q;
+    m->npk = npk;
     return BRT_OK;
 }
 
@@ -681,10 +764,10 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
         int finite = 1;
         for (int k = 0; k < 3; ++k) finite &= isfinite(a[k]) && isfinite(b[k]) && isfinite(c[k]);
         if (!finite) continue;
-        for (int k = 0; k < 3; ++k) {
-            float lo = fminf(a[k], fminf(b[k], c[k])), hi = fmaxf(a[k], fmaxf(b[k], c[k]));
-            bmin[3 * i + k] = lo;
-            bmax[3 * i + k] = hi;
+        for (int k = 0; k < 3; ++k) { /* finite here: plain compares, no libm fminf/fmaxf calls */
+            float lo = a[k] < b[k] ? a[k] : b[k], hi = a[k] > b[k] ? a[k] : b[k];
+            bmin[3 * i + k] = c[k] < lo ? c[k] : lo;
+            bmax[3 * i + k] = c[k] > hi ? c[k] : hi;
         }
         idx[kept++] = (int32_t)i;
     }
