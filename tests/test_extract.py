@@ -47,6 +47,12 @@ def test_ngons_and_mixed_faces(bpy_mod, empty_scene):
     assert np.array_equal(t, ref_t) and np.array_equal(m, ref_m)
     quad_only = add_mesh(bpy_mod, "Quads", verts[6:10], [(0, 1, 2, 3)])
     assert np.array_equal(mesh_arrays(quad_only.data)[1], loop_triangles(quad_only.data)[0])
+    # triangles only (the corners taken in order), with a second material
+    tri_only = add_mesh(bpy_mod, "Triangles", verts[6:13], [(0, 1, 2), (2, 3, 0), (4, 5, 6)])
+    tri_only.data.polygons[2].material_index = 1
+    v, t, m = mesh_arrays(tri_only.data)
+    ref_t, ref_m = loop_triangles(tri_only.data)
+    assert np.array_equal(t, ref_t) and np.array_equal(m, ref_m) and list(m) == [0, 0, 1]
 
 
 def test_modifiers_instances_hidden_objects_and_labels(bpy_mod, empty_scene):

@@ -128,6 +128,14 @@ def mesh_arrays(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if tri_poly is not None:
         corner_vert = np.empty(len(mesh.loops), np.int32)
         attrs[".corner_vert"].data.foreach_get("value", corner_vert)
+        if nt == npoly:  # every polygon a triangle (scans, photogrammetry, imports): its corners in order
+            t = corner_vert.reshape(-1, 3)
+            if "material_index" in attrs:
+                m = np.empty(npoly, np.int32)
+                attrs["material_index"].data.foreach_get("value", m)
+            else:
+                m = np.zeros(nt, np.int32)
+            return v.reshape(-1, 3), t, m
         corners = per_poly + 2
         loop_start = np.zeros(npoly, np.int64)
         np.cumsum(corners[:-1], out=loop_start[1:])

@@ -173,6 +173,18 @@ static float half_area(const float *lo, const float *hi) {
     return dx * dy + dy * dz + dz * dx;
 }
 
+#if defined(BRT_SIMD)
+/* half_area of the box (lo, hi) held in lanes 0-2 of two SSE registers: the same
+ * products and sums in the same order, so the same float. */
+static inline float half_area4(__m128 lo, __m128 hi) {
+    const __m128 d = _mm_sub_ps(hi, lo); /* dx dy dz . */
+    if (_mm_movemask_ps(_mm_cmplt_ps(d, _mm_setzero_ps())) & 7) return 0.0f;
+    const __m128 p = _mm_mul_ps(d, _mm_shuffle_ps(d, d, _MM_SHUFFLE(3, 0, 2, 1))); /* dx*dy dy*dz dz*dx . */
+    return _mm_cvtss_f32(_mm_add_ss(_mm_add_ss(p, _mm_shuffle_ps(p, p, _MM_SHUFFLE(1, 1, 1, 1))),
+                                    _mm_shuffle_ps(p, p, _MM_SHUFFLE(2, 2, 2, 2))));
+}
+#endif
+
 static void box_empty(float *lo, float *hi) {
     for (int k = 0; k < 3; ++k) { lo[k] = FLT_MAX; hi[k] = -FLT_MAX; }
 }
@@ -249,9 +261,12 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
     float rcl[3] = {FLT_MAX, FLT_MAX, FLT_MAX}, rch[3] = {-FLT_MAX, -FLT_MAX, -FLT_MAX};
     if (any_axis) {
         int64_t bcnt[3][NBINS];
-        float blo[3][NBINS][3], bhi[3][NBINS][3];
+        float best_cost = FLT_MAX;
+        int best_axis = -1, best_split = 0;
 #if defined(BRT_SIMD)
-        { /* the same bins as bin_of and box_grow below, three axes at once (SSE2) */
+        { /* the same bins and the same SAH sweep as the portable code below, three axes
+           * of a bin per instruction (SSE2); the same arithmetic in the same order, so
+           * both give the same tree */
             __m128 vlo[3][NBINS], vhi[3][NBINS];
             const __m128 inf = _mm_set1_ps(FLT_MAX), ninf = _mm_set1_ps(-FLT_MAX);
             for (int a = 0; a < 3; ++a)
@@ -276,16 +291,50 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
                     vhi[a][bi[a]] = _mm_max_ps(hi, vhi[a][bi[a]]);
                 }
             }
-            for (int a = 0; a < 3; ++a)
-                for (int k = 0; k < NBINS; ++k) {
-                    float l4[4], h4[4];
-                    _mm_storeu_ps(l4, vlo[a][k]);
-                    _mm_storeu_ps(h4, vhi[a][k]);
-                    memcpy(blo[a][k], l4, sizeof blo[a][k]);
-                    memcpy(bhi[a][k], h4, sizeof bhi[a][k]);
+            for (int a = 0; a < 3; ++a) {
+                if (scale[a] == 0.0f) continue;
+                float rarea[NBINS];
+                int64_t rcnt[NBINS];
+                __m128 xlo = inf, xhi = ninf;
+                int64_t acc = 0;
+                for (int k = NBINS - 1; k > 0; --k) {
+                    acc += bcnt[a][k];
+                    if (bcnt[a][k]) { xlo = _mm_min_ps(vlo[a][k], xlo); xhi = _mm_max_ps(vhi[a][k], xhi); }
+                    rarea[k] = half_area4(xlo, xhi);
+                    rcnt[k] = acc;
                 }
+                xlo = inf;
+                xhi = ninf;
+                acc = 0;
+                for (int k = 0; k < NBINS - 1; ++k) {
+                    acc += bcnt[a][k];
+                    if (bcnt[a][k]) { xlo = _mm_min_ps(vlo[a][k], xlo); xhi = _mm_max_ps(vhi[a][k], xhi); }
+                    if (acc == 0 || rcnt[k + 1] == 0) continue;
+                    float cost = half_area4(xlo, xhi) * (float)acc + rarea[k + 1] * (float)rcnt[k + 1];
+                    if (cost < best_cost) { best_cost = cost; best_axis = a; best_split = k; }
+                }
+            }
+            if (best_axis >= 0) { /* the children's boxes: the bins on either side of the split */
+                __m128 l0 = inf, l1 = ninf, r0 = inf, r1 = ninf;
+                for (int k = 0; k < NBINS; ++k) {
+                    if (!bcnt[best_axis][k]) continue;
+                    if (k <= best_split) {
+                        l0 = _mm_min_ps(vlo[best_axis][k], l0);
+                        l1 = _mm_max_ps(vhi[best_axis][k], l1);
+                    } else {
+                        r0 = _mm_min_ps(vlo[best_axis][k], r0);
+                        r1 = _mm_max_ps(vhi[best_axis][k], r1);
+                    }
+                }
+                float v[4];
+                _mm_storeu_ps(v, l0); memcpy(llo, v, sizeof llo);
+                _mm_storeu_ps(v, l1); memcpy(lhi, v, sizeof lhi);
+                _mm_storeu_ps(v, r0); memcpy(rlo, v, sizeof rlo);
+                _mm_storeu_ps(v, r1); memcpy(rhi, v, sizeof rhi);
+            }
         }
 #else
+        float blo[3][NBINS][3], bhi[3][NBINS][3];
         for (int a = 0; a < 3; ++a)
             for (int k = 0; k < NBINS; ++k) { bcnt[a][k] = 0; box_empty(blo[a][k], bhi[a][k]); }
         for (int64_t i = t.start; i < t.end; ++i) {
@@ -298,9 +347,6 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
                 box_grow(blo[a][bi], bhi[a][bi], q->lo, q->hi);
             }
         }
-#endif
-        float best_cost = FLT_MAX;
-        int best_axis = -1, best_split = 0;
         for (int a = 0; a < 3; ++a) {
             if (scale[a] == 0.0f) continue;
             float rarea[NBINS];
@@ -324,6 +370,16 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
                 if (cost < best_cost) { best_cost = cost; best_axis = a; best_split = k; }
             }
         }
+        if (best_axis >= 0) { /* the children's boxes: the bins on either side of the split */
+            box_empty(llo, lhi);
+            box_empty(rlo, rhi);
+            for (int k = 0; k < NBINS; ++k) {
+                if (!bcnt[best_axis][k]) continue;
+                if (k <= best_split) box_grow(llo, lhi, blo[best_axis][k], bhi[best_axis][k]);
+                else box_grow(rlo, rhi, blo[best_axis][k], bhi[best_axis][k]);
+            }
+        }
+#endif
         if (best_axis < 0) goto median; /* cannot happen with a positive extent */
         float parent_area = half_area(nd->bmin, nd->bmax);
         float split_cost = 0.5f + (parent_area > 0 ? best_cost / parent_area : (float)cnt);
@@ -331,13 +387,6 @@ static int process_task(builder_t *b, prim_t *prims, task_t t, task_t *L, task_t
             nd->first = (int32_t)t.start;
             nd->count = (int32_t)cnt;
             return 0;
-        }
-        box_empty(llo, lhi);
-        box_empty(rlo, rhi);
-        for (int k = 0; k < NBINS; ++k) {
-            if (!bcnt[best_axis][k]) continue;
-            if (k <= best_split) box_grow(llo, lhi, blo[best_axis][k], bhi[best_axis][k]);
-            else box_grow(rlo, rhi, blo[best_axis][k], bhi[best_axis][k]);
         }
         /* partition by the bins the binning pass stored in pad; each primitive's
          * centroid grows the centroid bounds of the side it goes to */
