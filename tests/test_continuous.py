@@ -356,3 +356,26 @@ def test_frozen_frame_sweeps_take_each_ray_from_the_frame_that_cast_it(bpy_mod, 
             np.testing.assert_allclose(d[:, 0] + start, xyz[:, 0], atol=2e-4)
             # every point lies on the cylinder around where the sensor stood in its frame
             np.testing.assert_allclose(np.hypot(xyz[:, 0] - v * frame / 25, xyz[:, 2]), R, atol=2e-3)
+
+
+def test_static_scene_keeps_its_top_level_across_the_frames_of_a_sweep(bpy_mod, empty_scene):
+    # a 5 Hz sweep at 24 fps spans 5 scene frames; nothing moves, so the native backend
+    # builds its top level once, and the returns equal those of a frozen-frame scan
+    from blensor_addon.scene.scanner import Scanner
+    add_mesh(bpy_mod, "Floor", *quad(-50, 50, -50, 50, 0.0))
+    add_mesh(bpy_mod, "Box", *quad(-1, 1, -1, 1, 0.5), location=(5.0, 0.0, 0.0))
+    cam = add_camera(bpy_mod, location=(0.0, 0.0, 2.0), rotation=(math.pi / 2, 0.0, 0.0))
+    generic_sensor(cam, "-10,-20", angle_resolution=1.0, max_range=60.0, rotation_speed=5.0)
+    sc = Scanner(cam, backend="native")
+    r = sc.scan_frame(1)
+    assert sc.backend.scene_builds == 1 and len(r) == 720
+    # the box moves from frame 3 on: the frames after it change, so the top level is rebuilt
+    box = bpy_mod.data.objects["Box"]
+    key(box, "location", 3, (5.0, 0.0, 0.0))
+    key(box, "location", 4, (5.0, 3.0, 0.0))
+    sc2 = Scanner(cam, backend="native")
+    r2 = sc2.scan_frame(1)
+    assert sc2.backend.scene_builds > 1 and len(r2) == 720
+    assert not np.array_equal(r2.xyz, r.xyz)
+    sc.close()
+    sc2.close()

@@ -260,7 +260,7 @@ class RangeScanJob:
             self._requested = [frames[0], frames[-1]] if contiguous else list(frames)
         self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
                                frame_of_reference=self.frame_of_reference, overrides=self.overrides,
-                               axes=self.axes)
+                               axes=self.axes, packet_hashes=True)
         self._lock = None
         self.writers = []
         self._writing = None  # WriterThread, started with the first frame

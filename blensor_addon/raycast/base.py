@@ -77,6 +77,20 @@ class SceneGeometry:
         from .motion import motion_records
         return motion_records(self.instance_matrix, self.instance_matrix_end)
 
+    def same_as(self, other: "SceneGeometry | None") -> bool:
+        """True if ``other`` holds the same geometry: the same mesh keys, instances and
+        transforms (start and end), compared exactly (a static scene sampled at two
+        frames gives two equal geometries, so a backend keeps what it built)."""
+        if other is self:
+            return True
+        if other is None or [m.key for m in self.meshes] != [m.key for m in other.meshes]:
+            return False
+        end, other_end = self.instance_matrix_end, other.instance_matrix_end
+        return (np.array_equal(self.instance_mesh, other.instance_mesh)
+                and np.array_equal(self.instance_matrix, other.instance_matrix)
+                and (end is None) == (other_end is None)
+                and (end is None or np.array_equal(end, other_end)))
+
     def hash(self) -> str:
         """Hash of all meshes and instance transforms, the end transforms included when
         given (hex str)."""

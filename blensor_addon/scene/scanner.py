@@ -201,13 +201,17 @@ class Scanner:
             (``sensor_type`` and ``preset`` included); the camera is not changed.
         axes: ``"blensor"`` or ``"ros"`` (REP-103) for sensor-frame points, normals and
             the pose (:mod:`blensor_addon.core.axes`).
+        packet_hashes: hash the geometry of every packet scanned (:attr:`last_packet_hash`,
+            which the range-scan runner keeps in its manifest for ``--resume``); a sha256
+            over every instance transform of every step, so single scans skip it.
     Raises:
         SettingsError: bad camera, setting, backend or frame of reference.
     """
 
     def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
                  frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
-                 overrides: dict | None = None, axes: str = "blensor") -> None:
+                 overrides: dict | None = None, axes: str = "blensor",
+                 packet_hashes: bool = False) -> None:
         self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
         self.axes = check_axes(axes)
         if frame_of_reference not in FRAMES_OF_REFERENCE:
@@ -236,6 +240,7 @@ class Scanner:
                                                        or self.sensor.exposure_time(s) > 0)
         self._timeline = None
         self._timed_hash = None  # geometry hash of the last timed packet (last_packet_hash)
+        self.packet_hashes = packet_hashes
 
     @property
     def sweep_period(self) -> float | None:
@@ -359,8 +364,10 @@ class Scanner:
     @property
     def last_packet_hash(self) -> str | None:
         """Geometry hash of the last packet scanned, as :meth:`packet_hash` gives it (the
-        steps of a timed packet, else the frame's snapshot; hashed only when asked)."""
-        if self._timed_hash is not None:
+        steps of a timed packet, else the frame's snapshot; hashed only when asked). None
+        before any scan, and after a timed scan by a scanner made without
+        ``packet_hashes``."""
+        if self._timed_hash is not None or (self.timed and not self.packet_hashes):
             return self._timed_hash
         return None if self.last_snapshot is None else self.last_snapshot.geometry.hash()
 
@@ -378,7 +385,8 @@ class Scanner:
                            self._semantic_of(start.objects), start.objects)
         result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
         self.last_snapshot = start
-        self._timed_hash = tl.geometry_hash(t0, t1)  # now: the timeline keeps only recent steps
+        # now: the timeline keeps only recent steps
+        self._timed_hash = tl.geometry_hash(t0, t1) if self.packet_hashes else None
         return to_axes(result, self.axes)
 
     @property
