@@ -490,7 +490,7 @@ class _Builder:
             self.index.append(0)
 
     def add_block(self, plan, parent) -> None:
-        keep = plan.nonempty & np.isfinite(plan.world).all(axis=(1, 2))
+        keep = plan.nonempty & plan.finite()
         if not keep.all():
             bad = int((plan.nonempty & ~keep).sum())
             self.dropped[parent.name] = self.dropped.get(parent.name, 0) + bad
@@ -499,15 +499,16 @@ class _Builder:
         if n == 0:
             return
         pid = self.table.id_of(parent)
+        every = n == keep.shape[0]
+        ref = plan.ref_index if every else plan.ref_index[keep]
         self.blocks.append({
-            "mesh": plan.ref_mesh[plan.ref_index[keep]], "matrix": plan.world[keep],
-            "ref": plan.ref_index[keep], "ref_rows": plan.ref_rows,
+            "mesh": plan.ref_mesh[ref], "plan": plan, "rows": None if every else np.flatnonzero(keep), "n": n,
+            "ref": ref, "ref_rows": plan.ref_rows,
             "obj": np.full(n, pid, np.uint32), "parent": np.full(n, pid, np.uint32),
             "index": (np.flatnonzero(keep) % 0xFFFFFFFF + 1).astype(np.uint32)})
 
     def snapshot(self, pose, origin) -> SceneSnapshot:
         mesh = [np.array(self.mesh, np.int32)] + [blk["mesh"] for blk in self.blocks]
-        mats = [np.array(self.matrix, np.float64).reshape(-1, 4, 4)] + [blk["matrix"] for blk in self.blocks]
         ids = [[np.array(getattr(self, k), np.uint32)] + [blk[k] for blk in self.blocks]
                for k in ("obj", "parent", "index")]
         # material slots: per instance a run of rows in slot_material
@@ -525,9 +526,17 @@ class _Builder:
         lens_all = np.concatenate(lens)
         slot_off = np.zeros(lens_all.shape[0] + 1, np.int64)
         np.cumsum(lens_all, out=slot_off[1:])
-        m = np.concatenate(mats)
-        m[:, :3, 3] -= origin  # float64 before the float32 rounding (precision far out)
-        geometry = SceneGeometry(self.meshes, np.concatenate(mesh), m.astype(np.float32))
+        # transforms relative to the sensor: origin subtracted in float64, then rounded to
+        # float32 (precision far out); the Geometry Nodes blocks chunk by chunk
+        plain = np.array(self.matrix, np.float64).reshape(-1, 4, 4)
+        m = np.empty((plain.shape[0] + sum(blk["n"] for blk in self.blocks), 4, 4), np.float32)
+        plain[:, :3, 3] -= origin
+        m[:plain.shape[0]] = plain
+        at = plain.shape[0]
+        for blk in self.blocks:
+            blk["plan"].write_relative(blk["rows"], origin, m[at:at + blk["n"]])
+            at += blk["n"]
+        geometry = SceneGeometry(self.meshes, np.concatenate(mesh), m)
         tri_off = np.zeros(len(self.meshes) + 1, np.int64)
         tri_off[1:] = np.cumsum([t.shape[0] for t in self.tri_mats]) if self.tri_mats else []
         mtable = MaterialTable(
@@ -549,20 +558,58 @@ class _GNPlan:
     """The Geometry Nodes instances of one evaluated object, as arrays.
 
     Attributes:
-        world (N, 4, 4) float64 object-to-world matrix of every instance.
-        ref_index (N,) int64 reference of every instance; ref_mesh (R,) int64 mesh
-        index of every reference; ref_rows: material rows of every reference's slots;
-        nonempty (N,) bool: the instance's mesh has triangles.
+        stored (N, 4, 4) float32: every instance's transform relative to its instancer,
+        as Blender stores it (column-major: ``stored[n]`` is the matrix transposed);
+        parent (4, 4) float64: the instancer's object-to-world matrix; ref_index (N,)
+        int64 reference of every instance; ref_mesh (R,) int64 mesh index of every
+        reference; ref_rows: material rows of every reference's slots; nonempty (N,)
+        bool: the instance's mesh has triangles.
+
+    World matrices (float64) are made :data:`CHUNK` instances at a time (:meth:`world`),
+    never for all at once: a float64 copy of 10^6 transforms is 128 MB of fresh memory,
+    and each sample of the scene made three of them.
     """
 
-    def __init__(self, world, ref_index, ref_mesh, ref_rows, nonempty) -> None:
-        self.world, self.ref_index, self.ref_mesh = world, ref_index, ref_mesh
+    CHUNK = 1 << 16
+
+    def __init__(self, stored, parent, ref_index, ref_mesh, ref_rows, nonempty) -> None:
+        self.stored, self.parent, self.ref_index, self.ref_mesh = stored, parent, ref_index, ref_mesh
         self.ref_rows, self.nonempty = ref_rows, nonempty
+
+    def __len__(self) -> int:
+        return self.stored.shape[0]
+
+    def world(self, rows) -> np.ndarray:
+        """(K, 4, 4) float64 object-to-world matrices of the instances ``rows`` (a slice
+        or an index array): parent @ local, as one (4K, 4) x (4, 4) product (row 4n + k
+        of the stored array is column k of instance n's matrix)."""
+        s = self.stored[rows]
+        return (s.reshape(-1, 4).astype(np.float64) @ self.parent.T).reshape(-1, 4, 4).transpose(0, 2, 1)
+
+    def _chunks(self, count: int):
+        for a in range(0, count, self.CHUNK):
+            yield a, min(count, a + self.CHUNK)
+
+    def finite(self) -> np.ndarray:
+        """(N,) bool: the instance's world matrix is finite."""
+        out = np.empty(len(self), bool)
+        for a, b in self._chunks(len(self)):
+            out[a:b] = np.isfinite(self.world(slice(a, b))).all(axis=(1, 2))
+        return out
+
+    def write_relative(self, rows, origin, out: np.ndarray) -> None:
+        """Write the world matrices of the instances ``rows`` (index array; None: all)
+        with ``origin`` (3,) float64 subtracted from their translations, in float64, into
+        ``out`` (K, 4, 4) float32."""
+        for a, b in self._chunks(out.shape[0]):
+            w = self.world(slice(a, b) if rows is None else rows[a:b])
+            w[:, :3, 3] -= origin
+            out[a:b] = w
 
     def _check(self, inst, i: int) -> None:
         pid = [int(x) for x in inst.persistent_id if int(x) != 0x7FFFFFFF]
-        if pid != [0, i] or not np.allclose(np.array(inst.matrix_world, np.float64), self.world[i],
-                                            rtol=1e-5, atol=1e-4):
+        world = self.world(slice(i, i + 1))[0]
+        if pid != [0, i] or not np.allclose(np.array(inst.matrix_world, np.float64), world, rtol=1e-5, atol=1e-4):
             raise _PlanMismatch
 
     def consume(self, first, it) -> None:
@@ -573,7 +620,7 @@ class _GNPlan:
         Raises:
             _PlanMismatch: they do not match (the caller starts over, per instance).
         """
-        n = self.world.shape[0]
+        n = len(self)
         self._check(first, 0)
         if n > 1:
             collections.deque(itertools.islice(it, n - 2), maxlen=0)
@@ -618,9 +665,8 @@ def _gn_plan(parent, b: _Builder):
     ref_index = np.zeros(n, np.int32)
     if ".reference_index" in pc.attributes:
         pc.attributes[".reference_index"].data.foreach_get("value", ref_index)
-    local = xf.reshape(n, 4, 4).transpose(0, 2, 1).astype(np.float64)  # stored column-major
-    world = np.array(parent.matrix_world, np.float64) @ local
+    P = np.array(parent.matrix_world, np.float64)
     ref_mesh = np.array(ref_mesh, np.int64)
     ntri = np.array([b.meshes[i].triangles.shape[0] for i in ref_mesh], np.int64)
     ref_index = ref_index.astype(np.int64)
-    return _GNPlan(world, ref_index, ref_mesh, ref_rows, ntri[ref_index] > 0)
+    return _GNPlan(xf.reshape(n, 4, 4), P, ref_index, ref_mesh, ref_rows, ntri[ref_index] > 0)

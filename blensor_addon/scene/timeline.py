@@ -201,17 +201,23 @@ class Timeline:
         """The step from snapshot ``a`` to ``b``, and whether a mesh deforms between them."""
         ga, gb = a.geometry, b.geometry
         ib = match_instances(a, b)
-        end = ga.instance_matrix.astype(np.float64)
         ok = ib >= 0
-        if ok.any():
-            mb = gb.instance_matrix[ib[ok]].astype(np.float64)
-            mb[:, :3, 3] += b.origin - a.origin  # b's transforms relative to a's origin
-            end[ok] = mb
-        keys_a = np.array([m.key for m in ga.meshes], dtype=object)
-        keys_b = np.array([m.key for m in gb.meshes], dtype=object)
-        deforming = bool(ok.any() and (keys_a[ga.instance_mesh[ok]] != keys_b[gb.instance_mesh[ib[ok]]]).any())
-        end32 = end.astype(np.float32)
-        moving = not np.array_equal(end32, ga.instance_matrix)
+        codes: dict = {}  # mesh key -> small int, so instances compare as integers
+        code_a = np.array([codes.setdefault(m.key, len(codes)) for m in ga.meshes], np.int64)
+        code_b = np.array([codes.setdefault(m.key, len(codes)) for m in gb.meshes], np.int64)
+        deforming = bool(ok.any() and (code_a[ga.instance_mesh[ok]] != code_b[gb.instance_mesh[ib[ok]]]).any())
+        same = (ok.all() and np.array_equal(ib, np.arange(ib.shape[0])) and np.array_equal(a.origin, b.origin)
+                and np.array_equal(ga.instance_matrix, gb.instance_matrix))
+        if same:  # nothing moved (10^6 static instances: no float64 copies of every transform)
+            end32, moving = ga.instance_matrix, False
+        else:
+            end = ga.instance_matrix.astype(np.float64)
+            if ok.any():
+                mb = gb.instance_matrix[ib[ok]].astype(np.float64)
+                mb[:, :3, 3] += b.origin - a.origin  # b's transforms relative to a's origin
+                end[ok] = mb
+            end32 = end.astype(np.float32)
+            moving = not np.array_equal(end32, ga.instance_matrix)
         geometry = SceneGeometry(ga.meshes, ga.instance_mesh, ga.instance_matrix,
                                  instance_matrix_end=end32 if moving else None)
         return Step(t0, t1, a, geometry, a.sensor_to_world, b.sensor_to_world, moving), deforming
