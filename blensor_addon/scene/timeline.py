@@ -316,15 +316,52 @@ class TimedHits:
     @classmethod
     def scatter(cls, parts: list["TimedHits"], rows: list, n: int) -> "TimedHits":
         """The N = ``n`` rays of ``parts``, part i going to rows ``rows[i]`` (int arrays
-        that together cover 0..n-1 once): one copy, no concatenation."""
-        out = {}
-        for k in cls.FIELDS:
-            a = getattr(parts[0], k)
-            dst = np.empty((n, *a.shape[1:]), a.dtype)
-            for p, r in zip(parts, rows):
-                dst[r] = getattr(p, k)
-            out[k] = dst
-        return cls(**out)
+        that together cover 0..n-1 once), as a :class:`_Scattered`: nothing is copied
+        until a field is read or rows are taken."""
+        return _Scattered(parts, rows, n)
+
+
+class _Scattered(TimedHits):
+    """The rays of ``parts`` in ray order, part i holding rows ``rows[i]`` (see
+    :meth:`TimedHits.scatter`), copied only when asked: a field is scattered when first
+    read (the sensor reads ``hit`` and ``range`` to choose its returns), and
+    :meth:`take` of a boolean mask moves the rows kept from the parts straight to their
+    places, so every other field is copied once (the rows kept), not twice."""
+
+    def __init__(self, parts: list[TimedHits], rows: list, n: int) -> None:
+        self._parts, self._rows, self._n = parts, rows, n
+
+    def _field(self, name: str, moves=None, m: int = 0) -> np.ndarray:
+        """Field ``name`` scattered to ray order, or with ``moves`` (per part: its rows
+        kept, their places) only the ``m`` rows kept."""
+        first = getattr(self._parts[0], name)
+        out = np.empty((self._n if moves is None else m, *first.shape[1:]), first.dtype)
+        if moves is None:
+            for p, r in zip(self._parts, self._rows):
+                out[r] = getattr(p, name)
+        else:
+            for p, (src, dst) in zip(self._parts, moves):
+                out[dst] = getattr(p, name)[src]
+        return out
+
+    def __getattr__(self, name):
+        if name not in TimedHits.FIELDS:
+            raise AttributeError(name)
+        value = self._field(name)
+        setattr(self, name, value)
+        return value
+
+    def take(self, idx) -> TimedHits:
+        idx = np.asarray(idx)
+        if idx.dtype != bool or idx.shape != (self._n,):
+            return super().take(idx)
+        pos = np.cumsum(idx) - 1  # place of each kept row among the kept
+        m = int(pos[-1]) + 1 if self._n else 0
+        moves = []
+        for r in self._rows:
+            src = np.flatnonzero(idx[r])
+            moves.append((src, pos[r[src]]))
+        return TimedHits(**{k: self._field(k, moves, m) for k in self.FIELDS})
 
 
 class TimedContext:

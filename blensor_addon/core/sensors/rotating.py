@@ -361,12 +361,17 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
     if firing is not None and np.any(firing):
         spin = 360.0 * s.rotation_speed * np.asarray(firing, dtype=np.float64)  # deg turned per laser
         offsets = offsets - spin
-    th = np.deg2rad(azimuth_deg[:, None] - offsets[None, :] + 180.0)
+    # th = psi - offset + 180 deg per (column, laser): its sine and cosine from the
+    # columns' and the lasers' by the angle-difference identities (C + L trigonometric
+    # calls instead of C * L; the same angles within 1e-15 rad)
+    a = np.deg2rad(np.asarray(azimuth_deg, dtype=np.float64) + 180.0)[:, None]
+    o = np.deg2rad(np.asarray(offsets, dtype=np.float64))[None, :]
+    sin_a, cos_a, sin_o, cos_o = np.sin(a), np.cos(a), np.sin(o), np.cos(o)
     cp, sp = np.cos(elev)[None, :], np.sin(elev)[None, :]
     d = np.empty((C, L, 3), dtype=np.float64)
-    d[..., 0] = cp * np.sin(th)
+    d[..., 0] = cp * (sin_a * cos_o - cos_a * sin_o)
     d[..., 1] = np.broadcast_to(sp, (C, L))
-    d[..., 2] = cp * np.cos(th)
+    d[..., 2] = cp * (cos_a * cos_o + sin_a * sin_o)
     col = np.arange(column0, column0 + C, dtype=np.int64)
     total = C if columns is None else int(columns)
     origins = None
