@@ -609,7 +609,8 @@ class _GNPlan:
     def _check(self, inst, i: int) -> None:
         pid = [int(x) for x in inst.persistent_id if int(x) != 0x7FFFFFFF]
         world = self.world(slice(i, i + 1))[0]
-        if pid != [0, i] or not np.allclose(np.array(inst.matrix_world, np.float64), world, rtol=1e-5, atol=1e-4):
+        close = np.allclose(np.array(inst.matrix_world, np.float64), world, rtol=1e-5, atol=1e-4)
+        if pid != [0, i] or not close:
             raise _PlanMismatch
 
     def consume(self, first, it) -> None:
