@@ -31,7 +31,9 @@ Sources of the tables:
 """
 from __future__ import annotations
 
+import collections
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -336,9 +338,18 @@ def firing_offsets(s: LidarSettings) -> np.ndarray:
     return (np.arange(s.num_lasers) % group) * step
 
 
+#: the last few patterns made (:func:`make_pattern`), by their inputs: a scan repeated on
+#: the same frame (the panel's scan button, ``blensor_addon.scan`` in a loop) reuses its
+#: rays instead of making 133k directions again; arrays are read-only
+_PATTERNS: collections.OrderedDict = collections.OrderedDict()
+_PATTERNS_KEPT = 2
+_PATTERNS_LOCK = threading.Lock()
+
+
 def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
                  column0: int = 0, columns: int | None = None, firing: np.ndarray | None = None) -> RayPattern:
-    """Ray directions for the given columns.
+    """Ray directions for the given columns (the same inputs give the same, shared,
+    read-only pattern: :data:`_PATTERNS`).
 
     Args:
         azimuth_deg (C,) float64 column azimuths psi in degrees.
@@ -353,6 +364,29 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
     Returns:
         RayPattern with C * L rays, ray ``c * L + k`` = column c, laser k.
     """
+    az = np.ascontiguousarray(azimuth_deg, dtype=np.float64)
+    ts = np.ascontiguousarray(timestamp, dtype=np.float64)
+    fi = None if firing is None else np.ascontiguousarray(firing, dtype=np.float64)
+    key = (s, int(column0), columns, az.tobytes(), ts.tobytes(), None if fi is None else fi.tobytes())
+    with _PATTERNS_LOCK:
+        p = _PATTERNS.get(key)
+        if p is not None:
+            _PATTERNS.move_to_end(key)
+            return p
+    p = _make_pattern(s, az, ts, column0, columns, fi)
+    for name in (*RayPattern._FIELDS, "origins"):
+        a = getattr(p, name)
+        if a is not None:
+            a.flags.writeable = False
+    with _PATTERNS_LOCK:
+        _PATTERNS[key] = p
+        while len(_PATTERNS) > _PATTERNS_KEPT:
+            _PATTERNS.popitem(last=False)
+    return p
+
+
+def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray, column0: int,
+                  columns: int | None, firing: np.ndarray | None) -> RayPattern:
     elev = np.deg2rad(s.elevations_deg)
     L = elev.shape[0]
     C = azimuth_deg.shape[0]
