@@ -126,11 +126,17 @@ def test_instances_transforms_and_blas_reuse():
     np.testing.assert_allclose(h.t[hit], t_ref[hit], rtol=1e-5, atol=1e-4)
     assert np.array_equal(h.instance[hit], i_ref[hit] // len(tris))
     assert np.array_equal(h.primitive[hit], i_ref[hit] % len(tris))
-    # moving instances only rebuilds the top level
-    builds = be.blas_builds
+    # moving instances only rebuilds the top level, also when the transforms were
+    # changed in place and the same geometry object is passed again
+    builds, tops = be.blas_builds, be.scene_builds
     geom.instance_matrix[:, 2, 3] += 1.0
     be.set_geometry(geom)
-    assert be.blas_builds == builds
+    assert be.blas_builds == builds and be.scene_builds == tops + 1
+    h2 = be.intersect(o, d, 1e30)
+    moved = (h2.instance >= 0) & hit & (h.instance == h2.instance)
+    assert moved.sum() > 100 and not np.array_equal(h2.t[moved], h.t[moved])
+    be.set_geometry(SceneGeometry(geom.meshes, geom.instance_mesh.copy(), geom.instance_matrix.copy()))
+    assert be.scene_builds == tops + 1  # the same content: the top level is kept
 
 
 def test_threads_give_identical_answers_and_tmax_is_respected():

@@ -28,15 +28,15 @@ _controller = None  # threadpoolctl.ThreadpoolController, made once (it scans th
 
 def _limit():
     """Limit every loaded BLAS to one thread; returns the limiter that restores it, or
-    None without threadpoolctl."""
+    None without threadpoolctl or when it fails (a scan never fails for this)."""
     global _controller
     try:
         import threadpoolctl
-    except ImportError:
+        if _controller is None:
+            _controller = threadpoolctl.ThreadpoolController()
+        return _controller.limit(limits=1, user_api="blas")
+    except Exception:  # noqa: BLE001 - only a speed setting: scan on with BLAS as it is
         return None
-    if _controller is None:
-        _controller = threadpoolctl.ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
 
 
 @contextlib.contextmanager
@@ -54,6 +54,9 @@ def single_blas_thread():
     finally:
         with _lock:
             _depth -= 1
+            # the last user out restores the count; BlenSor's own BLAS calls all run inside
+            # a use, so none is under way then (another add-on's might be: OpenBLAS
+            # documents no guarantee for that case, and we know of no failure)
             if _depth == 0 and _limiter is not None:
                 _limiter.restore_original_limits()
                 _limiter = None

@@ -583,8 +583,11 @@ class _GNPlan:
         """(K, 4, 4) float64 object-to-world matrices of the instances ``rows`` (a slice
         or an index array): parent @ local, as one (4K, 4) x (4, 4) product (row 4n + k
         of the stored array is column k of instance n's matrix)."""
-        s = self.stored[rows]
-        return (s.reshape(-1, 4).astype(np.float64) @ self.parent.T).reshape(-1, 4, 4).transpose(0, 2, 1)
+        return self._columns(rows).reshape(-1, 4, 4).transpose(0, 2, 1)
+
+    def _columns(self, rows) -> np.ndarray:
+        """(4K, 4) float64: the columns of the instances' world matrices, one per row."""
+        return self.stored[rows].reshape(-1, 4).astype(np.float64) @ self.parent.T
 
     def _chunks(self, count: int):
         for a in range(0, count, self.CHUNK):
@@ -593,8 +596,8 @@ class _GNPlan:
     def finite(self) -> np.ndarray:
         """(N,) bool: the instance's world matrix is finite."""
         out = np.empty(len(self), bool)
-        for a, b in self._chunks(len(self)):
-            out[a:b] = np.isfinite(self.world(slice(a, b))).all(axis=(1, 2))
+        for a, b in self._chunks(len(self)):  # on the contiguous columns: no transposed view
+            out[a:b] = np.isfinite(self._columns(slice(a, b))).all(axis=1).reshape(-1, 4).all(axis=1)
         return out
 
     def write_relative(self, rows, origin, out: np.ndarray) -> None:

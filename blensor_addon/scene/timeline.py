@@ -334,9 +334,10 @@ class TimedHits:
 class _Scattered(TimedHits):
     """The rays of ``parts`` in ray order, part i holding rows ``rows[i]`` (see
     :meth:`TimedHits.scatter`), copied only when asked: a field is scattered when first
-    read (the sensor reads ``hit`` and ``range`` to choose its returns), and
-    :meth:`take` of a boolean mask moves the rows kept from the parts straight to their
-    places, so every other field is copied once (the rows kept), not twice."""
+    read (a sensor reads a few, such as ``hit``, ``range`` and ``reflectivity``, to choose
+    its returns), and :meth:`take` of a boolean mask moves the rows kept of every other
+    field from the parts straight to their places: copied once (the rows kept), not
+    twice."""
 
     def __init__(self, parts: list[TimedHits], rows: list, n: int) -> None:
         self._parts, self._rows, self._n = parts, rows, n
@@ -371,7 +372,8 @@ class _Scattered(TimedHits):
         for r in self._rows:
             src = np.flatnonzero(idx[r])
             moves.append((src, pos[r[src]]))
-        return TimedHits(**{k: self._field(k, moves, m) for k in self.FIELDS})
+        read = self.__dict__  # the fields scattered already: taken from there
+        return TimedHits(**{k: read[k][idx] if k in read else self._field(k, moves, m) for k in self.FIELDS})
 
 
 class TimedContext:

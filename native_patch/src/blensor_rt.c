@@ -57,6 +57,7 @@ static __inline int brt_ctz(unsigned x) { unsigned long i; _BitScanForward(&i, x
 #define NBINS 16
 #define BIN_BITS 4 /* bits of a bin index (NBINS <= 1 << BIN_BITS): prim_t.pad keeps three */
 #define BIN_MASK ((1 << BIN_BITS) - 1)
+typedef char brt_bins_fit_in_pad[(3 * BIN_BITS <= 31 && NBINS <= (1 << BIN_BITS)) ? 1 : -1];
 #define BOX_WIDEN 1.0000004f /* 1 + 2 gamma(3) for float32 (Ize 2013) */
 #define STACK_SIZE 1024 /* at most BW entries per level of a tree of depth <= MAX_DEPTH */
 #define MAX_DEPTH 100 /* deeper tasks become leaves, so a traversal stack of STACK_SIZE never overflows */
@@ -813,10 +814,12 @@ BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *t
         int finite = 1;
         for (int k = 0; k < 3; ++k) finite &= isfinite(a[k]) && isfinite(b[k]) && isfinite(c[k]);
         if (!finite) continue;
-        for (int k = 0; k < 3; ++k) { /* finite here: plain compares, no libm fminf/fmaxf calls */
-            float lo = a[k] < b[k] ? a[k] : b[k], hi = a[k] > b[k] ? a[k] : b[k];
-            bmin[3 * i + k] = c[k] < lo ? c[k] : lo;
-            bmax[3 * i + k] = c[k] > hi ? c[k] : hi;
+        for (int k = 0; k < 3; ++k) { /* finite here: plain compares, no libm calls, in the order
+                                       * that gives glibc's fminf(a, fminf(b, c)) bits (signed zeros
+                                       * too: x < y ? x : y), and the same on every platform */
+            float lo = b[k] < c[k] ? b[k] : c[k], hi = b[k] > c[k] ? b[k] : c[k];
+            bmin[3 * i + k] = a[k] < lo ? a[k] : lo;
+            bmax[3 * i + k] = a[k] > hi ? a[k] : hi;
         }
         idx[kept++] = (int32_t)i;
     }

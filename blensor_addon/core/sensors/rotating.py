@@ -409,12 +409,11 @@ def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarr
     col = np.arange(column0, column0 + C, dtype=np.int64)
     total = C if columns is None else int(columns)
     origins = None
-    if s.beam_origin:
-        thc = np.deg2rad(azimuth_deg + 180.0)
-        o = np.zeros((C, L, 3))
-        o[..., 0] = (s.beam_origin * np.sin(thc))[:, None]
-        o[..., 2] = (s.beam_origin * np.cos(thc))[:, None]
-        origins = o.reshape(-1, 3).astype(np.float32)
+    if s.beam_origin:  # on the column's azimuth psi + 180 deg: the sine and cosine of a above
+        org = np.zeros((C, L, 3))
+        org[..., 0] = s.beam_origin * sin_a
+        org[..., 2] = s.beam_origin * cos_a
+        origins = org.reshape(-1, 3).astype(np.float32)
     if offsets.any():
         azimuth = np.mod(np.deg2rad(azimuth_deg[:, None] - offsets[None, :]), 2.0 * np.pi).ravel()
     else:
