@@ -77,21 +77,25 @@ class SceneGeometry:
         from .motion import motion_records
         return motion_records(self.instance_matrix, self.instance_matrix_end)
 
-    def fingerprint(self) -> tuple:
-        """Content fingerprint of the geometry as it is now: the mesh keys, and the shape,
-        dtype, CRC-32 and Adler-32 of the instance meshes and transforms (start and end),
-        as :attr:`MeshData.key` fingerprints meshes. Equal fingerprints mean equal
-        geometry (a static scene sampled at two frames), so a backend keeps what it
-        built; arrays changed in place give a new fingerprint. About 40 ms for 10^6
-        instances."""
-        out: list = [tuple(m.key for m in self.meshes)]
-        for a in (self.instance_mesh, self.instance_matrix, self.instance_matrix_end):
-            if a is None:
-                out.append(None)
-            else:
-                a = np.ascontiguousarray(a)
-                out.append((a.shape, a.dtype.str, zlib.crc32(a), zlib.adler32(a)))
-        return tuple(out)
+    def content(self) -> tuple:
+        """The geometry's content as it is now, in copies the caller owns: (mesh keys,
+        instance meshes, transforms, end transforms or None). A backend keeps it to tell
+        whether a later geometry is the same (:meth:`has_content`: a static scene sampled
+        at two frames), so arrays changed in place afterwards do not fool it. About 7 ms
+        and 64 MB for 10^6 instances."""
+        end = self.instance_matrix_end
+        return (tuple(m.key for m in self.meshes), np.array(self.instance_mesh), np.array(self.instance_matrix),
+                None if end is None else np.array(end))
+
+    def has_content(self, content: tuple | None) -> bool:
+        """True if this geometry equals ``content`` (from :meth:`content`) exactly."""
+        if content is None:
+            return False
+        keys, im, xf, end = content
+        mine = self.instance_matrix_end
+        return (keys == tuple(m.key for m in self.meshes) and np.array_equal(im, self.instance_mesh)
+                and np.array_equal(xf, self.instance_matrix) and (end is None) == (mine is None)
+                and (end is None or np.array_equal(end, mine)))
 
     def hash(self) -> str:
         """Hash of all meshes and instance transforms, the end transforms included when

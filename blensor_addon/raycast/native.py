@@ -189,12 +189,12 @@ class NativeBackend(Backend):
         self.blas_builds = 0  # number of per-mesh BVH builds so far (tests, benchmarks)
         self.moving_instances = 0  # instances of the latest geometry that move within its step
         self.scene_builds = 0  # number of top-level builds so far (tests, benchmarks)
-        self._built: tuple | None = None  # SceneGeometry.fingerprint() of the current top level
+        self._built: tuple | None = None  # SceneGeometry.content() of the current top level
 
     def set_geometry(self, geometry: SceneGeometry) -> None:
         """Build the top level over ``geometry`` (per-mesh BVHs are reused by content key;
         the top level itself is kept when ``geometry`` has the last one's content,
-        :meth:`SceneGeometry.fingerprint`: the steps of a static scene seen by a sensor
+        :meth:`SceneGeometry.has_content`: the steps of a static scene seen by a sensor
         standing still, in continuous time, 10^6 Geometry Nodes instances, would
         otherwise rebuild it every scene frame).
 
@@ -214,8 +214,7 @@ class NativeBackend(Backend):
             ValueError: instance_mesh outside the mesh list, or arrays of the wrong shape.
             NativeLibraryError: the library failed (out of memory).
         """
-        fingerprint = geometry.fingerprint()
-        if self._scene and fingerprint == self._built:
+        if self._scene and geometry.has_content(self._built):
             return
         im = np.ascontiguousarray(geometry.instance_mesh, dtype=np.int32).reshape(-1)
         xf = np.ascontiguousarray(geometry.instance_matrix, dtype=np.float32)
@@ -261,7 +260,7 @@ class NativeBackend(Backend):
                                                mov_ptr, im.shape[0], ctypes.byref(self._scene))
         if rc != 0:
             raise NativeLibraryError(f"brt_scene_create_motion failed: {_ERRORS.get(rc, rc)}")
-        self._built = fingerprint
+        self._built = geometry.content()
         self.scene_builds += 1
 
     def intersect(self, origins, directions, tmax, time=None) -> Hits:
