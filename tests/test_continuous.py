@@ -379,3 +379,35 @@ def test_static_scene_keeps_its_top_level_across_the_frames_of_a_sweep(bpy_mod, 
     assert not np.array_equal(r2.xyz, r.xyz)
     sc.close()
     sc2.close()
+
+
+def test_lazily_scattered_hits_equal_the_eager_scatter():
+    # the steps of a sweep overlap at their ends (firing offsets): rows interleave there
+    from blensor_addon.scene.timeline import TimedHits
+    rng = np.random.default_rng(5)
+    n = 5000
+    order = np.argsort(np.arange(n) + rng.integers(0, 30, n), kind="stable")
+    rows = [np.sort(order[a:b]) for a, b in ((0, 2100), (2100, 4300), (4300, n))]
+
+    def part(m):
+        return TimedHits(range=rng.random(m), hit=rng.random(m) < 0.9, reflectivity=rng.random(m).astype(np.float32),
+                         normal=rng.random((m, 3)).astype(np.float32), last_dir=rng.random((m, 3)).astype(np.float32),
+                         color=rng.integers(0, 255, (m, 3)).astype(np.uint8),
+                         object_id=rng.integers(0, 9, m).astype(np.uint32), instancer_id=np.zeros(m, np.uint32),
+                         instance_id=rng.integers(0, 9, m).astype(np.uint32), semantic=np.ones(m, np.uint16),
+                         time=rng.random(m), segment=rng.integers(0, 3, m).astype(np.int32))
+
+    parts = [part(len(r)) for r in rows]
+    eager = {}
+    for k in TimedHits.FIELDS:
+        a = getattr(parts[0], k)
+        eager[k] = np.empty((n, *a.shape[1:]), a.dtype)
+        for p, r in zip(parts, rows):
+            eager[k][r] = getattr(p, k)
+    lazy = TimedHits.scatter(parts, rows, n)
+    keep = lazy.hit & (lazy.range < 0.8)  # a sensor reads a few fields, then takes its returns
+    for idx in (keep, np.zeros(n, bool), np.ones(n, bool), np.flatnonzero(keep)[::-1], np.arange(0, n, 7)):
+        got = TimedHits.scatter(parts, rows, n).take(idx) if idx is not keep else lazy.take(idx)
+        for k in TimedHits.FIELDS:
+            want = eager[k][idx]
+            assert getattr(got, k).dtype == want.dtype and np.array_equal(getattr(got, k), want), k

@@ -145,3 +145,23 @@ def test_single_blas_thread_limits_nested_and_concurrent_uses_then_restores():
         release.set()
         th.join(10)
         assert _blas_threads() == before
+
+
+def test_rotating_patterns_are_kept_read_only_by_their_inputs():
+    from blensor_addon.core.sensors import rotating
+    s = LidarSettings()
+    az, ts = rotating.scan_columns(s, 12, 1 / 24, "single")
+    fire = rotating.firing_offsets(s)
+    p = rotating.make_pattern(s, az, ts, firing=fire)
+    assert rotating.make_pattern(s, az.copy(), ts.copy(), firing=fire.copy()) is p  # equal inputs: the same rays
+    assert not p.directions.flags.writeable and not p.timestamp.flags.writeable
+    with pytest.raises(ValueError):
+        p.directions[0, 0] = 0.0
+    # the pattern made anew equals the kept one, and other inputs give other rays
+    fresh = rotating._make_pattern(s, az, ts, 0, None, fire)
+    assert all(np.array_equal(getattr(fresh, f), getattr(p, f)) for f in p._FIELDS)
+    later = rotating.make_pattern(s, az, ts + 1.0, firing=fire)
+    assert later is not p and np.array_equal(later.timestamp, (ts + 1.0).repeat(len(fire)) + np.tile(fire, len(ts)))
+    for k in range(3):  # only the last few are kept
+        rotating.make_pattern(s, az, ts + 2.0 + k, firing=fire)
+    assert len(rotating._PATTERNS) == rotating._PATTERNS_KEPT
