@@ -234,6 +234,20 @@ static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, i
                     count = n->count[j];
                     continue;
                 }
+                const int rest = mask & (mask - 1);
+                if ((rest & (rest - 1)) == 0 && sp < STACK_SIZE) {
+                    /* two children: push the farther, descend into the nearer (on a tie the
+                     * higher lane, as push_children orders them) */
+                    const int j0 = brt_ctz(mask), j1 = brt_ctz(rest);
+                    const int nj = tn[j1] <= tn[j0] ? j1 : j0, fj = nj == j0 ? j1 : j0;
+                    stack[sp].idx = n->child[fj];
+                    stack[sp].count = n->count[fj];
+                    stack[sp].t = tn[fj];
+                    ++sp;
+                    idx = n->child[nj];
+                    count = n->count[nj];
+                    continue;
+                }
                 int before = sp;
                 sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
                 if (sp > before) { /* the nearest, pushed last: within h->t by the test */
