@@ -167,9 +167,9 @@ class _Context:
         mat = mats.lookup(tr.instance, tr.primitive)
         return _Hits(tr, mat, mats.reflectivity[mat])
 
-    def sensor_points_to(self, frame: str, xyz, hits):
+    def sensor_points_to(self, frame: str, xyz, hits, world=None):
         """Sensor-frame points -> ``"world"``, or ``"start"`` (the sensor frame at the
-        scan's start: the same frame here, the scene being frozen)."""
+        scan's start: the same frame here, the scene being frozen; ``world`` unused)."""
         if frame == "world":
             R, t = self.sensor_to_world[:3, :3], self.sensor_to_world[:3, 3]
             return xyz @ R.T + t

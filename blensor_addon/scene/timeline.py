@@ -484,10 +484,12 @@ class TimedContext:
         return {"normal": normal, "cos_inc": cos_inc, "color": hits.color, "object_id": hits.object_id,
                 "instancer_id": hits.instancer_id, "instance_id": hits.instance_id, "semantic": hits.semantic}
 
-    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits) -> np.ndarray:
+    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
+                         world: np.ndarray | None = None) -> np.ndarray:
         """Points in the sensor frame at each ray's time -> ``"world"`` or ``"start"``
-        (the sensor frame at the packet's start: deskewed)."""
-        w = self.rotate(hits, xyz) + self.position(hits)
+        (the sensor frame at the packet's start: deskewed, through the world points
+        ``world`` when given)."""
+        w = self.rotate(hits, xyz) + self.position(hits) if world is None else world
         if frame == "world":
             return w
         P0 = self.sensor_to_world

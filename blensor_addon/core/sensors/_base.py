@@ -413,9 +413,11 @@ class ScanContext(Protocol):
             (N, 3) (or None: all at the sensor origin) and unit directions (N, 3) float64
             in the sensor frame (m); times (N,) float64 absolute firing times (s): in
             continuous time the sensor pose and the scene are taken at each ray's time.
-        sensor_points_to(frame, xyz, hits) -> (N, 3) float64: points given in the
-            sensor frame at each ray's firing time, in ``"world"`` or in the sensor frame
-            at the packet's start (``"start"``, deskewed).
+        sensor_points_to(frame, xyz, hits, world=None) -> (N, 3) float64: points given
+            in the sensor frame at each ray's firing time, in ``"world"`` or in the sensor
+            frame at the packet's start (``"start"``, deskewed); ``world``: the same
+            points in ``"world"`` when already made (a context that deskews through the
+            world frame starts from them).
         surface(pattern, hits) -> dict of per-ray arrays for the given (kept) rays:
             ``normal`` (N, 3) float64 in the output frame, facing the ray; ``cos_inc``
             (N,); ``color`` (N, 3) uint8; ``object_id``, ``instancer_id``,
@@ -431,7 +433,8 @@ class ScanContext(Protocol):
     def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int,
              times: np.ndarray | None = None): ...
 
-    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits) -> np.ndarray: ...
+    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
+                         world: np.ndarray | None = None) -> np.ndarray: ...
 
     def surface(self, pattern: RayPattern, hits) -> dict: ...
 
@@ -723,18 +726,19 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     xyz = points(r)
     xyz_n = xyz if noiseless else points(r_noisy)  # noiseless: the same points
 
-    def to(frame):  # both sensor-frame clouds in ``frame``; noiseless: transformed once
-        out = ctx.sensor_points_to(frame, xyz, hits)
-        return out, (out if noiseless else ctx.sensor_points_to(frame, xyz_n, hits))
+    def to(frame, world=(None, None)):  # both sensor-frame clouds in ``frame``; noiseless: once
+        out = ctx.sensor_points_to(frame, xyz, hits, world[0])
+        return out, (out if noiseless else ctx.sensor_points_to(frame, xyz_n, hits, world[1]))
 
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
     extra = {}
-    if s.deskew:
-        d, d_n = to("start")
+    world = to("world") if ctx.frame_of_reference == "world" else (None, None)
+    if s.deskew:  # from the world points when made already (not rotated twice)
+        d, d_n = to("start", world)
         extra["xyz_deskewed"] = d.astype(np.float32)
         extra["xyz_noisy_deskewed"] = d_n.astype(np.float32)
     if ctx.frame_of_reference == "world":
-        xyz, xyz_n = to("world")
+        xyz, xyz_n = world
     surf = ctx.surface(pattern, hits)
     return ScanResult(
         timestamp=pattern.timestamp,
