@@ -89,44 +89,36 @@ def build_terrain_scene(bpy):
     return cam
 
 
-def bench(bpy, cam, sweeps: int, first: int):
+def _per_model(cam, packets: str, scan, warm, items) -> dict:
+    """Median seconds of ``scan(scanner, k)`` over ``items`` for each time model (after
+    ``scan(scanner, warm)``, which builds the mesh BVHs), with the packet hashes the
+    range-scan runner takes: {model: (seconds, rays of a packet, points of a packet)}."""
     from blensor_addon.scene.scanner import Scanner
     out = {}
     for model in ("frame", "continuous"):
-        sc = Scanner(cam, backend="native", overrides={"time_model": model, "packets": "sweep"})
-        times, rays, pts = [], 0, 0
+        sc = Scanner(cam, backend="native", overrides={"time_model": model, "packets": packets},
+                     packet_hashes=True)
+        times, r = [], None
         try:
-            sc.scan_sweep(first)  # builds the mesh BVHs
-            for k in range(first + 1, first + 1 + sweeps):
+            scan(sc, warm)
+            for k in items:
                 t0 = time.perf_counter()
-                r = sc.scan_sweep(k)
+                r = scan(sc, k)
                 times.append(time.perf_counter() - t0)
-                rays, pts = r.num_rays, len(r)
         finally:
             sc.close()
-        out[model] = (statistics.median(times), rays, pts)
+        out[model] = (statistics.median(times), r.num_rays, len(r))
     return out
 
 
-def bench_frames(cam, frames=range(2, 25)):
-    """Per-frame packets (``Scanner.scan_frame(f, "range")``): median seconds a frame per
-    time model (the first frame, which builds the BVHs, not counted)."""
-    from blensor_addon.scene.scanner import Scanner
-    out = {}
-    for model in ("frame", "continuous"):
-        sc = Scanner(cam, backend="native", overrides={"time_model": model, "packets": "frame"})
-        times, rays = [], 0
-        try:
-            sc.scan_frame(frames[0] - 1, "range")
-            for f in frames:
-                t0 = time.perf_counter()
-                r = sc.scan_frame(f, "range")
-                times.append(time.perf_counter() - t0)
-                rays = r.num_rays
-        finally:
-            sc.close()
-        out[model] = (statistics.median(times), rays, 0)
-    return out
+def bench(cam, sweeps: int, first: int) -> dict:
+    """Sweep packets (``Scanner.scan_sweep``): sweeps ``first + 1 ..`` timed."""
+    return _per_model(cam, "sweep", lambda sc, k: sc.scan_sweep(k), first, range(first + 1, first + 1 + sweeps))
+
+
+def bench_frames(cam, frames=range(2, 25)) -> dict:
+    """Per-frame packets (``Scanner.scan_frame(f, "range")``)."""
+    return _per_model(cam, "frame", lambda sc, f: sc.scan_frame(f, "range"), frames[0] - 1, frames)
 
 
 def main(argv=None) -> int:
@@ -140,7 +132,7 @@ def main(argv=None) -> int:
     blensor_addon.register()
     rows = []
     cam = build_terrain_scene(bpy)
-    rows.append(("terrain 472k + 4 moving cars, HDL-64E", bench(bpy, cam, args.sweeps, 1)))
+    rows.append(("terrain 472k + 4 moving cars, HDL-64E", bench(cam, args.sweeps, 1)))
     bpy.ops.wm.open_mainfile(filepath=str(ROOT / "scenes" / "crossing.blend"))
     rows.append(("crossing, per-frame packets (150 deg)", bench_frames(bpy.data.objects["Velodyne"])))
     if args.drive:
@@ -150,7 +142,7 @@ def main(argv=None) -> int:
             return 1
         bpy.ops.wm.open_mainfile(filepath=str(path))
         cam = bpy.data.objects["Lidar"]
-        rows.append(("drive (scenes/drive.blend)", bench(bpy, cam, args.sweeps, 50)))
+        rows.append(("drive (scenes/drive.blend)", bench(cam, args.sweeps, 50)))
     print(f"{'scene':<40} {'rays/packet':>11} {'frozen s':>9} {'continuous s':>13} {'ratio':>6}")
     for name, res in rows:
         (tf, rays, _), (tc, _, _) = res["frame"], res["continuous"]
