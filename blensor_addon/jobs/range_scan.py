@@ -213,9 +213,10 @@ class RangeScanJob:
     ``manifest.json`` is written when the job starts (status ``running``), after the
     frames (every frame at first, then O(log n) times plus once every 5 s at most:
     :meth:`_manifest_due`) and at the end, so even a killed run (SIGKILL) leaves a
-    manifest listing finished frames, which ``resume`` reuses. A frame's files appear together after all of them
-    were written, or not at all. Frames are written on a :class:`WriterThread` while the
-    next is scanned (on the main thread if a writer is not :attr:`Writer.threaded`).
+    manifest listing finished frames, which ``resume`` reuses. A frame's files appear
+    together after all of them were written, or not at all. Frames are written on a
+    :class:`WriterThread` while the next is scanned (on the main thread if a writer is
+    not :attr:`Writer.threaded`).
 
     Args:
         camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
@@ -407,19 +408,18 @@ class RangeScanJob:
     def _write_frame(self, entry: dict, result, objects: list) -> None:
         """On the writer thread: the frame's files (all or none), then the manifest."""
         with single_blas_thread():
-            self._write_frame_files(entry, result, objects)
-
-    def _write_frame_files(self, entry: dict, result, objects: list) -> None:
-        if result is not None:
-            files = self._frame_files(result)
-            files.append(("trajectory.tum", tum_bytes([*self.done, entry], result.frame_time, self._tum_lines)))
-            # multi-frame files (EVD) take the frame after its files are staged, before they appear
-            written = commit_files(self.out, files, lambda: [w.append(result) for w in self.writers])
-            entry["files"] = [p.relative_to(self.out).as_posix() for p in written if p.name != "trajectory.tum"]
-        self.done.append(entry)
-        self.points += entry["points"]
-        if self._manifest_due():
-            self._write_manifest(objects)
+            if result is not None:
+                files = self._frame_files(result)
+                tum = tum_bytes([*self.done, entry], result.frame_time, self._tum_lines)
+                files.append(("trajectory.tum", tum))
+                # multi-frame files (EVD) take the frame after its files are staged, before they appear
+                written = commit_files(self.out, files, lambda: [w.append(result) for w in self.writers])
+                entry["files"] = [p.relative_to(self.out).as_posix() for p in written
+                                  if p.name != "trajectory.tum"]
+            self.done.append(entry)
+            self.points += entry["points"]
+            if self._manifest_due():
+                self._write_manifest(objects)
 
     #: the manifest is rewritten once the frames since its last write reach this share of
     #: the frames done, or after MANIFEST_SECONDS (see :meth:`_manifest_due`)

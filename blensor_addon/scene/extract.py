@@ -500,12 +500,13 @@ class _Builder:
             return
         pid = self.table.id_of(parent)
         every = n == keep.shape[0]
-        ref = plan.ref_index if every else plan.ref_index[keep]
+        rows = np.flatnonzero(keep)
+        ref = plan.ref_index if every else plan.ref_index[rows]
         self.blocks.append({
-            "mesh": plan.ref_mesh[ref], "plan": plan, "rows": None if every else np.flatnonzero(keep), "n": n,
+            "mesh": plan.ref_mesh[ref], "plan": plan, "rows": None if every else rows, "n": n,
             "ref": ref, "ref_rows": plan.ref_rows,
             "obj": np.full(n, pid, np.uint32), "parent": np.full(n, pid, np.uint32),
-            "index": (np.flatnonzero(keep) % 0xFFFFFFFF + 1).astype(np.uint32)})
+            "index": (rows % 0xFFFFFFFF + 1).astype(np.uint32)})
 
     def snapshot(self, pose, origin) -> SceneSnapshot:
         mesh = [np.array(self.mesh, np.int32)] + [blk["mesh"] for blk in self.blocks]

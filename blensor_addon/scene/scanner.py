@@ -419,18 +419,17 @@ class Scanner:
         """
         self.check_budget(frame, mode)
         with single_blas_thread():
-            return self._scan_frame(frame, mode)
-
-    def _scan_frame(self, frame: int, mode: str) -> ScanResult:
-        if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
-            return self._scan_timed(frame, frame_time(self.scene), mode, *self._frame_interval(frame, mode))
-        snap = self.snapshot(frame)
-        self._timed_hash = None
-        self.backend.set_geometry(snap.geometry)
-        ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame,
-                       self._semantic_of(snap.objects))
-        result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene), mode=mode)
-        return to_axes(result, self.axes)
+            if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
+                t0, t1 = self._frame_interval(frame, mode)
+                return self._scan_timed(frame, frame_time(self.scene), mode, t0, t1)
+            snap = self.snapshot(frame)
+            self._timed_hash = None
+            self.backend.set_geometry(snap.geometry)
+            ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame,
+                           self._semantic_of(snap.objects))
+            result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene),
+                                      mode=mode)
+            return to_axes(result, self.axes)
 
     def close(self) -> None:
         """Undo the render-visibility switches, free the ray caster's native memory and

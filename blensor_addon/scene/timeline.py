@@ -216,7 +216,7 @@ class Timeline:
         code_b = np.array([codes.setdefault(m.key, len(codes)) for m in gb.meshes], np.int64)
         mesh_a, mesh_b = code_a[ga.instance_mesh[ok]], code_b[gb.instance_mesh[ib[ok]]]
         deforming = bool(ok.any() and (mesh_a != mesh_b).any())
-        same = (ok.all() and np.array_equal(ib, np.arange(ib.shape[0])) and np.array_equal(a.origin, b.origin)
+        same = (np.array_equal(ib, np.arange(ib.shape[0])) and np.array_equal(a.origin, b.origin)
                 and np.array_equal(ga.instance_matrix, gb.instance_matrix))
         if same:  # nothing moved (10^6 static instances: no float64 copies of every transform)
             end32, moving = ga.instance_matrix, False
