@@ -110,18 +110,21 @@ def test_instances_transforms_and_blas_reuse():
         M[:3, :3] *= 1.0 + 0.1 * k
         M[:3, 3] = [12.0 * k, 0.0, 0.0]
         mats.append(M)
+    # a translation only: the library reuses the world ray's setup (the direction is kept)
+    mats.append(np.eye(4))
+    mats[-1][:3, 3] = [60.0, 0.5, -0.25]
     be = NativeBackend(threads=2)
-    geom = SceneGeometry([MeshData(verts, tris)], np.zeros(5, np.int32), np.array(mats))
+    geom = SceneGeometry([MeshData(verts, tris)], np.zeros(len(mats), np.int32), np.array(mats))
     be.set_geometry(geom)
     o, d = random_rays(rng, 3000)
-    o[:, 0] = rng.uniform(-10, 60, len(o))
+    o[:, 0] = rng.uniform(-10, 70, len(o))
     h = be.intersect(o, d, 1e30)
     # reference: flatten instances into world space
     wv = np.concatenate([verts @ M[:3, :3].T + M[:3, 3] for M in mats])
-    wt = np.concatenate([tris + k * len(verts) for k in range(5)])
+    wt = np.concatenate([tris + k * len(verts) for k in range(len(mats))])
     t_ref, i_ref = brute_force(wv, wt, o, d)
     hit = i_ref >= 0
-    assert hit.sum() > 500
+    assert hit.sum() > 500 and (i_ref[hit] // len(tris) == 5).sum() > 50
     assert np.array_equal(h.instance >= 0, hit)
     np.testing.assert_allclose(h.t[hit], t_ref[hit], rtol=1e-5, atol=1e-4)
     assert np.array_equal(h.instance[hit], i_ref[hit] // len(tris))

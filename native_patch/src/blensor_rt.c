@@ -1173,6 +1173,19 @@ static void ray_setup(ray_t *r) {
 }
 
 
+/* The setup of ray r whose direction equals w's (bit for bit): w's direction-derived
+ * fields, r's origin. The same values as ray_setup(r) gives, without its divisions. */
+static inline void ray_setup_dir_of(ray_t *r, const ray_t *w) {
+    float org[3];
+    memcpy(org, r->org, sizeof org);
+    *r = *w;
+    memcpy(r->org, org, sizeof org);
+#if defined(BRT_SIMD)
+    for (int k = 0; k < 3; ++k) r->org4[k] = _mm_set1_ps(org[k]);
+#endif
+}
+
+
 typedef struct { int32_t idx, count; float t; } entry_t;
 
 

@@ -313,7 +313,10 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
                         lr.dir[row] = q[0] * dir[0] + q[1] * dir[1] + q[2] * dir[2];
                     }
                 }
-                ray_setup(&lr);
+                /* an instance that does not rotate or scale (the identity, a translation)
+                 * keeps the direction: its setup is the world ray's */
+                if (memcmp(lr.dir, wr.dir, sizeof lr.dir) == 0) ray_setup_dir_of(&lr, &wr);
+                else ray_setup(&lr);
                 BRT_FN(traverse_mesh)(in->mesh, &lr, h, ii);
             }
             continue;
