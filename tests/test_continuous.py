@@ -381,13 +381,29 @@ def test_static_scene_keeps_its_top_level_across_the_frames_of_a_sweep(bpy_mod, 
     sc2.close()
 
 
-def test_lazily_scattered_hits_equal_the_eager_scatter():
+@pytest.mark.parametrize("rows_of", ["jitter", "shuffled", "runs"])
+def test_lazily_scattered_hits_equal_the_eager_scatter(rows_of):
     # the steps of a sweep overlap at their ends (firing offsets): rows interleave there
+    # ("jitter"; "runs": a few rays swapped at each step end, as a real sweep's steps,
+    # moved as slices); "shuffled" interleaves them everywhere (moved by index arrays)
+    from blensor_addon.scene import timeline
     from blensor_addon.scene.timeline import TimedHits
     rng = np.random.default_rng(5)
     n = 5000
-    order = np.argsort(np.arange(n) + rng.integers(0, 30, n), kind="stable")
+    if rows_of == "jitter":
+        order = np.argsort(np.arange(n) + rng.integers(0, 30, n), kind="stable")
+    elif rows_of == "shuffled":
+        order = rng.permutation(n)
+    else:
+        order = np.arange(n)
+        for c in (2100, 4300):
+            order[c - 4:c + 4] = order[c - 4:c + 4][[0, 1, 4, 2, 3, 5, 6, 7]]
     rows = [np.sort(order[a:b]) for a, b in ((0, 2100), (2100, 4300), (4300, n))]
+    runs = [timeline._runs(r) for r in rows]
+    if rows_of == "shuffled":
+        assert all(x is None for x in runs)
+    elif rows_of == "runs":
+        assert all(x is not None for x in runs) and max(len(x) for x in runs) > 1
 
     def part(m):
         return TimedHits(range=rng.random(m), hit=rng.random(m) < 0.9, reflectivity=rng.random(m).astype(np.float32),

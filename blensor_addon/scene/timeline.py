@@ -331,28 +331,59 @@ class TimedHits:
         return _Scattered(parts, rows, n)
 
 
+#: a part's rows that form at most this many runs of consecutive rays are moved run by
+#: run (slices) instead of through an index array
+MAX_RUNS = 64
+
+
+def _runs(rows: np.ndarray) -> list | None:
+    """The runs of consecutive values in ``rows`` (int array): list of (start, end, first
+    value) with ``rows[start:end] == first + arange(end - start)``, or None when there are
+    more than :data:`MAX_RUNS`."""
+    if rows.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(rows) != 1) + 1
+    if cut.size >= MAX_RUNS:
+        return None
+    b = [0, *cut.tolist(), rows.size]
+    return [(b[i], b[i + 1], int(rows[b[i]])) for i in range(len(b) - 1)]
+
+
 class _Scattered(TimedHits):
     """The rays of ``parts`` in ray order, part i holding rows ``rows[i]`` (see
     :meth:`TimedHits.scatter`), copied only when asked: a field is scattered when first
     read (a sensor reads a few, such as ``hit``, ``range`` and ``reflectivity``, to choose
     its returns), and :meth:`take` of a boolean mask moves the rows kept of every other
     field from the parts straight to their places: copied once (the rows kept), not
-    twice."""
+    twice. A sweep's steps hold runs of consecutive rays (they interleave only where
+    the firing offsets overlap a step's end), which are moved as slices."""
 
     def __init__(self, parts: list[TimedHits], rows: list, n: int) -> None:
         self._parts, self._rows, self._n = parts, rows, n
+        self._runs = [_runs(np.asarray(r)) for r in rows]
 
     def _field(self, name: str, moves=None, m: int = 0) -> np.ndarray:
-        """Field ``name`` scattered to ray order, or with ``moves`` (per part: its rows
-        kept, their places) only the ``m`` rows kept."""
+        """Field ``name`` scattered to ray order, or with ``moves`` (per part, from
+        :meth:`take`) only the ``m`` rows kept."""
         first = getattr(self._parts[0], name)
         out = np.empty((self._n if moves is None else m, *first.shape[1:]), first.dtype)
         if moves is None:
-            for p, r in zip(self._parts, self._rows):
-                out[r] = getattr(p, name)
+            for p, r, runs in zip(self._parts, self._rows, self._runs):
+                v = getattr(p, name)
+                if runs is None:
+                    out[r] = v
+                else:
+                    for a, b, d in runs:
+                        out[d:d + b - a] = v[a:b]
         else:
-            for p, (src, dst) in zip(self._parts, moves):
-                out[dst] = getattr(p, name)[src]
+            for p, mv in zip(self._parts, moves):
+                v = getattr(p, name)
+                if isinstance(mv, list):  # runs: (start, end, kept mask, first place, count kept)
+                    for a, b, keep, c, k in mv:
+                        out[c:c + k] = v[a:b][keep] if k < b - a else v[a:b]
+                else:
+                    src, dst = mv
+                    out[dst] = v[src]
         return out
 
     def __getattr__(self, name):
@@ -366,12 +397,20 @@ class _Scattered(TimedHits):
         idx = np.asarray(idx)
         if idx.dtype != bool or idx.shape != (self._n,):
             return super().take(idx)
-        pos = np.cumsum(idx) - 1  # place of each kept row among the kept
-        m = int(pos[-1]) + 1 if self._n else 0
+        csum = np.cumsum(idx)
+        m = int(csum[-1]) if self._n else 0
+        pos = csum - 1  # place of each kept row among the kept
         moves = []
-        for r in self._rows:
-            src = np.flatnonzero(idx[r])
-            moves.append((src, pos[r[src]]))
+        for r, runs in zip(self._rows, self._runs):
+            if runs is None:
+                src = np.flatnonzero(idx[r])
+                moves.append((src, pos[r[src]]))
+            else:  # a run's kept rows land next to each other, after those kept before it
+                mv = []
+                for a, b, d in runs:
+                    before = int(csum[d] - idx[d])  # rows kept before the run
+                    mv.append((a, b, idx[d:d + b - a], before, int(csum[d + b - a - 1]) - before))
+                moves.append(mv)
         read = self.__dict__  # the fields scattered already: taken from there
         return TimedHits(**{k: read[k][idx] if k in read else self._field(k, moves, m) for k in self.FIELDS})
 
