@@ -52,6 +52,9 @@ def test_las_and_laz_read_back_with_laspy(run):
             assert np.array_equal(las.object_id, z["object_id"])
             assert np.array_equal(las["range"], z["range_noisy" if kind == "noisy" else "range"])
             assert np.array_equal(las.intensity, np.round(z["intensity"] * 65535).astype(np.uint16))
+            # one return per pulse: LAS 1.4 wants return numbers 1..15
+            assert (np.asarray(las.return_number) == 1).all() and (np.asarray(las.number_of_returns) == 1).all()
+            assert list(las.header.number_of_points_by_return[:2]) == [len(las.points), 0]
             assert set(np.unique(las.semantic)) >= {40, 48, 50}  # road, sidewalk, building
 
 
@@ -88,6 +91,12 @@ def test_ply_reads_back_with_plyfile_and_open3d(run):
     pc = o3d.t.io.read_point_cloud(str(run / "noisy" / "scan00004.ply"))
     np.testing.assert_array_equal(pc.point.positions.numpy(), z["xyz_noisy"])
     np.testing.assert_allclose(pc.point.normals.numpy(), z["normal"])
+    # Open3D's tensor API reads every field (it skips unsigned 16- and 32-bit properties)
+    for k in ("intensity", "reflectivity", "timestamp", "azimuth", "elevation", "channel", "ring", "semantic",
+              "object_id", "instancer_id", "instance_id", "ray_index"):
+        assert k in pc.point, k
+        assert np.array_equal(pc.point[k].numpy().ravel(), z[k]), k
+    assert np.array_equal(pc.point["range"].numpy().ravel(), z["range_noisy"])
 
 
 def test_kitti_sequence_as_semantickitti_loads_it(run):

@@ -3,7 +3,8 @@
 Files: ``clean/scan<frame:05d>.las`` and ``noisy/scan<frame:05d>.las`` (``.laz`` for the
 ``laz`` format). Point format 7 (LAS 1.4): x, y, z scaled integers with scale 0.0001 m
 and an offset at the cloud's 1 m floor, so the quantization error is at most 0.05 mm;
-``gps_time`` = timestamp (s); ``intensity`` = intensity x 65535 (uint16); ``red``,
+``return_number`` = ``number_of_returns`` = 1 (one return per pulse); ``gps_time`` =
+timestamp (s); ``intensity`` = intensity x 65535 (uint16); ``red``,
 ``green``, ``blue`` = material colour x 257 (uint16); ``classification`` = semantic class
 id (SemanticKITTI ids, 0..255; the moving-* classes 252..259 above 255 are clipped to 255
 there and kept exactly in ``semantic``); ``point_source_id`` = instance index (low 16
@@ -70,6 +71,8 @@ def _build(result: ScanResult, noisy: bool):
             raise ValueError(f"LAS: the cloud spans more than {np.iinfo(np.int32).max * SCALE / 1e3:.0f} km "
                              f"on axis {'xyz'[k]}; LAS cannot hold it at {SCALE * 1e3:g} mm resolution")
         rec[name] = q
+    # one return per pulse: return number 1 of 1 (bits 0-3 and 4-7; LAS 1.4 wants 1..15)
+    rec["bit_fields"] = 0x11
     rec["gps_time"] = result.timestamp
     rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 65535)
     for k, name in enumerate(("red", "green", "blue")):

@@ -3,8 +3,9 @@
 Files: ``clean/scan<frame:05d>.ply`` and ``noisy/scan<frame:05d>.ply``. One ``vertex``
 element: x, y, z (float32, m), nx, ny, nz, red, green, blue (uint8), intensity,
 reflectivity, range (float32), timestamp (float64 s), azimuth, elevation (float32 rad),
-channel, ring, semantic (uint16), object_id, instancer_id, instance_id, ray_index
-(uint32). Readable by plyfile, Open3D, CloudCompare, MeshLab.
+channel, ring, semantic, object_id, instancer_id, instance_id, ray_index (int32: the
+integer type every PLY reader takes; Open3D's skips ``ushort`` and ``uint`` properties).
+Readable by plyfile, Open3D (legacy and tensor API), CloudCompare, MeshLab.
 """
 from __future__ import annotations
 
@@ -18,14 +19,26 @@ from ._base import Writer, clean_and_noisy
 PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), ("ny", "<f4"), ("nz", "<f4"),
                       ("red", "u1"), ("green", "u1"), ("blue", "u1"), ("intensity", "<f4"),
                       ("reflectivity", "<f4"), ("range", "<f4"), ("timestamp", "<f8"), ("azimuth", "<f4"),
-                      ("elevation", "<f4"), ("channel", "<u2"), ("ring", "<u2"), ("semantic", "<u2"),
-                      ("object_id", "<u4"), ("instancer_id", "<u4"), ("instance_id", "<u4"),
-                      ("ray_index", "<u4")])
+                      ("elevation", "<f4"), ("channel", "<i4"), ("ring", "<i4"), ("semantic", "<i4"),
+                      ("object_id", "<i4"), ("instancer_id", "<i4"), ("instance_id", "<i4"),
+                      ("ray_index", "<i4")])
+
+#: the unsigned fields written as int32
+_INT_FIELDS = ("channel", "ring", "semantic", "object_id", "instancer_id", "instance_id", "ray_index")
 
 
 def ply_bytes(result: ScanResult, noisy: bool = False) -> bytes:
-    """The binary PLY file of ``result`` (the noisy points if ``noisy``)."""
+    """The binary PLY file of ``result`` (the noisy points if ``noisy``).
+
+    Raises:
+        ValueError: an id or ray index above 2^31 - 1 (int32); scans that large are
+            refused before they are cast (the ray limit).
+    """
     from plyfile import PlyData, PlyElement
+    for k in _INT_FIELDS:
+        a = getattr(result, k)
+        if a.size and int(a.max()) > np.iinfo(np.int32).max:
+            raise ValueError(f"PLY: {k} {int(a.max())} does not fit the int32 property")
     v = np.empty(len(result), PLY_DTYPE)
     xyz = result.xyz_noisy if noisy else result.xyz
     for i, k in enumerate("xyz"):
