@@ -142,15 +142,25 @@ def test_ros_axes_are_the_documented_rotation(velodyne, frame_of_reference):
     assert np.median(np.arctan2(b.xyz[:, 2], np.hypot(b.xyz[:, 0], b.xyz[:, 1]))) < 0 or frame_of_reference == "world"
 
 
-def test_unknown_class_name_is_refused_naming_the_object(bpy_mod, empty_scene):
+def test_unknown_class_name_is_refused_naming_the_object(bpy_mod, empty_scene, tmp_path):
     add_mesh(bpy_mod, "Box", [(-1, -1, -5), (1, -1, -5), (1, 1, -5), (-1, 1, -5)], [(0, 1, 2, 3)])
     bpy_mod.data.objects["Box"]["blensor_label"] = "crate"
     cam = add_camera(bpy_mod)
     with pytest.raises(SettingsError, match="blensor_label must be a class name of the table .*'crate' on "
                                             "object 'Box'"):
         blensor_addon.scan(cam)
+    # a range scan refused the same way leaves nothing behind: no failed manifest that
+    # would make the corrected rerun refuse the folder, no folder it made
+    cam.data.blensor.time_model = "frame"  # one output for scene frame 1
+    for out in (tmp_path / "made", tmp_path / "there"):
+        if out.name == "there":
+            out.mkdir()
+        with pytest.raises(SettingsError, match="'crate' on object 'Box'"):
+            scan_range(cam, [1], out, ("npz",))
+        assert not out.exists() if out.name == "made" else not any(out.iterdir())
     bpy_mod.data.objects["Box"]["blensor_label"] = "other-object"
     assert set(np.unique(blensor_addon.scan(cam).semantic)) == {99}
+    assert scan_range(cam, [1], tmp_path / "there", ("npz",)).status == "complete"
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -29,7 +29,7 @@ from .. import __version__
 from ..core.blas import single_blas_thread
 from ..core.errors import SettingsError
 from ..io import trajectory
-from ..io.atomic import atomic_write_bytes, commit_files
+from ..io.atomic import atomic_write_bytes, commit_files, remove_quietly
 from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
 from ..io.outdir import FolderLock, prepare, previous_outputs
 from ..scene.scanner import Scanner, frame_time
@@ -108,13 +108,18 @@ def sweeps_in(t0: float, t1: float, period: float, what: str) -> range:
     return range(k0, k1)
 
 
+def output_path(out_dir) -> Path:
+    """``out_dir`` as a path (``//``: relative to the .blend, as Blender's paths)."""
+    return Path(bpy.path.abspath(str(out_dir))) if str(out_dir).startswith("//") else Path(out_dir)
+
+
 def check_output_dir(out_dir) -> Path:
     """Create ``out_dir`` if needed and check it is a writable folder.
 
     Raises:
         SettingsError (``out``): not creatable, not a folder, or not writable.
     """
-    p = Path(bpy.path.abspath(str(out_dir))) if str(out_dir).startswith("//") else Path(out_dir)
+    p = output_path(out_dir)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -299,6 +304,7 @@ class RangeScanJob:
                 last = (self.frames[-1] + 1) * self.packet_time
                 self.scanner.check_transforms(range(int(np.floor(first / ft + 1e-9)),
                                                     int(np.floor(last / ft + 1e-9)) + 2))
+            self._created = not output_path(self.out_dir).exists()  # removed again if nothing is written
             self.out = check_output_dir(self.out_dir)
             self._lock = FolderLock(self.out)
             self._reuse = self._resumable() if self.resume else {}
@@ -445,10 +451,17 @@ class RangeScanJob:
         self._manifest_at, self._manifest_time = len(self.done), monotonic()
         return path
 
-    def finish(self, status: str = "complete") -> Path:
+    def finish(self, status: str = "complete", bad_input: bool = False) -> Path | None:
         """Close the writers' multi-frame files (EVD), write ``manifest.json`` with
         ``status``, release the folder, restore the scene frame and free the ray caster.
         Safe to call once after any number of steps. Returns the manifest path.
+
+        ``bad_input``: the run stopped on bad input found while scanning (a
+        :class:`SettingsError`, such as an unknown class name on an object). If no frame
+        was finished (and the run does not resume an earlier one), nothing of the run is
+        left: no manifest (a failed one would make the corrected rerun refuse the
+        folder), and the folder itself if the run made it and it is empty; returns None
+        then.
 
         Raises:
             OSError: a multi-frame file or the manifest could not be written (status
@@ -456,6 +469,7 @@ class RangeScanJob:
         """
         self.status = status
         interrupt = None
+        forget = False
         try:
             error = None
             if self._writing is not None:  # every frame handed over is written (or dropped after an error)
@@ -481,12 +495,21 @@ class RangeScanJob:
             if error is not None:
                 self._write_manifest()
                 raise error
+            if bad_input and not self.done and not self.resume:  # (a resumed run keeps the earlier manifest)
+                forget = True
+                remove_quietly(self.out / "manifest.json")
+                return None
             path = self._write_manifest()
             if interrupt is not None:
                 raise interrupt
             return path
         finally:
             self._release()
+            if forget and self._created:
+                try:
+                    self.out.rmdir()  # only if empty
+                except OSError:
+                    pass
             if self.scene.frame_current != self._old_frame or self.scene.frame_subframe:
                 self.scene.frame_set(self._old_frame)
 
@@ -604,7 +627,9 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         the finished :class:`RangeScanJob` (``done`` entries, ``points``, ``status``;
         ``signal`` is the signal number if SIGINT/SIGTERM stopped it).
     Raises:
-        SettingsError: bad input, before any file is written.
+        SettingsError: bad input, before any file is written; or found while scanning
+        (an unknown class name on an object that appears): nothing is left if no frame
+        was finished, else the finished frames and a ``failed`` manifest.
         OSError: a write failed (disk full, permissions): finished frames, the EVD up to
         them and the manifest (status ``"failed"``) are kept.
         KeyboardInterrupt: a second SIGINT/SIGTERM; the current frame is dropped and the
@@ -615,6 +640,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
                        frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {}, axes, time)
     job.signal = None
     status = "failed"
+    bad_input = False
     with _Signals() as sig:
         try:
             if progress is not None:
@@ -631,7 +657,10 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         except KeyboardInterrupt:
             status = "cancelled"
             raise
+        except SettingsError:
+            bad_input = True
+            raise
         finally:
             job.signal = sig.signum
-            job.finish(status)
+            job.finish(status, bad_input)
     return job

@@ -88,7 +88,7 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             error = exc
         finally:
             try:
-                job.finish(status)  # waits for the frames being written
+                job.finish(status, isinstance(error, SettingsError))  # waits for the frames being written
             except OSError as exc:
                 error = error or exc
         if error is not None:
@@ -120,7 +120,7 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             entry = self._job.step()
         except Exception as exc:  # keep finished frames, then report
             self.report({"ERROR"}, f"BlenSor: range scan failed: {exc}")
-            return self._end(context, "failed")
+            return self._end(context, "failed", isinstance(exc, SettingsError))
         context.window_manager.progress_update(self._job.scanned)
         done = 100.0 * self._job.scanned / len(self._job.frames)
         self.report({"INFO"}, f"Scanned {self._job.packets} {entry['frame']} ({done:.1f} %)")
@@ -128,12 +128,12 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             return self._end(context, "complete")
         return {"RUNNING_MODAL"}
 
-    def _end(self, context, status):
+    def _end(self, context, status, bad_input=False):
         wm = context.window_manager
         wm.event_timer_remove(self._timer)
         wm.progress_end()
         try:
-            self._job.finish(status)  # waits for the frames being written
+            self._job.finish(status, bad_input)  # waits for the frames being written
         except Exception as exc:  # a write error of the last frames: finished frames stay
             self.report({"ERROR"}, f"BlenSor: range scan failed after {len(self._job.done)} frames: {exc}")
             return {"CANCELLED"}
