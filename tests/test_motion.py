@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import CROSSING
@@ -130,3 +131,33 @@ def test_export_motion_operator(bpy_mod, crossing, tmp_path):
     bpy_mod.context.view_layer.objects.active = bpy_mod.data.objects["Velodyne"]
     assert bpy_mod.ops.blensor.export_motion() == {"FINISHED"}
     assert sorted(p.name for p in (tmp_path / "tum").iterdir()) == ["Car.2.tum", "Velodyne.tum"]
+
+
+def test_boxes_are_what_renders_and_labelled_instancers_get_one(bpy_mod, crossing, tmp_path):
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.jobs.motion import export_motion
+    export_motion([2, 3], tmp_path / "m", ("json",))
+    by = {b["object"]: b for b in json.loads((tmp_path / "m" / "boxes" / "00003.json").read_text())["boxes"]}
+    # the trees are empties instancing the excluded TreePrototype collection: one box each
+    # around the tree they draw; the prototypes themselves render nowhere and get none
+    assert {f"Tree.{k:03d}" for k in range(12)} <= set(by) and not {"TreeCrown", "TreeTrunk"} & set(by)
+    tree = bpy_mod.data.objects["Tree.003"]
+    coll = tree.instance_collection
+    offset = np.eye(4)
+    offset[:3, 3] = -np.array(coll.instance_offset)
+    place = np.array(tree.matrix_world) @ offset
+    corners = np.concatenate([np.array([(place @ np.array(o.matrix_world) @ np.append(c, 1.0))[:3]
+                                        for c in o.bound_box]) for o in coll.all_objects if o.type == "MESH"])
+    b = by["Tree.003"]
+    assert b["class"] == "vegetation" and np.allclose(b["velocity"], 0.0)
+    np.testing.assert_allclose(b["center"], (corners.min(0) + corners.max(0)) / 2, atol=1e-6)
+    np.testing.assert_allclose(b["size"], corners.max(0) - corners.min(0), atol=1e-6)  # the tree is not turned
+    # an object hidden from render gets no box; an unknown class name is refused naming it
+    bpy_mod.data.objects["Car.1"].hide_render = True
+    export_motion([2], tmp_path / "h", ("json",))
+    doc = json.loads((tmp_path / "h" / "boxes" / "00002.json").read_text())
+    assert "Car.1" not in {b["object"] for b in doc["boxes"]}
+    tree["blensor_label"] = "shrub"
+    with pytest.raises(SettingsError, match="'shrub' on object 'Tree.003'"):
+        export_motion([2], tmp_path / "bad", ("json",))
+    assert not (tmp_path / "bad").exists()

@@ -51,6 +51,21 @@ def test_render_visibility_scans_the_viewport_hidden_object(bpy_mod, scene):
     assert state(bpy_mod) == before  # every switch undone
 
 
+def test_motion_boxes_are_what_renders_and_leave_the_file_unchanged(bpy_mod, scene, tmp_path):
+    import json
+
+    from blensor_addon.jobs.motion import export_motion
+    for name in ("ViewportHidden", "Smooth"):
+        bpy_mod.data.objects[name]["blensor_label"] = "car"
+    before = state(bpy_mod)
+    export_motion([1], tmp_path, ("json",))
+    boxes = json.loads((tmp_path / "boxes" / "00001.json").read_text())["boxes"]
+    assert [b["object"] for b in boxes] == ["ViewportHidden"]  # Smooth is hidden from render
+    np.testing.assert_allclose(boxes[0]["center"], [0, 0, -5], atol=1e-9)
+    np.testing.assert_allclose(boxes[0]["size"], [2, 2, 2], atol=1e-9)
+    assert state(bpy_mod) == before
+
+
 def test_subdivision_at_render_levels_and_viewport_only_disabled_modifier(bpy_mod, empty_scene):
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "0", angle_resolution=1.0, start_angle=0.0, end_angle=1.0)

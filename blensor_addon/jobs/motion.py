@@ -20,8 +20,13 @@ Formats (files in the output folder):
   not defined for a scene without cameras).
 
 Objects: the given names, or every object of the scene (mesh, empty, camera, ...);
-boxes only for objects with a ``blensor_label``. Poses are the evaluated
-``matrix_world`` at each frame.
+boxes only for objects with a ``blensor_label`` that render at that frame, as the scan
+sees them (render visibility, :mod:`~blensor_addon.scene.visibility`; objects of a
+collection excluded from the view layer, such as the prototypes of collection instances,
+get none). A labelled instancer (an empty instancing a collection: a tree) gets one box
+around every instance it draws, in its own axes; instances of an unlabelled instancer
+(Geometry Nodes scatters) get none. Poses are the evaluated ``matrix_world`` at each
+frame.
 """
 from __future__ import annotations
 
@@ -37,7 +42,8 @@ from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
 from ..io.trajectory import tum_bytes
-from ..scene.extract import LABEL_PROPERTY, ObjectTable
+from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
+from ..scene.visibility import apply_render_visibility
 
 MOTION_FORMATS = ("blensor", "tum", "kitti", "json")
 
@@ -70,17 +76,44 @@ def rigid(matrix_world) -> np.ndarray:
     return T
 
 
-def box_of(obj, depsgraph) -> tuple[np.ndarray, np.ndarray, float]:
-    """Centre (3,) world m, size (3,) l w h m (object axes times scale) and yaw (rad,
-    about world +Z) of an object's evaluated bounding box."""
-    ev = obj.evaluated_get(depsgraph)
-    corners = np.array([tuple(c) for c in ev.bound_box], dtype=np.float64)
-    lo, hi = corners.min(axis=0), corners.max(axis=0)
-    M = np.array(ev.matrix_world, dtype=np.float64)
-    scale = np.linalg.norm(M[:3, :3], axis=0)
-    centre = (M @ np.append((lo + hi) / 2.0, 1.0))[:3]
-    R = rigid(M)[:3, :3]
-    return centre, (hi - lo) * scale, math.atan2(R[1, 0], R[0, 0])
+def box_in(corners: np.ndarray, frame_matrix) -> tuple[np.ndarray, np.ndarray, float]:
+    """The box of world points ``corners`` (N, 3) m in the axes of ``frame_matrix``
+    (4, 4; scale removed): centre (3,) world m, size (3,) l w h m along those axes, yaw
+    (rad, about world +Z)."""
+    T = rigid(frame_matrix)
+    R, t = T[:3, :3], T[:3, 3]
+    local = (corners - t) @ R
+    lo, hi = local.min(axis=0), local.max(axis=0)
+    return t + R @ ((lo + hi) / 2.0), hi - lo, math.atan2(R[1, 0], R[0, 0])
+
+
+def labelled_boxes(depsgraph, wanted: set) -> dict:
+    """name_full -> box (:func:`box_in`) of every object named in ``wanted`` that the
+    depsgraph draws: its own evaluated geometry, and for an instancer every instance it
+    draws, in the object's axes. Objects hidden from render are left out, as the scan
+    leaves them out."""
+    pts: dict = {}
+    frame_of: dict = {}
+
+    def add(key, ob, matrix_world) -> None:
+        bb = np.array([tuple(c) for c in ob.bound_box], dtype=np.float64)
+        M = np.array(matrix_world, dtype=np.float64)
+        pts.setdefault(key.name_full, []).append(bb @ M[:3, :3].T + M[:3, 3])
+
+    objects = [ob for ob in depsgraph.objects
+               if ob.original.name_full in wanted and not ob.original.hide_render]
+    for ob in objects:
+        frame_of[ob.original.name_full] = ob.matrix_world
+    if any(ob.is_instancer for ob in objects):  # walk the instances (only then: there may be millions)
+        for inst in depsgraph.object_instances:
+            key = inst.parent.original if inst.is_instance else inst.object.original
+            if key.name_full in frame_of and inst.object.type in GEOMETRY_TYPES:
+                add(key, inst.object, inst.matrix_world)
+    else:
+        for ob in objects:
+            if ob.type in GEOMETRY_TYPES:
+                add(ob.original, ob, ob.matrix_world)
+    return {k: box_in(np.concatenate(v), frame_of[k]) for k, v in pts.items()}
 
 
 def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite: bool = False) -> list[str]:
@@ -107,7 +140,7 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         if missing or not names:
             raise SettingsError("objects", "names of objects of the scene", ", ".join(missing) or names)
         obs = [scene.objects[n] for n in names]
-    labelled = [o for o in obs if o.get(LABEL_PROPERTY, "") and o.type == "MESH"]
+    labelled = [o for o in obs if o.get(LABEL_PROPERTY, "")]
     for o in labelled:
         if o[LABEL_PROPERTY] not in CLASSES:
             raise SettingsError("blensor_label", "a class name of the table (" + ", ".join(CLASSES) + ")",
@@ -125,16 +158,19 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
     ft = float(scene.render.fps_base) / float(fps)
     old = scene.frame_current
     poses = {o.name: [] for o in obs}
-    boxes = {o.name: [] for o in labelled}
+    boxes = {o.name: {} for o in labelled}  # frame index -> box, at the frames it renders
+    wanted = {o.name_full: o.name for o in labelled}
+    sw = apply_render_visibility(scene, bpy.context.view_layer)  # what renders, as the scan
     try:
-        for f in frames:
+        for i, f in enumerate(frames):
             scene.frame_set(f)
             dg = bpy.context.evaluated_depsgraph_get()
             for o in obs:
                 poses[o.name].append(np.array(o.evaluated_get(dg).matrix_world, dtype=np.float64))
-            for o in labelled:
-                boxes[o.name].append(box_of(o, dg))
+            for key, box in labelled_boxes(dg, set(wanted)).items():
+                boxes[wanted[key]][i] = box
     finally:
+        sw.restore()
         if scene.frame_current != old:
             scene.frame_set(old)
     files = []
@@ -160,10 +196,14 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         for i, f in enumerate(frames):
             doc = []
             for o in labelled:
-                c, size, yaw = boxes[o.name][i]
-                j0, j1 = (i - 1, i) if i > 0 else (0, min(1, len(frames) - 1))
+                b = boxes[o.name]
+                if i not in b:  # not rendered at this frame
+                    continue
+                c, size, yaw = b[i]
+                # velocity of the centre: since the frame before, else to the frame after
+                j0, j1 = (i - 1, i) if i - 1 in b else (i, i + 1) if i + 1 in b else (i, i)
                 dt = (frames[j1] - frames[j0]) * ft
-                v = (boxes[o.name][j1][0] - boxes[o.name][j0][0]) / dt if dt > 0 else np.zeros(3)
+                v = (b[j1][0] - b[j0][0]) / dt if dt > 0 else np.zeros(3)
                 label = o[LABEL_PROPERTY]
                 doc.append({"object": o.name, "instance_id": ids[o.name_full], "class": label,
                             "class_id": CLASSES[label], "center": c.tolist(), "size": size.tolist(), "yaw": yaw,
