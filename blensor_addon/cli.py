@@ -102,7 +102,7 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--out", default="out", help="output folder (default: out)")
     mo.add_argument("--format", default="blensor", help="comma-separated subset of blensor,tum,kitti,json")
     mo.add_argument("--objects", default=None, help="comma-separated object names (default: every object)")
-    mo.add_argument("--overwrite", action="store_true", help="replace earlier motion files in --out")
+    mo.add_argument("--overwrite", action="store_true", help="write into an --out holding another BlenSor run's files (a scan's stay; this export's files of the same names are replaced)")
     mo.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sens = sub.add_parser("sensors", help="list sensor types, presets and settings")
     sens.add_argument("--json", action="store_true", help="print one JSON document")

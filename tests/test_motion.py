@@ -87,7 +87,16 @@ def test_motion_cli_formats_against_blender(bpy_mod, crossing, tmp_path):
     assert {r[2] for r in rows} == {"car", "building"}
     # a second export into the same folder is refused unless --overwrite; bad input is one line
     again = run("motion", CROSSING, "--frames", "1-2", "--out", out, "--format", "tum")
-    assert again.returncode == 2 and "out must be a folder without earlier motion files" in again.stderr
+    assert again.returncode == 2 and "out must be a folder without another BlenSor run's files" in again.stderr
+    # nor does a scan go into a motion export's folder, or a motion export into a scan's
+    scan = run("scan", CROSSING, "--frames", "2", "--out", out, "--formats", "npz")
+    assert scan.returncode == 2 and "holds boxes/00001.json" in scan.stderr, scan.stderr
+    assert run("scan", CROSSING, "--frames", "2", "--out", tmp_path / "s", "--formats", "npz").returncode == 0
+    into = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "s", "--format", "tum")
+    assert into.returncode == 2 and "holds manifest.json" in into.stderr, into.stderr
+    assert run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "s", "--format", "tum",
+               "--overwrite").returncode == 0
+    assert (tmp_path / "s" / "manifest.json").exists() and (tmp_path / "s" / "tum" / "Velodyne.tum").exists()
     for args, needle in ((["--format", "bvh"], "--format must be a comma-separated subset of blensor,tum,kitti,json"),
                          (["--objects", "Nope"], "--objects must be names of objects of the scene")):
         res = run("motion", CROSSING, "--out", tmp_path / "bad", *args)

@@ -5,9 +5,9 @@
   it when the process dies, even by SIGKILL, so a stale lock file never blocks a later
   run; a second live run into the same folder is refused.
 - :func:`previous_outputs`: files a BlenSor run leaves (``manifest.json`` and what the
-  formats of the registry declare, :func:`blensor_addon.io.formats.output_pattern`,
-  in the folder and its subfolders); a folder holding them is refused unless the user
-  asks to overwrite or resume.
+  formats of the registry declare, :func:`blensor_addon.io.formats.output_pattern`, and
+  a motion export's files, in the folder and its subfolders); a folder holding them is
+  refused unless the user asks to overwrite or resume.
 - :func:`stale_parts`: temporary files of a killed run (``.<name>.<pid>.<hex>.part``).
 """
 from __future__ import annotations
@@ -35,11 +35,19 @@ def _files(folder: Path):
             yield p, rel.as_posix()
 
 
+#: files ``blensor motion`` leaves (:mod:`blensor_addon.jobs.motion`), so that a scan and a
+#: motion export refuse each other's folder as they refuse their own earlier runs
+MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", r"boxes/\d+\.json",
+                  r"tracking\.txt")
+
+
 def previous_outputs(folder: Path) -> list[Path]:
-    """Files of an earlier BlenSor run in ``folder`` (and its subfolders), sorted."""
+    """Files of an earlier BlenSor run (a scan's or a motion export's) in ``folder``
+    (and its subfolders), sorted."""
     from .formats import output_pattern
     pat = output_pattern()
-    return sorted(p for p, rel in _files(folder) if pat.match(rel))
+    motion = re.compile("^(" + "|".join(MOTION_OUTPUTS) + ")$")
+    return sorted(p for p, rel in _files(folder) if pat.match(rel) or motion.match(rel))
 
 
 def stale_parts(folder: Path) -> list[Path]:
@@ -101,7 +109,8 @@ def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
         raise SettingsError("out", "an empty folder or one without BlenSor output (use --overwrite, or "
                             "Overwrite in the panel, to replace the earlier run's files; --resume "
                             "to continue it)",
-                            f"{folder} (holds {old[0].name}{' and more' if len(old) > 1 else ''})")
+                            f"{folder} (holds {old[0].relative_to(folder).as_posix()}"
+                            f"{' and more' if len(old) > 1 else ''})")
     if overwrite and not resume:
         for p in old:
             p.unlink()
