@@ -29,7 +29,8 @@ Exit status and the one line printed on stderr:
   (status ``failed``) are kept.
 - 130, ``blensor: interrupted ...``: SIGINT or SIGTERM; the current frame is finished
   (a second signal drops it), finished frames, a terminated EVD and the manifest
-  (status ``cancelled``) are kept.
+  (status ``cancelled``) are kept. A signal while Blender loads is acted on once it has
+  loaded: nothing is written.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -171,6 +173,49 @@ def _stdout_silenced(on: bool):
         os.close(devnull)
 
 
+class _Signals:
+    """SIGINT and SIGTERM in the command line tool. While Blender loads (``import bpy``,
+    the add-on's registration, reading the .blend: about 0.5 s) a signal is only noted:
+    a KeyboardInterrupt raised inside that code was swallowed by Blender's registration
+    (the command then ran to the end) or crashed bpy (exit 139). Once Blender is loaded
+    (:meth:`live`), a noted signal and any later one raise KeyboardInterrupt, SIGTERM as
+    SIGINT; a range scan installs its own handlers meanwhile (finish the frame, then
+    stop). ``signum``: the last signal received; ``writing``: a command began writing
+    files (the message then says what is kept)."""
+
+    def __init__(self) -> None:
+        self.signum = None
+        self.writing = False
+        self._old = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._note)
+
+    def restore(self) -> None:
+        """The handlers from before (the command is over)."""
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _note(self, signum, _frame) -> None:
+        self.signum = signum
+
+    def _raise(self, signum, _frame) -> None:
+        self.signum = signum
+        raise KeyboardInterrupt
+
+    def live(self) -> None:
+        """Blender is loaded: signals raise KeyboardInterrupt from now on (one noted
+        while it loaded is raised now)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, self._raise)
+        if self.signum is not None:
+            raise KeyboardInterrupt
+
+
+_SIGNALS: _Signals | None = None
+
+
 def _open_blend(path: str, quiet: bool = False):
     from .core.errors import SettingsError
     p = Path(path)
@@ -185,6 +230,8 @@ def _open_blend(path: str, quiet: bool = False):
         except RuntimeError as exc:
             msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
             raise SettingsError("SCENE.blend", "a readable .blend file", f"{path} ({msg})") from None
+    if _SIGNALS is not None:
+        _SIGNALS.live()
     return bpy
 
 
@@ -296,6 +343,7 @@ def cmd_depth(args) -> int:
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     t0 = time.perf_counter()
+    _SIGNALS.writing = True
     job = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
                         overwrite=args.overwrite, **overrides)
     if not args.quiet:
@@ -369,6 +417,7 @@ def cmd_scan(args) -> int:
             bar.update(1)
 
     t0 = time.perf_counter()
+    _SIGNALS.writing = True
     try:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
@@ -439,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``blensor`` console script; returns the exit status (see the
     module docstring). The add-on is unregistered before returning: bpy 4.2 crashes and
     4.5 hangs at interpreter exit while operators or panels are registered."""
+    global _SIGNALS
+    _SIGNALS = _Signals()  # first: Blender must not see a signal while it loads
     args = _build_parser().parse_args(argv)
     from .core.errors import BlensorError, SettingsError
     try:
@@ -457,11 +508,14 @@ def main(argv: list[str] | None = None) -> int:
               "manifest (status failed) are kept", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("blensor: interrupted; finished frames kept (manifest: cancelled)", file=sys.stderr)
+        name = signal.Signals(_SIGNALS.signum).name if _SIGNALS.signum is not None else "SIGINT"
+        kept = "finished frames kept" if _SIGNALS.writing else "nothing written"
+        print(f"blensor: interrupted by {name}; {kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         from . import unregister
         unregister()
+        _SIGNALS.restore()
 
 
 if __name__ == "__main__":

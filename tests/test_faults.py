@@ -98,11 +98,12 @@ def test_hostile_scene_files_exit_2_with_one_line(variants, tmp_path, name, need
 def test_directory_as_scene_and_huge_frame_range(tmp_path):
     res = run("scan", tmp_path, "--out", tmp_path / "o")
     assert res.returncode == 2 and "SCENE.blend must be an existing .blend file" in one_error_line(res)
-    res = run("scan", CROSSING, "--frames", "1-100000000", "--out", tmp_path / "o")
-    assert res.returncode == 2
-    assert "--frames must be integers within the scene's frame range 1-48, got '1-100000000'" \
-        in one_error_line(res)
-    assert not (tmp_path / "o").exists()
+    for frames in ("1-100000000", "1-99999999999999999999999"):  # the second overflowed len()
+        res = run("scan", CROSSING, "--frames", frames, "--out", tmp_path / "o")
+        assert res.returncode == 2
+        assert f"--frames must be integers within the scene's frame range 1-48, got '{frames}'" \
+            in one_error_line(res)
+        assert not (tmp_path / "o").exists()
 
 
 def test_scene_with_only_the_camera_scans_nothing(variants, tmp_path):
@@ -142,6 +143,28 @@ def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
     assert visible_files(tmp_path) == sorted(["manifest.json", "scan.evd", "trajectory.tum"] + [f"scan{f:05d}.npz" for f in done])
     blocks = read_evd(tmp_path / "scan.evd")
     assert [len(b) for b in blocks] == [f["points"] for f in man["frames"]]
+
+
+@pytest.mark.parametrize("sig, delay", [(signal.SIGINT, 0.15), (signal.SIGINT, 0.35), (signal.SIGTERM, 0.25)])
+def test_signal_while_blender_loads_is_one_line_and_exit_130(variants, tmp_path, sig, delay):
+    # while bpy is imported, the add-on registered and the .blend read (about 0.5 s), a
+    # KeyboardInterrupt was swallowed by Blender (the scan then ran to the end, exit 0)
+    # or crashed it (exit 139); now the signal is noted and acted on once it has loaded.
+    # The slow scene's 48 frames take several seconds: at this delay the run is still
+    # loading or scanning, never done.
+    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
+                             str(tmp_path / "o"), "--formats", "npz", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"interrupted by {sig.name}" in lines[0] and "Traceback" not in err, err
+    if "nothing written" in lines[0]:
+        assert not (tmp_path / "o").exists() or visible_files(tmp_path / "o") == []
+    else:
+        assert json.loads((tmp_path / "o" / "manifest.json").read_text())["status"] == "cancelled"
 
 
 def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(variants, tmp_path):

@@ -60,11 +60,14 @@ def check_frames(scene, frames) -> list[int]:
     """
     lo, hi = scene.frame_start, scene.frame_end
     allowed = f"integers within the scene's frame range {lo}-{hi}"
-    if isinstance(frames, range) and len(frames):  # check the ends (O(1)) before building a list
+    if isinstance(frames, range) and frames:  # the ends first (O(1), any size) before building a list
         a, b = sorted((frames[0], frames[-1]))
         if a < lo or b > hi:
             raise SettingsError("frames", allowed, f"{a}-{b}")
-    frames = list(frames)
+    try:
+        frames = list(frames)
+    except TypeError:
+        raise SettingsError("frames", allowed, frames) from None
     if not frames or not all(isinstance(f, (int, np.integer)) and not isinstance(f, bool) for f in frames):
         raise SettingsError("frames", allowed, frames)
     if min(frames) < lo or max(frames) > hi:
