@@ -504,8 +504,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except OSError as exc:  # write errors during the scan: finished frames are kept
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished frames and the "
-              "manifest (status failed) are kept", file=sys.stderr)
+        frames = getattr(exc, "blensor_frames", None)
+        manifest = getattr(exc, "blensor_manifest", None)
+        if manifest == "failed":
+            kept = f"{frames} finished frames and the manifest (status failed) are kept"
+        elif manifest == "stale":
+            kept = (f"{frames} finished frames are kept; the manifest could not be rewritten (the disk is still "
+                    "full?) and lists the frames up to its last write")
+        else:
+            kept = "finished files are kept"
+        dropped = getattr(exc, "blensor_dropped", None)
+        if dropped:
+            kept += f" ({', '.join(dropped)} could not be closed and was removed)"
+        print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {kept}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         name = signal.Signals(_SIGNALS.signum).name if _SIGNALS.signum is not None else "SIGINT"

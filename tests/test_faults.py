@@ -311,3 +311,71 @@ def test_full_disk_with_every_kind_of_writer_leaves_no_partial_file(tmp_path):
         assert len(np.loadtxt(disk / "poses.txt").reshape(-1, 12)) == len(done)
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_full_disk_before_the_run_and_a_bag_that_cannot_be_closed(tmp_path):
+    disk = tmp_path / "disk"
+    if not _mount_tmpfs(disk, "4m"):
+        pytest.skip("needs root and tmpfs to make a small file system")
+    try:
+        # a bag that cannot be finished on the full disk: removed, the manifest says so
+        # (its open file kept the space of the deleted bag, so no manifest could be written)
+        out = disk / "bag"
+        res = run("scan", CROSSING, "--frames", "1-6", "--out", out, "--formats", "rosbag2", "--quiet")
+        assert res.returncode == 1
+        line = one_error_line(res)
+        assert "No space left on device" in line and "rosbag2 could not be closed and was removed" in line
+        man = json.loads((out / "manifest.json").read_text())
+        assert man["status"] == "failed" and man["dropped_formats"] == ["rosbag2"] and len(man["frames"]) >= 1
+        assert visible_files(out) == ["manifest.json", "trajectory.tum"]
+        shutil.rmtree(out)
+        # a disk full before the run: not even the lock file fits; nothing is left
+        filler = disk / "filler"
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        res = run("scan", CROSSING, "--frames", "1-3", "--out", disk, "--formats", "npz", "--quiet")
+        assert res.returncode == 1
+        assert "cannot write the lock file" in one_error_line(res) and "nothing written" in one_error_line(res)
+        assert visible_files(disk) == ["filler"]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_a_symlink_at_the_lock_is_bad_input(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / ".blensor.lock").symlink_to(victim)
+    res = run("scan", CROSSING, "--frames", "1-3", "--out", out, "--formats", "npz", "--quiet")
+    assert res.returncode == 2 and "without a symlink at .blensor.lock" in one_error_line(res)
+    assert victim.read_text() == "keep me" and sorted(p.name for p in out.iterdir()) == [".blensor.lock"]
+
+
+def test_a_lock_file_removed_by_its_holder_is_not_taken_by_a_late_opener(tmp_path, monkeypatch):
+    # a run that opened the lock file just before its holder removed it would lock the
+    # deleted file while a third run locks a new one, and both would write: the lock checks
+    # that it holds the file at the path, else takes it again
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.io.outdir import LOCK_NAME, FolderLock
+    holder = FolderLock(tmp_path)
+    real_open = os.open
+
+    def open_then_holder_ends(*args, **kwargs):
+        fd = real_open(*args, **kwargs)
+        if holder._fd is not None:
+            holder.release()  # right after the late opener opened the holder's file
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_holder_ends)
+    late = FolderLock(tmp_path)
+    monkeypatch.setattr(os, "open", real_open)
+    assert os.path.samestat(os.fstat(late._fd), os.stat(tmp_path / LOCK_NAME))
+    with pytest.raises(SettingsError, match="no other BlenSor run is writing to"):
+        FolderLock(tmp_path)
+    late.release()

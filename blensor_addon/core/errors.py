@@ -20,11 +20,27 @@ class SettingsError(BlensorError, ValueError):
         value: the rejected value.
     """
 
+    #: longest rendering of the rejected value in the message (an elevation list of 10^5
+    #: numbers stays one readable line)
+    MAX_VALUE_CHARS = 200
+
     def __init__(self, setting: str, allowed: str, value: object) -> None:
         self.setting = setting
         self.allowed = allowed
         self.value = value
-        super().__init__(f"{setting} must be {allowed}, got {value!r}")
+        shown = repr(value)
+        if len(shown) > self.MAX_VALUE_CHARS:
+            shown = f"{shown[:self.MAX_VALUE_CHARS - 40]}... ({len(shown):,} characters)"
+        super().__init__(f"{setting} must be {allowed}, got {shown}")
+
+
+class OutputError(BlensorError, OSError):
+    """The output folder could not be set up (lock file, disk full, permissions) before
+    anything was written. ``OutputError(errno, what, path)``; the message names the file,
+    the cause and that nothing was written."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}; nothing written"
 
 
 class NativeLibraryError(BlensorError, RuntimeError):

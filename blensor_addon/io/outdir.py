@@ -12,13 +12,14 @@
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
 import sys
 from pathlib import Path
 
-from ..core.errors import SettingsError
+from ..core.errors import OutputError, SettingsError
 from .atomic import PART_SUFFIX, remove_quietly
 
 LOCK_NAME = ".blensor.lock"
@@ -59,32 +60,62 @@ def stale_parts(folder: Path) -> list[Path]:
 
 
 class FolderLock:
-    """Exclusive advisory lock on ``folder/.blensor.lock``.
+    """Exclusive advisory lock on ``folder/.blensor.lock``, holding the pid of its run.
+
+    The lock is taken on the open file; a run that opened the file just before its holder
+    removed it would lock a deleted file, so the lock counts only if the file at the path
+    is still the one locked (checked after locking; otherwise taken again).
 
     Raises (constructor):
-        SettingsError (``out``): another live run holds the lock (its pid is named).
-        OSError: the lock file cannot be created.
+        SettingsError (``out``): another live run holds the lock (its pid is named), or
+            a symlink sits at the lock's name (never followed).
+        OutputError: the lock file cannot be created or written (disk full,
+            permissions); nothing is left.
     """
 
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / LOCK_NAME
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            if sys.platform == "win32":
-                import msvcrt
-                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            else:
-                import fcntl
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        self._fd = None
+        for _ in range(100):  # another run removing its lock meanwhile: try again
             try:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() if hasattr(os, "pread") else "?"
-            finally:
-                os.close(fd)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP or self.path.is_symlink():
+                    raise SettingsError("out", f"a folder without a symlink at {LOCK_NAME} (never followed)",
+                                        str(folder)) from None
+                raise OutputError(exc.errno, f"cannot create the lock file ({exc.strerror})",
+                                  str(self.path)) from None
+            try:
+                if sys.platform == "win32":
+                    import msvcrt
+                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                else:
+                    import fcntl
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                try:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() if hasattr(os, "pread") else "?"
+                finally:
+                    os.close(fd)
+                raise SettingsError("out", "a folder no other BlenSor run is writing to",
+                                    f"{folder} (in use by process {holder or '?'})") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path, follow_symlinks=False))
+            except OSError:  # removed meanwhile
+                same = False
+            if same:
+                break
+            os.close(fd)
+        else:
             raise SettingsError("out", "a folder no other BlenSor run is writing to",
-                                f"{folder} (in use by process {holder or '?'})") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+                                f"{folder} (its lock file keeps being replaced)")
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError as exc:  # a full disk: leave no lock file behind
+            remove_quietly(self.path)
+            os.close(fd)
+            raise OutputError(exc.errno, f"cannot write the lock file ({exc.strerror})", str(self.path)) from None
         self._fd = fd
 
     def release(self) -> None:

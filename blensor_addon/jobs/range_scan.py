@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import __version__
 from ..core.blas import single_blas_thread
-from ..core.errors import SettingsError
+from ..core.errors import OutputError, SettingsError
 from ..io import trajectory
 from ..io.atomic import atomic_write_bytes, commit_files, remove_quietly
 from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
@@ -278,6 +278,7 @@ class RangeScanJob:
         self._manifest_at, self._manifest_time = 0, 0.0  # frames listed at its last write, and when
         self._next = 0  # frames scanned (or reused) and handed to the writer thread
         self._tum_lines: dict = {}  # frame -> trajectory.tum line (see tum_bytes)
+        self.dropped: list = []  # formats whose multi-frame file could not be closed (removed)
         self._old_frame = self.scene.frame_current
         try:
             #: "sweep": one output per full sweep; "frame": one per scene frame
@@ -321,6 +322,12 @@ class RangeScanJob:
             self.points = 0
             self.reused = 0
             self._write_manifest()
+        except OSError as exc:  # setting up the folder failed: nothing of the run is left
+            self._release()
+            if isinstance(exc, OutputError):
+                raise
+            raise OutputError(exc.errno, f"cannot set up the output ({exc.strerror})",
+                              exc.filename or str(self.out_dir)) from exc
         except BaseException:
             self._release()
             raise
@@ -491,12 +498,20 @@ class RangeScanJob:
                     continue
                 try:
                     w.close(self.status)
-                except OSError as exc:
+                except OSError as exc:  # (a bag cannot be finished on a full disk)
                     self.status = "failed"
                     w.discard()
+                    self.dropped.append(w.name)
                     error = error or exc
             if error is not None:
-                self._write_manifest()
+                # what is kept, for the message: the CLI reads these off the error
+                error.blensor_frames = len(self.done)
+                error.blensor_dropped = list(self.dropped)
+                try:
+                    self._write_manifest()
+                    error.blensor_manifest = "failed"
+                except OSError:  # the disk is still full: the last manifest stays
+                    error.blensor_manifest = "stale"
                 raise error
             if bad_input and not self.done and not self.resume:  # (a resumed run keeps the earlier manifest)
                 forget = True
@@ -558,9 +573,12 @@ class RangeScanJob:
         h = hashlib.sha256()
         for e in self.done:
             h.update(e["geometry_hash"].encode())
-        return {**self._static, "frames": self.done, "geometry_hash": h.hexdigest(),
-                "objects": self.scanner.extractor.table.table if objects is None else objects,
-                "status": self.status}
+        out = {**self._static, "frames": self.done, "geometry_hash": h.hexdigest(),
+               "objects": self.scanner.extractor.table.table if objects is None else objects,
+               "status": self.status}
+        if self.dropped:  # a failed run's multi-frame files that could not be closed
+            out["dropped_formats"] = list(self.dropped)
+        return out
 
 
 class _Signals:

@@ -224,6 +224,16 @@ class Rosbag2Writer(Writer):
             self.bag.close()
         except Exception:  # noqa: BLE001 - closing a half-written bag may fail; it is deleted anyway
             pass
+        # a close that failed (a full disk) leaves rosbags' file open, and a deleted file
+        # keeps its space while it is open: close it, so the manifest can still be written
+        storage = getattr(self.bag, "storage", None)
+        for name in ("bio", "conn", "dbconn"):
+            f = getattr(storage, name, None)
+            if f is not None:
+                try:
+                    f.close()
+                except Exception:  # noqa: BLE001 - unflushed bytes of a bag being deleted
+                    pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
