@@ -509,8 +509,8 @@ def main(argv: list[str] | None = None) -> int:
         if manifest == "failed":
             kept = f"{frames} finished frames and the manifest (status failed) are kept"
         elif manifest == "stale":
-            kept = (f"{frames} finished frames are kept; the manifest could not be rewritten (the disk is still "
-                    "full?) and lists the frames up to its last write")
+            kept = (f"{frames} finished frames are kept; the manifest could not be rewritten (the disk "
+                    "is still full?) and lists the frames up to its last write")
         else:
             kept = "finished files are kept"
         dropped = getattr(exc, "blensor_dropped", None)

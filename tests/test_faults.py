@@ -340,7 +340,8 @@ def test_full_disk_before_the_run_and_a_bag_that_cannot_be_closed(tmp_path):
                 pass
         res = run("scan", CROSSING, "--frames", "1-3", "--out", disk, "--formats", "npz", "--quiet")
         assert res.returncode == 1
-        assert "cannot write the lock file" in one_error_line(res) and "nothing written" in one_error_line(res)
+        line = one_error_line(res)
+        assert "cannot write the lock file" in line and "nothing written" in line
         assert visible_files(disk) == ["filler"]
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)

@@ -94,7 +94,8 @@ class FolderLock:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 try:
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() if hasattr(os, "pread") else "?"
+                    holder = (os.pread(fd, 64, 0).decode(errors="replace").strip()
+                              if hasattr(os, "pread") else "?")
                 finally:
                     os.close(fd)
                 raise SettingsError("out", "a folder no other BlenSor run is writing to",
@@ -115,7 +116,8 @@ class FolderLock:
         except OSError as exc:  # a full disk: leave no lock file behind
             remove_quietly(self.path)
             os.close(fd)
-            raise OutputError(exc.errno, f"cannot write the lock file ({exc.strerror})", str(self.path)) from None
+            raise OutputError(exc.errno, f"cannot write the lock file ({exc.strerror})",
+                              str(self.path)) from None
         self._fd = fd
 
     def release(self) -> None:
