@@ -165,3 +165,27 @@ def test_rotating_patterns_are_kept_read_only_by_their_inputs():
     for k in range(3):  # only the last few are kept
         rotating.make_pattern(s, az, ts + 2.0 + k, firing=fire)
     assert len(rotating._PATTERNS) == rotating._PATTERNS_KEPT
+
+
+def test_swept_sensor_refusal_names_the_setting_whose_advice_works():
+    # one sweep too many: the angle resolution (the rotation speed does not change the
+    # rays of a sweep, and naming it sent a user in a circle); several sweeps in a frame's
+    # packet: the rotation speed. The value the message gives is accepted.
+    import re
+
+    from blensor_addon.core.sensors import get_sensor
+    from blensor_addon.core.sensors.planar import PlanarSettings
+    sen = get_sensor("planar")
+    fine = PlanarSettings(angle_resolution=1e-5)
+    for sweep in range(12):  # float rounding gives some sweeps a column more
+        with pytest.raises(SettingsError, match="angle_resolution must be at least") as ei:
+            sen.check_budget(fine, sweep, sen.sweep_period(fine), "range", None)
+    fit = float(re.search(r"at least ([0-9.e+-]+) deg", str(ei.value)).group(1))
+    assert sen.check_budget(PlanarSettings(angle_resolution=fit * 1.01), 1, sen.sweep_period(fine), "range",
+                            None) <= 20_000_000
+    fast = PlanarSettings(angle_resolution=0.0005, rotation_speed=1000.0)  # 42 sweeps a frame
+    with pytest.raises(SettingsError, match="rotation_speed must be at most") as ei:
+        sen.check_budget(fast, 1, 1 / 24, "range", None)
+    fit = float(re.search(r"at most ([0-9.e+-]+) Hz", str(ei.value)).group(1))
+    assert sen.check_budget(PlanarSettings(angle_resolution=0.0005, rotation_speed=fit * 0.99), 1, 1 / 24,
+                            "range", None) <= 20_000_000

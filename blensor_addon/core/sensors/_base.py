@@ -830,9 +830,11 @@ class SweptSensor(Sensor):
 
     def check_budget(self, s, frame, frame_time, mode, camera):
         rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
+        # one sweep too many: only the resolution helps; more than a sweep in the frame
+        # (a range scan's frame of a fast head): the rotation speed
+        refuse_rays(rows * min(cols, s.columns), "angle_resolution", s.angle_resolution, unit="deg")
         if mode == "range" and cols > s.columns:
             refuse_rays(rows * cols, "rotation_speed", s.rotation_speed, grows=True, unit="Hz")
-        refuse_rays(rows * cols, "angle_resolution", s.angle_resolution, unit="deg")
         return rows * cols
 
     def patterns(self, s, frame, frame_time, mode, camera):
