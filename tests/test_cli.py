@@ -67,6 +67,8 @@ def test_info_lists_cameras():
     (["scan", CROSSING, "--seed", "-3"], "--seed must be an integer >= 0"),
     (["scan", CROSSING, "--frame-of-reference", "utm"], "--frame-of-reference must be one of sensor, world"),
     (["scan", CROSSING, "--out", "/proc/blensor"], "--out must be a writable folder"),
+    (["scan", CROSSING, "--set", "noise_sigma=1e308"], "noise_sigma must be in [0, 1000] m"),
+    (["scan", CROSSING, "--frames", "1-99999999999999999999999"], "--frames must be integers within"),
     (["scan"], "blensor: error:"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_files(tmp_path, args, needle):

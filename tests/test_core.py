@@ -89,7 +89,9 @@ def test_noise_is_seeded_and_per_laser_bias_is_the_table():
     ("max_range", 0.0, "max_range must be in (0, 100000] m"),
     ("max_range", float("nan"), "max_range"),
     ("rotation_speed", float("inf"), "rotation_speed"),
-    ("noise_sigma", -0.1, "noise_sigma must be a finite number >= 0 m"),
+    ("noise_sigma", -0.1, "noise_sigma must be in [0, 1000] m"),
+    ("noise_sigma", 1e308, "noise_sigma must be in [0, 1000] m"),  # noisy ranges were inf
+    ("noise_mu", -1e30, "noise_mu must be in [-1000, 1000] m"),
     ("end_angle", -10.0, "end_angle"),
     ("preset", "hdl128", "preset must be one of hdl64e_s2, hdl32e, vlp16, generic, os0_128"),
     ("max_bounces", 100, "max_bounces must be an integer in [0, 64]"),

@@ -39,6 +39,9 @@ DEFAULT_TIME_STEP = 0.0003
 #: in which every ray returns needs about :data:`BYTES_PER_RETURN` per ray, so the cap
 #: keeps the worst case near 6 GB. (An HDL-64E S2 turn at 0.01 deg is 2.3 M rays.)
 MAX_RAYS = 20_000_000
+#: largest range noise mean, sigma and per-laser bias spread (m): far beyond any sensor,
+#: small enough that noisy ranges and points stay finite in float32
+NOISE_LIMIT = 1000.0
 #: Rays generated and cast at once.
 CHUNK_RAYS = 1 << 18
 #: Peak bytes per kept return while a result is assembled (measured upper bound).

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import Preset, SensorSettings, SweptSensor, check_less, setting
+from ._base import NOISE_LIMIT, Preset, SensorSettings, SweptSensor, check_less, setting
 
 IBEO_LUX_PITCH_DEG = (1.6, 0.8, -0.8, -1.6)
 IBEO_LUX_BIAS_M = (0.015798891682948433, 0.030289711937446478, 0.044832263895615468, 0.022628361223111119)
@@ -56,8 +56,10 @@ class LineSettings(SensorSettings):
     max_range: float = setting(90.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     start_angle: float = setting(-50.0, "Start angle", "First mirror angle", "deg", lo=-180.0, hi=180.0)
     end_angle: float = setting(35.0, "End angle", "Last mirror angle (exclusive)", "deg", lo=-180.0, hi=180.0)
-    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean", "m", precision=4)
-    noise_sigma: float = setting(0.03, "Noise sigma", "Per-ray range noise sigma", "m", lo=0.0, precision=4)
+    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean", "m",
+                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
+    noise_sigma: float = setting(0.03, "Noise sigma", "Per-ray range noise sigma", "m",
+                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
     ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
                               "m", lo=0.0)
     ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance")

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import Preset, SensorSettings, SweptSensor, check_less, check_table, interpolated_noise, setting
+from ._base import (NOISE_LIMIT, Preset, SensorSettings, SweptSensor, check_less, check_table,
+                    interpolated_noise, setting)
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
                         "(12,0,0.02) (15,0,0.024) (21,0,0.0315) (23,0,0.0215) (25,0,0.0167) (29,0,0.0338) "
@@ -79,7 +80,8 @@ class PlanarSettings(SensorSettings):
                           choices=tuple(PRESETS))
     elevations: tuple = setting((0.0,), "Elevations", "Comma-separated elevations of the scan planes", "deg",
                                 lo=-90.0, hi=90.0, count=(1, 64))
-    start_angle: float = setting(-135.0, "Start angle", "Field of view start (azimuth)", "deg", lo=-360.0, hi=360.0)
+    start_angle: float = setting(-135.0, "Start angle", "Field of view start (azimuth)", "deg",
+                                 lo=-360.0, hi=360.0)
     end_angle: float = setting(135.0, "End angle", "Field of view end (azimuth, exclusive)", "deg",
                                lo=-360.0, hi=360.0)
     angle_resolution: float = setting(0.25, "Angle resolution", "Azimuth step between measurements", "deg",
@@ -88,9 +90,9 @@ class PlanarSettings(SensorSettings):
                                     lo=0.0, hi=1000.0, lo_open=True)
     max_range: float = setting(30.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean (without an error table)", "m",
-                              precision=4)
+                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
     noise_sigma: float = setting(0.03, "Noise sigma", "Per-ray range noise sigma (without an error table)", "m",
-                                 lo=0.0, precision=4)
+                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
     error_table: str = setting("", "Error table", "Distance-dependent noise: (distance, mu, sigma) triples in "
                                "metres, distances increasing; empty for Gaussian noise")
     range_resolution: float = setting(0.0, "Range resolution", "Measured ranges are rounded to this step "

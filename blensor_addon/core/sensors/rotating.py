@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (CHUNK_RAYS, Preset, RayPattern, Sensor, SensorSettings, ray_limit, returns_mask, setting)
+from ._base import (CHUNK_RAYS, NOISE_LIMIT, Preset, RayPattern, Sensor, SensorSettings, ray_limit,
+                    returns_mask, setting)
 
 HDL64E_S2_ELEVATIONS_DEG = (
     -7.1143909, -6.8259001, 0.33287099, 0.66078597, -6.4908152, -6.0973902, -8.5282297, -8.1613369,
@@ -169,17 +170,21 @@ class LidarSettings(SensorSettings):
                                 "deg", lo=-90.0, hi=90.0, count=(1, MAX_LASERS), show_if=("preset", "generic"))
     angle_resolution: float = setting(0.1728, "Angle resolution", "Azimuth step between columns", "deg",
                                       lo=0.0, hi=360.0, lo_open=True, precision=4)
-    rotation_speed: float = setting(10.0, "Rotation speed", "Spin rate", "Hz", lo=0.0, hi=1000.0, lo_open=True)
+    rotation_speed: float = setting(10.0, "Rotation speed", "Spin rate", "Hz",
+                                    lo=0.0, hi=1000.0, lo_open=True)
     max_range: float = setting(120.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     start_angle: float = setting(0.0, "Start angle", "Sector start (azimuth)", "deg", lo=-360.0, hi=360.0)
     end_angle: float = setting(360.0, "End angle", "Sector end (azimuth), at most one turn after the start",
                                "deg", lo=-360.0, hi=720.0)
-    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean", "m", precision=4)
-    noise_sigma: float = setting(0.01, "Noise sigma", "Per-ray range noise sigma", "m", lo=0.0, precision=4)
+    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean", "m",
+                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
+    noise_sigma: float = setting(0.01, "Noise sigma", "Per-ray range noise sigma", "m",
+                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
     bias_distribution: str = setting("table", "Laser bias", "Per-laser distance bias: the preset's calibrated "
                                      "table, Gaussian or Laplace (drawn from the seed)",
                                      choices=BIAS_DISTRIBUTIONS)
-    bias_sigma: float = setting(0.078, "Bias sigma", "Per-laser bias spread", "m", lo=0.0, precision=4)
+    bias_sigma: float = setting(0.078, "Bias sigma", "Per-laser bias spread", "m",
+                                lo=0.0, hi=NOISE_LIMIT, precision=4)
     ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
                               "m", lo=0.0)
     ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance")
