@@ -226,6 +226,12 @@ def test_resume_after_sigkill_gives_the_bytes_of_an_uninterrupted_run(variants, 
     # resuming with other settings is refused
     res = run("scan", scene, "--frames", "1-5", "--out", part, "--formats", "npz,pcd", "--resume", "--seed", "9")
     assert res.returncode == 2 and "--resume must be a folder scanned with the same" in one_error_line(res)
+    # the line names the settings that differ, not two whole setting dumps
+    res = run("scan", scene, "--frames", "1-5", "--out", part, "--formats", "npz,pcd", "--resume", "--set",
+              "noise_sigma=0.02")
+    line = one_error_line(res)
+    assert res.returncode == 2 and "the same sensor (noise_sigma), got \"{'noise_sigma': " in line, line
+    assert len(line) < 400
 
 
 def _mount_tmpfs(path: Path, size: str) -> bool:

@@ -347,9 +347,14 @@ class RangeScanJob:
             raise SettingsError("resume", "a folder whose manifest.json is readable", str(path)) from None
         mine = self.manifest()
         for key in RESUME_KEYS:
-            if old.get(key) != mine[key]:
+            a, b = old.get(key), mine[key]
+            if a != b:
+                if isinstance(a, dict) and isinstance(b, dict):  # name the settings that differ
+                    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                    key = f"{key} ({', '.join(keys)})"
+                    a, b = ({k: d.get(k) for k in keys} for d in (a, b))
                 raise SettingsError("resume", f"a folder scanned with the same {key}",
-                                    f"{old.get(key)!r} in {path}, {mine[key]!r} now")
+                                    f"{a!r} in {path}, {b!r} now")
         return {e["frame"]: e for e in old.get("frames", [])}
 
     @property
