@@ -364,6 +364,15 @@ def test_a_symlink_at_the_lock_is_bad_input(tmp_path):
     assert victim.read_text() == "keep me" and sorted(p.name for p in out.iterdir()) == [".blensor.lock"]
 
 
+def test_a_symlink_at_the_bag_folder_is_refused_before_the_scan(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "rosbag2").symlink_to(tmp_path)
+    res = run("scan", CROSSING, "--frames", "1-3", "--out", out, "--formats", "npz,rosbag2", "--quiet")
+    assert res.returncode == 2 and "rosbag2 is a plain folder or absent" in one_error_line(res)
+    assert sorted(p.name for p in out.iterdir()) == ["rosbag2"]
+
+
 def test_a_lock_file_removed_by_its_holder_is_not_taken_by_a_late_opener(tmp_path, monkeypatch):
     # a run that opened the lock file just before its holder removed it would lock the
     # deleted file while a third run locks a new one, and both would write: the lock checks

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.axes import ROS_FROM_BLENSOR, quaternion_xyzw, ros_sensor_pose, rotation_vector, sensor_points
+from ...core.errors import SettingsError
 from ...core.result import ScanResult
 from ...core.sensors._base import setting, sweep_columns
 from ._base import Writer
@@ -82,6 +83,10 @@ class Rosbag2Writer(Writer):
 
     def __init__(self, folder, options=None, run=None) -> None:
         super().__init__(folder, options, run)
+        final = self.folder / "rosbag2"
+        if final.is_symlink() or final.exists() and not final.is_dir():  # refused now, not after the scan
+            raise SettingsError("out", "a folder whose rosbag2 is a plain folder or absent (a link is never "
+                                "followed)", str(final))
         from rosbags.rosbag2 import StoragePlugin
         from rosbags.rosbag2 import Writer as BagWriter
         from rosbags.typesys import Stores, get_typestore
