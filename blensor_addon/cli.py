@@ -396,8 +396,8 @@ def cmd_scan(args) -> int:
         interval = parse_time(args.time)
     from .io.formats import make_options
     format_options = split_sets(args.option, "--option")
-    make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii and "pcd" in formats
-                                                 else {})})  # refuse bad options before loading
+    # refuse bad options before loading (--pcd-ascii is pcd.ascii: refused without pcd too)
+    make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii else {})})
     bpy = _open_blend(args.blend, args.quiet)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)

@@ -166,6 +166,7 @@ def test_unknown_class_name_is_refused_naming_the_object(bpy_mod, empty_scene, t
 @pytest.mark.parametrize("args, needle", [
     (["--formats", "npz,xyz"], "formats must be a comma-separated subset of npz,evd,pcd,las,laz,ply,kitti"),
     (["--formats", "npz", "--option", "kitti.points=clean"], "kitti.points must be an option of a format being"),
+    (["--formats", "npz", "--pcd-ascii"], "pcd.ascii must be an option of a format being"),
     (["--formats", "kitti", "--option", "kitti.points=both"], "kitti.points must be one of noisy, clean"),
     (["--formats", "kitti", "--option", "kitti.color=1"], "kitti.color must be one of the options of kitti"),
     (["--formats", "exr"], "formats must be formats for image sensors"),
