@@ -245,3 +245,26 @@ def test_pcd_converts_with_pcl_tools(velodyne, tmp_path):
     np.testing.assert_allclose(data[:, :3], z["xyz"], atol=1e-5)
     assert np.array_equal(data[:, 6].astype(np.uint32), z["object_id"])
     assert np.array_equal(data[:, 7].astype(np.uint16), z["semantic"])
+
+
+@pytest.mark.parametrize("axes", ["blensor", "ros"])
+def test_kitti_and_ros_points_do_not_depend_on_the_frame_of_reference(bpy_mod, crossing, tmp_path, axes):
+    # in continuous time the ego car moves 0.16 m during a sweep: a world-frame scan's
+    # KITTI and PointCloud2 points are the sensor-frame points at each ray's time, as a
+    # sensor-frame scan's (they were re-expressed in the sweep's start frame, deskewed)
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+    cam = bpy_mod.data.objects["Velodyne"]
+    clouds = {}
+    for frame in ("sensor", "world"):
+        out = tmp_path / frame
+        scan_range(cam, range(1, 7), out, ("npz", "kitti", "rosbag2"), frame_of_reference=frame, axes=axes)
+        with AnyReader([out / "rosbag2"], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as reader:
+            conns = [c for c in reader.connections if c.topic == "/blensor/points"]
+            clouds[frame] = [bytes(reader.deserialize(raw, c.msgtype).data) for c, _, raw in reader.messages(conns)]
+    assert len(clouds["sensor"]) == 2 and clouds["sensor"] == clouds["world"]
+    for k in (0, 1):
+        a, b = ((tmp_path / f / "velodyne" / f"{k:06d}.bin").read_bytes() for f in ("sensor", "world"))
+        assert a == b
+    with np.load(tmp_path / "world" / "scan00001.npz") as w, np.load(tmp_path / "sensor" / "scan00001.npz") as s:
+        assert np.array_equal(w["xyz_noisy_sensor"], s["xyz_noisy"]) and not np.array_equal(w["xyz"], s["xyz"])

@@ -42,12 +42,17 @@ def ros_sensor_pose(result) -> np.ndarray:
 
 
 def sensor_points(result, noisy: bool = False, axes: str = "ros") -> np.ndarray:
-    """(N, 3) float64 points of ``result`` in its sensor frame, in ``axes``, whatever
-    frame and axes the result is in."""
-    xyz = (result.xyz_noisy if noisy else result.xyz).astype(np.float64)
-    if result.frame_of_reference == "world":  # the pose describes the frame in the result's axes
-        T = np.asarray(result.sensor_to_world, dtype=np.float64)
-        xyz = (xyz - T[:3, 3]) @ T[:3, :3]
+    """(N, 3) float64 points of ``result`` in its sensor frame at each ray's time (as a
+    sensor driver gives them), in ``axes``, whatever frame and axes the result is in: the
+    same values for a world-frame scan as for the same scan in the sensor frame."""
+    name = "xyz_noisy" if noisy else "xyz"
+    if result.frame_of_reference == "world" and name + "_sensor" in result.extra:
+        xyz = result.extra[name + "_sensor"].astype(np.float64)  # the sensor moved during the packet
+    else:
+        xyz = getattr(result, name).astype(np.float64)
+        if result.frame_of_reference == "world":  # one pose, in the result's axes
+            T = np.asarray(result.sensor_to_world, dtype=np.float64)
+            xyz = (xyz - T[:3, 3]) @ T[:3, :3]
     if result.axes == axes:
         return xyz
     M = ROS_FROM_BLENSOR if axes == "ros" else ROS_FROM_BLENSOR.T
@@ -72,7 +77,7 @@ def to_axes(result, axes: str):
     if result.sensor_to_world_end is not None:
         changes["sensor_to_world_end"] = pose_in_axes(result.sensor_to_world_end)
     extra = dict(result.extra)
-    for name in ("xyz_deskewed", "xyz_noisy_deskewed"):  # always in the sensor frame
+    for name in ("xyz_deskewed", "xyz_noisy_deskewed", "xyz_sensor", "xyz_noisy_sensor"):  # sensor frame
         if name in extra:
             extra[name] = (extra[name].astype(np.float64) @ M.T).astype(np.float32)
     changes["extra"] = extra

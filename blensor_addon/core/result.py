@@ -82,7 +82,11 @@ class ScanResult:
             top, optical frame x right, y down, z ahead); () for other sensors.
         extra: further per-return arrays by name, N rows each, e.g. ``xyz_deskewed``
             and ``xyz_noisy_deskewed`` (N, 3) float32 m: the points in the sensor frame
-            at the packet's start (setting ``deskew``); empty by default.
+            at the packet's start (setting ``deskew``); ``xyz_sensor`` and
+            ``xyz_noisy_sensor`` (N, 3) float32 m: a world-frame scan's points in the
+            sensor frame at each ray's time, when the sensor moved during the packet
+            (what KITTI and ROS outputs hold, as for a sensor-frame scan); empty by
+            default.
         sensor_to_world_end: (4, 4) float64 pose of the sensor at the end of the packet
             (continuous time), or None.
     In continuous time a packet's ``sensor_to_world`` is the pose at its start

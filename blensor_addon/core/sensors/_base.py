@@ -741,6 +741,10 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         extra["xyz_deskewed"] = d.astype(np.float32)
         extra["xyz_noisy_deskewed"] = d_n.astype(np.float32)
     if ctx.frame_of_reference == "world":
+        if ctx.sensor_to_world_end is not None:  # the sensor moved during the packet: its frames at
+            # the rays' times are kept, for formats that want sensor-frame points (KITTI, ROS)
+            extra["xyz_sensor"] = xyz.astype(np.float32)
+            extra["xyz_noisy_sensor"] = xyz_n.astype(np.float32)
         xyz, xyz_n = world
     surf = ctx.surface(pattern, hits)
     return ScanResult(

@@ -12,7 +12,8 @@ placing each return in the sensor's grid), ``axes`` (str) and ``classes`` (JSON 
 the semantic class table, name -> id); in continuous time also
 ``sensor_to_world_end`` (4, 4) float64 (the pose at the packet's end), and the
 deskewed points ``xyz_deskewed``, ``xyz_noisy_deskewed`` (N, 3) float32 when the
-setting ``deskew`` is on. The object
+setting ``deskew`` is on, and for a world-frame scan the points in the sensor frame at
+each ray's time, ``xyz_sensor``, ``xyz_noisy_sensor`` (N, 3) float32. The object
 table (id -> name, label, type) is written once per run, in ``manifest.json``, not into
 every frame (with 10^6 instances it would dominate the file).
 """
