@@ -261,10 +261,11 @@ def test_kitti_and_ros_points_do_not_depend_on_the_frame_of_reference(bpy_mod, c
         scan_range(cam, range(1, 7), out, ("npz", "kitti", "rosbag2"), frame_of_reference=frame, axes=axes)
         with AnyReader([out / "rosbag2"], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as reader:
             conns = [c for c in reader.connections if c.topic == "/blensor/points"]
-            clouds[frame] = [bytes(reader.deserialize(raw, c.msgtype).data) for c, _, raw in reader.messages(conns)]
+            clouds[frame] = [bytes(reader.deserialize(raw, c.msgtype).data)
+                             for c, _, raw in reader.messages(conns)]
     assert len(clouds["sensor"]) == 2 and clouds["sensor"] == clouds["world"]
     for k in (0, 1):
         a, b = ((tmp_path / f / "velodyne" / f"{k:06d}.bin").read_bytes() for f in ("sensor", "world"))
         assert a == b
-    with np.load(tmp_path / "world" / "scan00001.npz") as w, np.load(tmp_path / "sensor" / "scan00001.npz") as s:
-        assert np.array_equal(w["xyz_noisy_sensor"], s["xyz_noisy"]) and not np.array_equal(w["xyz"], s["xyz"])
+    with np.load(tmp_path / "world" / "scan00001.npz") as w, np.load(tmp_path / "sensor" / "scan00001.npz") as z:
+        assert np.array_equal(w["xyz_noisy_sensor"], z["xyz_noisy"]) and not np.array_equal(w["xyz"], z["xyz"])
