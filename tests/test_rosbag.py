@@ -75,6 +75,9 @@ def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
     z4, z5 = (np.load(tmp_path / f"scan{f:05d}.npz") for f in (1, 2))
     v = np.linalg.norm(z5["sensor_to_world"][:3, 3] - z4["sensor_to_world"][:3, 3]) / 0.1
     assert math.isclose(abs(bag["/blensor/odom"][1][1].twist.twist.linear.x), v, rel_tol=1e-6, abs_tol=1e-9)
+    # the first message has no message before it: its speed is over its own sweep
+    first = np.linalg.norm(z4["sensor_to_world_end"][:3, 3] - z4["sensor_to_world"][:3, 3]) / 0.1
+    assert first > 0.5 and math.isclose(abs(bag["/blensor/odom"][0][1].twist.twist.linear.x), first, rel_tol=1e-6)
 
 
 def test_tof_and_planar_bags(bpy_mod, empty_scene, tmp_path):

@@ -22,7 +22,8 @@ Topics, per frame:
 - ``/tf`` ``tf2_msgs/TFMessage``: map -> blensor_sensor at the frame's stamp;
   ``/tf_static``: blensor_sensor -> blensor_optical, once.
 - ``/blensor/odom`` ``nav_msgs/Odometry``: the ground-truth pose of blensor_sensor in map,
-  with the twist (in blensor_sensor) from the pose change since the previous frame.
+  with the twist (in blensor_sensor) from the pose change since the previous frame (the
+  first message: over its own packet, in continuous time).
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.axes import ROS_FROM_BLENSOR, quaternion_xyzw, ros_sensor_pose, rotation_vector, sensor_points
+from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_sensor_pose, rotation_vector,
+                          sensor_points)
 from ...core.errors import SettingsError
 from ...core.result import ScanResult
 from ...core.sensors._base import setting, sweep_columns
@@ -173,7 +175,9 @@ class Rosbag2Writer(Writer):
             roi=G["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
         return img, info
 
-    def _odometry(self, T, stamp):
+    def _odometry(self, T, stamp, end=None):
+        """``end``: (stamp, pose) at the packet's end (continuous time), for the first
+        message's twist, which has no message before it."""
         G = self.T
         lin = np.zeros(3)
         ang = np.zeros(3)
@@ -182,6 +186,11 @@ class Rosbag2Writer(Writer):
             Tp = self._prev[1]
             lin = T[:3, :3].T @ (T[:3, 3] - Tp[:3, 3]) / dt
             ang = rotation_vector(Tp[:3, :3].T @ T[:3, :3]) / dt
+        elif self._prev is None and end is not None and end[0] > stamp:  # over its own packet
+            dt = end[0] - stamp
+            Te = end[1]
+            lin = T[:3, :3].T @ (Te[:3, 3] - T[:3, 3]) / dt
+            ang = rotation_vector(T[:3, :3].T @ Te[:3, :3]) / dt
         x, y, z, w = quaternion_xyzw(T[:3, :3])
         pose = G["geometry_msgs/msg/Pose"](position=G["geometry_msgs/msg/Point"](
             x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])), orientation=G["geometry_msgs/msg/Quaternion"](
@@ -204,7 +213,11 @@ class Rosbag2Writer(Writer):
                 transforms=[self._transform(opt, stamp, SENSOR_FRAME, OPTICAL_FRAME)]), stamp)
         self._put("/tf", self.T["tf2_msgs/msg/TFMessage"](
             transforms=[self._transform(T, stamp, WORLD_FRAME, SENSOR_FRAME)]), stamp)
-        self._put("/blensor/odom", self._odometry(T, stamp), stamp)
+        end = None
+        if result.sensor_to_world_end is not None:
+            Te = np.array(result.sensor_to_world_end, dtype=np.float64)
+            end = (stamp + float(result.frame_time), ros_pose(Te) if result.axes == "blensor" else Te)
+        self._put("/blensor/odom", self._odometry(T, stamp, end), stamp)
         self._put("/blensor/points", self._points(result, stamp), stamp)
         if result.sensor_type == "planar" and len(self.run.sensor.get("elevations", [])) == 1:
             for t, msg in self._laser_scans(result):
