@@ -1,6 +1,7 @@
 """Add-on registration, settings saved in the .blend, operators (real bpy)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -111,6 +112,17 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     with pytest.raises(RuntimeError, match="formats must be at least one format ticked"):
         bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT")
     assert not (tmp_path / "none").exists()
+    # every writer's options are camera properties made from the registry, and reach the run
+    from blensor_addon.io.formats import WRITERS
+    props = {f"{name}_{f.name}" for name, w in WRITERS.items() for f in dataclasses.fields(w.Options)}
+    assert props >= {"pcd_ascii", "kitti_points", "rosbag2_storage"} and all(hasattr(s, p) for p in props)
+    s.output_dir = str(tmp_path / "opts")
+    s.formats = {"kitti", "rosbag2"}
+    s.kitti_points, s.rosbag2_storage = "clean", "sqlite3"
+    assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
+    man = json.loads((tmp_path / "opts" / "manifest.json").read_text())
+    assert man["options"]["kitti"] == {"points": "clean"} and man["options"]["rosbag2"]["storage"] == "sqlite3"
+    assert (tmp_path / "opts" / "rosbag2" / "rosbag2.db3").is_file()
 
 
 def test_operator_errors_reach_the_user(bpy_mod, crossing):

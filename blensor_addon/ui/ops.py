@@ -8,6 +8,7 @@ from __future__ import annotations
 import bpy
 
 from ..core.errors import BlensorError, SettingsError
+from .props import format_option_values
 
 
 def _camera(context):
@@ -69,8 +70,8 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         if not _formats(s):
             raise SettingsError("formats", "at least one format ticked in the Output box", "none")
         return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
-                            _formats(s), None, "auto", s.frame_of_reference, s.pcd_ascii, s.overwrite,
-                            axes=s.axes)
+                            _formats(s), None, "auto", s.frame_of_reference, False, s.overwrite,
+                            options=format_option_values(s, _formats(s)), axes=s.axes)
 
     def execute(self, context):
         """Synchronous path (also what runs under ``--background``)."""

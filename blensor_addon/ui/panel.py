@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import bpy
 
+from .props import format_options
+
 
 class BLENSOR_PT_sensor(bpy.types.Panel):
     """BlenSor panel of a camera (Properties editor, Object Data tab)."""
@@ -47,8 +49,9 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         box.prop(s, "output_dir")
         box.prop(s, "overwrite")
         box.prop(s, "formats")
-        if "pcd" in s.formats:
-            box.prop(s, "pcd_ascii")
+        for prop, (fmt, _opt, _f) in format_options().items():  # the ticked formats' options
+            if fmt in s.formats:
+                box.prop(s, prop)
         if sensor.uses_camera:
             box.prop(s, "depth_formats")
         row = layout.row(align=True)

@@ -109,10 +109,36 @@ def _make_groups():
     for name in nested:
         ann[name] = f"PointerProperty(type=NESTED_BY_TYPE[{name!r}])"
     ann.update({k: f"OUTPUT_OPTIONS[{k!r}]()" for k in OUTPUT_OPTIONS})
+    for prop, (_fmt, _opt, f) in format_options().items():  # every writer's options, from the registry
+        ann[prop] = f"format_option_property({prop!r})"
     camera = type("BLENSOR_PG_sensor", (bpy.types.PropertyGroup,),
                   {"__annotations__": ann, "__module__": __name__,
                    "__doc__": "BlenSor sensor settings of a camera"})
     return nested, camera
+
+
+def format_options() -> dict:
+    """Every option of every writer of the registry as a camera property:
+    ``"<format>_<option>"`` -> (format, option, dataclass field). ``pcd_ascii`` is one of
+    them (the name earlier versions stored)."""
+    from ..io.formats import WRITERS
+    out = {}
+    for name, w in WRITERS.items():
+        for f in dataclasses.fields(w.Options):
+            out[f"{name}_{f.name}"] = (name, f.name, f)
+    return out
+
+
+def format_option_property(prop: str):
+    """The bpy property of the writer option ``prop`` (see :func:`format_options`)."""
+    f = format_options()[prop][2]
+    return _prop(prop, f.default, f.metadata["blensor"])
+
+
+def format_option_values(s, formats) -> dict:
+    """``{"<format>.<option>": value}`` of the camera settings ``s`` for the ticked
+    ``formats`` (what :func:`blensor_addon.io.formats.make_options` takes)."""
+    return {f"{fmt}.{opt}": getattr(s, prop) for prop, (fmt, opt, _) in format_options().items() if fmt in formats}
 
 
 def formats_property():
@@ -146,7 +172,6 @@ OUTPUT_OPTIONS = {
                             ("ros", "ROS REP-103", "Sensor frame: x ahead, y left, z up")], default="blensor"),
     "output_dir": lambda: StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
     "formats": lambda: formats_property(),
-    "pcd_ascii": lambda: BoolProperty(name="ASCII PCD", default=False),
     "overwrite": lambda: BoolProperty(name="Overwrite", default=False,
                                       description="Replace the files of an earlier scan in the output folder"),
     "motion_formats": lambda: StringProperty(name="Motion formats", default="blensor,tum,json",
