@@ -138,7 +138,8 @@ def format_option_property(prop: str):
 def format_option_values(s, formats) -> dict:
     """``{"<format>.<option>": value}`` of the camera settings ``s`` for the ticked
     ``formats`` (what :func:`blensor_addon.io.formats.make_options` takes)."""
-    return {f"{fmt}.{opt}": getattr(s, prop) for prop, (fmt, opt, _) in format_options().items() if fmt in formats}
+    return {f"{fmt}.{opt}": getattr(s, prop) for prop, (fmt, opt, _) in format_options().items()
+            if fmt in formats}
 
 
 def formats_property():
