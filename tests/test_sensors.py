@@ -86,6 +86,9 @@ def test_overrides_do_not_touch_the_camera_and_bad_ones_are_named(bpy_mod, empty
         with pytest.raises(SettingsError) as ei:
             blensor_addon.scan(cam, **overrides)
         assert needle in str(ei.value), (overrides, str(ei.value))
+    for frame in (10**30, 2**21, 1.5):  # Blender's own ValueError before
+        with pytest.raises(SettingsError, match="frame must be an integer frame number within"):
+            blensor_addon.scan(cam, frame=frame)
 
 
 def test_blensor_sensors_lists_types_presets_and_settings():

@@ -51,6 +51,23 @@ def test_render_visibility_scans_the_viewport_hidden_object(bpy_mod, scene):
     assert state(bpy_mod) == before  # every switch undone
 
 
+def test_viewport_mode_leaves_out_a_collection_hidden_by_its_eye(bpy_mod, empty_scene):
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=1.0, start_angle=0.0, end_angle=1.0)
+    coll = bpy_mod.data.collections.new("Eyed")
+    bpy_mod.context.scene.collection.children.link(coll)
+    ob = cube(bpy_mod, "InEyed", (0, 0, -5))
+    bpy_mod.context.scene.collection.objects.unlink(ob)
+    coll.objects.link(ob)
+    lc = bpy_mod.context.view_layer.layer_collection.children["Eyed"]
+    lc.hide_viewport = True  # the eye in the outliner: the viewport does not show it
+    before = state(bpy_mod)
+    assert len(blensor_addon.scan(cam)) == 1  # it renders
+    cam.data.blensor.visibility = "viewport"
+    assert len(blensor_addon.scan(cam)) == 0
+    assert state(bpy_mod) == before and lc.hide_viewport
+
+
 def test_motion_boxes_are_what_renders_and_leave_the_file_unchanged(bpy_mod, scene, tmp_path):
     import json
 

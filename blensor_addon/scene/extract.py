@@ -357,6 +357,8 @@ class SceneExtractor:
                 continue
             if render and (parent.hide_render if parent is not None else orig.hide_render):
                 continue
+            if not render and not (parent if parent is not None else orig).visible_get():
+                continue  # viewport: hidden by its own or a collection's eye in this view layer
             plan = plans.get(orig.name_full) if parent is None else None
             if plan is not None:
                 b.add_block(plan, orig)

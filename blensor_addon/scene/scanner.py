@@ -444,6 +444,10 @@ class Scanner:
             self.backend.close()
 
 
+#: Blender's largest frame number (MAXFRAME)
+MAX_FRAME = 1048574
+
+
 def scan(camera_object, *, frame: int | None = None, seed: int | None = None, backend: str = "auto",
          frame_of_reference: str = "sensor", axes: str = "blensor", **overrides) -> ScanResult:
     """Single scan of ``camera_object`` at ``frame`` (default: the current frame).
@@ -461,8 +465,9 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
         message names the setting, its unit and allowed range), frame or backend.
     """
     scene = bpy.context.scene
-    if frame is not None and (not isinstance(frame, (int, np.integer)) or isinstance(frame, bool)):
-        raise SettingsError("frame", "an integer frame number", frame)
+    if frame is not None and (not isinstance(frame, (int, np.integer)) or isinstance(frame, bool)
+                              or not -MAX_FRAME <= frame <= MAX_FRAME):
+        raise SettingsError("frame", f"an integer frame number within Blender's -{MAX_FRAME}..{MAX_FRAME}", frame)
     scanner = Scanner(camera_object, backend=backend, seed=seed, frame_of_reference=frame_of_reference,
                       shared=True, overrides=overrides, axes=axes)
     old = scene.frame_current
