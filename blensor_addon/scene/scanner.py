@@ -467,7 +467,8 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
     scene = bpy.context.scene
     if frame is not None and (not isinstance(frame, (int, np.integer)) or isinstance(frame, bool)
                               or not -MAX_FRAME <= frame <= MAX_FRAME):
-        raise SettingsError("frame", f"an integer frame number within Blender's -{MAX_FRAME}..{MAX_FRAME}", frame)
+        raise SettingsError("frame", f"an integer frame number within Blender's -{MAX_FRAME}..{MAX_FRAME}",
+                            frame)
     scanner = Scanner(camera_object, backend=backend, seed=seed, frame_of_reference=frame_of_reference,
                       shared=True, overrides=overrides, axes=axes)
     old = scene.frame_current
