@@ -216,6 +216,12 @@ class _Signals:
 _SIGNALS: _Signals | None = None
 
 
+def _writing_begins() -> None:
+    """Note that the command starts writing files (for the interrupt message)."""
+    if _SIGNALS is not None:
+        _SIGNALS.writing = True
+
+
 def _open_blend(path: str, quiet: bool = False):
     from .core.errors import SettingsError
     p = Path(path)
@@ -343,7 +349,7 @@ def cmd_depth(args) -> int:
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     t0 = time.perf_counter()
-    _SIGNALS.writing = True
+    _writing_begins()
     job = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
                         overwrite=args.overwrite, **overrides)
     if not args.quiet:
@@ -417,7 +423,7 @@ def cmd_scan(args) -> int:
             bar.update(1)
 
     t0 = time.perf_counter()
-    _SIGNALS.writing = True
+    _writing_begins()
     try:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
