@@ -104,7 +104,8 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--out", default="out", help="output folder (default: out)")
     mo.add_argument("--format", default="blensor", help="comma-separated subset of blensor,tum,kitti,json")
     mo.add_argument("--objects", default=None, help="comma-separated object names (default: every object)")
-    mo.add_argument("--overwrite", action="store_true", help="write into an --out holding another BlenSor run's files (a scan's stay; this export's files of the same names are replaced)")
+    mo.add_argument("--overwrite", action="store_true",
+                    help="replace earlier motion files in --out (a scan's files there stay)")
     mo.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sens = sub.add_parser("sensors", help="list sensor types, presets and settings")
     sens.add_argument("--json", action="store_true", help="print one JSON document")
@@ -217,7 +218,8 @@ _SIGNALS: _Signals | None = None
 
 
 def _writing_begins() -> None:
-    """Note that the command starts writing files (for the interrupt message)."""
+    """Note that the command has finished a frame, kept whatever comes next (for the
+    interrupt message)."""
     if _SIGNALS is not None:
         _SIGNALS.writing = True
 
@@ -349,9 +351,9 @@ def cmd_depth(args) -> int:
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     t0 = time.perf_counter()
-    _writing_begins()
     job = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
-                        overwrite=args.overwrite, **overrides)
+                        overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
+                        and _writing_begins(), **overrides)
     if not args.quiet:
         print(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
               f"-> {os.path.abspath(args.out)}")
@@ -402,8 +404,10 @@ def cmd_scan(args) -> int:
         interval = parse_time(args.time)
     from .io.formats import make_options
     format_options = split_sets(args.option, "--option")
-    # refuse bad options before loading (--pcd-ascii is pcd.ascii: refused without pcd too)
-    make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii else {})})
+    if args.pcd_ascii and "pcd" not in formats:
+        raise SettingsError("--pcd-ascii", "given with pcd among --formats", ",".join(formats))
+    make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii
+                                                 else {})})  # refuse bad options before loading
     bpy = _open_blend(args.blend, args.quiet)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)
@@ -413,6 +417,8 @@ def cmd_scan(args) -> int:
 
     def progress(done, total, entry):
         nonlocal bar
+        if entry is not None:
+            _writing_begins()  # a frame is done: it is kept whatever happens next
         if args.quiet:
             return
         if bar is None:  # input validated: only now show the bar
@@ -423,7 +429,6 @@ def cmd_scan(args) -> int:
             bar.update(1)
 
     t0 = time.perf_counter()
-    _writing_begins()
     try:
         job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
@@ -495,9 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     module docstring). The add-on is unregistered before returning: bpy 4.2 crashes and
     4.5 hangs at interpreter exit while operators or panels are registered."""
     global _SIGNALS
-    _SIGNALS = _Signals()  # first: Blender must not see a signal while it loads
     args = _build_parser().parse_args(argv)
     from .core.errors import BlensorError, SettingsError
+    _SIGNALS = _Signals()  # before Blender loads: it must not see a signal then
     try:
         return COMMANDS[args.command](args)
     except BlensorError as exc:
@@ -526,13 +531,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         name = signal.Signals(_SIGNALS.signum).name if _SIGNALS.signum is not None else "SIGINT"
-        kept = "finished frames kept" if _SIGNALS.writing else "nothing written"
+        kept = "finished frames kept (manifest: cancelled)" if _SIGNALS.writing else "nothing written"
         print(f"blensor: interrupted by {name}; {kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         from . import unregister
         unregister()
         _SIGNALS.restore()
+        _SIGNALS = None
 
 
 if __name__ == "__main__":

@@ -145,6 +145,22 @@ def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
     assert [len(b) for b in blocks] == [f["points"] for f in man["frames"]]
 
 
+def test_a_second_sigterm_drops_the_frame_and_is_named(variants, tmp_path):
+    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
+                             str(tmp_path), "--formats", "npz", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(tmp_path / "scan00002.npz", proc)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    line = one_error_line(type("R", (), {"stderr": err})())
+    assert "interrupted by SIGTERM" in line, line  # it said SIGINT for the second signal
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["status"] == "cancelled" and len(man["frames"]) >= 2
+
+
 @pytest.mark.parametrize("sig, delay", [(signal.SIGINT, 0.15), (signal.SIGINT, 0.35), (signal.SIGTERM, 0.25)])
 def test_signal_while_blender_loads_is_one_line_and_exit_130(variants, tmp_path, sig, delay):
     # while bpy is imported, the add-on registered and the .blend read (about 0.5 s), a
@@ -371,6 +387,11 @@ def test_a_symlink_at_the_bag_folder_is_refused_before_the_scan(tmp_path):
     res = run("scan", CROSSING, "--frames", "1-3", "--out", out, "--formats", "npz,rosbag2", "--quiet")
     assert res.returncode == 2 and "rosbag2 is a plain folder or absent" in one_error_line(res)
     assert sorted(p.name for p in out.iterdir()) == ["rosbag2"]
+    # with --overwrite too, and refused before the earlier run's files are deleted
+    (out / "scan00001.npz").write_bytes(b"an earlier run's frame")
+    res = run("scan", CROSSING, "--frames", "1-3", "--out", out, "--formats", "npz,rosbag2", "--overwrite",
+              "--quiet")
+    assert res.returncode == 2 and (out / "scan00001.npz").read_bytes() == b"an earlier run's frame"
 
 
 def test_a_lock_file_removed_by_its_holder_is_not_taken_by_a_late_opener(tmp_path, monkeypatch):

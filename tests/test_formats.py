@@ -53,7 +53,8 @@ def test_las_and_laz_read_back_with_laspy(run):
             assert np.array_equal(las["range"], z["range_noisy" if kind == "noisy" else "range"])
             assert np.array_equal(las.intensity, np.round(z["intensity"] * 65535).astype(np.uint16))
             # one return per pulse: LAS 1.4 wants return numbers 1..15
-            assert (np.asarray(las.return_number) == 1).all() and (np.asarray(las.number_of_returns) == 1).all()
+            assert (np.asarray(las.return_number) == 1).all()
+            assert (np.asarray(las.number_of_returns) == 1).all()
             assert list(las.header.number_of_points_by_return[:2]) == [len(las.points), 0]
             assert set(np.unique(las.semantic)) >= {40, 48, 50}  # road, sidewalk, building
 
@@ -166,7 +167,7 @@ def test_unknown_class_name_is_refused_naming_the_object(bpy_mod, empty_scene, t
 @pytest.mark.parametrize("args, needle", [
     (["--formats", "npz,xyz"], "formats must be a comma-separated subset of npz,evd,pcd,las,laz,ply,kitti"),
     (["--formats", "npz", "--option", "kitti.points=clean"], "kitti.points must be an option of a format being"),
-    (["--formats", "npz", "--pcd-ascii"], "pcd.ascii must be an option of a format being"),
+    (["--formats", "npz", "--pcd-ascii"], "--pcd-ascii must be given with pcd among --formats, got 'npz'"),
     (["--formats", "kitti", "--option", "kitti.points=both"], "kitti.points must be one of noisy, clean"),
     (["--formats", "kitti", "--option", "kitti.color=1"], "kitti.color must be one of the options of kitti"),
     (["--formats", "exr"], "formats must be formats for image sensors"),
@@ -267,5 +268,7 @@ def test_kitti_and_ros_points_do_not_depend_on_the_frame_of_reference(bpy_mod, c
     for k in (0, 1):
         a, b = ((tmp_path / f / "velodyne" / f"{k:06d}.bin").read_bytes() for f in ("sensor", "world"))
         assert a == b
-    with np.load(tmp_path / "world" / "scan00001.npz") as w, np.load(tmp_path / "sensor" / "scan00001.npz") as z:
-        assert np.array_equal(w["xyz_noisy_sensor"], z["xyz_noisy"]) and not np.array_equal(w["xyz"], z["xyz"])
+    with np.load(tmp_path / "world" / "scan00001.npz") as w:
+        with np.load(tmp_path / "sensor" / "scan00001.npz") as z:
+            assert np.array_equal(w["xyz_noisy_sensor"], z["xyz_noisy"])
+            assert not np.array_equal(w["xyz"], z["xyz"])

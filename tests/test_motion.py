@@ -87,16 +87,17 @@ def test_motion_cli_formats_against_blender(bpy_mod, crossing, tmp_path):
     assert {r[2] for r in rows} == {"car", "building"}
     # a second export into the same folder is refused unless --overwrite; bad input is one line
     again = run("motion", CROSSING, "--frames", "1-2", "--out", out, "--format", "tum")
-    assert again.returncode == 2 and "out must be a folder without another BlenSor run's files" in again.stderr
-    # nor does a scan go into a motion export's folder, or a motion export into a scan's
-    scan = run("scan", CROSSING, "--frames", "2", "--out", out, "--formats", "npz")
-    assert scan.returncode == 2 and "holds boxes/00001.json" in scan.stderr, scan.stderr
-    assert run("scan", CROSSING, "--frames", "2", "--out", tmp_path / "s", "--formats", "npz").returncode == 0
-    into = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "s", "--format", "tum")
-    assert into.returncode == 2 and "holds manifest.json" in into.stderr, into.stderr
-    assert run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "s", "--format", "tum",
+    assert again.returncode == 2 and "out must be a folder without earlier motion files" in again.stderr
+    assert "holds boxes/00001.json" in again.stderr
+    # motion data goes beside its scan and a scan beside motion data; --overwrite of either
+    # replaces only its own kind of files
+    assert run("scan", CROSSING, "--frames", "2", "--out", out, "--formats", "npz", "--quiet").returncode == 0
+    assert run("scan", CROSSING, "--frames", "2", "--out", out, "--formats", "npz", "--overwrite",
+               "--quiet").returncode == 0
+    assert (out / "boxes" / "00001.json").exists() and (out / "motion.txt").exists()
+    assert run("motion", CROSSING, "--frames", "1-2", "--out", out, "--format", "tum",
                "--overwrite").returncode == 0
-    assert (tmp_path / "s" / "manifest.json").exists() and (tmp_path / "s" / "tum" / "Velodyne.tum").exists()
+    assert (out / "manifest.json").exists() and (out / "scan00001.npz").exists()
     for args, needle in ((["--format", "bvh"], "--format must be a comma-separated subset of blensor,tum,kitti,json"),
                          (["--objects", "Nope"], "--objects must be names of objects of the scene")):
         res = run("motion", CROSSING, "--out", tmp_path / "bad", *args)
@@ -160,7 +161,7 @@ def test_boxes_are_what_renders_and_labelled_instancers_get_one(bpy_mod, crossin
     b = by["Tree.003"]
     assert b["class"] == "vegetation" and np.allclose(b["velocity"], 0.0)
     np.testing.assert_allclose(b["center"], (corners.min(0) + corners.max(0)) / 2, atol=1e-6)
-    np.testing.assert_allclose(b["size"], corners.max(0) - corners.min(0), atol=1e-6)  # the tree is not turned
+    np.testing.assert_allclose(b["size"], corners.max(0) - corners.min(0), atol=1e-6)  # not turned
     # an object hidden from render gets no box; an unknown class name is refused naming it
     bpy_mod.data.objects["Car.1"].hide_render = True
     export_motion([2], tmp_path / "h", ("json",))

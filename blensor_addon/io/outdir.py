@@ -4,10 +4,12 @@
   Windows) on ``.blensor.lock`` in the folder, held for the whole run. The OS releases
   it when the process dies, even by SIGKILL, so a stale lock file never blocks a later
   run; a second live run into the same folder is refused.
-- :func:`previous_outputs`: files a BlenSor run leaves (``manifest.json`` and what the
-  formats of the registry declare, :func:`blensor_addon.io.formats.output_pattern`, and
-  a motion export's files, in the folder and its subfolders); a folder holding them is
-  refused unless the user asks to overwrite or resume.
+- :func:`previous_outputs`: files a range scan leaves (``manifest.json`` and what the
+  formats of the registry declare, :func:`blensor_addon.io.formats.output_pattern`, in
+  the folder and its subfolders); a folder holding them is refused unless the user asks
+  to overwrite or resume. A motion export's files (:func:`previous_motion_outputs`) are
+  its own concern: motion data may go beside the scan it describes, and a scan beside
+  motion data.
 - :func:`stale_parts`: temporary files of a killed run (``.<name>.<pid>.<hex>.part``).
 """
 from __future__ import annotations
@@ -36,19 +38,25 @@ def _files(folder: Path):
             yield p, rel.as_posix()
 
 
-#: files ``blensor motion`` leaves (:mod:`blensor_addon.jobs.motion`), so that a scan and a
-#: motion export refuse each other's folder as they refuse their own earlier runs
+def previous_outputs(folder: Path) -> list[Path]:
+    """Files of an earlier range scan in ``folder`` (and its subfolders), sorted. A
+    motion export's files (``blensor motion``) are not among them: motion data may sit
+    beside the scan it describes."""
+    from .formats import output_pattern
+    pat = output_pattern()
+    return sorted(p for p, rel in _files(folder) if pat.match(rel))
+
+
+#: files ``blensor motion`` leaves (:mod:`blensor_addon.jobs.motion`); an export refuses
+#: a folder holding them unless told to overwrite
 MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", r"boxes/\d+\.json",
                   r"tracking\.txt")
 
 
-def previous_outputs(folder: Path) -> list[Path]:
-    """Files of an earlier BlenSor run (a scan's or a motion export's) in ``folder``
-    (and its subfolders), sorted."""
-    from .formats import output_pattern
-    pat = output_pattern()
-    motion = re.compile("^(" + "|".join(MOTION_OUTPUTS) + ")$")
-    return sorted(p for p, rel in _files(folder) if pat.match(rel) or motion.match(rel))
+def previous_motion_outputs(folder: Path) -> list[Path]:
+    """Files of an earlier motion export in ``folder``, sorted."""
+    pat = re.compile("^(" + "|".join(MOTION_OUTPUTS) + ")$")
+    return sorted(p for p, rel in _files(folder) if pat.match(rel))
 
 
 def stale_parts(folder: Path) -> list[Path]:
@@ -77,6 +85,9 @@ class FolderLock:
         self.path = Path(folder) / LOCK_NAME
         self._fd = None
         for _ in range(100):  # another run removing its lock meanwhile: try again
+            if not hasattr(os, "O_NOFOLLOW") and self.path.is_symlink():  # Windows: no O_NOFOLLOW
+                raise SettingsError("out", f"a folder without a symlink at {LOCK_NAME} (never followed)",
+                                    str(folder))
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
             except OSError as exc:
@@ -114,8 +125,7 @@ class FolderLock:
             os.ftruncate(fd, 0)
             os.write(fd, str(os.getpid()).encode())
         except OSError as exc:  # a full disk: leave no lock file behind
-            remove_quietly(self.path)
-            os.close(fd)
+            _unlink_and_close(self.path, fd)
             raise OutputError(exc.errno, f"cannot write the lock file ({exc.strerror})",
                               str(self.path)) from None
         self._fd = fd
@@ -124,9 +134,20 @@ class FolderLock:
         """Remove the lock file and release the lock (idempotent)."""
         if self._fd is None:
             return
-        remove_quietly(self.path)
-        os.close(self._fd)
+        _unlink_and_close(self.path, self._fd)
         self._fd = None
+
+
+def _unlink_and_close(path: Path, fd: int) -> None:
+    """Remove the lock file and close it: on POSIX removed while still locked (no other
+    run can lock the file in between), on Windows closed first (an open file cannot be
+    deleted there)."""
+    if sys.platform == "win32":
+        os.close(fd)
+        remove_quietly(path)
+    else:
+        remove_quietly(path)
+        os.close(fd)
 
 
 def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:

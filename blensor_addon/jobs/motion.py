@@ -41,7 +41,7 @@ from mathutils import Matrix
 from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
-from ..io.outdir import previous_outputs
+from ..io.outdir import previous_motion_outputs
 from ..io.trajectory import tum_bytes
 from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
 from ..scene.visibility import apply_render_visibility
@@ -126,8 +126,8 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
             object of the scene); overwrite: replace earlier motion files.
     Raises:
         SettingsError: bad frames, formats, object names, a class label not in the table,
-        or a folder holding another BlenSor run's files (a motion export's or a scan's)
-        without ``overwrite``.
+        or a folder holding an earlier export's motion files without ``overwrite`` (a
+        range scan's files may be there: motion data goes beside its scan).
         OSError: a write failed (no partial file is left).
     """
     from .range_scan import check_frames, check_output_dir
@@ -148,10 +148,9 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
             raise SettingsError("blensor_label", "a class name of the table (" + ", ".join(CLASSES) + ")",
                                 f"{o[LABEL_PROPERTY]!r} on object {o.name!r}")
     out = check_output_dir(out_dir)
-    taken = previous_outputs(out)  # an earlier export's files, or a scan's
+    taken = previous_motion_outputs(out)  # an earlier export's files (a scan's may stay beside them)
     if taken and not overwrite:
-        raise SettingsError("out", "a folder without another BlenSor run's files (use --overwrite to write "
-                            "beside them, replacing this export's files of the same names)",
+        raise SettingsError("out", "a folder without earlier motion files (use --overwrite)",
                             f"{out} holds {taken[0].relative_to(out).as_posix()}")
     ids = ObjectTable(bpy.data.objects).ids
     fps = scene.render.fps

@@ -271,6 +271,7 @@ class RangeScanJob:
                                frame_of_reference=self.frame_of_reference, overrides=self.overrides,
                                axes=self.axes, packet_hashes=True)
         self._lock = None
+        self._created = False  # this run made the output folder
         self.writers = []
         self._writing = None  # WriterThread, started with the first frame
         self._threaded = False  # every writer may run on the writer thread
@@ -312,6 +313,8 @@ class RangeScanJob:
             self.out = check_output_dir(self.out_dir)
             self._lock = FolderLock(self.out)
             self._reuse = self._resumable() if self.resume else {}
+            for f in self.formats:  # before prepare() deletes an earlier run's files
+                WRITERS[f].check_folder(self.out)
             prepare(self.out, overwrite=self.overwrite, resume=self.resume)
             run = RunInfo(camera=self.camera_object.name, sensor_type=self.scanner.sensor_type,
                           sensor=self.scanner.settings.to_dict(), seed=int(self.scanner.settings.seed),
@@ -323,14 +326,25 @@ class RangeScanJob:
             self.reused = 0
             self._write_manifest()
         except OSError as exc:  # setting up the folder failed: nothing of the run is left
-            self._release()
+            self._abandon_setup()
             if isinstance(exc, OutputError):
                 raise
             raise OutputError(exc.errno, f"cannot set up the output ({exc.strerror})",
                               exc.filename or str(self.out_dir)) from exc
         except BaseException:
-            self._release()
+            self._abandon_setup()
             raise
+
+    def _abandon_setup(self) -> None:
+        """Undo a set-up that failed: writers discarded, the folder released, and the
+        folder removed if this run made it and it is still empty."""
+        self._release()
+        out = getattr(self, "out", None)
+        if self._created and out is not None:
+            try:
+                out.rmdir()
+            except OSError:
+                pass
 
     def _resumable(self) -> dict:
         """Entries of the earlier run's manifest by frame, if its settings match.
@@ -597,8 +611,11 @@ class _Signals:
         self.signum = None
         self._old = {}
 
-    def _handler(self, signum, _frame) -> None:
+    def _handler(self, signum, frame) -> None:
         if self.signum is not None:
+            old = self._old.get(signum)
+            if callable(old):  # the caller's handler (the CLI's notes which signal it was)
+                old(signum, frame)
             raise KeyboardInterrupt
         self.signum = signum
 

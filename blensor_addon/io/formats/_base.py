@@ -81,6 +81,15 @@ class Writer:
     #: writer writes on the main thread
     threaded = True
 
+    @classmethod
+    def check_folder(cls, folder: Path) -> None:
+        """Refuse the output ``folder`` before anything in it is touched (earlier runs'
+        files are deleted only after every format has accepted it).
+
+        Raises:
+            SettingsError (``out``): the format cannot write there. Default: accepts.
+        """
+
     def __init__(self, folder: Path, options=None, run: RunInfo | None = None) -> None:
         self.folder = Path(folder)
         self.options = options if options is not None else self.Options()

@@ -31,6 +31,7 @@ import os
 import secrets
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -83,12 +84,16 @@ class Rosbag2Writer(Writer):
     multi_frame = True
     requires = ("rosbags",)
 
-    def __init__(self, folder, options=None, run=None) -> None:
-        super().__init__(folder, options, run)
-        final = self.folder / "rosbag2"
-        if final.is_symlink() or final.exists() and not final.is_dir():  # refused now, not after the scan
+    @classmethod
+    def check_folder(cls, folder) -> None:
+        """Refuse a symlink or a file at ``rosbag2/`` now, not after the scan."""
+        final = Path(folder) / "rosbag2"
+        if final.is_symlink() or final.exists() and not final.is_dir():
             raise SettingsError("out", "a folder whose rosbag2 is a plain folder or absent (a link is never "
                                 "followed)", str(final))
+
+    def __init__(self, folder, options=None, run=None) -> None:
+        super().__init__(folder, options, run)
         from rosbags.rosbag2 import StoragePlugin
         from rosbags.rosbag2 import Writer as BagWriter
         from rosbags.typesys import Stores, get_typestore
