@@ -237,7 +237,8 @@ def _open_blend(path: str, quiet: bool = False):
             bpy.ops.wm.open_mainfile(filepath=str(p.resolve()))
         except RuntimeError as exc:
             msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
-            raise SettingsError("SCENE.blend", "a readable .blend file", f"{path} ({msg})") from None
+            # Blender's reason in the allowed text: quoted inside the value, it came out escaped
+            raise SettingsError("SCENE.blend", f"a readable .blend file ({msg})", path) from None
     if _SIGNALS is not None:
         _SIGNALS.live()
     return bpy

@@ -349,3 +349,13 @@ def test_repeated_single_scans_reuse_mesh_bvhs_until_a_file_is_loaded(velodyne, 
     assert be.blas_builds == builds
     bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))  # a file load frees the shared caster
     assert raycast._shared == {}
+
+
+def test_api_misuse_is_a_settings_error(velodyne, tmp_path):
+    # a None where frames or the folder go: the setting is named (TypeError tracebacks before)
+    from blensor_addon.core.errors import SettingsError
+    with pytest.raises(SettingsError, match="out must be a folder path, got None"):
+        scan_range(velodyne, [2], None)
+    with pytest.raises(SettingsError, match="frames must be integers within the scene's frame range"):
+        scan_range(velodyne, None, tmp_path / "o")
+    assert not (tmp_path / "o").exists()

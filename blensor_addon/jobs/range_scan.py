@@ -112,7 +112,13 @@ def sweeps_in(t0: float, t1: float, period: float, what: str) -> range:
 
 
 def output_path(out_dir) -> Path:
-    """``out_dir`` as a path (``//``: relative to the .blend, as Blender's paths)."""
+    """``out_dir`` as a path (``//``: relative to the .blend, as Blender's paths).
+
+    Raises:
+        SettingsError (``out``): not a str or path.
+    """
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise SettingsError("out", "a folder path", out_dir)
     return Path(bpy.path.abspath(str(out_dir))) if str(out_dir).startswith("//") else Path(out_dir)
 
 
