@@ -2,6 +2,7 @@
 concurrent runs, reruns and resumes. Each case: one line, its exit code, nothing partial."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -250,20 +251,25 @@ def test_resume_after_sigkill_gives_the_bytes_of_an_uninterrupted_run(variants, 
     assert len(line) < 400
 
 
-def _mount_tmpfs(path: Path, size: str) -> bool:
+@contextlib.contextmanager
+def small_disk(path: Path, size: str):
+    """A tmpfs of ``size`` mounted at ``path`` for the block (skips the test where root
+    or tmpfs is missing); unmounted afterwards."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
+        pytest.skip("needs root and tmpfs to make a small file system")
     path.mkdir()
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("needs root and tmpfs to make a small file system")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], capture_output=True)
 
 
 def test_full_disk_gives_one_line_failed_manifest_and_no_partial_files(tmp_path):
     from blensor_addon.io.formats.evd import read_evd
-    disk = tmp_path / "disk"
-    if not _mount_tmpfs(disk, "40m"):
-        pytest.skip("needs root and tmpfs to make a small file system")
-    try:
+    with small_disk(tmp_path / "disk", "40m") as disk:
         res = run("scan", CROSSING, "--frames", "1-48", "--out", disk, "--formats", "npz,evd", "--quiet")
         assert res.returncode == 1
         assert "writing failed: No space left on device" in one_error_line(res)
@@ -272,8 +278,6 @@ def test_full_disk_gives_one_line_failed_manifest_and_no_partial_files(tmp_path)
         done = [f["frame"] for f in man["frames"]]
         assert visible_files(disk) == sorted(["manifest.json", "scan.evd", "trajectory.tum"] + [f"scan{f:05d}.npz" for f in done])
         assert [len(b) for b in read_evd(disk / "scan.evd")] == [f["points"] for f in man["frames"]]
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_temporary_files_are_unique_and_never_follow_a_planted_link(tmp_path):
@@ -305,10 +309,7 @@ def test_version_and_info_json():
 
 
 def test_full_disk_with_every_kind_of_writer_leaves_no_partial_file(tmp_path):
-    disk = tmp_path / "disk"
-    if not _mount_tmpfs(disk, "30m"):
-        pytest.skip("needs root and tmpfs to make a small file system")
-    try:
+    with small_disk(tmp_path / "disk", "30m") as disk:
         res = run("scan", CROSSING, "--frames", "1-48", "--out", disk, "--formats", "npz,las,kitti,rosbag2",
                   "--quiet")
         assert res.returncode == 1
@@ -331,15 +332,10 @@ def test_full_disk_with_every_kind_of_writer_leaves_no_partial_file(tmp_path):
             clouds = [c for c in reader.connections if c.topic == "/blensor/points"]
             assert sum(c.msgcount for c in clouds) >= len(done) - 1
         assert len(np.loadtxt(disk / "poses.txt").reshape(-1, 12)) == len(done)
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_full_disk_before_the_run_and_a_bag_that_cannot_be_closed(tmp_path):
-    disk = tmp_path / "disk"
-    if not _mount_tmpfs(disk, "4m"):
-        pytest.skip("needs root and tmpfs to make a small file system")
-    try:
+    with small_disk(tmp_path / "disk", "4m") as disk:
         # a bag that cannot be finished on the full disk: removed, the manifest says so
         # (its open file kept the space of the deleted bag, so no manifest could be written)
         out = disk / "bag"
@@ -365,8 +361,6 @@ def test_full_disk_before_the_run_and_a_bag_that_cannot_be_closed(tmp_path):
         line = one_error_line(res)
         assert "cannot write the lock file" in line and "nothing written" in line
         assert visible_files(disk) == ["filler"]
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
 
 
 def test_a_symlink_at_the_lock_is_bad_input(tmp_path):
