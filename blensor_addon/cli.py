@@ -181,8 +181,8 @@ class _Signals:
     (the command then ran to the end) or crashed bpy (exit 139). Once Blender is loaded
     (:meth:`live`), a noted signal and any later one raise KeyboardInterrupt, SIGTERM as
     SIGINT; a range scan installs its own handlers meanwhile (finish the frame, then
-    stop). ``signum``: the last signal received; ``writing``: a command began writing
-    files (the message then says what is kept)."""
+    stop). ``signum``: the last signal received; ``writing``: a frame was finished (the
+    message then says finished frames are kept)."""
 
     def __init__(self) -> None:
         self.signum = None
