@@ -501,9 +501,17 @@ def main(argv: list[str] | None = None) -> int:
     module docstring). The add-on is unregistered before returning: bpy 4.2 crashes and
     4.5 hangs at interpreter exit while operators or panels are registered."""
     global _SIGNALS
-    args = _build_parser().parse_args(argv)
+    _SIGNALS = _Signals()  # first (the parser imports the writers): Blender must not see a signal
+    try:
+        return _main(_build_parser().parse_args(argv))
+    finally:  # also after a SystemExit of the parser
+        _SIGNALS.restore()
+        _SIGNALS = None
+
+
+def _main(args) -> int:
+    """:func:`main` after the arguments are parsed."""
     from .core.errors import BlensorError, SettingsError
-    _SIGNALS = _Signals()  # before Blender loads: it must not see a signal then
     try:
         return COMMANDS[args.command](args)
     except BlensorError as exc:
@@ -538,8 +546,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         from . import unregister
         unregister()
-        _SIGNALS.restore()
-        _SIGNALS = None
 
 
 if __name__ == "__main__":

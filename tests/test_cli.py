@@ -96,3 +96,13 @@ def test_bad_sensor_setting_in_file_exits_2(tmp_path):
     assert res.returncode == 2
     assert "angle_resolution must be in (0, 360] deg, got -1.0" in res.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_main_gives_the_signal_handlers_back_even_after_a_parser_error():
+    import signal
+
+    from blensor_addon import cli
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    with pytest.raises(SystemExit):
+        cli.main(["nosuchcommand"])
+    assert {s: signal.getsignal(s) for s in before} == before and cli._SIGNALS is None

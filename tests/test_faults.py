@@ -162,7 +162,7 @@ def test_a_second_sigterm_drops_the_frame_and_is_named(variants, tmp_path):
     assert man["status"] == "cancelled" and len(man["frames"]) >= 2
 
 
-@pytest.mark.parametrize("sig, delay", [(signal.SIGINT, 0.15), (signal.SIGINT, 0.35), (signal.SIGTERM, 0.25)])
+@pytest.mark.parametrize("sig, delay", [(signal.SIGINT, 0.25), (signal.SIGINT, 0.4), (signal.SIGTERM, 0.3)])
 def test_signal_while_blender_loads_is_one_line_and_exit_130(variants, tmp_path, sig, delay):
     # while bpy is imported, the add-on registered and the .blend read (about 0.5 s), a
     # KeyboardInterrupt was swallowed by Blender (the scan then ran to the end, exit 0)
