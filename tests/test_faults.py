@@ -116,6 +116,14 @@ def test_scene_with_only_the_camera_scans_nothing(variants, tmp_path):
     assert len(np.load(tmp_path / "scan00001.npz")["range"]) == 0
 
 
+def slow_scan(variants, out: Path, formats: str) -> subprocess.Popen:
+    """``blensor scan`` of frames 1-48 of the slow variant into ``out``, in the background
+    (seconds of scanning: time for signals and a second run)."""
+    return subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
+                             str(out), "--formats", formats, "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def wait_for(path: Path, proc, timeout=120.0):
     t0 = time.monotonic()
     while not path.exists():
@@ -127,9 +135,7 @@ def wait_for(path: Path, proc, timeout=120.0):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
     from blensor_addon.io.formats.evd import read_evd
-    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
-                             str(tmp_path), "--formats", "npz,evd", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = slow_scan(variants, tmp_path, "npz,evd")
     wait_for(tmp_path / "scan00002.npz", proc)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
@@ -147,16 +153,14 @@ def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
 
 
 def test_a_second_sigterm_drops_the_frame_and_is_named(variants, tmp_path):
-    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
-                             str(tmp_path), "--formats", "npz", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = slow_scan(variants, tmp_path, "npz")
     wait_for(tmp_path / "scan00002.npz", proc)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    line = one_error_line(type("R", (), {"stderr": err})())
+    line = one_error_line(subprocess.CompletedProcess(proc.args, proc.returncode, "", err))
     assert "interrupted by SIGTERM" in line, line  # it said SIGINT for the second signal
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["status"] == "cancelled" and len(man["frames"]) >= 2
@@ -185,9 +189,7 @@ def test_signal_while_blender_loads_is_one_line_and_exit_130(variants, tmp_path,
     # or crashed it (exit 139); now the signal is noted and acted on once it has loaded.
     # The signal goes in once bpy's library is mapped (inside ``import bpy``), plus a
     # delay; the slow scene's 48 frames take seconds, so the run is never done by then.
-    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
-                             str(tmp_path / "o"), "--formats", "npz", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = slow_scan(variants, tmp_path / "o", "npz")
     wait_until_blender_loads(proc)
     time.sleep(delay)
     proc.send_signal(sig)
@@ -202,9 +204,7 @@ def test_signal_while_blender_loads_is_one_line_and_exit_130(variants, tmp_path,
 
 
 def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(variants, tmp_path):
-    proc = subprocess.Popen([BLENSOR, "scan", str(variants / "slow.blend"), "--frames", "1-48", "--out",
-                             str(tmp_path), "--formats", "npz,evd", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = slow_scan(variants, tmp_path, "npz,evd")
     wait_for(tmp_path / "scan00001.npz", proc)
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite")
     assert proc.poll() is None  # the first run was still going: the refusal was the lock's

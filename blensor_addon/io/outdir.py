@@ -5,11 +5,11 @@
   it when the process dies, even by SIGKILL, so a stale lock file never blocks a later
   run; a second live run into the same folder is refused.
 - :func:`previous_outputs`: files a range scan leaves (``manifest.json`` and what the
-  formats of the registry declare, :func:`blensor_addon.io.formats.output_pattern`, in
+  formats of the registry declare, :func:`blensor_addon.io.formats.output_patterns`, in
   the folder and its subfolders); a folder holding them is refused unless the user asks
-  to overwrite or resume. A motion export's files (:func:`previous_motion_outputs`) are
-  its own concern: motion data may go beside the scan it describes, and a scan beside
-  motion data.
+  to overwrite or resume. A motion export checks its own files (:func:`files_matching`
+  with its patterns): motion data may go beside the scan it describes, and a scan
+  beside motion data.
 - :func:`stale_parts`: temporary files of a killed run (``.<name>.<pid>.<hex>.part``).
 """
 from __future__ import annotations
@@ -38,25 +38,19 @@ def _files(folder: Path):
             yield p, rel.as_posix()
 
 
+def files_matching(folder: Path, patterns) -> list[Path]:
+    """Files in ``folder`` (and its subfolders) whose path relative to it fully matches
+    one of the regular expressions ``patterns``, sorted."""
+    pat = re.compile("^(" + "|".join(patterns) + ")$")
+    return sorted(p for p, rel in _files(folder) if pat.match(rel))
+
+
 def previous_outputs(folder: Path) -> list[Path]:
     """Files of an earlier range scan in ``folder`` (and its subfolders), sorted. A
     motion export's files (``blensor motion``) are not among them: motion data may sit
     beside the scan it describes."""
-    from .formats import output_pattern
-    pat = output_pattern()
-    return sorted(p for p, rel in _files(folder) if pat.match(rel))
-
-
-#: files ``blensor motion`` leaves (:mod:`blensor_addon.jobs.motion`); an export refuses
-#: a folder holding them unless told to overwrite
-MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", r"boxes/\d+\.json",
-                  r"tracking\.txt")
-
-
-def previous_motion_outputs(folder: Path) -> list[Path]:
-    """Files of an earlier motion export in ``folder``, sorted."""
-    pat = re.compile("^(" + "|".join(MOTION_OUTPUTS) + ")$")
-    return sorted(p for p, rel in _files(folder) if pat.match(rel))
+    from .formats import output_patterns
+    return files_matching(folder, output_patterns())
 
 
 def stale_parts(folder: Path) -> list[Path]:

@@ -41,12 +41,16 @@ from mathutils import Matrix
 from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
-from ..io.outdir import previous_motion_outputs
+from ..io.outdir import files_matching
 from ..io.trajectory import tum_bytes
 from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
 from ..scene.visibility import apply_render_visibility
 
 MOTION_FORMATS = ("blensor", "tum", "kitti", "json")
+#: the files an export leaves (relative paths, regular expressions); it refuses a folder
+#: holding them unless told to overwrite (a range scan's files may be there)
+MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", r"boxes/\d+\.json",
+                  r"tracking\.txt")
 
 
 def parse_motion_formats(formats) -> tuple[str, ...]:
@@ -148,7 +152,7 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
             raise SettingsError("blensor_label", "a class name of the table (" + ", ".join(CLASSES) + ")",
                                 f"{o[LABEL_PROPERTY]!r} on object {o.name!r}")
     out = check_output_dir(out_dir)
-    taken = previous_motion_outputs(out)  # an earlier export's files (a scan's may stay beside them)
+    taken = files_matching(out, MOTION_OUTPUTS)  # an earlier export's (a scan's may stay)
     if taken and not overwrite:
         raise SettingsError("out", "a folder without earlier motion files (use --overwrite)",
                             f"{out} holds {taken[0].relative_to(out).as_posix()}")

@@ -10,7 +10,6 @@ import dataclasses
 import importlib
 import importlib.util
 import pkgutil
-import re
 
 from ...core.errors import SettingsError
 from ._base import NoOptions, RunInfo, Writer  # noqa: F401
@@ -81,10 +80,10 @@ def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
     return {f: WRITERS[f].Options(**given[f]) for f in formats}
 
 
-def output_pattern() -> re.Pattern:
-    """Regular expression matching every file (relative path) a format leaves."""
-    parts = ["manifest\\.json", "trajectory\\.tum"] + [p for w in WRITERS.values() for p in w.outputs]
-    return re.compile("^(" + "|".join(parts) + ")$")
+def output_patterns() -> list[str]:
+    """Regular expressions of every file (relative path) a range scan leaves: the
+    manifest, the trajectory and what every format declares (``Writer.outputs``)."""
+    return ["manifest\\.json", "trajectory\\.tum"] + [p for w in WRITERS.values() for p in w.outputs]
 
 
-__all__ = ["WRITERS", "Writer", "RunInfo", "NoOptions", "parse_formats", "make_options", "output_pattern"]
+__all__ = ["WRITERS", "Writer", "RunInfo", "NoOptions", "parse_formats", "make_options", "output_patterns"]
