@@ -1,12 +1,14 @@
 """The ``blensor`` command: headless scans with pip ``bpy`` (or inside Blender).
 
-    blensor scan SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
+    blensor scan SCENE.blend [--camera NAME] [--frames A-B | --time T0-T1] [--out DIR]
                  [--formats npz,evd,pcd] [--seed N] [--backend auto|native|bvhtree]
-                 [--frame-of-reference sensor|world] [--pcd-ascii] [--overwrite | --resume]
+                 [--frame-of-reference sensor|world] [--pcd-ascii] [--axes blensor|ros]
+                 [--option FORMAT.OPTION=VALUE ...] [--overwrite | --resume]
                  [--set NAME=VALUE ...] [--quiet]
     blensor info SCENE.blend [--json]
     blensor depth SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
-                  [--formats exr,npy,pfm,dmap] [--set NAME=VALUE ...] [--overwrite] [--quiet]
+                  [--formats exr,npy,pfm,dmap] [--backend auto|native|bvhtree]
+                  [--set NAME=VALUE ...] [--overwrite] [--quiet]
     blensor motion SCENE.blend [--frames A-B] [--out DIR] [--format blensor,tum,kitti,json]
                    [--objects NAME,...] [--overwrite] [--quiet]
     blensor sensors [--json]
@@ -65,8 +67,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("blend", help="the .blend file")
     sc.add_argument("--camera", help="camera object (default: the scene camera)")
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
-    sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames (with packets=sweep, "
-                    "the full sweeps within it)")
+    sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames: every packet (sweep "
+                    "or frame) that starts within it, scanned whole")
     sc.add_argument("--out", default="out", help="output folder (default: out)")
     from .io.formats import WRITERS
     sc.add_argument("--formats", default="npz", help="comma-separated subset of " + ",".join(WRITERS))
@@ -94,8 +96,11 @@ def _build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--formats", default="exr", help="comma-separated subset of " +
                     ",".join(k for k, w in WRITERS.items() if w.needs_image))
     dp.add_argument("--backend", default="auto", help="auto, native or bvhtree")
+    import dataclasses
+    from .core.sensors import get_sensor
+    depth_settings = sorted(f.name for f in dataclasses.fields(get_sensor("depth").Settings))
     dp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
-                    help="override a depth-camera setting (max_range, noise_mu, noise_sigma, seed)")
+                    help="override a depth-camera setting (" + ", ".join(depth_settings) + ")")
     dp.add_argument("--overwrite", action="store_true", help="replace earlier depth maps in --out")
     dp.add_argument("--quiet", action="store_true", help="print nothing but errors")
     mo = sub.add_parser("motion", help="export object and sensor poses and labelled 3D boxes of frames")

@@ -106,3 +106,16 @@ def test_main_gives_the_signal_handlers_back_even_after_a_parser_error():
     with pytest.raises(SystemExit):
         cli.main(["nosuchcommand"])
     assert {s: signal.getsignal(s) for s in before} == before and cli._SIGNALS is None
+
+
+def test_depth_help_lists_every_setting_the_depth_command_accepts():
+    import dataclasses
+
+    from blensor_addon import cli
+    from blensor_addon.core.sensors import get_sensor
+    names = [f.name for f in dataclasses.fields(get_sensor("depth").Settings)]
+    sub = next(a for a in cli._build_parser()._actions if a.dest == "command").choices["depth"]
+    text = " ".join(sub.format_help().split())
+    assert len(names) > 4 and "readout_time" in names
+    for name in names:
+        assert name in text, name

@@ -208,6 +208,10 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
     assert list(job3.frames) == [3, 4, 5, 6]
     job4 = blensor_addon.scan_range(cam, range(1, 4), tmp_path / "d", ("npz", "evd"))
     assert job4.packets == "frame" and list(job4.frames) == [1, 2, 3]
+    # frame packets take the frames that start within a time interval, as sweeps do:
+    # 0.05-0.15 s at 24 fps holds the starts of frames 2 (0.083 s) and 3 (0.125 s)
+    job6 = blensor_addon.scan_range(cam, None, tmp_path / "e", ("npz", "evd"), time=(0.05, 0.15))
+    assert job6.packets == "frame" and list(job6.frames) == [2, 3]
 
 
 def test_deforming_mesh_is_reevaluated_every_time_step(bpy_mod, empty_scene):

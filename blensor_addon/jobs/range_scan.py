@@ -94,19 +94,20 @@ def check_time_interval(scene, interval) -> tuple[float, float]:
     return t0, t1
 
 
-def sweeps_in(t0: float, t1: float, period: float, what: str) -> range:
-    """Indices k of the sweeps ``[k P, (k + 1) P)`` that start within ``[t0, t1)`` (a
-    sweep is scanned whole, so the last one may end after ``t1``: the scene is evaluated
-    there too).
+def sweeps_in(t0: float, t1: float, period: float, what: str, unit: str = "sweep") -> range:
+    """Indices k of the packets (sweeps, or scene frames with ``unit="frame"``)
+    ``[k P, (k + 1) P)`` that start within ``[t0, t1)``: a packet is scanned whole, so
+    the last one may end after ``t1`` (the scene is evaluated there too). Sweeps and
+    frames follow the same rule.
 
     Raises:
-        SettingsError (``what``): no sweep starts in the interval.
+        SettingsError (``what``): no packet starts in the interval.
     """
     eps = 1e-9 * max(1.0, abs(t1) / period)
     k0 = int(np.ceil(t0 / period - eps))
     k1 = int(np.ceil(t1 / period - eps))  # sweeps k0 .. k1 - 1 start before t1
     if k1 <= k0:
-        raise SettingsError(what, f"an interval in which a sweep starts (one every {period:.6g} s)",
+        raise SettingsError(what, f"an interval in which a {unit} starts (one every {period:.6g} s)",
                             f"{t0:.6g}-{t1:.6g} s")
     return range(k0, k1)
 
@@ -297,12 +298,7 @@ class RangeScanJob:
                 self.packet_time = self.scanner.sweep_period
                 self.frames = sweeps_in(*interval, self.packet_time, "time" if self.time is not None else "frames")
             elif self.time is not None:
-                f0 = int(np.ceil(interval[0] / ft - 1e-9))
-                f1 = int(np.floor(interval[1] / ft + 1e-9))
-                if f1 <= f0:
-                    raise SettingsError("time", f"an interval holding at least one scene frame ({ft:.6g} s)",
-                                        f"{interval[0]:.6g}-{interval[1]:.6g} s")
-                self.frames = list(range(f0, f1))
+                self.frames = list(sweeps_in(*interval, ft, "time", "frame"))
             else:
                 self.frames = frames
             for f in self.formats:
@@ -652,7 +648,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
     Args:
         frames: iterable (or range) of scene frame numbers, within the scene's range
             (contiguous for sweeps); ignored when ``time`` is given.
-        time: (t0, t1) seconds within the scene's frames, instead of frames.
+        time: (t0, t1) seconds within the scene's frames, instead of frames: every
+            packet (sweep or scene frame) that starts within ``[t0, t1)``, scanned whole.
         out_dir: folder (created if missing; ``//`` = relative to the .blend).
         formats: format names of the registry (:data:`blensor_addon.io.formats.WRITERS`:
             npz, evd, pcd, ...) or a comma-separated string.

@@ -71,7 +71,8 @@ class Writer:
     Options: type = NoOptions
     #: only results of image sensors (ToF, Kinect, depth camera) can be written
     needs_image = False
-    #: the writer keeps a file across frames (EVD): a resumed run rescans every frame
+    #: the writer keeps a file across frames (EVD, KITTI's poses, rosbag2): a resumed run
+    #: rescans every frame
     multi_frame = False
     #: importable modules the writer needs (imported only when it writes)
     requires: tuple = ()

@@ -7,7 +7,8 @@ up); header stamps are the simulated time (frame x frame time; the clock starts 
 Topics, per frame:
 
 - ``/blensor/points`` ``sensor_msgs/PointCloud2`` in velodyne_pointcloud's XYZIRT layout:
-  x, y, z (float32, m), intensity (float32, 0..255 as the driver), ring (uint16, the
+  x, y, z (float32, m), intensity (float32: the 0..1 intensity x 255 rounded to a whole
+  number, as the driver's 8-bit values; the npz keeps it exact), ring (uint16, the
   elevation rank, 0 = lowest), time (float32, s since the message stamp), point step 22
   bytes; the stamp is the frame's start. Option ``points``: ``noisy`` (default) or
   ``clean``.
