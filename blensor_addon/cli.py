@@ -340,6 +340,16 @@ def cmd_sensors(args) -> int:
     return 0
 
 
+def _interrupted(job) -> bool:
+    """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
+    if job.status == "cancelled" and job.signal is not None:
+        print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
+              f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} (manifest: cancelled)",
+              file=sys.stderr)
+        return True
+    return False
+
+
 def cmd_depth(args) -> int:
     """``blensor depth``: depth maps of frames (see :mod:`blensor_addon.jobs.depth`)."""
     from .core.errors import SettingsError
@@ -360,6 +370,8 @@ def cmd_depth(args) -> int:
     job = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
                         overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
                         and _writing_begins(), **overrides)
+    if _interrupted(job):
+        return EXIT_INTERRUPTED
     if not args.quiet:
         print(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
               f"-> {os.path.abspath(args.out)}")
@@ -444,10 +456,7 @@ def cmd_scan(args) -> int:
         if bar is not None:
             bar.close()
     dt = time.perf_counter() - t0
-    if job.status == "cancelled" and job.signal is not None:
-        print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
-              f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} (manifest: cancelled)",
-              file=sys.stderr)
+    if _interrupted(job):
         return EXIT_INTERRUPTED
     if not args.quiet:
         reused = f", {job.reused} reused" if job.reused else ""

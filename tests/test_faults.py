@@ -152,6 +152,23 @@ def test_signal_mid_run_keeps_finished_frames(variants, tmp_path, sig):
     assert [len(b) for b in blocks] == [f["points"] for f in man["frames"]]
 
 
+def test_signal_during_depth_export_exits_130_in_one_line(tmp_path):
+    # blensor depth printed its summary and exited 0 after a signal had cut the run short
+    proc = subprocess.Popen([BLENSOR, "depth", str(CROSSING), "--frames", "1-48", "--out", str(tmp_path),
+                             "--formats", "pfm", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for(tmp_path / "depth00002.pfm", proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "interrupted by SIGTERM" in lines[0] and out == ""
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    done = [f["frame"] for f in man["frames"]]
+    assert man["status"] == "cancelled" and 2 <= len(done) < 48
+    assert [p.name for p in sorted(tmp_path.glob("depth*.pfm"))] == [f"depth{f:05d}.pfm" for f in done]
+
+
 def test_a_second_sigterm_drops_the_frame_and_is_named(variants, tmp_path):
     proc = slow_scan(variants, tmp_path, "npz")
     wait_for(tmp_path / "scan00002.npz", proc)
