@@ -422,6 +422,32 @@ def test_a_symlink_at_the_bag_folder_is_refused_before_the_scan(tmp_path):
     assert res.returncode == 2 and (out / "scan00001.npz").read_bytes() == b"an earlier run's frame"
 
 
+def test_overwrite_deletes_only_what_the_earlier_blensor_run_wrote(tmp_path):
+    # --overwrite deleted every file of any format's names, with or without a BlenSor run
+    out = tmp_path / "o"
+    mine = {"velodyne/004540.bin": "a KITTI scan", "labels/000000.label": "labels", "calib.txt": "calib",
+            "poses.txt": "poses", "scan.evd": "evd", "scan99999.npz": "npz"}
+    for rel, text in mine.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    res = run("scan", CROSSING, "--frames", "1", "--set", "packets=frame", "--formats", "npz", "--out", out,
+              "--overwrite", "--quiet")
+    assert res.returncode == 2, res.stderr
+    assert "not written by a BlenSor run: no BlenSor manifest.json" in one_error_line(res)
+    assert {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()} == mine
+    # beside an earlier npz-only BlenSor run: its files go, the KITTI files stay and are named
+    other = tmp_path / "p"
+    assert run("scan", CROSSING, "--frames", "1-2", "--set", "packets=frame", "--out", other, "--quiet").returncode == 0
+    (other / "velodyne").mkdir()
+    (other / "velodyne" / "000000.bin").write_text("a KITTI scan")
+    res = run("scan", CROSSING, "--frames", "1", "--set", "packets=frame", "--out", other, "--overwrite", "--quiet")
+    assert res.returncode == 2 and "velodyne/000000.bin" in one_error_line(res)
+    assert (other / "scan00002.npz").exists() and (other / "velodyne" / "000000.bin").read_text() == "a KITTI scan"
+    (other / "velodyne" / "000000.bin").unlink()
+    res = run("scan", CROSSING, "--frames", "1", "--set", "packets=frame", "--out", other, "--overwrite", "--quiet")
+    assert res.returncode == 0 and not (other / "scan00002.npz").exists() and (other / "scan00001.npz").exists()
+
+
 def test_a_lock_file_removed_by_its_holder_is_not_taken_by_a_late_opener(tmp_path, monkeypatch):
     # a run that opened the lock file just before its holder removed it would lock the
     # deleted file while a third run locks a new one, and both would write: the lock checks

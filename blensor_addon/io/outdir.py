@@ -144,23 +144,55 @@ def _unlink_and_close(path: Path, fd: int) -> None:
         os.close(fd)
 
 
+def earlier_run_formats(folder: Path) -> list | None:
+    """The formats of the BlenSor run whose ``manifest.json`` is in ``folder``, or None
+    when there is none (no file, not JSON, or not a BlenSor manifest)."""
+    import json
+    try:
+        man = json.loads((Path(folder) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(man, dict) or "blensor_version" not in man or not isinstance(man.get("formats"), list):
+        return None
+    return [f for f in man["formats"] if isinstance(f, str)]
+
+
+def _holds(folder: Path, files: list) -> str:
+    return (f"{folder} (holds {files[0].relative_to(folder).as_posix()}"
+            f"{' and more' if len(files) > 1 else ''}")
+
+
 def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
     """Refuse a folder holding another run's files unless ``overwrite`` (delete them)
     or ``resume`` (keep them); delete stale temporary files either way. Call with the
     folder's :class:`FolderLock` held.
 
+    ``overwrite`` deletes only what the earlier BlenSor run wrote: the files of the
+    formats its ``manifest.json`` lists. Files of BlenSor's names that no such run
+    wrote (a KITTI sequence of another tool, a folder without a BlenSor manifest) are
+    never deleted: the folder is refused.
+
     Raises:
-        SettingsError (``out``): earlier outputs present and neither flag given.
+        SettingsError (``out``): earlier outputs present and neither flag given, or
+            files of BlenSor's names that the earlier run (if any) did not write.
     """
+    from .formats import output_patterns
     old = previous_outputs(folder)
     if old and not (overwrite or resume):
         raise SettingsError("out", "an empty folder or one without BlenSor output (use --overwrite, or "
                             "Overwrite in the panel, to replace the earlier run's files; --resume "
-                            "to continue it)",
-                            f"{folder} (holds {old[0].relative_to(folder).as_posix()}"
-                            f"{' and more' if len(old) > 1 else ''})")
-    if overwrite and not resume:
-        for p in old:
+                            "to continue it)", _holds(folder, old) + ")")
+    if overwrite and not resume and old:
+        formats = earlier_run_formats(folder)
+        ours = files_matching(folder, output_patterns(formats)) if formats is not None else []
+        foreign = sorted(set(old) - set(ours))
+        if foreign:
+            raise SettingsError("out", "a folder whose files of BlenSor's names are an earlier BlenSor run's "
+                                "(--overwrite deletes only what the run in its manifest.json wrote; "
+                                "choose another folder)", _holds(folder, foreign) + ", not written by "
+                                + ("the run of its manifest.json)" if formats is not None
+                                   else "a BlenSor run: no BlenSor manifest.json)"))
+        for p in ours:
             p.unlink()
     for p in stale_parts(folder):
         if p.is_dir():

@@ -80,10 +80,12 @@ def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
     return {f: WRITERS[f].Options(**given[f]) for f in formats}
 
 
-def output_patterns() -> list[str]:
+def output_patterns(formats=None) -> list[str]:
     """Regular expressions of every file (relative path) a range scan leaves: the
-    manifest, the trajectory and what every format declares (``Writer.outputs``)."""
-    return ["manifest\\.json", "trajectory\\.tum"] + [p for w in WRITERS.values() for p in w.outputs]
+    manifest, the trajectory and what the formats declare (``Writer.outputs``): every
+    format of the registry, or those named in ``formats`` (unknown names are skipped)."""
+    names = WRITERS if formats is None else [f for f in formats if f in WRITERS]
+    return ["manifest\\.json", "trajectory\\.tum"] + [p for f in names for p in WRITERS[f].outputs]
 
 
 __all__ = ["WRITERS", "Writer", "RunInfo", "NoOptions", "parse_formats", "make_options", "output_patterns"]
