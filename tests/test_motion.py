@@ -171,3 +171,25 @@ def test_boxes_are_what_renders_and_labelled_instancers_get_one(bpy_mod, crossin
     with pytest.raises(SettingsError, match="'shrub' on object 'Tree.003'"):
         export_motion([2], tmp_path / "bad", ("json",))
     assert not (tmp_path / "bad").exists()
+
+
+def test_objects_whose_file_names_would_clash_keep_their_own_trajectories(bpy_mod, empty_scene, tmp_path):
+    # "A B", "A/B" and "A_B" all became tum/A_B.tum: two trajectories were lost
+    from blensor_addon.jobs.motion import export_motion, file_stems
+    names = ["A B", "A/B", "A_B", "Car", "car", "two\nlines"]
+    for k, n in enumerate(names):
+        o = bpy_mod.data.objects.new(n, None)
+        o.location = (float(k), 0.0, 0.0)
+        bpy_mod.context.scene.collection.objects.link(o)
+    out = tmp_path / "m"
+    export_motion([1, 2], out, ("blensor", "tum", "kitti"), objects=names)
+    tum = sorted(p.name for p in (out / "tum").iterdir())
+    stems = file_stems([bpy_mod.data.objects[n] for n in names])
+    assert len(tum) == len(names) == len({s.casefold() for s in stems.values()})
+    assert stems["two\nlines"] == "two_lines" and stems["A B"].startswith("A_B-")
+    for k, n in enumerate(names):  # every file holds its own object's x
+        row = (out / "tum" / f"{stems[n]}.tum").read_text().splitlines()[0].split()
+        assert float(row[1]) == k, n
+        assert float((out / "kitti_poses" / f"{stems[n]}.txt").read_text().split()[3]) == k, n
+    lines = (out / "motion.txt").read_text().splitlines()
+    assert len(lines) == 2 * len(names) and sum("object: two\\nlines x:" in ln for ln in lines) == 2

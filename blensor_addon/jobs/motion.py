@@ -7,8 +7,10 @@ Formats (files in the output folder):
 - ``blensor``: ``motion.txt``, the original's text (reference 10.7), byte-compatible:
   per frame and object ``timestamp: %.4f object: %s x: %.10f y: %.10f z: %.10f rx: %.10f
   ry: %.10f rz: %.10f`` with timestamp = frame / fps and the translation and XYZ Euler
-  angles (rad) of ``matrix_world``.
-- ``tum``: ``tum/<object>.tum`` per object, ``t tx ty tz qx qy qz qw`` (TUM RGB-D), t =
+  angles (rad) of ``matrix_world``. A line break in an object's name is written as
+  ``\\n`` (``\\r``), so every record stays one line.
+- ``tum``: ``tum/<object>.tum`` per object (file names: :func:`file_stems`),
+  ``t tx ty tz qx qy qz qw`` (TUM RGB-D), t =
   frame x frame time (s), the world pose of the object with its scale removed.
 - ``kitti``: ``kitti_poses/<object>.txt``, one 3x4 row-major world pose per frame.
 - ``json``: ``boxes/<frame:05d>.json``, every labelled object's 3D box (centre, size
@@ -68,6 +70,27 @@ def parse_motion_formats(formats) -> tuple[str, ...]:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def file_stems(objects) -> dict:
+    """``name_full`` -> the file name stem of each object's pose files: its name with
+    every character other than letters, digits and ``._-`` replaced by ``_``. Objects
+    whose stems would be equal, ignoring case (``A B``, ``A/B`` and ``A_B``; ``Car``
+    and ``car`` on a case-insensitive file system), get the first 8 hex digits of the
+    SHA-1 of their full name appended (``A_B-1f3c...``), so no trajectory overwrites
+    another."""
+    import hashlib
+    stems = {o.name_full: _safe(o.name) for o in objects}
+    count: dict = {}
+    for stem in stems.values():
+        count[stem.casefold()] = count.get(stem.casefold(), 0) + 1
+    return {k: (f"{v}-{hashlib.sha1(k.encode()).hexdigest()[:8]}" if count[v.casefold()] > 1 else v)
+            for k, v in stems.items()}
+
+
+def _one_line(name: str) -> str:
+    """``name`` for a line of ``motion.txt``: line breaks written as ``\\n`` / ``\\r``."""
+    return name.replace("\n", "\\n").replace("\r", "\\r")
 
 
 def rigid(matrix_world) -> np.ndarray:
@@ -160,18 +183,18 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
     fps = scene.render.fps
     ft = float(scene.render.fps_base) / float(fps)
     old = scene.frame_current
-    poses = {o.name: [] for o in obs}
-    boxes = {o.name: {} for o in labelled}  # frame index -> box, at the frames it renders
-    wanted = {o.name_full: o.name for o in labelled}
+    poses = {o.name_full: [] for o in obs}
+    boxes = {o.name_full: {} for o in labelled}  # frame index -> box, at the frames it renders
+    wanted = {o.name_full for o in labelled}
     sw = apply_render_visibility(scene, bpy.context.view_layer)  # what renders, as the scan
     try:
         for i, f in enumerate(frames):
             scene.frame_set(f)
             dg = bpy.context.evaluated_depsgraph_get()
             for o in obs:
-                poses[o.name].append(np.array(o.evaluated_get(dg).matrix_world, dtype=np.float64))
-            for key, box in labelled_boxes(dg, set(wanted)).items():
-                boxes[wanted[key]][i] = box
+                poses[o.name_full].append(np.array(o.evaluated_get(dg).matrix_world, dtype=np.float64))
+            for key, box in labelled_boxes(dg, wanted).items():
+                boxes[key][i] = box
     finally:
         sw.restore()
         if scene.frame_current != old:
@@ -181,25 +204,27 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         lines = []
         for i, f in enumerate(frames):
             for o in obs:
-                M = poses[o.name][i]
+                M = poses[o.name_full][i]
                 e = Matrix(M.tolist()).to_euler("XYZ")
-                lines.append(f"timestamp: {f / fps:.4f} object: {o.name} x: {M[0, 3]:.10f} y: {M[1, 3]:.10f} "
+                lines.append(f"timestamp: {f / fps:.4f} object: {_one_line(o.name)} x: {M[0, 3]:.10f} "
+                             f"y: {M[1, 3]:.10f} "
                              f"z: {M[2, 3]:.10f} rx: {e.x:.10f} ry: {e.y:.10f} rz: {e.z:.10f}\n")
         files.append(("motion.txt", "".join(lines).encode()))
+    stems = file_stems(obs)
     if "tum" in formats:
         for o in obs:
-            files.append((f"tum/{_safe(o.name)}.tum",
-                          tum_bytes((f * ft, rigid(M)) for f, M in zip(frames, poses[o.name]))))
+            files.append((f"tum/{stems[o.name_full]}.tum",
+                          tum_bytes((f * ft, rigid(M)) for f, M in zip(frames, poses[o.name_full]))))
     if "kitti" in formats:
         for o in obs:
-            rows = [" ".join(f"{v:.9e}" for v in rigid(M)[:3].ravel()) + "\n" for M in poses[o.name]]
-            files.append((f"kitti_poses/{_safe(o.name)}.txt", "".join(rows).encode()))
+            rows = [" ".join(f"{v:.9e}" for v in rigid(M)[:3].ravel()) + "\n" for M in poses[o.name_full]]
+            files.append((f"kitti_poses/{stems[o.name_full]}.txt", "".join(rows).encode()))
     if "json" in formats:
         tracking = []
         for i, f in enumerate(frames):
             doc = []
             for o in labelled:
-                b = boxes[o.name]
+                b = boxes[o.name_full]
                 if i not in b:  # not rendered at this frame
                     continue
                 c, size, yaw = b[i]
