@@ -229,7 +229,14 @@ def _writing_begins() -> None:
         _SIGNALS.writing = True
 
 
-def _open_blend(path: str, quiet: bool = False):
+def _open_blend(path: str, quiet: bool = False, libraries: bool = True):
+    """Blender with the .blend at ``path`` open (the add-on registered).
+
+    Raises:
+        SettingsError (``SCENE.blend``): no such file, unreadable, or (``libraries``)
+            a linked library that cannot be found: its objects would be missing from
+            the scan without a word (Blender only warns on stdout).
+    """
     from .core.errors import SettingsError
     p = Path(path)
     if not p.is_file():
@@ -246,6 +253,10 @@ def _open_blend(path: str, quiet: bool = False):
             raise SettingsError("SCENE.blend", f"a readable .blend file ({msg})", path) from None
     if _SIGNALS is not None:
         _SIGNALS.live()
+    missing = [lib.filepath for lib in bpy.data.libraries if lib.is_missing] if libraries else []
+    if missing:
+        raise SettingsError("SCENE.blend", "a .blend whose linked libraries are all found",
+                            f"{path} (missing: {', '.join(missing)})")
     return bpy
 
 
@@ -469,7 +480,7 @@ def cmd_info(args) -> int:
     """``blensor info``: print the scene's frame range and every camera's settings
     (``--json``: one JSON document with ``scene``, ``frame_start``, ``frame_end``,
     ``fps``, ``cameras`` (name, scene_camera, settings or error))."""
-    bpy = _open_blend(args.blend, args.json)
+    bpy = _open_blend(args.blend, args.json, libraries=False)
     from .scene.scanner import read_sensor
     from .core.errors import SettingsError
     scene = bpy.context.scene

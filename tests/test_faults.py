@@ -107,6 +107,30 @@ def test_directory_as_scene_and_huge_frame_range(tmp_path):
         assert not (tmp_path / "o").exists()
 
 
+def test_a_missing_linked_library_is_bad_input(tmp_path):
+    # the linked object was silently absent from the scan (Blender warns on stdout only)
+    code = textwrap.dedent(f"""
+        import bpy
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        box = bpy.data.objects.new("LibBox", bpy.data.meshes.new("LibBox"))
+        bpy.context.scene.collection.objects.link(box)
+        bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / "lib.blend")!r})
+        bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
+        with bpy.data.libraries.load({str(tmp_path / "lib.blend")!r}, link=True) as (src, dst):
+            dst.objects = ["LibBox"]
+        bpy.context.scene.collection.objects.link(dst.objects[0])
+        bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / "linked.blend")!r})
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    (tmp_path / "lib.blend").unlink()
+    for cmd in (["scan", "--frames", "1-2"], ["depth", "--frames", "1"], ["motion", "--frames", "1-2"]):
+        res = run(cmd[0], tmp_path / "linked.blend", *cmd[1:], "--out", tmp_path / "o", "--quiet")
+        assert res.returncode == 2, (cmd, res.stderr)
+        assert "linked libraries are all found" in one_error_line(res) and "lib.blend" in one_error_line(res)
+        assert not (tmp_path / "o").exists()
+    assert run("info", tmp_path / "linked.blend", "--json").returncode == 0  # info still describes it
+
+
 def test_scene_with_only_the_camera_scans_nothing(variants, tmp_path):
     res = run("scan", variants / "only_camera.blend", "--frames", "1-2", "--out", tmp_path, "--formats",
               "npz,evd,pcd")
