@@ -319,7 +319,10 @@ def test_cli_refuses_bad_time_input_in_one_line(tmp_path):
     cases = [(["--time", "5-6"], "time must be an interval t0-t1 (s) with t0 < t1 within the scene's frames"),
              (["--time", "0.5-x"], "--time must be T0-T1 with times in seconds"),
              (["--time", "0.5-1", "--frames", "2-4"], "--time must be either --time or --frames"),
-             (["--set", "time_step=0.1"], "time_step must be in (0, 0.0416667] s"),
+             (["--set", "time_step=0.1"], "time_step must be in [4.17e-06, 0.0416667] s"),
+             # 1e-300 gave an OverflowError traceback, 1e-9 a run that never ended
+             (["--set", "time_step=1e-300"], "time_step must be in [4.17e-06, 0.0416667] s"),
+             (["--set", "time_step=1e-9"], "at least 1/10000 of one"),
              (["--set", "time_step=0"], "time_step must be in (0, 1] s")]
     for extra, needle in cases:
         out = tmp_path / "o"

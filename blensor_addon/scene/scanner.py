@@ -25,6 +25,10 @@ from .extract import SceneExtractor, sensor_pose
 from .timeline import TimedContext, Timeline, non_finite_transform
 from .visibility import apply_render_visibility
 
+#: time steps of a scene frame at most in the continuous time model: each step is a scene
+#: evaluation, so ``time_step`` is at least frame_time / MAX_TIME_STEPS (4.2e-6 s at 24 fps)
+MAX_TIME_STEPS = 10_000
+
 
 def check_camera(camera_object) -> None:
     """Raise SettingsError unless ``camera_object`` is a camera object."""
@@ -232,8 +236,10 @@ class Scanner:
         self._semantic = None  # class id per object id
         s = self.settings
         ft = frame_time(scene)
-        if s.time_model == "continuous" and s.time_step > ft * (1 + 1e-9):
-            raise SettingsError("time_step", f"in (0, {ft:.6g}] s (at most one scene frame at "
+        if s.time_model == "continuous" and not (ft / MAX_TIME_STEPS * (1 - 1e-9) <= s.time_step
+                                                 <= ft * (1 + 1e-9)):
+            raise SettingsError("time_step", f"in [{ft / MAX_TIME_STEPS:.3g}, {ft:.6g}] s (at most one scene "
+                                f"frame and at least 1/{MAX_TIME_STEPS} of one: a scene evaluation per step, at "
                                 f"{scene.render.fps / scene.render.fps_base:g} fps)", s.time_step)
         #: continuous time for this sensor: each ray at its firing time (swept sensors)
         self.timed = s.time_model == "continuous" and (self.sensor.sweep_period(s) is not None
