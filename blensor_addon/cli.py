@@ -50,7 +50,7 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 _OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed", "resume", "format",
-                 "objects", "axes"}
+                 "objects", "axes", "time", "overwrite"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -260,6 +260,18 @@ def _open_blend(path: str, quiet: bool = False, libraries: bool = True):
     return bpy
 
 
+def _out_dir(args) -> str:
+    """``--out`` as an absolute path.
+
+    Raises:
+        SettingsError (``--out``): empty (it would be the current folder without a word).
+    """
+    from .core.errors import SettingsError
+    if not args.out.strip():
+        raise SettingsError("--out", "a folder path", args.out)
+    return os.path.abspath(args.out)
+
+
 def _camera(bpy, name: str | None):
     from .core.errors import SettingsError
     scene = bpy.context.scene
@@ -305,7 +317,8 @@ def parse_sets(texts: dict[str, str], cam) -> dict:
     from .core.errors import SettingsError
     from .core.sensors import DEFAULT_TYPE, get_sensor
     props = getattr(cam.data, "blensor", None)
-    stype = texts.get("sensor_type") or getattr(props, "sensor_type", DEFAULT_TYPE)
+    stype = (texts["sensor_type"].strip() if "sensor_type" in texts
+             else getattr(props, "sensor_type", DEFAULT_TYPE))
     sensor = get_sensor(stype)
     metas = {f.name: f.metadata["blensor"] for f in dataclasses.fields(sensor.Settings)}
     out: dict = {}
@@ -316,7 +329,12 @@ def parse_sets(texts: dict[str, str], cam) -> dict:
             sensor.preset_values(text)  # refuses a preset of another type
             out[name] = text
         elif name in metas:
-            out[name] = metas[name].parse(name, text)
+            try:
+                out[name] = metas[name].parse(name, text)
+            except SettingsError as exc:
+                if name in _OPTION_NAMES:  # --set seed=... is not --seed: name what was typed
+                    raise SettingsError(f"--set {name}", exc.allowed, exc.value) from None
+                raise
         else:
             raise SettingsError(name, f"a setting of sensor type '{stype}': " + ", ".join(sorted(metas)), text)
     return out
@@ -378,14 +396,14 @@ def cmd_depth(args) -> int:
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     t0 = time.perf_counter()
-    job = export_depth(cam, frames, os.path.abspath(args.out), formats, backend=args.backend,
+    job = export_depth(cam, frames, _out_dir(args), formats, backend=args.backend,
                         overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
                         and _writing_begins(), **overrides)
     if _interrupted(job):
         return EXIT_INTERRUPTED
     if not args.quiet:
         print(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
-              f"-> {os.path.abspath(args.out)}")
+              f"-> {_out_dir(args)}")
     return 0
 
 
@@ -397,9 +415,9 @@ def cmd_motion(args) -> int:
     frames = parse_frames(args.frames, bpy.context.scene)
     from .jobs.motion import export_motion
     objects = [n.strip() for n in args.objects.split(",") if n.strip()] if args.objects else None
-    files = export_motion(frames, os.path.abspath(args.out), formats, objects, overwrite=args.overwrite)
+    files = export_motion(frames, _out_dir(args), formats, objects, overwrite=args.overwrite)
     if not args.quiet:
-        print(f"blensor: motion of {len(frames)} frames, {len(files)} files -> {os.path.abspath(args.out)}")
+        print(f"blensor: motion of {len(frames)} frames, {len(files)} files -> {_out_dir(args)}")
     return 0
 
 
@@ -435,6 +453,9 @@ def cmd_scan(args) -> int:
     format_options = split_sets(args.option, "--option")
     if args.pcd_ascii and "pcd" not in formats:
         raise SettingsError("--pcd-ascii", "given with pcd among --formats", ",".join(formats))
+    if args.pcd_ascii and "pcd.ascii" in format_options:
+        raise SettingsError("--pcd-ascii", "not given with --option pcd.ascii (one or the other)",
+                            f"--pcd-ascii --option pcd.ascii={format_options['pcd.ascii']}")
     make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii
                                                  else {})})  # refuse bad options before loading
     bpy = _open_blend(args.blend, args.quiet)
@@ -459,7 +480,7 @@ def cmd_scan(args) -> int:
 
     t0 = time.perf_counter()
     try:
-        job = scan_range(cam, frames, os.path.abspath(args.out), formats, args.seed, backend=args.backend,
+        job = scan_range(cam, frames, _out_dir(args), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
                          overwrite=args.overwrite, resume=args.resume, progress=progress,
                          options=format_options, axes=args.axes, time=interval, **overrides)

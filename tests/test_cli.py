@@ -70,6 +70,19 @@ def test_info_lists_cameras():
     (["scan", CROSSING, "--set", "noise_sigma=1e308"], "noise_sigma must be in [0, 1000] m"),
     (["scan", CROSSING, "--frames", "1-99999999999999999999999"], "--frames must be integers within"),
     (["scan"], "blensor: error:"),
+    # a second round of hostile input: each of these was accepted, misnamed or a traceback
+    (["scan", CROSSING, "--out", ""], "--out must be a folder path, got ''"),  # wrote into the current folder
+    (["depth", CROSSING, "--out", " "], "--out must be a folder path"),
+    (["scan", CROSSING, "--set", "seed=1.5"], "--set seed must be an integer in [0, 2147483647], got '1.5'"),
+    (["scan", CROSSING, "--set", "sensor_type="], "sensor_type must be one of rotating,"),
+    (["scan", CROSSING, "--set", "ref_slope=-1e308"], "ref_slope must be in [-1000, 1000] 1/m"),
+    (["scan", CROSSING, "--set", "ref_limit=1e300"], "ref_limit must be in [-1000, 1000]"),
+    (["scan", CROSSING, "--time", "5-6"], "--time must be an interval t0-t1 (s)"),
+    (["scan", CROSSING, "--frames", "1"],
+     "--frames must be an interval in which a sweep starts (one every 0.1 s), "
+     "got 'frames 1-1 (0.0416667-0.0833333 s)'"),
+    (["scan", CROSSING, "--formats", "pcd", "--pcd-ascii", "--option", "pcd.ascii=false"],
+     "--pcd-ascii must be not given with --option pcd.ascii"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_files(tmp_path, args, needle):
     res = run(*args, cwd=tmp_path)

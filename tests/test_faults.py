@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import shutil
 import signal
@@ -494,3 +495,26 @@ def test_a_lock_file_removed_by_its_holder_is_not_taken_by_a_late_opener(tmp_pat
     with pytest.raises(SettingsError, match="no other BlenSor run is writing to"):
         FolderLock(tmp_path)
     late.release()
+
+
+def test_api_bad_input_is_a_settings_error_naming_the_argument(crossing, tmp_path):
+    # each was accepted (and misbehaved) or raised a plain Python error
+    import blensor_addon
+    from blensor_addon.core.errors import SettingsError
+    cam = crossing.objects["Velodyne"]
+    cases = [(dict(frames=[1, 1, 2]), "frames must be distinct integers", "frame 1 more than once"),
+             (dict(frames=range(1, 3), overwrite=True, resume=True),
+              "overwrite must be False with resume=True", ""),
+             (dict(frames=range(1, 3), pcd_ascii="yes"), "pcd_ascii must be True or False", "yes"),
+             (dict(frames=range(1, 3), options="pcd.ascii=true"), "options must be a dict", ""),
+             (dict(frames=range(1, 3), formats="pcd", pcd_ascii=True, options={"pcd.ascii": False}),
+              "pcd_ascii must be not given with the option pcd.ascii", ""),
+             (dict(frames=range(1, 3), out_dir=""), "out must be a folder path", "")]
+    for kw, needle, value in cases:
+        kw = {"out_dir": tmp_path / "o", "formats": "npz", **kw}
+        with pytest.raises(SettingsError, match=re.escape(needle)) as err:
+            blensor_addon.scan_range(cam, kw.pop("frames"), kw.pop("out_dir"), kw.pop("formats"), **kw)
+        assert value in str(err.value)
+        assert not (tmp_path / "o").exists()
+    with pytest.raises(SettingsError, match=re.escape("max_range must be in (0, 100000] m")):
+        blensor_addon.scan(cam, frame=1, max_range=10**400)  # OverflowError before

@@ -56,7 +56,8 @@ def check_frames(scene, frames) -> list[int]:
     """Validate frame numbers against the scene's range.
 
     Raises:
-        SettingsError (``frames``): empty, not integers, or outside frame_start..frame_end.
+        SettingsError (``frames``): empty, not integers, a frame twice, or outside
+            frame_start..frame_end.
     """
     lo, hi = scene.frame_start, scene.frame_end
     allowed = f"integers within the scene's frame range {lo}-{hi}"
@@ -72,7 +73,11 @@ def check_frames(scene, frames) -> list[int]:
         raise SettingsError("frames", allowed, frames)
     if min(frames) < lo or max(frames) > hi:
         raise SettingsError("frames", allowed, f"{min(frames)}-{max(frames)}")
-    return [int(f) for f in frames]
+    frames = [int(f) for f in frames]
+    if len(set(frames)) != len(frames):  # a frame twice: two manifest entries, one file
+        dup = next(f for i, f in enumerate(frames) if f in frames[:i])
+        raise SettingsError("frames", "distinct " + allowed, f"frame {dup} more than once")
+    return frames
 
 
 def check_time_interval(scene, interval) -> tuple[float, float]:
@@ -94,21 +99,23 @@ def check_time_interval(scene, interval) -> tuple[float, float]:
     return t0, t1
 
 
-def sweeps_in(t0: float, t1: float, period: float, what: str, unit: str = "sweep") -> range:
+def sweeps_in(t0: float, t1: float, period: float, what: str, unit: str = "sweep",
+              shown: str | None = None) -> range:
     """Indices k of the packets (sweeps, or scene frames with ``unit="frame"``)
     ``[k P, (k + 1) P)`` that start within ``[t0, t1)``: a packet is scanned whole, so
     the last one may end after ``t1`` (the scene is evaluated there too). Sweeps and
     frames follow the same rule.
 
     Raises:
-        SettingsError (``what``): no packet starts in the interval.
+        SettingsError (``what``): no packet starts in the interval (the value shown is
+            ``shown``, else the interval in seconds).
     """
     eps = 1e-9 * max(1.0, abs(t1) / period)
     k0 = int(np.ceil(t0 / period - eps))
     k1 = int(np.ceil(t1 / period - eps))  # sweeps k0 .. k1 - 1 start before t1
     if k1 <= k0:
         raise SettingsError(what, f"an interval in which a {unit} starts (one every {period:.6g} s)",
-                            f"{t0:.6g}-{t1:.6g} s")
+                            shown or f"{t0:.6g}-{t1:.6g} s")
     return range(k0, k1)
 
 
@@ -116,9 +123,10 @@ def output_path(out_dir) -> Path:
     """``out_dir`` as a path (``//``: relative to the .blend, as Blender's paths).
 
     Raises:
-        SettingsError (``out``): not a str or path.
+        SettingsError (``out``): not a str or path, or empty (it would be the current
+            folder without a word).
     """
-    if not isinstance(out_dir, (str, os.PathLike)):
+    if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir).strip():
         raise SettingsError("out", "a folder path", out_dir)
     return Path(bpy.path.abspath(str(out_dir))) if str(out_dir).startswith("//") else Path(out_dir)
 
@@ -260,9 +268,20 @@ class RangeScanJob:
 
     def __post_init__(self) -> None:
         self.formats = parse_formats(self.formats)
+        for name in ("pcd_ascii", "overwrite", "resume"):
+            if not isinstance(getattr(self, name), bool):
+                raise SettingsError(name, "True or False", getattr(self, name))
+        if self.overwrite and self.resume:
+            raise SettingsError("overwrite", "False with resume=True (overwrite deletes what resume keeps)",
+                                True)
+        if not isinstance(self.options, (dict, type(None))):
+            raise SettingsError("options", "a dict of format options, e.g. {'pcd.ascii': True}", self.options)
         opts = dict(self.options or {})
         if self.pcd_ascii and "pcd" in self.formats:
-            opts.setdefault("pcd.ascii", True)
+            if "pcd.ascii" in opts:
+                raise SettingsError("pcd_ascii", "not given with the option pcd.ascii (one or the other)",
+                                    f"pcd_ascii and pcd.ascii={opts['pcd.ascii']}")
+            opts["pcd.ascii"] = True
         self._options = make_options(self.formats, opts)
         self.scene = bpy.context.scene
         ft = frame_time(self.scene)
@@ -296,7 +315,10 @@ class RangeScanJob:
                 if self.time is None and not contiguous:
                     raise SettingsError("frames", "a contiguous range A-B with packets=sweep", self._requested)
                 self.packet_time = self.scanner.sweep_period
-                self.frames = sweeps_in(*interval, self.packet_time, "time" if self.time is not None else "frames")
+                shown = None if self.time is not None else \
+                    f"frames {frames[0]}-{frames[-1]} ({interval[0]:.6g}-{interval[1]:.6g} s)"
+                what = "time" if self.time is not None else "frames"
+                self.frames = sweeps_in(*interval, self.packet_time, what, shown=shown)
             elif self.time is not None:
                 self.frames = list(sweeps_in(*interval, ft, "time", "frame"))
             else:

@@ -42,6 +42,10 @@ MAX_RAYS = 20_000_000
 #: largest range noise mean, sigma and per-laser bias spread (m): far beyond any sensor,
 #: small enough that noisy ranges and points stay finite in float32
 NOISE_LIMIT = 1000.0
+#: bound of |ref_limit| (reflectivity, 1) and |ref_slope| (1/m) of the reflectivity limit
+#: (seed 000 Eq. 1): a limit above 1 already drops every return; the bound keeps the line
+#: finite at every range (ref_dist is at most 1e5 m, as max_range)
+REF_BOUND = 1000.0
 #: Rays generated and cast at once.
 CHUNK_RAYS = 1 << 18
 #: Peak bytes per kept return while a result is assembled (measured upper bound).
@@ -93,13 +97,17 @@ class Meta:
         if self.kind == "text":
             return "text"
         what = "an integer" if self.kind == "int" else "a finite number"
+
+        def num(v):  # integers in full (2147483647, not 2.14748e+09)
+            return str(int(v)) if self.kind == "int" else f"{v:g}"
         if self.lo is not None and self.hi is not None:
-            rng = f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}{unit}"
+            rng = (f"in {'(' if self.lo_open else '['}{num(self.lo)}, {num(self.hi)}"
+                   f"{')' if self.hi_open else ']'}{unit}")
             return rng if self.kind == "float" else f"{what} {rng}"
         if self.lo is not None:
-            return f"{what} {'>' if self.lo_open else '>='} {self.lo:g}{unit}"
+            return f"{what} {'>' if self.lo_open else '>='} {num(self.lo)}{unit}"
         if self.hi is not None:
-            return f"{what} {'<' if self.hi_open else '<='} {self.hi:g}{unit}"
+            return f"{what} {'<' if self.hi_open else '<='} {num(self.hi)}{unit}"
         return what + (f" ({self.unit})" if self.unit else "")
 
     def _in_range(self, v: float) -> bool:
@@ -131,13 +139,17 @@ class Meta:
             if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and self._in_range(int(value)):
                 return int(value)
         elif k == "float":
-            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-                    and self._in_range(float(value)):
-                return float(value)
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+                try:
+                    f = float(value)
+                except OverflowError:  # an int beyond float64 (10**400)
+                    f = None
+                if f is not None and self._in_range(f):
+                    return f
         elif k == "floats":
             try:
                 vals = tuple(float(v) for v in value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 vals = None
             lo, hi = self.count
             if vals is not None and lo <= len(vals) <= hi and all(self._in_range(v) for v in vals):

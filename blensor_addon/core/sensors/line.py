@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import NOISE_LIMIT, Preset, SensorSettings, SweptSensor, check_less, setting
+from ._base import NOISE_LIMIT, REF_BOUND, Preset, SensorSettings, SweptSensor, check_less, setting
 
 IBEO_LUX_PITCH_DEG = (1.6, 0.8, -0.8, -1.6)
 IBEO_LUX_BIAS_M = (0.015798891682948433, 0.030289711937446478, 0.044832263895615468, 0.022628361223111119)
@@ -61,10 +61,11 @@ class LineSettings(SensorSettings):
     noise_sigma: float = setting(0.03, "Noise sigma", "Per-ray range noise sigma", "m",
                                  lo=0.0, hi=NOISE_LIMIT, precision=4)
     ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
-                              "m", lo=0.0)
-    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance")
+                              "m", lo=0.0, hi=1e5)
+    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
+                               lo=-REF_BOUND, hi=REF_BOUND)
     ref_slope: float = setting(0.005333333, "Reflectivity slope", "Growth of the minimum reflectivity per metre",
-                               "1/m", precision=6)
+                               "1/m", precision=6, lo=-REF_BOUND, hi=REF_BOUND)
 
     def check(self) -> None:
         check_less("start_angle", self.start_angle, "end_angle", self.end_angle, "deg")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (NOISE_LIMIT, Preset, SensorSettings, SweptSensor, check_less, check_table,
+from ._base import (NOISE_LIMIT, REF_BOUND, Preset, SensorSettings, SweptSensor, check_less, check_table,
                     interpolated_noise, setting)
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
@@ -98,10 +98,11 @@ class PlanarSettings(SensorSettings):
     range_resolution: float = setting(0.0, "Range resolution", "Measured ranges are rounded to this step "
                                       "(0: off)", "m", lo=0.0, hi=10.0, precision=4)
     ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
-                              "m", lo=0.0)
-    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance")
+                              "m", lo=0.0, hi=1e5)
+    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
+                               lo=-REF_BOUND, hi=REF_BOUND)
     ref_slope: float = setting(0.005333333, "Reflectivity slope", "Growth of the minimum reflectivity per metre",
-                               "1/m", precision=6)
+                               "1/m", precision=6, lo=-REF_BOUND, hi=REF_BOUND)
 
     def check(self) -> None:
         check_less("start_angle", self.start_angle, "end_angle", self.end_angle, "deg")

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (CHUNK_RAYS, NOISE_LIMIT, Preset, RayPattern, Sensor, SensorSettings, ray_limit,
+from ._base import (CHUNK_RAYS, NOISE_LIMIT, REF_BOUND, Preset, RayPattern, Sensor, SensorSettings, ray_limit,
                     returns_mask, setting)
 
 HDL64E_S2_ELEVATIONS_DEG = (
@@ -186,10 +186,11 @@ class LidarSettings(SensorSettings):
     bias_sigma: float = setting(0.078, "Bias sigma", "Per-laser bias spread", "m",
                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
     ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
-                              "m", lo=0.0)
-    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance")
+                              "m", lo=0.0, hi=1e5)
+    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
+                               lo=-REF_BOUND, hi=REF_BOUND)
     ref_slope: float = setting(0.01, "Reflectivity slope", "Growth of the minimum reflectivity per metre",
-                               "1/m", precision=4)
+                               "1/m", precision=4, lo=-REF_BOUND, hi=REF_BOUND)
 
     def check(self) -> None:
         if not (self.start_angle < self.end_angle <= self.start_angle + 360.0):
