@@ -98,6 +98,19 @@ def test_motion_cli_formats_against_blender(bpy_mod, crossing, tmp_path):
     assert run("motion", CROSSING, "--frames", "1-2", "--out", out, "--format", "tum",
                "--overwrite").returncode == 0
     assert (out / "manifest.json").exists() and (out / "scan00001.npz").exists()
+    # the overwrite replaced the whole earlier export: no file of it is left to mix with
+    man = json.loads((out / "motion.json").read_text())
+    assert man["formats"] == ["tum"] and man["frames"] == [1, 2]
+    assert all(f.startswith("tum/") for f in man["files"])
+    assert not (out / "motion.txt").exists() and not (out / "tracking.txt").exists()
+    assert not (out / "boxes").exists() and not (out / "kitti_poses").exists()  # emptied folders go too
+    assert sorted(p.relative_to(out).as_posix() for p in (out / "tum").iterdir()) == sorted(man["files"])
+    # files of motion names that no export listed are never deleted: refused
+    (out / "tum" / "mine.tum").write_text("0 0 0 0 0 0 0 1\n")
+    again = run("motion", CROSSING, "--frames", "1-2", "--out", out, "--format", "tum", "--overwrite")
+    assert again.returncode == 2
+    assert "holds tum/mine.tum, not written by the export of its motion.json" in again.stderr
+    assert (out / "tum" / "mine.tum").read_text() == "0 0 0 0 0 0 0 1\n"
     for args, needle in ((["--format", "bvh"], "--format must be a comma-separated subset of blensor,tum,kitti,json"),
                          (["--objects", "Nope"], "--objects must be names of objects of the scene")):
         res = run("motion", CROSSING, "--out", tmp_path / "bad", *args)

@@ -2,7 +2,9 @@
 objects and of the sensor camera over a frame range, and per frame the 3D boxes of every
 labelled object.
 
-Formats (files in the output folder):
+Formats (files in the output folder; every export also writes ``motion.json``: its
+frames, formats, objects and the files it wrote, so that ``--overwrite`` replaces an
+earlier export's files and never files no export listed):
 
 - ``blensor``: ``motion.txt``, the original's text (reference 10.7), byte-compatible:
   per frame and object ``timestamp: %.4f object: %s x: %.10f y: %.10f z: %.10f rx: %.10f
@@ -52,7 +54,21 @@ MOTION_FORMATS = ("blensor", "tum", "kitti", "json")
 #: the files an export leaves (relative paths, regular expressions); it refuses a folder
 #: holding them unless told to overwrite (a range scan's files may be there)
 MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", r"boxes/\d+\.json",
-                  r"tracking\.txt")
+                  r"tracking\.txt", r"motion\.json")
+#: the export's own list of what it wrote: an ``--overwrite`` deletes just those files
+MOTION_MANIFEST = "motion.json"
+
+
+def earlier_export_files(out: Path) -> set | None:
+    """Relative paths an earlier export listed in ``out/motion.json`` (and that file),
+    or None when there is no readable BlenSor motion manifest."""
+    try:
+        man = json.loads((out / MOTION_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(man, dict) or "blensor_version" not in man or not isinstance(man.get("files"), list):
+        return None
+    return {f for f in man["files"] if isinstance(f, str)} | {MOTION_MANIFEST}
 
 
 def parse_motion_formats(formats) -> tuple[str, ...]:
@@ -179,6 +195,14 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
     if taken and not overwrite:
         raise SettingsError("out", "a folder without earlier motion files (use --overwrite)",
                             f"{out} holds {taken[0].relative_to(out).as_posix()}")
+    earlier = earlier_export_files(out) or set()
+    foreign = [p for p in taken if p.relative_to(out).as_posix() not in earlier]
+    if foreign:  # --overwrite replaces an earlier export, never files no export listed
+        raise SettingsError("out", "a folder whose motion file names are an earlier export's (--overwrite "
+                            "replaces only what the export in its motion.json wrote; choose another folder)",
+                            f"{out} holds {foreign[0].relative_to(out).as_posix()}, not written by "
+                            + ("the export of its motion.json" if (out / MOTION_MANIFEST).exists()
+                               else "a BlenSor motion export: no motion.json"))
     ids = ObjectTable(bpy.data.objects).ids
     fps = scene.render.fps
     ft = float(scene.render.fps_base) / float(fps)
@@ -242,4 +266,19 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
             files.append((f"boxes/{f:05d}.json", (json.dumps({"frame": f, "time": f * ft, "boxes": doc},
                                                               indent=1) + "\n").encode()))
         files.append(("tracking.txt", "".join(tracking).encode()))
-    return [p.relative_to(out).as_posix() for p in commit_files(Path(out), files)]
+    from .. import __version__
+    names = [name for name, _ in files]
+    files.append((MOTION_MANIFEST, (json.dumps({
+        "blensor_version": __version__, "blend_file": bpy.data.filepath,
+        "frames": [frames[0], frames[-1]] if frames == list(range(frames[0], frames[-1] + 1)) else frames,
+        "formats": list(formats), "objects": [o.name for o in obs], "files": names},
+        indent=1) + "\n").encode()))
+    written = [p.relative_to(out).as_posix() for p in commit_files(Path(out), files)]
+    for p in taken:  # the earlier export's files this one did not rewrite (only files of motion names)
+        if p.relative_to(out).as_posix() not in written:
+            p.unlink(missing_ok=True)
+    for sub in ("tum", "kitti_poses", "boxes"):  # and its folders, once empty
+        d = out / sub
+        if d.is_dir() and not d.is_symlink() and not any(d.iterdir()):
+            d.rmdir()
+    return written
