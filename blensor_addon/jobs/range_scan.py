@@ -74,9 +74,11 @@ def check_frames(scene, frames) -> list[int]:
     if min(frames) < lo or max(frames) > hi:
         raise SettingsError("frames", allowed, f"{min(frames)}-{max(frames)}")
     frames = [int(f) for f in frames]
-    if len(set(frames)) != len(frames):  # a frame twice: two manifest entries, one file
-        dup = next(f for i, f in enumerate(frames) if f in frames[:i])
-        raise SettingsError("frames", "distinct " + allowed, f"frame {dup} more than once")
+    seen: set = set()
+    for f in frames:  # a frame twice would give two manifest entries for one file
+        if f in seen:
+            raise SettingsError("frames", "distinct " + allowed, f"frame {f} more than once")
+        seen.add(f)
     return frames
 
 

@@ -10,8 +10,9 @@ Differences from the original, on purpose: the object id is BlenSor's stable obj
 (the npz's ``object_id``, 1..N, derived from the scene; 0 never appears for a return)
 instead of the first four characters of the object name. Instances of one object (a
 collection or Geometry Nodes instancer) share it, as the original's name prefix did; the
-npz's ``instancer_id`` and ``instance_id`` tell them apart; the file is written under a temporary name and renamed when closed, and a
-cancelled or failed range scan still gets every finished frame and the terminator.
+npz's ``instancer_id`` and ``instance_id`` tell them apart. The file is written under a
+temporary name and renamed when closed, and a cancelled or failed range scan still gets
+every finished frame and the terminator.
 """
 from __future__ import annotations
 
