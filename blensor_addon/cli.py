@@ -67,8 +67,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("blend", help="the .blend file")
     sc.add_argument("--camera", help="camera object (default: the scene camera)")
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
-    sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames: every packet (sweep "
-                    "or frame) that starts within it, scanned whole")
+    sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames: every packet "
+                    "(sweep or frame) that starts within it, scanned whole")
     sc.add_argument("--out", default="out", help="output folder (default: out)")
     from .io.formats import WRITERS
     sc.add_argument("--formats", default="npz", help="comma-separated subset of " + ",".join(WRITERS))
@@ -373,8 +373,8 @@ def _interrupted(job) -> bool:
     """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
     if job.status == "cancelled" and job.signal is not None:
         print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
-              f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} (manifest: cancelled)",
-              file=sys.stderr)
+              f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} "
+              "(manifest: cancelled)", file=sys.stderr)
         return True
     return False
 

@@ -238,9 +238,9 @@ class Scanner:
         ft = frame_time(scene)
         if s.time_model == "continuous" and not (ft / MAX_TIME_STEPS * (1 - 1e-9) <= s.time_step
                                                  <= ft * (1 + 1e-9)):
-            raise SettingsError("time_step", f"in [{ft / MAX_TIME_STEPS:.3g}, {ft:.6g}] s (at most one scene "
-                                f"frame and at least 1/{MAX_TIME_STEPS} of one: a scene evaluation per step, at "
-                                f"{scene.render.fps / scene.render.fps_base:g} fps)", s.time_step)
+            raise SettingsError("time_step", f"in [{ft / MAX_TIME_STEPS:.3g}, {ft:.6g}] s (at most one "
+                                f"scene frame and at least 1/{MAX_TIME_STEPS} of one: a scene evaluation per "
+                                f"step, at {scene.render.fps / scene.render.fps_base:g} fps)", s.time_step)
         #: continuous time for this sensor: each ray at its firing time (swept sensors)
         self.timed = s.time_model == "continuous" and (self.sensor.sweep_period(s) is not None
                                                        or self.sensor.exposure_time(s) > 0)
