@@ -144,17 +144,25 @@ def _unlink_and_close(path: Path, fd: int) -> None:
         os.close(fd)
 
 
-def earlier_run_formats(folder: Path) -> list | None:
-    """The formats of the BlenSor run whose ``manifest.json`` is in ``folder``, or None
-    when there is none (no file, not JSON, or not a BlenSor manifest)."""
+def listed_in_manifest(path: Path, key: str) -> list | None:
+    """The strings of the list ``key`` in the BlenSor manifest at ``path`` (a JSON object
+    with ``blensor_version``: a range scan's ``manifest.json``, a motion export's
+    ``motion.json``), or None when there is none (no file, not JSON, not BlenSor's, or no
+    such list)."""
     import json
     try:
-        man = json.loads((Path(folder) / "manifest.json").read_text())
+        man = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(man, dict) or "blensor_version" not in man or not isinstance(man.get("formats"), list):
+    if not isinstance(man, dict) or "blensor_version" not in man or not isinstance(man.get(key), list):
         return None
-    return [f for f in man["formats"] if isinstance(f, str)]
+    return [v for v in man[key] if isinstance(v, str)]
+
+
+def earlier_run_formats(folder: Path) -> list | None:
+    """The formats of the BlenSor run whose ``manifest.json`` is in ``folder``, or None
+    when there is none (see :func:`listed_in_manifest`)."""
+    return listed_in_manifest(Path(folder) / "manifest.json", "formats")
 
 
 def _holds(folder: Path, files: list) -> str:

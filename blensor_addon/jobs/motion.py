@@ -45,7 +45,7 @@ from mathutils import Matrix
 from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
-from ..io.outdir import files_matching
+from ..io.outdir import files_matching, listed_in_manifest
 from ..io.trajectory import tum_bytes
 from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
 from ..scene.visibility import apply_render_visibility
@@ -62,13 +62,8 @@ MOTION_MANIFEST = "motion.json"
 def earlier_export_files(out: Path) -> set | None:
     """Relative paths an earlier export listed in ``out/motion.json`` (and that file),
     or None when there is no readable BlenSor motion manifest."""
-    try:
-        man = json.loads((out / MOTION_MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(man, dict) or "blensor_version" not in man or not isinstance(man.get("files"), list):
-        return None
-    return {f for f in man["files"] if isinstance(f, str)} | {MOTION_MANIFEST}
+    files = listed_in_manifest(out / MOTION_MANIFEST, "files")
+    return None if files is None else set(files) | {MOTION_MANIFEST}
 
 
 def parse_motion_formats(formats) -> tuple[str, ...]:

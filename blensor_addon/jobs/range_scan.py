@@ -365,10 +365,14 @@ class RangeScanJob:
         """Undo a set-up that failed: writers discarded, the folder released, and the
         folder removed if this run made it and it is still empty."""
         self._release()
+        self._remove_created_folder()
+
+    def _remove_created_folder(self) -> None:
+        """Remove the output folder if this run made it and it is empty (else keep it)."""
         out = getattr(self, "out", None)
         if self._created and out is not None:
             try:
-                out.rmdir()
+                out.rmdir()  # only if empty
             except OSError:
                 pass
 
@@ -568,11 +572,8 @@ class RangeScanJob:
             return path
         finally:
             self._release()
-            if forget and self._created:
-                try:
-                    self.out.rmdir()  # only if empty
-                except OSError:
-                    pass
+            if forget:
+                self._remove_created_folder()
             if self.scene.frame_current != self._old_frame or self.scene.frame_subframe:
                 self.scene.frame_set(self._old_frame)
 
