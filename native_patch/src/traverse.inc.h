@@ -270,6 +270,7 @@ static void BRT_FN(traverse_mesh)(const brt_mesh *m, const ray_t *r, hit_t *h, i
             for (int32_t p = idx; p < idx + count; ++p) BRT_FN(tri4_hit)(m, p, r, &best, &slot, &c1, &c2);
             if (slot >= 0) {
                 h->t = best; h->b1 = c1; h->b2 = c2; h->slot = slot; h->inst = inst;
+                BRT_PREFETCH(m->pk_tri + slot); /* read for the answer once the ray is done */
             }
         }
         for (;;) { /* next: the nearest pushed entry still nearer than the hit so far */
@@ -303,6 +304,10 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
             for (int32_t i = e.idx; i < e.idx + e.count; ++i) {
                 int32_t ii = s->order[i];
                 const instance_t *in = &s->inst[ii];
+                if (in->identity) { /* the world ray is the object's ray */
+                    BRT_FN(traverse_mesh)(in->mesh, &wr, h, ii);
+                    continue;
+                }
                 ray_t lr;
                 if (in->mo) { /* moving: its transform at the ray's time, in double */
                     if (!motion_ray(in->mo, tm, org, dir, lr.org, lr.dir)) continue;
@@ -313,8 +318,8 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
                         lr.dir[row] = q[0] * dir[0] + q[1] * dir[1] + q[2] * dir[2];
                     }
                 }
-                /* an instance that does not rotate or scale (the identity, a translation)
-                 * keeps the direction: its setup is the world ray's */
+                /* an instance that does not rotate or scale (a translation) keeps the
+                 * direction: its setup is the world ray's */
                 if (memcmp(lr.dir, wr.dir, sizeof lr.dir) == 0) ray_setup_dir_of(&lr, &wr);
                 else ray_setup(&lr);
                 BRT_FN(traverse_mesh)(in->mesh, &lr, h, ii);
