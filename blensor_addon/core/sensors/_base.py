@@ -213,6 +213,38 @@ def setting(default: Any, label: str, description: str, unit: str = "", *, lo=No
     return dataclasses.field(default=default, metadata={"blensor": meta})
 
 
+def noise_mu_setting(per: str = "ray", note: str = ""):
+    """The ``noise_mu`` setting (m) of a sensor with Gaussian range noise, per ``per``
+    (ray, pixel); ``note`` ends its description. Seed 000 section 3.4."""
+    return setting(0.0, "Noise mean", f"Per-{per} range noise mean{note}", "m", lo=-NOISE_LIMIT, hi=NOISE_LIMIT,
+                   precision=4)
+
+
+def noise_sigma_setting(default: float, per: str = "ray", note: str = ""):
+    """The ``noise_sigma`` setting (m, default ``default``); see :func:`noise_mu_setting`."""
+    return setting(default, "Noise sigma", f"Per-{per} range noise sigma{note}", "m", lo=0.0, hi=NOISE_LIMIT,
+                   precision=4)
+
+
+def ref_dist_setting():
+    """The ``ref_dist`` setting (m) of the reflectivity limit (seed 000 Eq. 1; see
+    :func:`reflectivity_limit`)."""
+    return setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns", "m",
+                   lo=0.0, hi=1e5)
+
+
+def ref_limit_setting():
+    """The ``ref_limit`` setting (reflectivity, 1) of the reflectivity limit."""
+    return setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
+                   lo=-REF_BOUND, hi=REF_BOUND)
+
+
+def ref_slope_setting(default: float, precision: int = 4):
+    """The ``ref_slope`` setting (1/m, default ``default``) of the reflectivity limit."""
+    return setting(default, "Reflectivity slope", "Growth of the minimum reflectivity per metre", "1/m",
+                   precision=precision, lo=-REF_BOUND, hi=REF_BOUND)
+
+
 def meta_of(cls_or_obj, name: str) -> Meta:
     """:class:`Meta` of setting ``name`` of a settings class or object."""
     for f in dataclasses.fields(cls_or_obj):

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SettingsError
-from ._base import NOISE_LIMIT, Sensor, SensorSettings, pinhole_intrinsics, refuse_rays, setting
+from ._base import (Sensor, SensorSettings, noise_mu_setting, noise_sigma_setting, pinhole_intrinsics,
+                    refuse_rays, setting)
 from .tof import RollingReadout, image_patterns, readout_setting
 
 
@@ -25,10 +26,8 @@ class DepthSettings(SensorSettings):
     time, a rolling shutter reading the rows out top first; 0 = global shutter)."""
 
     max_range: float = setting(1000.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e6, lo_open=True)
-    noise_mu: float = setting(0.0, "Noise mean", "Per-pixel range noise mean", "m",
-                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
-    noise_sigma: float = setting(0.0, "Noise sigma", "Per-pixel range noise sigma", "m",
-                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
+    noise_mu: float = noise_mu_setting("pixel")
+    noise_sigma: float = noise_sigma_setting(0.0, "pixel")
     readout_time: float = readout_setting()
 
 

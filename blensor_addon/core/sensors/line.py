@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import NOISE_LIMIT, REF_BOUND, Preset, SensorSettings, SweptSensor, check_less, setting
+from ._base import (Preset, SensorSettings, SweptSensor, check_less, noise_mu_setting, noise_sigma_setting,
+                    ref_dist_setting, ref_limit_setting, ref_slope_setting, setting)
 
 IBEO_LUX_PITCH_DEG = (1.6, 0.8, -0.8, -1.6)
 IBEO_LUX_BIAS_M = (0.015798891682948433, 0.030289711937446478, 0.044832263895615468, 0.022628361223111119)
@@ -56,16 +57,11 @@ class LineSettings(SensorSettings):
     max_range: float = setting(90.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     start_angle: float = setting(-50.0, "Start angle", "First mirror angle", "deg", lo=-180.0, hi=180.0)
     end_angle: float = setting(35.0, "End angle", "Last mirror angle (exclusive)", "deg", lo=-180.0, hi=180.0)
-    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean", "m",
-                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
-    noise_sigma: float = setting(0.03, "Noise sigma", "Per-ray range noise sigma", "m",
-                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
-    ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
-                              "m", lo=0.0, hi=1e5)
-    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
-                               lo=-REF_BOUND, hi=REF_BOUND)
-    ref_slope: float = setting(0.005333333, "Reflectivity slope", "Growth of the minimum reflectivity per metre",
-                               "1/m", precision=6, lo=-REF_BOUND, hi=REF_BOUND)
+    noise_mu: float = noise_mu_setting()
+    noise_sigma: float = noise_sigma_setting(0.03)
+    ref_dist: float = ref_dist_setting()
+    ref_limit: float = ref_limit_setting()
+    ref_slope: float = ref_slope_setting(0.005333333, precision=6)
 
     def check(self) -> None:
         check_less("start_angle", self.start_angle, "end_angle", self.end_angle, "deg")

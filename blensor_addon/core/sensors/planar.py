@@ -31,8 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (NOISE_LIMIT, REF_BOUND, Preset, SensorSettings, SweptSensor, check_less, check_table,
-                    interpolated_noise, setting)
+from ._base import (Preset, SensorSettings, SweptSensor, check_less, check_table, interpolated_noise,
+                    noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting,
+                    setting)
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
                         "(12,0,0.02) (15,0,0.024) (21,0,0.0315) (23,0,0.0215) (25,0,0.0167) (29,0,0.0338) "
@@ -89,20 +90,15 @@ class PlanarSettings(SensorSettings):
     rotation_speed: float = setting(40.0, "Sweep rate", "Field-of-view sweeps per second", "Hz",
                                     lo=0.0, hi=1000.0, lo_open=True)
     max_range: float = setting(30.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
-    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean (without an error table)", "m",
-                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
-    noise_sigma: float = setting(0.03, "Noise sigma", "Per-ray range noise sigma (without an error table)", "m",
-                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
+    noise_mu: float = noise_mu_setting(note=" (without an error table)")
+    noise_sigma: float = noise_sigma_setting(0.03, note=" (without an error table)")
     error_table: str = setting("", "Error table", "Distance-dependent noise: (distance, mu, sigma) triples in "
                                "metres, distances increasing; empty for Gaussian noise")
     range_resolution: float = setting(0.0, "Range resolution", "Measured ranges are rounded to this step "
                                       "(0: off)", "m", lo=0.0, hi=10.0, precision=4)
-    ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
-                              "m", lo=0.0, hi=1e5)
-    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
-                               lo=-REF_BOUND, hi=REF_BOUND)
-    ref_slope: float = setting(0.005333333, "Reflectivity slope", "Growth of the minimum reflectivity per metre",
-                               "1/m", precision=6, lo=-REF_BOUND, hi=REF_BOUND)
+    ref_dist: float = ref_dist_setting()
+    ref_limit: float = ref_limit_setting()
+    ref_slope: float = ref_slope_setting(0.005333333, precision=6)
 
     def check(self) -> None:
         check_less("start_angle", self.start_angle, "end_angle", self.end_angle, "deg")

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (CHUNK_RAYS, NOISE_LIMIT, REF_BOUND, Preset, RayPattern, Sensor, SensorSettings, ray_limit,
+from ._base import (CHUNK_RAYS, NOISE_LIMIT, Preset, RayPattern, Sensor, SensorSettings, noise_mu_setting,
+                    noise_sigma_setting, ray_limit, ref_dist_setting, ref_limit_setting, ref_slope_setting,
                     returns_mask, setting)
 
 HDL64E_S2_ELEVATIONS_DEG = (
@@ -176,21 +177,16 @@ class LidarSettings(SensorSettings):
     start_angle: float = setting(0.0, "Start angle", "Sector start (azimuth)", "deg", lo=-360.0, hi=360.0)
     end_angle: float = setting(360.0, "End angle", "Sector end (azimuth), at most one turn after the start",
                                "deg", lo=-360.0, hi=720.0)
-    noise_mu: float = setting(0.0, "Noise mean", "Per-ray range noise mean", "m",
-                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
-    noise_sigma: float = setting(0.01, "Noise sigma", "Per-ray range noise sigma", "m",
-                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
+    noise_mu: float = noise_mu_setting()
+    noise_sigma: float = noise_sigma_setting(0.01)
     bias_distribution: str = setting("table", "Laser bias", "Per-laser distance bias: the preset's calibrated "
                                      "table, Gaussian or Laplace (drawn from the seed)",
                                      choices=BIAS_DISTRIBUTIONS)
     bias_sigma: float = setting(0.078, "Bias sigma", "Per-laser bias spread", "m",
                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
-    ref_dist: float = setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns",
-                              "m", lo=0.0, hi=1e5)
-    ref_limit: float = setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
-                               lo=-REF_BOUND, hi=REF_BOUND)
-    ref_slope: float = setting(0.01, "Reflectivity slope", "Growth of the minimum reflectivity per metre",
-                               "1/m", precision=4, lo=-REF_BOUND, hi=REF_BOUND)
+    ref_dist: float = ref_dist_setting()
+    ref_limit: float = ref_limit_setting()
+    ref_slope: float = ref_slope_setting(0.01)
 
     def check(self) -> None:
         if not (self.start_angle < self.end_angle <= self.start_angle + 360.0):

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import (CHUNK_RAYS, MAX_PIXELS_SIDE, NOISE_LIMIT, Preset, RayPattern, Sensor, SensorSettings,
-                    angles_of, pinhole_grid, pinhole_intrinsics, refuse_rays, setting)
+from ._base import (CHUNK_RAYS, MAX_PIXELS_SIDE, Preset, RayPattern, Sensor, SensorSettings, angles_of,
+                    noise_mu_setting, noise_sigma_setting, pinhole_grid, pinhole_intrinsics, refuse_rays, setting)
 
 PRESETS = {
     "sr4000": Preset("MESA SR4000", {"width": 176, "height": 144, "fov_h": 43.6, "fov_v": 34.6, "max_range": 20.0,
@@ -64,10 +64,8 @@ class TofSettings(SensorSettings):
     fov_v: float = setting(34.6, "Vertical FOV", "Vertical field of view", "deg", lo=0.0, hi=180.0,
                            lo_open=True, hi_open=True)
     max_range: float = setting(20.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
-    noise_mu: float = setting(0.0, "Noise mean", "Per-pixel range noise mean", "m",
-                              lo=-NOISE_LIMIT, hi=NOISE_LIMIT, precision=4)
-    noise_sigma: float = setting(0.004, "Noise sigma", "Per-pixel range noise sigma", "m",
-                                 lo=0.0, hi=NOISE_LIMIT, precision=4)
+    noise_mu: float = noise_mu_setting("pixel")
+    noise_sigma: float = noise_sigma_setting(0.004, "pixel")
     backfolding: bool = setting(False, "Backfolding", "Report the measured range modulo the ambiguity range "
                                 "(seed 000 Eq. 3)")
     ambiguity_range: float = setting(10.0, "Ambiguity range", "Range at which the phase wraps", "m", lo=0.0,
