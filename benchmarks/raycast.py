@@ -292,20 +292,20 @@ def end_to_end(repeat):
         t0 = time.perf_counter()
         one_revolution()
         revs.append(time.perf_counter() - t0)
-    frame_times = []
+    sweep_times = []
     last = [time.perf_counter()]
 
     def progress(done, total, entry):
         now = time.perf_counter()
         if entry is not None:
-            frame_times.append(now - last[0])
+            sweep_times.append(now - last[0])
         last[0] = now
 
     t0 = time.perf_counter()
     job = scan_range(cam, range(1, 11), tmp / "range", ("npz",), backend="native", progress=progress)
     total = time.perf_counter() - t0
     blensor_addon.unregister()  # bpy 4.2 crashes and 4.5 hangs at exit while classes are registered
-    return statistics.median(revs), frame_times, total, job.points
+    return statistics.median(revs), sweep_times, total, job.points
 
 
 def main(argv=None) -> int:
@@ -341,8 +341,8 @@ def main(argv=None) -> int:
     print("end to end (HDL-64E S2, real bpy scene, native backend)")
     print(f"  one revolution: extract + build + cast + noise + npz   {rev:.3f} s (median of {args.repeat})")
     print(f"  10-frame range scan with moving cars: total {total:.3f} s, {points:,} points")
-    print(f"    first frame (builds every mesh BVH)                 {frames[0]:.3f} s")
-    print(f"    later frames, meshes unchanged (median, max)        {statistics.median(frames[1:]):.3f} s, "
+    print(f"    first sweep (builds every mesh BVH)                 {frames[0]:.3f} s")
+    print(f"    later sweeps, meshes unchanged (median, max)        {statistics.median(frames[1:]):.3f} s, "
           f"{max(frames[1:]):.3f} s")
     return 0
 
