@@ -542,6 +542,26 @@ def cmd_info(args) -> int:
 COMMANDS = {"scan": cmd_scan, "depth": cmd_depth, "motion": cmd_motion, "info": cmd_info, "sensors": cmd_sensors}
 
 
+#: options whose value may start with "-" (a negative frame or time): argparse takes
+#: "--frames -3--1" for an option "-3--1"; such values are attached ("--frames=-3--1")
+_SIGNED_VALUE_OPTIONS = ("--frames", "--time")
+
+
+def _attach_signed_values(argv: list[str]) -> list[str]:
+    """``argv`` with each value of :data:`_SIGNED_VALUE_OPTIONS` that starts with "-"
+    and a digit or "." joined to its option, so argparse reads it as the value."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _SIGNED_VALUE_OPTIONS and i + 1 < len(argv) and argv[i + 1][:2].rstrip("0123456789.") == "-":
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(a)
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``blensor`` console script; returns the exit status (see the
     module docstring). The add-on is unregistered before returning: bpy 4.2 crashes and
@@ -549,7 +569,8 @@ def main(argv: list[str] | None = None) -> int:
     global _SIGNALS
     _SIGNALS = _Signals()  # first (the parser imports the writers): Blender must not see a signal
     try:
-        return _main(_build_parser().parse_args(argv))
+        return _main(_build_parser().parse_args(_attach_signed_values(sys.argv[1:] if argv is None else
+                                                                       [str(a) for a in argv])))
     finally:  # also after a SystemExit of the parser
         _SIGNALS.restore()
         _SIGNALS = None

@@ -83,6 +83,13 @@ def test_info_lists_cameras():
      "got 'frames 1-1 (0.0416667-0.0833333 s)'"),
     (["scan", CROSSING, "--formats", "pcd", "--pcd-ascii", "--option", "pcd.ascii=false"],
      "--pcd-ascii must be not given with --option pcd.ascii"),
+    # a value starting with "-" was taken for an option ("expected one argument"); Blender
+    # keeps a scene's frame range at 0 or above, so the value is refused naming that range
+    (["scan", CROSSING, "--frames", "-3--1"], "--frames must be integers within the scene's frame range 1-48, "
+                                              "got '-3--1'"),
+    (["scan", CROSSING, "--frames", "-2"], "--frames must be integers within the scene's frame range 1-48"),
+    (["scan", CROSSING, "--time", "-1-0.5"], "--time must be an interval t0-t1 (s) with t0 < t1 within the "
+                                             "scene's frames, 0.0416667-2.04167 s, got '-1-0.5'"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_files(tmp_path, args, needle):
     res = run(*args, cwd=tmp_path)
