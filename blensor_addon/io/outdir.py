@@ -78,16 +78,15 @@ class FolderLock:
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / LOCK_NAME
         self._fd = None
+        symlink = SettingsError("out", f"a folder without a symlink at {LOCK_NAME} (never followed)", str(folder))
         for _ in range(100):  # another run removing its lock meanwhile: try again
             if not hasattr(os, "O_NOFOLLOW") and self.path.is_symlink():  # Windows: no O_NOFOLLOW
-                raise SettingsError("out", f"a folder without a symlink at {LOCK_NAME} (never followed)",
-                                    str(folder))
+                raise symlink
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
             except OSError as exc:
                 if exc.errno == errno.ELOOP or self.path.is_symlink():
-                    raise SettingsError("out", f"a folder without a symlink at {LOCK_NAME} (never followed)",
-                                        str(folder)) from None
+                    raise symlink from None
                 raise OutputError(exc.errno, f"cannot create the lock file ({exc.strerror})",
                                   str(self.path)) from None
             try:
