@@ -191,3 +191,15 @@ def test_swept_sensor_refusal_names_the_setting_whose_advice_works():
     fit = float(re.search(r"at most ([0-9.e+-]+) Hz", str(ei.value)).group(1))
     assert sen.check_budget(PlanarSettings(angle_resolution=0.0005, rotation_speed=fit * 0.99), 1, 1 / 24,
                             "range", None) <= 20_000_000
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
+@pytest.mark.parametrize("env,expected", [({}, "True True"), ({"BLENSOR_KEEP_HEAP": "0"}, "False False")])
+def test_freed_memory_is_kept_once_per_process_unless_switched_off(env, expected):
+    """core/alloc.py: glibc accepts M_TOP_PAD (mallopt returns 1), the second call reports
+    the first's outcome, and BLENSOR_KEEP_HEAP=0 leaves the allocator alone."""
+    import os
+    code = "from blensor_addon.core import alloc; print(alloc.keep_freed_memory(), alloc.keep_freed_memory())"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, **env}, check=True)
+    assert res.stdout.split("\n")[-2] == expected, res.stdout + res.stderr

@@ -13,6 +13,7 @@ import bpy
 import numpy as np
 
 from ..core.axes import check_axes, to_axes
+from ..core.alloc import keep_freed_memory
 from ..core.blas import single_blas_thread
 from ..core.classes import semantic_of_objects
 from ..core.errors import SettingsError
@@ -216,6 +217,7 @@ class Scanner:
                  frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
                  overrides: dict | None = None, axes: str = "blensor",
                  packet_hashes: bool = False) -> None:
+        keep_freed_memory()  # once per process: a scan's arrays reuse freed pages (core/alloc.py)
         self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
         self.axes = check_axes(axes)
         if frame_of_reference not in FRAMES_OF_REFERENCE:
