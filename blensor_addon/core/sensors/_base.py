@@ -215,7 +215,7 @@ def setting(default: Any, label: str, description: str, unit: str = "", *, lo=No
 
 def noise_mu_setting(per: str = "ray", note: str = ""):
     """The ``noise_mu`` setting (m) of a sensor with Gaussian range noise, per ``per``
-    (ray, pixel); ``note`` ends its description. Seed 000 section 3.4."""
+    (ray, pixel); ``note`` ends its description. Seed 000 section 3.2 (per-ray noise)."""
     return setting(0.0, "Noise mean", f"Per-{per} range noise mean{note}", "m", lo=-NOISE_LIMIT, hi=NOISE_LIMIT,
                    precision=4)
 
