@@ -337,13 +337,13 @@ def main(argv=None) -> int:
         base = res["static"]
         print(f"  {label:<20} " + "  ".join(f"{k} {v:.4f} s (x{v / base:.2f})" for k, v in res.items()))
     print()
-    rev, frames, total, points = end_to_end(args.repeat)
+    rev, sweeps, total, points = end_to_end(args.repeat)
     print("end to end (HDL-64E S2, real bpy scene, native backend)")
     print(f"  one revolution: extract + build + cast + noise + npz   {rev:.3f} s (median of {args.repeat})")
     print(f"  10-frame range scan with moving cars: total {total:.3f} s, {points:,} points")
-    print(f"    first sweep (builds every mesh BVH)                 {frames[0]:.3f} s")
-    print(f"    later sweeps, meshes unchanged (median, max)        {statistics.median(frames[1:]):.3f} s, "
-          f"{max(frames[1:]):.3f} s")
+    print(f"    first sweep (builds every mesh BVH)                 {sweeps[0]:.3f} s")
+    print(f"    later sweeps, meshes unchanged (median, max)        {statistics.median(sweeps[1:]):.3f} s, "
+          f"{max(sweeps[1:]):.3f} s")
     return 0
 
 

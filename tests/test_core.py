@@ -196,8 +196,9 @@ def test_swept_sensor_refusal_names_the_setting_whose_advice_works():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
 @pytest.mark.parametrize("env,expected", [({}, "True True"), ({"BLENSOR_KEEP_HEAP": "0"}, "False False")])
 def test_freed_memory_is_kept_once_per_process_unless_switched_off(env, expected):
-    """core/alloc.py: glibc accepts M_TOP_PAD (mallopt returns 1), the second call reports
-    the first's outcome, and BLENSOR_KEEP_HEAP=0 leaves the allocator alone."""
+    """core/alloc.py: glibc accepts M_MMAP_THRESHOLD and M_TOP_PAD (mallopt returns 1 for
+    each), the second call reports the first's outcome, and BLENSOR_KEEP_HEAP=0 leaves the
+    allocator alone."""
     import os
     code = "from blensor_addon.core import alloc; print(alloc.keep_freed_memory(), alloc.keep_freed_memory())"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -226,8 +226,7 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
                 M = poses[o.name_full][i]
                 e = Matrix(M.tolist()).to_euler("XYZ")
                 lines.append(f"timestamp: {f / fps:.4f} object: {_one_line(o.name)} x: {M[0, 3]:.10f} "
-                             f"y: {M[1, 3]:.10f} "
-                             f"z: {M[2, 3]:.10f} rx: {e.x:.10f} ry: {e.y:.10f} rz: {e.z:.10f}\n")
+                             f"y: {M[1, 3]:.10f} z: {M[2, 3]:.10f} rx: {e.x:.10f} ry: {e.y:.10f} rz: {e.z:.10f}\n")
         files.append(("motion.txt", "".join(lines).encode()))
     stems = file_stems(obs)
     if "tum" in formats:

@@ -109,7 +109,7 @@ def _make_groups():
     for name in nested:
         ann[name] = f"PointerProperty(type=NESTED_BY_TYPE[{name!r}])"
     ann.update({k: f"OUTPUT_OPTIONS[{k!r}]()" for k in OUTPUT_OPTIONS})
-    for prop, (_fmt, _opt, f) in format_options().items():  # every writer's options, from the registry
+    for prop in format_options():  # every writer's options, from the registry
         ann[prop] = f"format_option_property({prop!r})"
     camera = type("BLENSOR_PG_sensor", (bpy.types.PropertyGroup,),
                   {"__annotations__": ann, "__module__": __name__,
