@@ -35,7 +35,7 @@ STAGE = ROOT / "build" / "extension"
 #: an extension cannot pip-install (Blender installs the listed wheels itself)
 WHEELS = ("threadpoolctl==3.6.0", "laspy==2.7.0", "lazrs==0.8.2", "plyfile==1.0.3", "rosbags==0.11.9",
           "pillow==11.3.0", "apsw==3.54.1.0", "lz4==4.4.5", "backports.zstd==1.8.0", "ruamel.yaml==0.19.1",
-          "typing_extensions==4.16.0")
+          "ruamel.yaml.clib==0.2.15", "typing_extensions==4.16.0")
 #: pip platform tags of every Blender platform
 PIP_PLATFORMS = {
     "linux-x64": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),
