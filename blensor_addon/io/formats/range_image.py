@@ -55,7 +55,9 @@ def preview_png(images: dict[str, np.ndarray], max_range: float) -> bytes:
         b = np.where(np.isfinite(i), 255.0 * np.clip(i, 0.0, 1.0), 0.0)
     img = np.repeat(np.vstack([a, b]).astype(np.uint8), rep, axis=0)
     buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="PNG")  # uint8 (H, W): 8-bit grey ("L")
+    # uint8 (H, W): 8-bit grey ("L"); zlib level 1: a 64-laser preview in 2.2 ms and 21 kB
+    # instead of 4.0 ms and 15 kB at Pillow's default 6
+    Image.fromarray(img).save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 
