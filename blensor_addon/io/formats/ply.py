@@ -27,32 +27,54 @@ PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), (
 _INT_FIELDS = ("channel", "ring", "semantic", "object_id", "instancer_id", "instance_id", "ray_index")
 
 
-def ply_bytes(result: ScanResult, noisy: bool = False) -> bytes:
-    """The binary PLY file of ``result`` (the noisy points if ``noisy``).
+def ply_vertices(result: ScanResult, noisy: bool | None = False) -> np.ndarray:
+    """The ``vertex`` records of ``result`` (the noisy points if ``noisy``): (N,)
+    structured array of dtype :data:`PLY_DTYPE`. With ``noisy=None`` the fields in
+    which the two clouds differ (x, y, z, range) are left unset (:func:`_set_cloud`).
 
     Raises:
         ValueError: an id or ray index above 2^31 - 1 (int32); scans that large are
             refused before they are cast (the ray limit).
     """
-    from plyfile import PlyData, PlyElement
     for k in _INT_FIELDS:
         a = getattr(result, k)
         if a.size and int(a.max()) > np.iinfo(np.int32).max:
             raise ValueError(f"PLY: {k} {int(a.max())} does not fit the int32 property")
     v = np.empty(len(result), PLY_DTYPE)
-    xyz = result.xyz_noisy if noisy else result.xyz
     for i, k in enumerate("xyz"):
-        v[k] = xyz[:, i]
         v["n" + k] = result.normal[:, i]
     for i, k in enumerate(("red", "green", "blue")):
         v[k] = result.color[:, i]
-    v["range"] = result.range_noisy if noisy else result.range
     for k in ("intensity", "reflectivity", "timestamp", "azimuth", "elevation", "channel", "ring", "semantic",
               "object_id", "instancer_id", "instance_id", "ray_index"):
         v[k] = getattr(result, k)
+    if noisy is not None:
+        _set_cloud(v, result, noisy)
+    return v
+
+
+def _set_cloud(v: np.ndarray, result: ScanResult, noisy: bool) -> None:
+    """Write the fields in which the clean and the noisy cloud differ (x, y, z, range)."""
+    xyz = result.xyz_noisy if noisy else result.xyz
+    for i, k in enumerate("xyz"):
+        v[k] = xyz[:, i]
+    v["range"] = result.range_noisy if noisy else result.range
+
+
+def _ply_file(v: np.ndarray) -> bytes:
+    from plyfile import PlyData, PlyElement
     buf = io.BytesIO()
     PlyData([PlyElement.describe(v, "vertex")], text=False, byte_order="<").write(buf)
     return buf.getvalue()
+
+
+def ply_bytes(result: ScanResult, noisy: bool = False) -> bytes:
+    """The binary PLY file of ``result`` (the noisy points if ``noisy``).
+
+    Raises:
+        ValueError: as :func:`ply_vertices`.
+    """
+    return _ply_file(ply_vertices(result, noisy))
 
 
 class PlyWriter(Writer):
@@ -65,7 +87,12 @@ class PlyWriter(Writer):
     requires = ("plyfile",)
 
     def frame_files(self, result):
-        return clean_and_noisy(result, "ply", lambda noisy: ply_bytes(result, noisy))
+        v = ply_vertices(result, None)  # the fields both clouds share, filled once
+
+        def encode(noisy):
+            _set_cloud(v, result, noisy)
+            return _ply_file(v)
+        return clean_and_noisy(result, "ply", encode)
 
 
 WRITER = PlyWriter
