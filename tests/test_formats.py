@@ -40,16 +40,28 @@ def test_las_and_laz_read_back_with_laspy(run):
     import laspy
     for fmt in ("las", "laz"):
         for kind, key in (("clean", "xyz"), ("noisy", "xyz_noisy")):
-            z = np.load(run / "scan00003.npz")
+            npz = np.load(run / "scan00003.npz")
             las = laspy.read(run / kind / f"scan00003.{fmt}")
             assert las.header.version.major == 1 and las.header.version.minor == 4
-            assert las.header.point_format.id == 7 and len(las.points) == len(z["range"]) > 50_000
+            assert las.header.point_format.id == 7 and len(las.points) == len(npz["range"]) > 50_000
+            # points by ring (elevation rank), each ring in firing order: the npz's points
+            # in that order
+            order = np.argsort(npz["ring"], kind="stable")
+            assert not np.array_equal(order, np.arange(len(order)))  # the order is not the npz's
+            z = {k: npz[k][order] for k in npz.files if npz[k].shape[:1] == order.shape}
+            assert (np.diff(las.ring.astype(int)) >= 0).all()
+            ring_start = np.r_[True, np.diff(las.ring.astype(int)) > 0]
+            assert (np.diff(las.gps_time)[~ring_start[1:]] >= 0).all()
             xyz = np.stack([las.x, las.y, las.z], 1)
             assert np.abs(xyz - z[key].astype(np.float64)).max() <= 1e-4  # 0.1 mm
             assert np.array_equal(las.gps_time, z["timestamp"])
             assert np.array_equal(las.classification, np.minimum(z["semantic"], 255))
             assert np.array_equal(las.semantic, z["semantic"]) and np.array_equal(las.ring, z["ring"])
             assert np.array_equal(las.object_id, z["object_id"])
+            assert np.array_equal(las.instancer_id, z["instancer_id"])
+            assert np.array_equal(las.point_source_id, z["instance_id"] & 0xFFFF)
+            assert np.array_equal(las.reflectivity, z["reflectivity"])
+            assert np.array_equal(np.stack([las.red, las.green, las.blue], 1), z["color"].astype(np.uint16) * 257)
             assert np.array_equal(las["range"], z["range_noisy" if kind == "noisy" else "range"])
             assert np.array_equal(las.intensity, np.round(z["intensity"] * 65535).astype(np.uint16))
             # one return per pulse: LAS 1.4 wants return numbers 1..15

@@ -10,7 +10,9 @@ id (SemanticKITTI ids, 0..255; the moving-* classes 252..259 above 255 are clipp
 there and kept exactly in ``semantic``); ``point_source_id`` = instance index (low 16
 bits). Extra bytes: ``object_id``, ``instancer_id`` (uint32), ``semantic``, ``ring``
 (uint16), ``range`` and ``reflectivity`` (float32). Coordinates are the result's
-(sensor or world frame, in its axes).
+(sensor or world frame, in its axes). Points are ordered by ring (elevation rank, lowest
+first), each ring in firing order (see :func:`_build`); the npz, PLY and PCD keep the
+scan's own order.
 """
 from __future__ import annotations
 
@@ -31,10 +33,13 @@ def las_data(result: ScanResult, noisy: bool = False, share: bool = False):
     in the module docstring. With ``share`` (the writers) the frame's two clouds are kept
     until the writers have encoded the frame (:meth:`LasWriter.append` drops them), so
     the LAS and LAZ writers of a run encode each cloud once."""
+    other = None
     for r, nz, las in _LAST:
-        if r is result and nz == noisy:
-            return las
-    las = _build(result, noisy)
+        if r is result:
+            if nz == noisy:
+                return las
+            other = las
+    las = _build(result, noisy, other)
     if share:
         if _LAST and _LAST[0][0] is not result:
             _LAST.clear()
@@ -46,11 +51,18 @@ def las_data(result: ScanResult, noisy: bool = False, share: bool = False):
 _LAST: list = []
 
 
-def _build(result: ScanResult, noisy: bool):
+def _build(result: ScanResult, noisy: bool, other=None):
     """The ``laspy.LasData`` of one cloud. The point record is filled as one numpy array
     of the point format's own dtype (X, Y, Z as laspy scales them: round((x - offset) /
     scale)) instead of through laspy's per-field setters, which check and convert every
     field again (half the cost of a LAS file); laspy still writes the header and the file.
+    ``other``: the frame's other cloud, already built; its record is copied and only the
+    fields in which the clouds differ (X, Y, Z, range) are filled.
+
+    Points are ordered by ring (the elevation rank), each ring in firing order: a laser's
+    scan line is contiguous, so LAZ's predictors see neighbouring points one after the
+    other (a 124k-point HDL-64E cloud compresses to 0.97 MB instead of 1.82 MB, in 24%
+    less time). Every point keeps its ring and ``gps_time``.
 
     Raises:
         ValueError: the cloud spans more than the scaled int32 coordinates hold (214 km
@@ -64,24 +76,31 @@ def _build(result: ScanResult, noisy: bool):
     offsets = np.floor([float(xyz[:, k].min()) for k in range(3)]) if len(xyz) else np.zeros(3)
     header.offsets = offsets
     header.add_extra_dims([laspy.ExtraBytesParams(name=n, type=t) for n, t in EXTRA])
-    rec = np.zeros(len(xyz), header.point_format.dtype())
+    order = np.argsort(result.ring, kind="stable")  # radix sort of uint16: 0.2 ms for 124k points
+    if other is not None:
+        # copied as bytes: numpy copies a packed record dtype field by field (4.5 ms, not 0.3)
+        base = np.asarray(other.points.array)
+        rec = base.view(np.uint8).copy().view(base.dtype)
+    else:
+        rec = np.zeros(len(xyz), header.point_format.dtype())
+        # one return per pulse: return number 1 of 1 (bits 0-3 and 4-7; LAS 1.4 wants 1..15)
+        rec["bit_fields"] = 0x11
+        rec["gps_time"] = result.timestamp
+        rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 65535)
+        for k, name in enumerate(("red", "green", "blue")):
+            rec[name] = result.color[:, k].astype(np.uint16) * 257
+        rec["classification"] = np.minimum(result.semantic, 255)
+        rec["point_source_id"] = result.instance_id & 0xFFFF
+        for name in ("object_id", "instancer_id", "semantic", "ring", "reflectivity"):
+            rec[name] = getattr(result, name)
+        rec = rec.take(order)  # one gather of whole records (fancy indexing a structured array is 30x slower)
     for k, name in enumerate("XYZ"):
         q = np.round((xyz[:, k].astype(np.float64) - offsets[k]) / SCALE)
         if len(q) and q.max() > np.iinfo(np.int32).max:
             raise ValueError(f"LAS: the cloud spans more than {np.iinfo(np.int32).max * SCALE / 1e3:.0f} km "
                              f"on axis {'xyz'[k]}; LAS cannot hold it at {SCALE * 1e3:g} mm resolution")
-        rec[name] = q
-    # one return per pulse: return number 1 of 1 (bits 0-3 and 4-7; LAS 1.4 wants 1..15)
-    rec["bit_fields"] = 0x11
-    rec["gps_time"] = result.timestamp
-    rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 65535)
-    for k, name in enumerate(("red", "green", "blue")):
-        rec[name] = result.color[:, k].astype(np.uint16) * 257
-    rec["classification"] = np.minimum(result.semantic, 255)
-    rec["point_source_id"] = result.instance_id & 0xFFFF
-    for name in ("object_id", "instancer_id", "semantic", "ring", "reflectivity"):
-        rec[name] = getattr(result, name)
-    rec["range"] = result.range_noisy if noisy else result.range
+        rec[name] = q.take(order)
+    rec["range"] = (result.range_noisy if noisy else result.range).take(order)
     points = laspy.ScaleAwarePointRecord(rec, header.point_format, header.scales, header.offsets)
     return laspy.LasData(header, points=points)
 
