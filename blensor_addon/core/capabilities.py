@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 #: ``sweep``: the sensor sweeps its field of view once every ``period`` s (rotating,
 #: line, planar); ``exposure``: one image per scene frame, read out over ``exposure`` s
 #: (ToF, Kinect, depth camera); ``stream``: a pattern that never repeats (no sweep, no

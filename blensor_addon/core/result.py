@@ -210,7 +210,8 @@ class ScanResult:
         for name, (dtype, shape) in FIELDS.items():
             if name == "ray_index" and self.ray_index is None:
                 if self.has_grid:
-                    raise ValueError(f"ScanResult.ray_index is None, but the result has a grid {self.grid_shape}")
+                    raise ValueError(f"ScanResult.ray_index is None, but the result has a grid "
+                                     f"{self.grid_shape}")
                 continue
             arr = np.ascontiguousarray(getattr(self, name), dtype=dtype)
             if arr.shape != (n, *shape):

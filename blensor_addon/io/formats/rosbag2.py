@@ -156,14 +156,15 @@ class Rosbag2Writer(Writer):
         from its capabilities: ``grid`` (1, columns a sweep), ``timing.period``,
         ``column_angles``, ``max_range``; [] for other sensors."""
         caps = capabilities_of(result)
-        if (caps.column_angles is None or caps.grid is None or caps.grid[0] != 1 or caps.timing.kind != "sweep"
-                or not result.has_grid):
+        if (caps.column_angles is None or caps.grid is None or caps.grid[0] != 1
+                or caps.timing.kind != "sweep" or not result.has_grid):
             return []
         count, period = int(caps.grid[1]), float(caps.timing.period)
         cols = result.grid_shape[1]  # the packet's columns, in firing order
         if not cols or not count:
             return []
-        g = caps.timing.first_column(count, result.frame * result.frame_time) + np.arange(cols, dtype=np.int64)
+        first_g = caps.timing.first_column(count, result.frame * result.frame_time)
+        g = first_g + np.arange(cols, dtype=np.int64)
         col, stamps = g % count, g / (count / period)
         ranges = np.full(cols, np.inf, np.float32)
         inten = np.zeros(cols, np.float32)
