@@ -52,6 +52,9 @@ class RunInfo:
         frame_time (s): seconds per packet (the frame time, or the sweep period with
         ``packets = sweep``); frames: the packets scanned (frame or sweep numbers: a list or
         range of int).
+    ``sensor_type`` and ``sensor`` describe the run (the manifest's record); no writer
+    reads them: what a writer needs about the sensor is on the result
+    (:func:`capabilities_of`).
     """
 
     camera: str = ""
