@@ -1,9 +1,13 @@
 """What each file format costs: one HDL-64E S2 revolution of the demo crossing, written
 by every writer of the registry, in real Blender.
 
-Usage: ``.venv/bin/python benchmarks/writers.py [--repeat R]``
+Usage: ``.venv/bin/python benchmarks/writers.py [--repeat R] [--only npz]``
 
-Three tables:
+``--only npz``: only table 0. Otherwise four tables:
+
+0. npz compression: the single scan of table 1 encoded as npz stored (``npz.compress=
+   false``, as ``numpy.savez``) and deflated (the default; levels 1, the writer's, and
+   6, ``numpy.savez_compressed``'s): seconds, seconds per 10^6 points, bytes.
 
 1. One single scan (a full HDL-64E S2 revolution, warm) and every point-cloud writer
    writing it in one run as the CLI drives them (each writer opened, the frame encoded
@@ -43,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", choices=("npz",), help="only table 0 (npz compression)")
     args = ap.parse_args(argv)
     import bpy
 
@@ -52,6 +57,10 @@ def main(argv=None) -> int:
     bpy.ops.wm.open_mainfile(filepath=str(ROOT / "scenes" / "crossing.blend"))
     cam = bpy.data.objects["Velodyne"]
     r = blensor_addon.scan(cam, frame=12)
+    npz_table(r, args.repeat)
+    if args.only == "npz":
+        blensor_addon.unregister()
+        return 0
     tof = blensor_addon.scan(cam, frame=12, sensor_type="tof")
     # each repeat: the scan (warm), then every point-cloud writer in one run on its result,
     # as the CLI drives them (LAS and LAZ encode each cloud once); multi-frame files in a
@@ -70,7 +79,7 @@ def main(argv=None) -> int:
             t_run = time.perf_counter()
             ws = {}
             for name, W in WRITERS.items():
-                if not W.needs_image:
+                if not W.needs.image:
                     t0 = time.perf_counter()
                     (Path(tmp) / name).mkdir()
                     ws[name] = W(Path(tmp) / name, None, run)
@@ -91,7 +100,7 @@ def main(argv=None) -> int:
     # image formats, on a ToF frame, each alone
     with tempfile.TemporaryDirectory(dir=ram) as tmp:
         for name, W in WRITERS.items():
-            if not W.needs_image:
+            if not W.needs.image:
                 continue
             times = []
             for k in range(args.repeat):
@@ -135,7 +144,7 @@ def main(argv=None) -> int:
         sc.close()
         run = RunInfo(sensor=results[0].sensor, frames=frames, **info)
         for name, W in WRITERS.items():
-            if W.needs_image:
+            if W.needs.image:
                 continue
             with tempfile.TemporaryDirectory() as tmp:  # each measure starts with no files of the last
                 t0 = time.perf_counter()
@@ -153,7 +162,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             ws = []
             for name, W in WRITERS.items():
-                if not W.needs_image:
+                if not W.needs.image:
                     (folder / name).mkdir()
                     ws.append(W(folder / name, None, run))
             for x in results:
@@ -178,7 +187,7 @@ def main(argv=None) -> int:
     # 3. the range-scan runner as the CLI drives it, files on this machine's disk: scans on
     # the main thread, every frame's writing on the writer thread (WriterThread) meanwhile
     from blensor_addon.jobs.range_scan import scan_range
-    cloud_formats = tuple(n for n, W in WRITERS.items() if not W.needs_image)
+    cloud_formats = tuple(n for n, W in WRITERS.items() if not W.needs.image)
     runs = {}
     for label, fmts in (("npz only", ("npz",)), ("every point-cloud format", cloud_formats)):
         ts = []
@@ -193,6 +202,30 @@ def main(argv=None) -> int:
         print(f"  {label:26s} {t:7.3f} s  {t / scan_total:5.2f} x the scan of every frame")
     blensor_addon.unregister()
     return 0
+
+
+def npz_table(r, repeat: int) -> None:
+    """Table 0: the npz of the scan ``r`` stored and deflated (see the module docstring)."""
+    from blensor_addon.io.formats import npz
+    from blensor_addon.io.formats.npz import npz_bytes
+    level = npz.COMPRESS_LEVEL
+    cases = (("stored (npz.compress=false)", False, level),
+             (f"deflated, level {level} (default)", True, level),
+             ("deflated, level 6 (numpy.savez_compressed)", True, 6))
+    print(f"npz of one HDL-64E S2 revolution (frame 12), {len(r):,} points, median of {repeat}")
+    print(f"  {'encoding':44s} {'seconds':>8s} {'s per 1M pts':>13s} {'bytes':>12s}")
+    try:
+        for label, compress, lvl in cases:
+            npz.COMPRESS_LEVEL = lvl
+            ts = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                data = npz_bytes(r, compress)
+                ts.append(time.perf_counter() - t0)
+            t = statistics.median(ts)
+            print(f"  {label:44s} {t:8.3f} {t / len(r) * 1e6:13.3f} {len(data):12,d}")
+    finally:
+        npz.COMPRESS_LEVEL = level
 
 
 if __name__ == "__main__":

@@ -284,3 +284,279 @@ def test_kitti_and_ros_points_do_not_depend_on_the_frame_of_reference(bpy_mod, c
         with np.load(tmp_path / "sensor" / "scan00001.npz") as z:
             assert np.array_equal(w["xyz_noisy_sensor"], z["xyz_noisy"])
             assert not np.array_equal(w["xyz"], z["xyz"])
+
+
+# -- the result model and the writers' needs (issue 20 section 2) ------------------------------
+
+def synthetic(n=6, *, grid=(2, 3), world_offset=None, extra=None, capabilities=None, frame=1, axes="blensor"):
+    """A hand-made ScanResult of ``n`` returns on a ``grid`` (None: no grid, no ray_index);
+    with ``world_offset`` (3,) m a world-frame result whose float64 points lie there."""
+    from blensor_addon.core.result import ScanResult
+    rng = np.random.default_rng(5)
+    xyz = rng.uniform(-20.0, 20.0, (n, 3))
+    meta = {}
+    if world_offset is not None:
+        xyz = xyz + np.asarray(world_offset, dtype=np.float64)
+        pose = np.eye(4)
+        pose[:3, 3] = world_offset
+        meta = {"frame_of_reference": "world", "sensor_to_world": pose}
+    return ScanResult(
+        timestamp=frame / 24.0 + np.arange(n) * 1e-5, azimuth=np.linspace(0, 1, n), elevation=np.zeros(n),
+        range=np.full(n, 10.0), range_noisy=np.full(n, 10.01), xyz=xyz, xyz_noisy=xyz + 0.01,
+        object_id=np.arange(1, n + 1), semantic=np.full(n, 40), instancer_id=np.zeros(n),
+        instance_id=np.zeros(n),
+        channel=np.arange(n) % 2, ring=np.arange(n) % 2, ray_index=None if grid is None else np.arange(n),
+        reflectivity=np.full(n, 0.5), intensity=np.full(n, 0.25), color=np.full((n, 3), 200),
+        normal=np.tile([0.0, 0.0, 1.0], (n, 1)), grid_shape=grid, frame=frame, extra=extra or {},
+        capabilities=capabilities, axes=axes, **meta)
+
+
+def test_a_result_with_no_grid_has_no_ray_index_and_organized_outputs_refuse_it(tmp_path):
+    import plyfile
+
+    from blensor_addon.io.formats import WRITERS
+    from blensor_addon.io.formats.npz import npz_bytes
+    from blensor_addon.io.formats.pcd import pcd_bytes
+    from blensor_addon.io.formats.ply import ply_bytes
+    r = synthetic(grid=None)
+    assert r.ray_index is None and not r.has_grid and "ray_index" not in r.arrays()
+    with pytest.raises(ValueError, match="needs a sensor with a ray grid; sensor type 'rotating' has none"):
+        r.image("range")
+    # writers that need a grid say so (the job plans from it), and refuse in one line
+    assert WRITERS["range_image"].needs.grid and not WRITERS["npz"].needs.grid
+    w = WRITERS["range_image"](tmp_path, None)
+    with pytest.raises(ValueError) as e:
+        w.frame_files(r)
+    assert str(e.value) == ("range_image needs a sensor with a ray grid; sensor type 'rotating' has none "
+                            "(a pattern with no grid)")
+    # the unorganized formats write it: every field but ray_index
+    (tmp_path / "a.npz").write_bytes(npz_bytes(r))
+    z = np.load(tmp_path / "a.npz")
+    assert "ray_index" not in z.files and np.array_equal(z["xyz"], r.xyz) and z["grid_shape"].shape == (0,)
+    (tmp_path / "a.ply").write_bytes(ply_bytes(r))
+    v = plyfile.PlyData.read(str(tmp_path / "a.ply"))["vertex"].data
+    assert "ray_index" not in v.dtype.names and np.array_equal(v["object_id"], r.object_id)
+    head = pcd_bytes(r).split(b"DATA binary\n")[0].decode()
+    assert "WIDTH 6\nHEIGHT 1\n" in head
+    # a grid needs its ray_index
+    import dataclasses
+    with pytest.raises(ValueError, match="ray_index is None, but the result has a grid"):
+        dataclasses.replace(synthetic(grid=(2, 3)), ray_index=None)
+
+
+def test_several_returns_per_ray_reach_las_npz_and_ply(tmp_path):
+    import io
+
+    import laspy
+    import plyfile
+
+    from blensor_addon.core.result import FIELDS
+    from blensor_addon.io.formats.las import las_bytes
+    from blensor_addon.io.formats.npz import npz_bytes
+    from blensor_addon.io.formats.ply import ply_bytes
+    one = synthetic()
+    assert np.array_equal(one.return_number, np.ones(6, np.uint8)) and one.num_returns.dtype == np.uint8
+    assert "return_number" not in np.load(io.BytesIO(npz_bytes(one))).files  # one return: not stored
+    rn, nr = np.array([1, 2, 1, 1, 2, 3]), np.array([2, 2, 1, 3, 3, 3])
+    r = synthetic(extra={"return_number": rn, "num_returns": nr})
+    assert r.return_number.dtype == np.uint8 and np.array_equal(r.num_returns, nr)
+    (tmp_path / "m.las").write_bytes(las_bytes(r))
+    las = laspy.read(tmp_path / "m.las")
+    order = np.argsort(r.ring, kind="stable")  # LAS: by ring
+    assert np.array_equal(np.asarray(las.return_number), rn[order])
+    assert np.array_equal(np.asarray(las.number_of_returns), nr[order])
+    assert list(las.header.number_of_points_by_return[:3]) == [3, 2, 1]
+    (tmp_path / "m.npz").write_bytes(npz_bytes(r))
+    z = np.load(tmp_path / "m.npz")
+    assert z.files[:18] == list(FIELDS)  # today's fields first, in their order
+    assert z["return_number"].dtype == np.uint8 and np.array_equal(z["num_returns"], nr)
+    (tmp_path / "m.ply").write_bytes(ply_bytes(r))
+    v = plyfile.PlyData.read(str(tmp_path / "m.ply"))["vertex"].data
+    assert np.array_equal(v["return_number"], rn) and v.dtype["num_returns"] == np.uint8
+    with pytest.raises(ValueError, match="extra\\['return_number'\\] has shape"):
+        synthetic(extra={"return_number": rn[:3]})
+
+
+def test_a_field_a_sensor_registers_reaches_every_writer_of_every_field(tmp_path):
+    import plyfile
+
+    from blensor_addon.core.result import EXTRA_FIELDS, register_field
+    from blensor_addon.io.formats.npz import npz_bytes
+    from blensor_addon.io.formats.ply import ply_bytes
+    with pytest.raises(ValueError, match="not a registered field"):
+        synthetic(extra={"snr_test": np.ones(6)})
+    register_field("snr_test", "<f4")
+    register_field("beam_test", "<f4", (3,))
+    try:
+        with pytest.raises(ValueError, match="registered already"):
+            register_field("snr_test", "<u2")
+        with pytest.raises(ValueError, match="not a ScanResult field"):
+            register_field("range", "<f4")
+        r = synthetic(extra={"snr_test": np.arange(6.0), "beam_test": np.ones((6, 3))})
+        assert r.extra["snr_test"].dtype == np.float32
+        (tmp_path / "a.npz").write_bytes(npz_bytes(r))
+        z = np.load(tmp_path / "a.npz")
+        assert np.array_equal(z["snr_test"], np.arange(6.0)) and z["beam_test"].shape == (6, 3)
+        (tmp_path / "a.ply").write_bytes(ply_bytes(r))
+        v = plyfile.PlyData.read(str(tmp_path / "a.ply"))["vertex"].data
+        assert np.array_equal(v["snr_test"], np.arange(6.0)) and np.array_equal(v["beam_test_y"], np.ones(6))
+        from blensor_addon.scene.meshes import mesh_attributes
+        attrs = mesh_attributes(r)
+        assert attrs["snr_test"] == "FLOAT" and attrs["beam_test"] == "FLOAT_VECTOR"
+    finally:
+        EXTRA_FIELDS.pop("snr_test", None)
+        EXTRA_FIELDS.pop("beam_test", None)
+
+
+def test_point_meshes_carry_every_field_and_the_noisy_mesh_the_noisy_cloud(velodyne, bpy_mod):
+    from blensor_addon.core.result import FIELDS
+    from blensor_addon.scene.meshes import add_scan_mesh
+    r = blensor_addon.scan(velodyne, frame=4)
+    clean, noisy = add_scan_mesh(r, noisy=False), add_scan_mesh(r, noisy=True)
+    n = len(r)
+    for obj, key in ((clean, "xyz"), (noisy, "xyz_noisy")):
+        mesh = obj.data
+        names = {a.name for a in mesh.attributes if not a.name.startswith(".")} - {"position"}
+        assert names == set(FIELDS) - {"xyz", "xyz_noisy"}  # every field, the positions as positions
+        co = np.empty(3 * n, np.float32)
+        mesh.vertices.foreach_get("co", co)
+        assert np.array_equal(co.reshape(-1, 3), getattr(r, key))
+        for name in ("range", "range_noisy", "intensity", "timestamp"):
+            got = np.empty(n, np.float32)
+            mesh.attributes[name].data.foreach_get("value", got)
+            assert np.array_equal(got, getattr(r, name).astype(np.float32)), name
+        for name in ("object_id", "semantic", "ring", "ray_index", "instance_id"):
+            got = np.empty(n, np.int32)
+            mesh.attributes[name].data.foreach_get("value", got)
+            assert np.array_equal(got, getattr(r, name).astype(np.int32)), name
+        got = np.empty(3 * n, np.float32)
+        mesh.attributes["normal"].data.foreach_get("vector", got)
+        assert np.array_equal(got.reshape(-1, 3), r.normal)
+    assert not np.array_equal(r.xyz, r.xyz_noisy)  # the two meshes differ where the clouds do
+
+
+def test_npz_is_compressed_by_default_and_stored_on_request_with_the_same_arrays(velodyne, tmp_path):
+    import zipfile
+    for name, opts in (("deflated", None), ("stored", {"npz.compress": "false"})):
+        assert scan_range(velodyne, [3], tmp_path / name, ("npz",), seed=1, options=opts).status == "complete"
+    a, b = (tmp_path / n / "scan00003.npz" for n in ("deflated", "stored"))
+    za, zb = np.load(a), np.load(b)
+    assert za.files == zb.files and len(za.files) > 25
+    for k in za.files:
+        assert za[k].dtype == zb[k].dtype and np.array_equal(za[k], zb[k]), k
+    for path, method in ((a, zipfile.ZIP_DEFLATED), (b, zipfile.ZIP_STORED)):
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+            assert {i.compress_type for i in infos} == {method}
+            assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}  # reproducible bytes
+    assert a.stat().st_size < 0.5 * b.stat().st_size
+    man = json.loads((tmp_path / "stored" / "manifest.json").read_text())
+    assert man["options"]["npz"] == {"compress": False}
+    from blensor_addon.io.formats.npz import npz_bytes
+    r = blensor_addon.scan(velodyne, frame=3)
+    assert npz_bytes(r) == npz_bytes(r) and npz_bytes(r, False) != npz_bytes(r)
+
+
+def test_poses_are_written_without_float_noise(bpy_mod, crossing, tmp_path):
+    from blensor_addon.io.trajectory import ZERO_TOLERANCE, tum_line, zero_noise
+    T = np.eye(4)
+    T[0, 1], T[1, 0], T[2, 0], T[0, 3], T[1, 3], T[2, 3] = 2.808163629e-46, -0.0, 8.8e-25, 10.0, -5e-9, -3e-13
+    Z = zero_noise(T)
+    assert Z[0, 1] == Z[2, 0] == 0.0 and not np.signbit(Z[1, 0])
+    assert Z[1, 3] == -5e-9  # 5 nm is a position, not noise
+    assert Z[2, 3] == 0.0  # 3e-13 m beside 10 m: float64 noise of that pose
+    far = np.eye(4)
+    far[0, 3], far[1, 3] = 1e4, 5e-9
+    assert zero_noise(far)[1, 3] == 0.0  # beside 10 km, 5 nm is below the 1e-12 relative resolution
+    assert ZERO_TOLERANCE == 1e-12 and "-0.000000000" not in tum_line(0.0, np.diag([1.0, -1.0, -1.0, 1.0]))
+    cam = bpy_mod.data.objects["Velodyne"]
+    assert scan_range(cam, range(1, 7), tmp_path, ("kitti",)).status == "complete"
+    text = (tmp_path / "poses.txt").read_text()
+    poses = np.loadtxt(tmp_path / "poses.txt").reshape(-1, 3, 4)
+    assert len(poses) == 2 and "-0.000000000e+00" not in text
+    v = poses.ravel()
+    assert not ((v != 0) & (np.abs(v) < 1e-12)).any()  # the car drives straight: 2.8e-46 was noise
+    np.testing.assert_array_equal(poses[0], np.eye(4)[:3])
+    assert poses[1][0, 3] > 0.1 and poses[1][0, 1] == poses[1][1, 0] == 0.0
+    for line in (tmp_path / "trajectory.tum").read_text().splitlines():
+        assert not any(f.startswith("-0.000000000") for f in line.split())
+
+
+def test_evd_keeps_blensors_frame_whatever_the_axes(velodyne, tmp_path):
+    from blensor_addon.io.formats.evd import read_evd
+    for axes in ("blensor", "ros"):
+        job = scan_range(velodyne, [2, 3], tmp_path / axes, ("evd", "npz"), seed=3, axes=axes)
+        assert job.status == "complete"
+    assert (tmp_path / "ros" / "scan.evd").read_bytes() == (tmp_path / "blensor" / "scan.evd").read_bytes()
+    blocks = read_evd(tmp_path / "ros" / "scan.evd")
+    z = np.load(tmp_path / "ros" / "scan00003.npz")
+    assert str(z["axes"]) == "ros"
+    xyz = np.stack([blocks[1][k] for k in "xyz"], 1)
+    np.testing.assert_array_equal(xyz, z["xyz"].astype(np.float64) @ ROS_FROM_BLENSOR)  # BlenSor = M^T ros
+    assert np.abs(xyz - z["xyz"]).max() > 1.0  # it is not the REP-103 cloud
+
+
+def test_far_world_coordinates_keep_float64_for_las_and_the_float32_formats_warn(tmp_path, capsys):
+    import laspy
+
+    from blensor_addon.io.formats import WRITERS
+    from blensor_addon.io.formats.kitti import kitti_scan
+    off = np.array([1.0e7, -2.0e6, 30.0])
+    rs = [synthetic(world_offset=off, frame=f) for f in (1, 2)]
+    r = rs[0]
+    assert set(r.xyz64) == {"xyz", "xyz_noisy"} and r.xyz.dtype == np.float32
+    assert 0.4 < r.float32_rounding() <= 0.5  # float32 spacing is 1 m at 1e7 m
+    assert np.abs(r.xyz.astype(np.float64) - r.points()).max() > 0.01
+    ws = {f: WRITERS[f](tmp_path / f, None) for f in ("npz", "pcd", "ply", "las")}
+    for f, w in ws.items():
+        (tmp_path / f).mkdir()
+        for x in rs:
+            for name, data in w.frame_files(x):
+                (tmp_path / f / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / f / name).write_bytes(data)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"blensor: warning: world coordinates up to 1e+07 m: float32 rounds them by up to 0.5 m "
+                   f"in {f} (las keeps 0.1 mm; --frame-of-reference sensor keeps float32 exact)"
+                   for f in ("npz", "pcd", "ply")]
+    for kind, key in (("clean", "xyz"), ("noisy", "xyz_noisy")):
+        las = laspy.read(tmp_path / "las" / kind / "scan00001.las")
+        order = np.argsort(r.ring, kind="stable")
+        got = np.stack([las.x, las.y, las.z], 1)
+        assert np.abs(got - r.xyz64[key][order]).max() <= 0.5e-4 + 1e-9  # 0.05 mm at 1e7 m
+    # sensor-frame outputs from far world points: exact (KITTI: x forward, y left, z up)
+    pts = np.frombuffer(kitti_scan(r)[0], np.float32).reshape(-1, 4)[:, :3]
+    np.testing.assert_allclose(pts, (r.xyz64["xyz_noisy"] - off) @ ROS_FROM_BLENSOR.T, atol=1e-5)
+    # near the origin nothing is kept: today's float32 bytes
+    assert not synthetic(world_offset=(500.0, 0.0, 0.0)).xyz64
+
+
+def test_a_world_scan_far_from_the_origin_keeps_mm_in_las(bpy_mod, empty_scene, tmp_path):
+    import laspy
+    X = 2.0e6  # float32 spacing 0.125 m here
+    add_mesh(bpy_mod, "Wall", [(-50, 6, -50), (50, 6, -50), (50, 6, 50), (-50, 6, 50)], [(0, 1, 2, 3)],
+             location=(X, 0, 0))
+    cam = add_camera(bpy_mod, location=(X, 0, 0), rotation=(np.pi / 2, 0.0, 0.0))
+    cam.data.blensor.time_model = "frame"
+    job = scan_range(cam, [1], tmp_path, ("npz", "las"), sensor_type="tof", noise_sigma=0.0,
+                     frame_of_reference="world")
+    assert job.status == "complete"
+    las = laspy.read(tmp_path / "clean" / "scan00001.las")
+    z = np.load(tmp_path / "scan00001.npz")
+    assert len(las.points) == len(z["range"]) > 10_000
+    np.testing.assert_allclose(np.asarray(las.y), 6.0, atol=1e-4)  # the wall, at 0.1 mm
+    xs = np.unique(np.round(np.asarray(las.x) - X, 4))
+    assert len(xs) >= 170  # the 176 pixel columns 2.7 cm apart; float32 (0.125 m steps) merges them
+    assert len(np.unique(z["xyz"][:, 0])) <= 40
+
+
+def test_writers_read_capabilities_not_settings():
+    import re
+
+    from blensor_addon.io.formats import WRITERS, _base
+    assert WRITERS["evd"].needs.packets == "frame" and WRITERS["range_image"].needs.grid
+    assert all(WRITERS[f].needs.image and WRITERS[f].needs_image for f in ("exr", "npy", "pfm", "dmap"))
+    assert not any(w.needs_image for k, w in WRITERS.items() if k not in ("exr", "npy", "pfm", "dmap"))
+    folder = Path(_base.__file__).parent
+    for name in ("npz", "evd", "pcd", "las", "ply", "kitti", "range_image", "rosbag2"):
+        src = (folder / f"{name}.py").read_text()
+        assert not re.search(r"sensor_type\s*==|\.run\.sensor\b|sweep_columns|\.organized\b", src), name

@@ -111,3 +111,43 @@ def test_tof_and_planar_bags(bpy_mod, empty_scene, tmp_path):
         np.testing.assert_allclose(m.ranges[hit], expect[hit], atol=1e-4)
         assert math.isclose(m.angle_increment, math.radians(0.5), rel_tol=1e-6)
         assert math.isclose(m.time_increment, 1 / (360 * 10.0), rel_tol=1e-6)
+
+
+def test_laser_scan_comes_from_the_capabilities_not_the_settings(tmp_path):
+    # a one-plane swept sensor the writer knows only by its capabilities: no settings, an
+    # unknown sensor type; 8 columns a sweep of 0.8 s, column c at -0.7 + 0.2 c rad;
+    # packet = scene frame 1 of 0.5 s: global columns 5..9 (sweep 0 columns 5-7, sweep 1 0-1)
+    from blensor_addon.core.capabilities import Capabilities, Timing
+    from blensor_addon.core.result import ScanResult
+    from blensor_addon.io.formats.rosbag2 import Rosbag2Writer
+    caps = Capabilities(Timing("sweep", 0.8), grid=(1, 8), max_range=25.0, column_angles=(-0.7, 0.2))
+    local = np.array([0, 2, 3])  # returns in packet columns 0, 2, 3 (sweep columns 5, 7, 0)
+    n = local.size
+    r = ScanResult(
+        timestamp=(5 + local) * 0.1, azimuth=np.zeros(n), elevation=np.zeros(n), range=[3.0, 4.0, 5.0],
+        range_noisy=[3.5, 4.5, 5.5], xyz=np.ones((n, 3)), xyz_noisy=np.ones((n, 3)), object_id=np.ones(n),
+        semantic=np.zeros(n), instancer_id=np.zeros(n), instance_id=np.zeros(n), channel=np.zeros(n),
+        ring=np.zeros(n), ray_index=local, reflectivity=np.ones(n), intensity=[0.2, 0.4, 1.0],
+        color=np.zeros((n, 3)), normal=np.ones((n, 3)), frame=1, frame_time=0.5, grid_shape=(1, 5),
+        sensor_type="custom", capabilities=caps)
+    w = Rosbag2Writer(tmp_path, None)
+    w.append(r)
+    w.close("complete")
+    scans = read_bag(tmp_path / "rosbag2")["/blensor/scan"]
+    assert len(scans) == 2  # the sweep ends after packet column 2
+    (t0, a, _), (t1, b, _) = scans
+    assert (t0, t1) == (500_000_000, 800_000_000)
+    assert math.isclose(a.angle_min, -0.7 + 5 * 0.2, rel_tol=1e-6)
+    assert math.isclose(b.angle_min, -0.7, abs_tol=1e-6)
+    assert math.isclose(a.angle_increment, 0.2, rel_tol=1e-6) and math.isclose(a.range_max, 25.0)
+    assert math.isclose(a.scan_time, 0.8, rel_tol=1e-6) and math.isclose(a.time_increment, 0.1, rel_tol=1e-6)
+    np.testing.assert_array_equal(a.ranges, np.array([3.5, np.inf, 4.5], np.float32))
+    np.testing.assert_array_equal(b.ranges, np.array([5.5, np.inf], np.float32))
+    np.testing.assert_array_equal(a.intensities, [51, 0, 102])
+    # without column angles (a rotating head, an image sensor): no LaserScan
+    import dataclasses
+    (tmp_path / "none").mkdir()
+    w = Rosbag2Writer(tmp_path / "none", None)
+    w.append(dataclasses.replace(r, capabilities=dataclasses.replace(caps, column_angles=None)))
+    w.close("complete")
+    assert "/blensor/scan" not in read_bag(tmp_path / "none" / "rosbag2")

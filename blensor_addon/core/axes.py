@@ -49,7 +49,7 @@ def sensor_points(result, noisy: bool = False, axes: str = "ros") -> np.ndarray:
     if result.frame_of_reference == "world" and name + "_sensor" in result.extra:
         xyz = result.extra[name + "_sensor"].astype(np.float64)  # the sensor moved during the packet
     else:
-        xyz = getattr(result, name).astype(np.float64)
+        xyz = result.points(noisy)  # float64 (a far world-frame scan's float64 coordinates)
         if result.frame_of_reference == "world":  # one pose, in the result's axes
             T = np.asarray(result.sensor_to_world, dtype=np.float64)
             xyz = (xyz - T[:3, 3]) @ T[:3, :3]

@@ -7,6 +7,7 @@ tests ``sensor_type``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 #: ``sweep``: the sensor sweeps its field of view once every ``period`` s (rotating,
@@ -31,6 +32,14 @@ class Timing:
     period: float | None = None
     exposure: float = 0.0
 
+    def first_column(self, columns: int, start: float) -> int:
+        """Global index of the first column that fires at or after ``start`` s, for a
+        ``sweep`` of ``columns`` columns evenly spaced over ``period`` (global column g
+        fires at ``g * period / columns``; column ``g % columns`` of sweep
+        ``g // columns``), as the swept sensors fire them in a range scan."""
+        per_s = columns / self.period
+        return int(math.ceil(start * per_s - 1e-9))
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -43,12 +52,22 @@ class Capabilities:
             outputs are refused).
         organized: an image sensor whose organized outputs hold every pixel of the grid.
         fields: names of the per-point fields of its results (``ScanResult`` fields).
+        max_range: float m, the longest range the sensor reports (range-image scales,
+            ROS ``LaserScan.range_max``), or None.
+        column_angles: (first, step) float rad for a sensor whose grid columns are
+            evenly spaced in azimuth over a sweep of ``grid[1]`` columns and whose
+            single grid row is a scan plane (planar scanners): the angle of column 0
+            and the step, about the sensor's up axis, counter-clockwise from ahead
+            (ROS ``LaserScan`` angles; BlenSor's azimuth psi); None otherwise (no
+            ``LaserScan`` is written).
     """
 
     timing: Timing
     grid: tuple | None = None
     organized: bool = False
     fields: tuple = ()
+    max_range: float | None = None
+    column_angles: tuple | None = None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,17 @@
-"""The result of one scan: one row per return, numpy arrays of equal length N."""
+"""The result of one scan (:class:`ScanResult`): one row per return, numpy arrays of
+equal length N, with the registry of its per-point fields (:data:`FIELDS`, the fields
+every result has, and :data:`EXTRA_FIELDS`, the fields some sensors or settings add).
+
+Writers that write "every field" (npz, PLY, the point meshes) take the fields from these
+two registries; a sensor that adds a field registers it with :func:`register_field`.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .capabilities import Capabilities
 
 #: field name -> (dtype, trailing shape); the order is the order of the npz file.
 FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
@@ -26,6 +34,56 @@ FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
     "color": ("u1", (3,)),
     "normal": ("<f4", (3,)),
 }
+
+#: per-point fields a result may carry in ``extra`` (name -> (dtype, trailing shape,
+#: default value or None)); written after the :data:`FIELDS` by the writers that write
+#: every field, and only when the result holds them. ``return_number`` and ``num_returns``
+#: (uint8, 1-based, LAS's convention): the return's rank along its ray and the returns
+#: the ray gave; a sensor with one return per ray does not store them (every point is
+#: return 1 of 1, their default).
+EXTRA_FIELDS: dict[str, tuple[str, tuple[int, ...], object]] = {
+    "return_number": ("u1", (), 1),
+    "num_returns": ("u1", (), 1),
+    "xyz_deskewed": ("<f4", (3,), None),
+    "xyz_noisy_deskewed": ("<f4", (3,), None),
+    "xyz_sensor": ("<f4", (3,), None),
+    "xyz_noisy_sensor": ("<f4", (3,), None),
+}
+
+#: world coordinates of this magnitude (m) or more are kept in float64 besides the
+#: float32 fields: from 1024 m on, float32's rounding (half its spacing: 61 um at 1024 m,
+#: 0.5 m at 10^7 m) exceeds half the 0.1 mm step of the LAS files
+FLOAT64_FROM_M = 1024.0
+
+
+def register_field(name: str, dtype: str, shape: tuple = (), default=None) -> None:
+    """Register a per-point field a sensor adds (its values go into ``ScanResult.extra``).
+
+    Args:
+        name: field name (a Python identifier, not one of :data:`FIELDS`).
+        dtype: numpy dtype string, e.g. ``"<f4"``; shape: trailing shape, e.g. ``(3,)``.
+        default: the value every point has when a result does not hold the field, or
+            None (no default).
+    Raises:
+        ValueError: a bad name, or a name registered already with another dtype or shape.
+    """
+    if not str(name).isidentifier() or name in FIELDS:
+        raise ValueError(f"field name must be an identifier that is not a ScanResult field, got {name!r}")
+    spec = (np.dtype(dtype).str, tuple(shape), default)
+    old = EXTRA_FIELDS.get(name)
+    if old is not None and (np.dtype(old[0]), old[1]) != (np.dtype(dtype), tuple(shape)):
+        raise ValueError(f"field {name!r} is registered already as {old[0]} {old[1]}")
+    EXTRA_FIELDS[name] = old or spec
+
+
+def float32_error(v) -> float:
+    """Largest rounding error (m) of float32 over the magnitudes of ``v`` (array of m):
+    half float32's spacing at the largest magnitude, 0 for an empty array."""
+    v = np.asarray(v)
+    if not v.size:
+        return 0.0
+    m = float(np.max(np.abs(v)))
+    return float(np.spacing(np.float32(m))) / 2.0 if np.isfinite(m) else float("inf")
 
 
 @dataclass
@@ -56,7 +114,8 @@ class ScanResult:
             ``ring``; the channel is the calibration index).
         ray_index (N,) uint32: the ray's cell in the sensor's grid, ``row * cols + col``
             with ``(rows, cols) = grid_shape`` (laser x column, or image row x column
-            with row 0 at the top).
+            with row 0 at the top); None for a sensor with no grid (``grid_shape`` None
+            or empty).
         reflectivity (N,) float32: material reflectivity in [0, 1].
         intensity (N,) float32: reflectivity * |cos(incidence)| (seed 002 Eq. 4).
         color (N, 3) uint8: material base colour, sRGB-encoded 0..255.
@@ -70,7 +129,8 @@ class ScanResult:
         sensor: settings dict; objects: the object table, list of {"id", "name",
             "label", "type"} (label: the object property ``blensor_label``).
         num_rays: rays cast (returns + misses).
-        grid_shape: (rows, cols) of the sensor's grid (see ``ray_index``); () if none.
+        grid_shape: (rows, cols) of the packet's grid (see ``ray_index``); None or ()
+            for a pattern with no grid (:attr:`has_grid`).
         sensor_type: the sensor type's name (``"rotating"``, ``"tof"``, ...).
         organized: the sensor is an image sensor (ToF, depth camera): organized
             outputs (PCD) hold every pixel of ``grid_shape``.
@@ -80,7 +140,9 @@ class ScanResult:
         intrinsics: (fx, fy, cx, cy) in pixels of an image sensor's pinhole (ROS
             CameraInfo convention: pixel centres at integer coordinates, row 0 at the
             top, optical frame x right, y down, z ahead); () for other sensors.
-        extra: further per-return arrays by name, N rows each, e.g. ``xyz_deskewed``
+        extra: further per-return arrays by name, N rows each, every one registered in
+            :data:`EXTRA_FIELDS` (cast to its dtype): ``return_number`` and
+            ``num_returns`` (N,) uint8 for sensors with several returns per ray; ``xyz_deskewed``
             and ``xyz_noisy_deskewed`` (N, 3) float32 m: the points in the sensor frame
             at the packet's start (setting ``deskew``); ``xyz_sensor`` and
             ``xyz_noisy_sensor`` (N, 3) float32 m: a world-frame scan's points in the
@@ -89,6 +151,12 @@ class ScanResult:
             default.
         sensor_to_world_end: (4, 4) float64 pose of the sensor at the end of the packet
             (continuous time), or None.
+        capabilities: the sensor's :class:`~blensor_addon.core.capabilities.Capabilities`
+            (timing, grid, fields; what writers read instead of the settings), or None.
+        xyz64: for a world-frame result whose coordinates reach :data:`FLOAT64_FROM_M`,
+            ``{"xyz": (N, 3) float64, "xyz_noisy": (N, 3) float64}`` m, the coordinates
+            before their float32 rounding (kept when ``xyz`` is given in float64); empty
+            otherwise. :meth:`points` returns them; LAS writes them at 0.1 mm.
     In continuous time a packet's ``sensor_to_world`` is the pose at its start
     (``frame * frame_time``) and every sensor-frame point is in the sensor frame at its
     own firing time (``timestamp``), as a real driver reports it.
@@ -126,25 +194,117 @@ class ScanResult:
     intrinsics: tuple = ()
     extra: dict = field(default_factory=dict)
     sensor_to_world_end: np.ndarray | None = None
+    capabilities: Capabilities | None = None
+    xyz64: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)
+        if self.grid_shape is None:
+            self.grid_shape = ()
+        self.grid_shape = tuple(int(v) for v in self.grid_shape)
+        if self.frame_of_reference == "world" and not self.xyz64:
+            keep = {k: np.asarray(getattr(self, k)) for k in ("xyz", "xyz_noisy")}
+            if all(a.dtype == np.float64 for a in keep.values()) and any(
+                    a.size and float(np.max(np.abs(a))) >= FLOAT64_FROM_M for a in keep.values()):
+                self.xyz64 = {k: np.ascontiguousarray(a) for k, a in keep.items()}
         for name, (dtype, shape) in FIELDS.items():
+            if name == "ray_index" and self.ray_index is None:
+                if self.has_grid:
+                    raise ValueError(f"ScanResult.ray_index is None, but the result has a grid "
+                                     f"{self.grid_shape}")
+                continue
             arr = np.ascontiguousarray(getattr(self, name), dtype=dtype)
             if arr.shape != (n, *shape):
                 raise ValueError(f"ScanResult.{name} has shape {arr.shape}, expected {(n, *shape)}")
             setattr(self, name, arr)
+        extra = {}
         for name, arr in self.extra.items():
-            if np.shape(arr)[:1] != (n,):
-                raise ValueError(f"ScanResult.extra[{name!r}] has {np.shape(arr)[:1]} rows, expected {n}")
+            if name not in EXTRA_FIELDS:
+                raise ValueError(f"ScanResult.extra[{name!r}] is not a registered field (register_field)")
+            dtype, shape, _ = EXTRA_FIELDS[name]
+            arr = np.ascontiguousarray(arr, dtype=dtype)
+            if arr.shape != (n, *shape):
+                raise ValueError(f"ScanResult.extra[{name!r}] has shape {arr.shape}, expected {(n, *shape)}")
+            extra[name] = arr
+        self.extra = extra
+        for name, arr in self.xyz64.items():
+            if name not in ("xyz", "xyz_noisy") or np.shape(arr) != (n, 3):
+                raise ValueError(f"ScanResult.xyz64[{name!r}] must be an (N, 3) array of xyz or xyz_noisy")
 
     def __len__(self) -> int:
         return int(self.timestamp.shape[0])
+
+    @property
+    def has_grid(self) -> bool:
+        """The points sit in a (rows, cols) grid (``ray_index`` places them)."""
+        return len(self.grid_shape) == 2
+
+    @property
+    def is_organized(self) -> bool:
+        """An image sensor's result whose organized outputs hold every pixel of its grid
+        (the capabilities' ``organized``, else the ``organized`` flag)."""
+        org = self.capabilities.organized if self.capabilities is not None else self.organized
+        return bool(org) and self.has_grid
+
+    def require_grid(self, what: str) -> tuple[int, int]:
+        """``grid_shape`` as (rows, cols).
+
+        Raises:
+            ValueError: the result has no grid, in one line naming ``what`` needed it.
+        """
+        if not self.has_grid:
+            raise ValueError(f"{what} needs a sensor with a ray grid; sensor type {self.sensor_type!r} "
+                             "has none (a pattern with no grid)")
+        return self.grid_shape
+
+    @property
+    def return_number(self) -> np.ndarray:
+        """(N,) uint8 rank of each return along its ray, 1-based (1 without several
+        returns per ray)."""
+        return self.values("return_number")
+
+    @property
+    def num_returns(self) -> np.ndarray:
+        """(N,) uint8 returns of each point's ray (1 without several returns per ray)."""
+        return self.values("num_returns")
+
+    def values(self, name: str) -> np.ndarray:
+        """Per-point field ``name``: one of :data:`FIELDS`, or of :data:`EXTRA_FIELDS`
+        (the result's values, else the field's default for every point).
+
+        Raises:
+            KeyError: not a field of the result and no default.
+        """
+        if name in FIELDS:
+            arr = getattr(self, name)
+            if arr is None:
+                raise KeyError(f"{name} (a result with no grid has no ray_index)")
+            return arr
+        if name in self.extra:
+            return self.extra[name]
+        dtype, shape, default = EXTRA_FIELDS.get(name, (None, (), None))
+        if default is None:
+            raise KeyError(name)
+        return np.full((len(self), *shape), default, dtype=dtype)
+
+    def points(self, noisy: bool = False) -> np.ndarray:
+        """(N, 3) float64 m ``xyz`` (``xyz_noisy`` if ``noisy``) at full precision: the
+        float64 world coordinates when kept (``xyz64``), else the float32 field."""
+        name = "xyz_noisy" if noisy else "xyz"
+        precise = self.xyz64.get(name)
+        return precise if precise is not None else getattr(self, name).astype(np.float64)
+
+    def float32_rounding(self) -> float:
+        """Largest rounding (m) of the float32 ``xyz`` fields against the float64
+        coordinates (0 unless ``xyz64`` holds them)."""
+        return max((float32_error(a) for a in self.xyz64.values()), default=0.0)
 
     @classmethod
     def empty(cls, **meta) -> "ScanResult":
         """A result with no returns."""
         arrays = {k: np.zeros((0, *s), dtype=d) for k, (d, s) in FIELDS.items()}
+        if meta.get("grid_shape", ()) in (None, ()) and "ray_index" not in meta:
+            arrays["ray_index"] = None
         return cls(**arrays, **meta)
 
     def image(self, name: str = "range", fill=np.nan) -> np.ndarray:
@@ -153,16 +313,22 @@ class ScanResult:
         dtypes get ``fill`` cast to them), ``fill`` where no ray returned.
 
         Raises:
-            ValueError: the result has no grid (``grid_shape`` is empty).
+            ValueError: the result has no grid (one line).
         """
-        if len(self.grid_shape) != 2:
-            raise ValueError("this result has no grid_shape")
-        rows, cols = self.grid_shape
-        src = getattr(self, name)
+        rows, cols = self.require_grid("an image of the result")
+        src = self.values(name)
         out = np.full((rows * cols, *src.shape[1:]), fill, dtype=src.dtype)
         out[self.ray_index.astype(np.int64)] = src
         return out.reshape(rows, cols, *src.shape[1:])
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The per-return arrays by name, in :data:`FIELDS` order."""
-        return {k: getattr(self, k) for k in FIELDS}
+        """The per-return arrays by name, in :data:`FIELDS` order (``ray_index`` left
+        out when the result has no grid)."""
+        return {k: getattr(self, k) for k in FIELDS if getattr(self, k) is not None}
+
+    def all_fields(self) -> dict[str, np.ndarray]:
+        """Every per-point array the result holds: :meth:`arrays`, then ``extra`` in
+        :data:`EXTRA_FIELDS` order (then any others in their own order)."""
+        out = self.arrays()
+        out.update({k: self.extra[k] for k in EXTRA_FIELDS if k in self.extra})
+        return out

@@ -17,14 +17,24 @@ A writer declares its ``name``, a one-line ``description``, the ``files`` it wri
 human-readable pattern), ``outputs`` (regular expressions of the names it leaves, so a
 folder holding an earlier run's files is recognised) and its ``Options`` (a frozen
 dataclass whose fields carry :func:`~blensor_addon.core.sensors._base.setting`
-metadata; given on the command line as ``--option NAME.OPTION=VALUE``).
+metadata; given on the command line as ``--option NAME.OPTION=VALUE``), and what it
+``needs`` from the scan (:class:`~blensor_addon.core.capabilities.WriterNeeds`: per-frame
+packets, a ray grid, an image sensor), from which the range job plans and refuses.
+
+A writer never reads the sensor's settings nor tests its type: what it needs about the
+sensor comes from the result (``result.capabilities``, :func:`capabilities_of`;
+``result.grid_shape``).
 """
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from ...core.capabilities import Capabilities, Timing, WriterNeeds
 from ...core.result import ScanResult
 
 
@@ -42,6 +52,9 @@ class RunInfo:
         frame_time (s): seconds per packet (the frame time, or the sweep period with
         ``packets = sweep``); frames: the packets scanned (frame or sweep numbers: a list or
         range of int).
+    ``sensor_type`` and ``sensor`` describe the run (the manifest's record); no writer
+    reads them: what a writer needs about the sensor is on the result
+    (:func:`capabilities_of`).
     """
 
     camera: str = ""
@@ -59,6 +72,60 @@ def clean_and_noisy(result: ScanResult, suffix: str, encode) -> list[tuple[str, 
     return [(f"{kind}/scan{result.frame:05d}.{suffix}", encode(kind == "noisy")) for kind in ("clean", "noisy")]
 
 
+def capabilities_of(result: ScanResult) -> Capabilities:
+    """``result.capabilities``; for a result made without them (a sensor that does not
+    declare its capabilities yet), the capabilities its sensor type and settings imply.
+
+    The fallback is the one place of the writers that reads a sensor's settings; it
+    goes once every sensor sets ``ScanResult.capabilities``.
+    """
+    if result.capabilities is not None:
+        return result.capabilities
+    s = result.sensor or {}
+    grid = result.grid_shape if result.has_grid else None
+    if "rotation_speed" in s:
+        timing = Timing("sweep", 1.0 / float(s["rotation_speed"]))
+    else:
+        timing = Timing("exposure", None, float(s.get("readout_time", 0.0) or 0.0))
+    angles = None
+    if result.sensor_type == "planar" and len(s.get("elevations", ())) == 1:
+        from ...core.sensors import make_settings
+        _, settings = make_settings("planar", s)
+        grid = (1, settings.columns)
+        angles = (float(np.deg2rad(settings.start_angle)), float(np.deg2rad(settings.angle_resolution)))
+    max_range = s.get("max_range", s.get("max_depth"))
+    return Capabilities(timing=timing, grid=grid, organized=bool(result.organized),
+                        max_range=None if max_range is None else float(max_range), column_angles=angles)
+
+
+class Float32Warning:
+    """Warns once (per writer, so once per run) on stderr when a format stores world
+    coordinates in float32 that round them by more than ``tolerance`` m (1 mm).
+
+    The coordinates are kept in float64 by the result (``ScanResult.xyz64``) only where
+    float32 would round them by more than 61 um; LAS writes those at 0.1 mm, the
+    float32 formats (npz, PCD, PLY) warn with the error figure."""
+
+    tolerance = 1e-3
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.warned = False
+
+    def check(self, result: ScanResult) -> None:
+        """Warn if ``result``'s float32 coordinates round its float64 ones by more than
+        :attr:`tolerance` (and no warning was given yet)."""
+        if self.warned or not result.xyz64:
+            return
+        err = result.float32_rounding()
+        if err > self.tolerance:
+            self.warned = True
+            reach = max(float(np.max(np.abs(a))) for a in result.xyz64.values())
+            print(f"blensor: warning: world coordinates up to {reach:.3g} m: float32 rounds them by up to "
+                  f"{err:.3g} m in {self.fmt} (las keeps 0.1 mm; --frame-of-reference sensor keeps float32 "
+                  "exact)", file=sys.stderr)
+
+
 class Writer:
     """A file format (see the module docstring). Subclasses set the class attributes
     and override :meth:`frame_files` and, for multi-frame files, :meth:`append`,
@@ -69,7 +136,11 @@ class Writer:
     files = ""
     outputs: tuple = ()
     Options: type = NoOptions
-    #: only results of image sensors (ToF, Kinect, depth camera) can be written
+    #: what the format needs from the scan (:class:`WriterNeeds`); the range job plans
+    #: from it and refuses a sensor that cannot serve it
+    needs: WriterNeeds = WriterNeeds()
+    #: ``needs.image``, for callers of the earlier attribute (set from ``needs``; a
+    #: subclass that still sets ``needs_image = True`` gets ``needs.image``)
     needs_image = False
     #: the writer keeps a file across frames (EVD, KITTI's poses, rosbag2): a resumed run
     #: rescans every frame
@@ -81,6 +152,12 @@ class Writer:
     #: holds an object bound to the thread that made it (sqlite3): a run with such a
     #: writer writes on the main thread
     threaded = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "needs_image" in cls.__dict__ and "needs" not in cls.__dict__ and cls.needs_image:
+            cls.needs = dataclasses.replace(cls.needs, image=True)
+        cls.needs_image = cls.needs.image
 
     @classmethod
     def check_folder(cls, folder: Path) -> None:

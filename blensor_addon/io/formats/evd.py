@@ -6,6 +6,14 @@ distance [m], noisy distance [m], x, y, z, noisy x, y, z [m], red, green, blue
 (0-255 as float64), object id (uint64). A range scan writes one block per frame into
 one file and ends it with -1.
 
+Axes: EVD keeps the original's sensor frame (+X right, +Y up, looking down -Z) whatever
+``axes`` the run uses: a sensor-frame result in REP-103 axes is turned back (an exact
+permutation of the coordinates with sign changes), so a run with ``--axes ros`` writes
+the bytes of the same run with ``--axes blensor`` (a coordinate that is exactly 0 may
+differ in its sign bit only). World coordinates do not depend on the axes; far from the
+origin they are written from the float64 coordinates the result kept
+(:meth:`ScanResult.points`; EVD stores float64).
+
 Differences from the original, on purpose: the object id is BlenSor's stable object id
 (the npz's ``object_id``, 1..N, derived from the scene; 0 never appears for a return)
 instead of the first four characters of the object name. Instances of one object (a
@@ -22,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.capabilities import WriterNeeds
 from ...core.result import ScanResult
 from ..atomic import open_exclusive, remove_quietly, temp_name
 from ._base import Writer
@@ -34,18 +43,30 @@ EVD_DTYPE = np.dtype([("timestamp", "<f8"), ("yaw", "<f8"), ("pitch", "<f8"), ("
 assert EVD_DTYPE.itemsize == RECORD.size == 120
 
 
+def evd_points(result: ScanResult, noisy: bool = False) -> np.ndarray:
+    """(N, 3) float64 m points of ``result`` as EVD stores them: world coordinates, or
+    sensor-frame coordinates in BlenSor's axes (REP-103 ones turned back: x = -y_ros,
+    y = z_ros, z = -x_ros, exact)."""
+    p = result.points(noisy)
+    if result.frame_of_reference == "sensor" and result.axes == "ros":
+        p = np.stack([-p[:, 1], p[:, 2], -p[:, 0]], axis=1)
+    return p
+
+
 def evd_records(result: ScanResult) -> np.ndarray:
     """The N records of ``result``'s EVD block: (N,) structured array, dtype
-    :data:`EVD_DTYPE` (its bytes are the block after the int32 count)."""
+    :data:`EVD_DTYPE` (its bytes are the block after the int32 count); points in
+    BlenSor's axes (:func:`evd_points`)."""
     rec = np.empty(len(result), dtype=EVD_DTYPE)
     rec["timestamp"] = result.timestamp
     rec["yaw"] = result.azimuth
     rec["pitch"] = result.elevation
     rec["distance"] = result.range
     rec["distance_noisy"] = result.range_noisy
-    for i, a in enumerate("xyz"):
-        rec[a] = result.xyz[:, i]
-        rec[a + "_noisy"] = result.xyz_noisy[:, i]
+    for noisy, suffix in ((False, ""), (True, "_noisy")):
+        p = evd_points(result, noisy)
+        for i, a in enumerate("xyz"):
+            rec[a + suffix] = p[:, i]
     for i, c in enumerate(("red", "green", "blue")):
         rec[c] = result.color[:, i]
     rec["object_id"] = result.object_id
@@ -177,6 +198,8 @@ class EvdFormat(Writer):
     files = "scan.evd"
     outputs = (r"scan\.evd",)
     multi_frame = True
+    #: one block per scene frame, as the original wrote it
+    needs = WriterNeeds(packets="frame")
 
     def __init__(self, folder, options=None, run=None) -> None:
         super().__init__(folder, options, run)

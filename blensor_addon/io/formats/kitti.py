@@ -8,7 +8,9 @@ uint32 per point, semantic class id (SemanticKITTI's) in the low 16 bits and an 
 id in the high 16 (the object id for objects drawn directly, a 16-bit mix of instancer
 and index for instances; 0 with the class for unlabelled points); ``poses.txt`` one line
 per scan, the 3x4 row-major pose of the LiDAR relative to the first scan (the first is
-the identity, as KITTI); ``times.txt`` seconds since the first scan; ``calib.txt`` with
+the identity, as KITTI; values zero within float64, such as 2.8e-46, are written as
+exactly 0: :func:`blensor_addon.io.trajectory.zero_noise`); ``times.txt`` seconds
+since the first scan; ``calib.txt`` with
 P0..P3 and Tr (LiDAR to "camera") as identities, so SemanticKITTI's tools, which apply
 ``Tr^-1 pose Tr``, get the LiDAR poses. ``poses.txt`` and ``times.txt`` are rewritten
 with every finished frame (a resumed run scans every frame again).
@@ -23,6 +25,7 @@ import numpy as np
 from ...core.axes import ros_sensor_pose, sensor_points
 from ...core.result import ScanResult
 from ...core.sensors._base import setting
+from ..trajectory import zero_noise
 from ._base import Writer
 
 IDENTITY_3X4 = "1 0 0 0 0 1 0 0 0 0 1 0"
@@ -73,7 +76,7 @@ class KittiWriter(Writer):
         T = ros_sensor_pose(result)
         if self._first is None:
             self._first = (np.linalg.inv(T), result.frame * result.frame_time)
-        rel = self._first[0] @ T
+        rel = zero_noise(self._first[0] @ T)
         poses = self._poses + [" ".join(f"{v:.9e}" for v in rel[:3, :].ravel())]
         times = self._times + [f"{result.frame * result.frame_time - self._first[1]:.9e}"]
         self._pending = (poses, times)

@@ -2,8 +2,11 @@
 
 Files: ``clean/scan<frame:05d>.las`` and ``noisy/scan<frame:05d>.las`` (``.laz`` for the
 ``laz`` format). Point format 7 (LAS 1.4): x, y, z scaled integers with scale 0.0001 m
-and an offset at the cloud's 1 m floor, so the quantization error is at most 0.05 mm;
-``return_number`` = ``number_of_returns`` = 1 (one return per pulse); ``gps_time`` =
+and an offset at the cloud's 1 m floor, so the quantization error is at most 0.05 mm,
+from float64 coordinates (a world-frame scan far from the origin keeps its float64
+coordinates until here, :meth:`ScanResult.points`: 0.1 mm at 10^7 m, where float32 would
+round by 0.5 m); ``return_number`` and ``number_of_returns`` from the result's
+``return_number`` and ``num_returns`` (1 and 1 for one return per pulse); ``gps_time`` =
 timestamp (s); ``intensity`` = intensity x 65535 (uint16); ``red``,
 ``green``, ``blue`` = material colour x 257 (uint16); ``classification`` = semantic class
 id (SemanticKITTI ids, 0..255; the moving-* classes 252..259 above 255 are clipped to 255
@@ -69,7 +72,7 @@ def _build(result: ScanResult, noisy: bool, other=None):
             at 0.1 mm).
     """
     import laspy
-    xyz = result.xyz_noisy if noisy else result.xyz
+    xyz = result.points(noisy)  # float64; the float64 world coordinates when the result kept them
     header = laspy.LasHeader(point_format=7, version="1.4")
     header.scales = np.array([SCALE] * 3)
     # column by column: numpy's min(axis=0) of an (N, 3) array is 20x slower (1.2 ms a 50k-point cloud)
@@ -83,8 +86,13 @@ def _build(result: ScanResult, noisy: bool, other=None):
         rec = base.view(np.uint8).copy().view(base.dtype)
     else:
         rec = np.zeros(len(xyz), header.point_format.dtype())
-        # one return per pulse: return number 1 of 1 (bits 0-3 and 4-7; LAS 1.4 wants 1..15)
-        rec["bit_fields"] = 0x11
+        # return number (bits 0-3) of number of returns (bits 4-7), 1 of 1 for one return
+        # per pulse (LAS 1.4 wants 1..15)
+        if "return_number" in result.extra or "num_returns" in result.extra:
+            rn = np.clip(result.return_number, 1, 15).astype(np.uint8)
+            rec["bit_fields"] = rn | (np.clip(result.num_returns, rn, 15).astype(np.uint8) << 4)
+        else:
+            rec["bit_fields"] = 0x11
         rec["gps_time"] = result.timestamp
         rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 65535)
         for k, name in enumerate(("red", "green", "blue")):
@@ -95,7 +103,7 @@ def _build(result: ScanResult, noisy: bool, other=None):
             rec[name] = getattr(result, name)
         rec = rec.take(order)  # one gather of whole records (fancy indexing a structured array is 30x slower)
     for k, name in enumerate("XYZ"):
-        q = np.round((xyz[:, k].astype(np.float64) - offsets[k]) / SCALE)
+        q = np.round((xyz[:, k] - offsets[k]) / SCALE)
         if len(q) and q.max() > np.iinfo(np.int32).max:
             raise ValueError(f"LAS: the cloud spans more than {np.iinfo(np.int32).max * SCALE / 1e3:.0f} km "
                              f"on axis {'xyz'[k]}; LAS cannot hold it at {SCALE * 1e3:g} mm resolution")

@@ -10,10 +10,13 @@ time float32 s since the frame's time ``frame * frame_time``
 (float32 cannot hold absolute times to the microsecond; absolute float64 times are in
 the npz and EVD files); label uint32 object id; rgb float32 whose bits are the packed
 uint32 ``R << 16 | G << 8 | B`` (PCL's convention). ``VIEWPOINT`` holds the sensor pose
-when points are in world coordinates. Results of image sensors (ToF, depth camera:
-``result.organized``) give organized clouds: WIDTH x HEIGHT = the image, row-major from
-the top row, NaN points where nothing returned (PCL's convention). The original wrote ASCII only, with fields
-``x y z rgb label`` (reference section 10.2); clean and ``_noisy`` files are kept.
+when points are in world coordinates. Results of image sensors (ToF, depth camera: the
+capabilities' ``organized``, :attr:`ScanResult.is_organized`) give organized clouds:
+WIDTH x HEIGHT = the image, row-major from the top row, NaN points where nothing
+returned (PCL's convention); other results (and sensors with no grid) unorganized ones.
+The original wrote ASCII only, with fields ``x y z rgb label`` (reference section 10.2);
+clean and ``_noisy`` files are kept. World coordinates are float32: a world-frame scan
+far from the origin (float32 rounding over 1 mm, from 32 km) is warned about once per run.
 """
 from __future__ import annotations
 
@@ -25,8 +28,7 @@ import numpy as np
 from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
 from ...core.sensors._base import setting
-from ..atomic import atomic_write_bytes
-from ._base import Writer, clean_and_noisy
+from ._base import Float32Warning, Writer, clean_and_noisy
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
                       ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("semantic", "<u2"), ("rgb", "<f4")])
@@ -44,7 +46,7 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
     rec["semantic"] = result.semantic
     c = result.color.astype(np.uint32)
     rec["rgb"] = ((c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]).view(np.float32)
-    if result.organized and len(result.grid_shape) == 2:
+    if result.is_organized:
         rows, cols = result.grid_shape
         full = np.zeros(rows * cols, dtype=PCD_DTYPE)
         for k in ("x", "y", "z", "intensity"):
@@ -64,8 +66,7 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     else:
         vp = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
     n = len(rec)
-    organized = result.organized and len(result.grid_shape) == 2
-    width, height = (result.grid_shape[1], result.grid_shape[0]) if organized else (n, 1)
+    width, height = (result.grid_shape[1], result.grid_shape[0]) if result.is_organized else (n, 1)
     header = (
         "# .PCD v0.7 - Point Cloud Data file format\n"
         "VERSION 0.7\n"
@@ -91,15 +92,6 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     return header + buf.getvalue().encode("ascii")
 
 
-def write_pcd(result: ScanResult, path, noisy: bool = False, binary: bool = True) -> None:
-    """Write one PCD file atomically (``noisy`` selects ``xyz_noisy``).
-
-    Raises:
-        OSError: the file cannot be written (no partial file is left).
-    """
-    atomic_write_bytes(path, pcd_bytes(result, noisy, binary))
-
-
 @dataclass(frozen=True)
 class PcdOptions:
     """Options of the PCD writer: ``ascii`` (ASCII instead of binary data)."""
@@ -116,7 +108,12 @@ class PcdWriter(Writer):
     outputs = (r"(clean|noisy)/scan\d+\.pcd",)
     Options = PcdOptions
 
+    def __init__(self, folder, options=None, run=None) -> None:
+        super().__init__(folder, options, run)
+        self._float32 = Float32Warning(self.name)
+
     def frame_files(self, result):
+        self._float32.check(result)
         return clean_and_noisy(result, "pcd", lambda noisy: pcd_bytes(result, noisy, not self.options.ascii))
 
 

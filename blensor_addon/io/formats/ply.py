@@ -4,8 +4,13 @@ Files: ``clean/scan<frame:05d>.ply`` and ``noisy/scan<frame:05d>.ply``. One ``ve
 element: x, y, z (float32, m), nx, ny, nz, red, green, blue (uint8), intensity,
 reflectivity, range (float32), timestamp (float64 s), azimuth, elevation (float32 rad),
 channel, ring, semantic, object_id, instancer_id, instance_id, ray_index (int32: the
-integer type every PLY reader takes; Open3D's skips ``ushort`` and ``uint`` properties).
-Readable by plyfile, Open3D (legacy and tensor API), CloudCompare, MeshLab.
+integer type every PLY reader takes; Open3D's skips ``ushort`` and ``uint`` properties;
+``ray_index`` only for sensors with a grid), then the further per-point fields the result
+holds (:data:`~blensor_addon.core.result.EXTRA_FIELDS`: ``return_number``,
+``num_returns`` as uint8, ...; a vector field ``v`` as ``v_x, v_y, v_z``), so a scan's
+every field is there. Readable by plyfile, Open3D (legacy and tensor API), CloudCompare,
+MeshLab. World coordinates are float32: a world-frame scan far from the origin
+(float32 rounding over 1 mm, from 32 km) is warned about once per run.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ import io
 import numpy as np
 
 from ...core.result import ScanResult
-from ._base import Writer, clean_and_noisy
+from ._base import Float32Warning, Writer, clean_and_noisy
 
 PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), ("ny", "<f4"), ("nz", "<f4"),
                       ("red", "u1"), ("green", "u1"), ("blue", "u1"), ("intensity", "<f4"),
@@ -27,27 +32,46 @@ PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), (
 _INT_FIELDS = ("channel", "ring", "semantic", "object_id", "instancer_id", "instance_id", "ray_index")
 
 
+def ply_dtype(result: ScanResult) -> np.dtype:
+    """The vertex dtype of ``result``: :data:`PLY_DTYPE` (without ``ray_index`` for a
+    result with no grid), then its further fields (see the module docstring)."""
+    names = [(n, t) for n, (t, _) in PLY_DTYPE.fields.items() if n != "ray_index" or result.has_grid]
+    for name, arr in result.extra.items():
+        if arr.ndim == 1:
+            names.append((name, arr.dtype.str))
+        else:
+            names += [(f"{name}_{a}", arr.dtype.str) for a in "xyzw"[:arr.shape[1]]]
+    return np.dtype([(n, np.dtype(t).str) for n, t in names])
+
+
 def ply_vertices(result: ScanResult, noisy: bool | None = False) -> np.ndarray:
     """The ``vertex`` records of ``result`` (the noisy points if ``noisy``): (N,)
-    structured array of dtype :data:`PLY_DTYPE`. With ``noisy=None`` the fields in
-    which the two clouds differ (x, y, z, range) are left unset (:func:`_set_cloud`).
+    structured array of dtype :func:`ply_dtype` (:data:`PLY_DTYPE` for today's
+    sensors). With ``noisy=None`` the fields in which the two clouds differ (x, y, z,
+    range) are left unset (:func:`_set_cloud`).
 
     Raises:
         ValueError: an id or ray index above 2^31 - 1 (int32); scans that large are
             refused before they are cast (the ray limit).
     """
-    for k in _INT_FIELDS:
+    ints = [k for k in _INT_FIELDS if k != "ray_index" or result.has_grid]
+    for k in ints:
         a = getattr(result, k)
         if a.size and int(a.max()) > np.iinfo(np.int32).max:
             raise ValueError(f"PLY: {k} {int(a.max())} does not fit the int32 property")
-    v = np.empty(len(result), PLY_DTYPE)
+    v = np.empty(len(result), ply_dtype(result))
     for i, k in enumerate("xyz"):
         v["n" + k] = result.normal[:, i]
     for i, k in enumerate(("red", "green", "blue")):
         v[k] = result.color[:, i]
-    for k in ("intensity", "reflectivity", "timestamp", "azimuth", "elevation", "channel", "ring", "semantic",
-              "object_id", "instancer_id", "instance_id", "ray_index"):
+    for k in ("intensity", "reflectivity", "timestamp", "azimuth", "elevation", *ints):
         v[k] = getattr(result, k)
+    for name, arr in result.extra.items():
+        if arr.ndim == 1:
+            v[name] = arr
+        else:
+            for i, a in enumerate("xyzw"[:arr.shape[1]]):
+                v[f"{name}_{a}"] = arr[:, i]
     if noisy is not None:
         _set_cloud(v, result, noisy)
     return v
@@ -86,7 +110,12 @@ class PlyWriter(Writer):
     outputs = (r"(clean|noisy)/scan\d+\.ply",)
     requires = ("plyfile",)
 
+    def __init__(self, folder, options=None, run=None) -> None:
+        super().__init__(folder, options, run)
+        self._float32 = Float32Warning(self.name)
+
     def frame_files(self, result):
+        self._float32.check(result)
         v = ply_vertices(result, None)  # the fields both clouds share, filled once
 
         def encode(noisy):

@@ -7,7 +7,9 @@ rows are the lasers sorted by elevation, highest first (the image's top), column
 firing order (the frame's part of the sweep), or the pixels of an image sensor.
 ``range_image/range<frame:05d>.png``: an 8-bit grey preview a person can look at, the
 range (near = bright, 0..max range) above the intensity (0..1), black where nothing
-returned, each row repeated so a 64-laser image is not a sliver.
+returned, each row repeated so a 64-laser image is not a sliver; the range scale is the
+sensor's ``max_range`` (its capabilities; 100 m if it declares none). Needs a sensor with
+a ray grid (``needs.grid``): a pattern with no grid is refused.
 """
 from __future__ import annotations
 
@@ -15,16 +17,24 @@ import io
 
 import numpy as np
 
+from ...core.capabilities import WriterNeeds
 from ...core.result import ScanResult
 from .npz import npz_bytes_of
-from ._base import Writer
+from ._base import Writer, capabilities_of
+
+#: the preview's range scale when the sensor declares no ``max_range``
+DEFAULT_MAX_RANGE = 100.0
 
 
 def range_image(result: ScanResult) -> dict[str, np.ndarray]:
-    """The organized arrays of ``result`` (see the module docstring)."""
-    rows, cols = result.grid_shape
+    """The organized arrays of ``result`` (see the module docstring).
+
+    Raises:
+        ValueError: the result has no grid (one line).
+    """
+    rows, cols = result.require_grid("range_image")
     lasers = result.ray_index.astype(np.int64) // cols
-    if result.organized:  # an image: row 0 is already the top
+    if result.is_organized:  # an image: row 0 is already the top
         row_of = lasers
     else:  # lasers by elevation rank, highest on top
         row_of = rows - 1 - result.ring.astype(np.int64)
@@ -69,10 +79,12 @@ class RangeImageWriter(Writer):
     files = "range_image/range<frame:05d>.npz, range_image/range<frame:05d>.png"
     outputs = (r"range_image/range\d+\.(npz|png)",)
     requires = ("PIL",)
+    needs = WriterNeeds(grid=True)
 
     def frame_files(self, result):
         im = range_image(result)
-        max_range = float(self.run.sensor.get("max_range", self.run.sensor.get("max_depth", 100.0)))
+        declared = capabilities_of(result).max_range
+        max_range = float(declared) if declared is not None else DEFAULT_MAX_RANGE
         return [(f"range_image/range{result.frame:05d}.npz", npz_bytes_of(im)),
                 (f"range_image/range{result.frame:05d}.png", preview_png(im, max_range))]
 

@@ -12,14 +12,14 @@ Topics, per frame:
   elevation rank, 0 = lowest), time (float32, s since the message stamp), point step 22
   bytes; the stamp is the frame's start. Option ``points``: ``noisy`` (default) or
   ``clean``.
-- ``/blensor/scan`` ``sensor_msgs/LaserScan`` for planar scanners with one scan plane
-  (seed 004's 2D lidar output): one message per sweep (or part of a sweep) in the frame,
-  ranges over every angle step with +inf where nothing returned, angle and time
-  increments from the sweep.
+- ``/blensor/scan`` ``sensor_msgs/LaserScan`` for sensors with one scan plane whose
+  capabilities give its column angles (planar scanners with one plane; seed 004's 2D lidar
+  output): one message per sweep (or part of a sweep) in the frame, ranges over every
+  angle step with +inf where nothing returned, angle and time increments from the sweep.
 - ``/blensor/depth/image`` ``sensor_msgs/Image`` (32FC1, planar depth z in m, NaN where
   nothing returned) and ``/blensor/depth/camera_info`` ``sensor_msgs/CameraInfo`` for
-  image sensors (ToF, Kinect, depth camera), frame ``blensor_optical`` (x right, y down,
-  z ahead).
+  image sensors (organized results with intrinsics: ToF, Kinect, depth camera), frame
+  ``blensor_optical`` (x right, y down, z ahead).
 - ``/tf`` ``tf2_msgs/TFMessage``: map -> blensor_sensor at the frame's stamp;
   ``/tf_static``: blensor_sensor -> blensor_optical, once.
 - ``/blensor/odom`` ``nav_msgs/Odometry``: the ground-truth pose of blensor_sensor in map,
@@ -41,8 +41,8 @@ from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_senso
                           sensor_points)
 from ...core.errors import SettingsError
 from ...core.result import ScanResult
-from ...core.sensors._base import setting, sweep_columns
-from ._base import Writer
+from ...core.sensors._base import setting
+from ._base import Writer, capabilities_of
 
 SENSOR_FRAME = "blensor_sensor"
 OPTICAL_FRAME = "blensor_optical"
@@ -152,26 +152,36 @@ class Rosbag2Writer(Writer):
             point_step=22, row_step=22 * len(rec), data=rec.view(np.uint8), is_dense=True)
 
     def _laser_scans(self, result):
-        s = self.run.sensor
-        cols = max(0, int((s["end_angle"] - s["start_angle"]) / s["angle_resolution"] + 1e-9))
-        col, stamps = sweep_columns(cols, s["rotation_speed"], result.frame, result.frame_time, "range")
-        if not col.size:
+        """LaserScan messages of a one-plane swept sensor (see the module docstring),
+        from its capabilities: ``grid`` (1, columns a sweep), ``timing.period``,
+        ``column_angles``, ``max_range``; [] for other sensors."""
+        caps = capabilities_of(result)
+        if (caps.column_angles is None or caps.grid is None or caps.grid[0] != 1
+                or caps.timing.kind != "sweep" or not result.has_grid):
             return []
-        ranges = np.full(col.shape[0], np.inf, np.float32)
-        inten = np.zeros(col.shape[0], np.float32)
-        local = result.ray_index.astype(np.int64) % result.grid_shape[1]
+        count, period = int(caps.grid[1]), float(caps.timing.period)
+        cols = result.grid_shape[1]  # the packet's columns, in firing order
+        if not cols or not count:
+            return []
+        first_g = caps.timing.first_column(count, result.frame * result.frame_time)
+        g = first_g + np.arange(cols, dtype=np.int64)
+        col, stamps = g % count, g / (count / period)
+        ranges = np.full(cols, np.inf, np.float32)
+        inten = np.zeros(cols, np.float32)
+        local = result.ray_index.astype(np.int64) % cols
         ranges[local] = result.range_noisy if self.options.points == "noisy" else result.range
         inten[local] = np.round(np.clip(result.intensity, 0, 1) * 255)
         cut = np.flatnonzero(np.diff(col) < 0) + 1  # a new sweep starts
+        first, step = caps.column_angles
+        range_max = float(caps.max_range) if caps.max_range is not None else float("inf")
         out = []
-        res = np.deg2rad(s["angle_resolution"])
-        for seg in np.split(np.arange(col.shape[0]), cut):
-            a0 = np.deg2rad(s["start_angle"] + col[seg[0]] * s["angle_resolution"])
+        for seg in np.split(np.arange(cols), cut):
+            a0 = first + col[seg[0]] * step
             out.append((float(stamps[seg[0]]), self.T["sensor_msgs/msg/LaserScan"](
                 header=self._header(float(stamps[seg[0]]), SENSOR_FRAME), angle_min=float(a0),
-                angle_max=float(a0 + res * (seg.size - 1)), angle_increment=float(res),
-                time_increment=float(1.0 / (cols * s["rotation_speed"])), scan_time=float(1.0 / s["rotation_speed"]),
-                range_min=0.0, range_max=float(s["max_range"]), ranges=ranges[seg], intensities=inten[seg])))
+                angle_max=float(a0 + step * (seg.size - 1)), angle_increment=float(step),
+                time_increment=float(period / count), scan_time=float(period),
+                range_min=0.0, range_max=range_max, ranges=ranges[seg], intensities=inten[seg])))
         return out
 
     def _image(self, result, stamp):
@@ -234,10 +244,9 @@ class Rosbag2Writer(Writer):
             end = (stamp + float(result.frame_time), ros_pose(Te) if result.axes == "blensor" else Te)
         self._put("/blensor/odom", self._odometry(T, stamp, end), stamp)
         self._put("/blensor/points", self._points(result, stamp), stamp)
-        if result.sensor_type == "planar" and len(self.run.sensor.get("elevations", [])) == 1:
-            for t, msg in self._laser_scans(result):
-                self._put("/blensor/scan", msg, t)
-        if result.organized and len(result.intrinsics) == 4:
+        for t, msg in self._laser_scans(result):
+            self._put("/blensor/scan", msg, t)
+        if result.is_organized and len(result.intrinsics) == 4:
             img, info = self._image(result, stamp)
             self._put("/blensor/depth/image", img, stamp)
             self._put("/blensor/depth/camera_info", info, stamp)
