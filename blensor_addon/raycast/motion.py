@@ -16,6 +16,8 @@ shrunk as a linear blend of matrices would), and no mesh has to be rebuilt.
 A motion record is one row of 32 float64: ``[t0(3), t1(3), q0(4), q1(4), U0(9), U1(9)]``
 (quaternions ``(w, x, y, z)``, ``U`` row-major), the layout
 ``brt_scene_create_motion`` of the native library reads (native_patch/src/blensor_rt.h).
+Quaternions of matrices come from the add-on's one routine,
+:func:`blensor_addon.core.axes.matrix_to_quat`.
 """
 from __future__ import annotations
 
