@@ -13,7 +13,7 @@ Scenes (built here in real Blender, pip bpy):
 - ``drive`` (``--drive``): ``scenes/drive.blend`` (built by ``scenes/build_drive.py``),
   its camera ``Lidar`` at its own settings, from 5 s into the drive.
 
-For each, sweep after sweep (``Scanner.scan_sweep``; the first, which builds every mesh
+For each, sweep after sweep (``Scanner.scan`` of sweep packets; the first, which builds every mesh
 BVH, is not counted) with ``time_model = "frame"`` (the scene frozen for each scene frame:
 the original's model, assembled into the same sweeps) and ``"continuous"`` (every ray at
 its own time, sensor pose and car transforms interpolated per ray). The table gives the
@@ -112,13 +112,16 @@ def _per_model(cam, packets: str, scan, warm, items) -> dict:
 
 
 def bench(cam, sweeps: int, first: int) -> dict:
-    """Sweep packets (``Scanner.scan_sweep``): sweeps ``first + 1 ..`` timed."""
-    return _per_model(cam, "sweep", lambda sc, k: sc.scan_sweep(k), first, range(first + 1, first + 1 + sweeps))
+    """Sweep packets (``Scanner.scan(Packet("sweep", k))``): sweeps ``first + 1 ..`` timed."""
+    from blensor_addon.core.packets import Packet
+    return _per_model(cam, "sweep", lambda sc, k: sc.scan(Packet("sweep", k))[0], first,
+                      range(first + 1, first + 1 + sweeps))
 
 
 def bench_frames(cam, frames=range(2, 25)) -> dict:
-    """Per-frame packets (``Scanner.scan_frame(f, "range")``)."""
-    return _per_model(cam, "frame", lambda sc, f: sc.scan_frame(f, "range"), frames[0] - 1, frames)
+    """Per-frame packets (``Scanner.scan(Packet("frame", f))``)."""
+    from blensor_addon.core.packets import Packet
+    return _per_model(cam, "frame", lambda sc, f: sc.scan(Packet("frame", f))[0], frames[0] - 1, frames)
 
 
 def main(argv=None) -> int:

@@ -246,6 +246,7 @@ def end_to_end(repeat):
     import blensor_addon
     from blensor_addon.io.formats.npz import write_npz
     from blensor_addon.jobs.range_scan import scan_range
+    from blensor_addon.core.packets import Packet
     from blensor_addon.scene.scanner import Scanner
     blensor_addon.register()
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -281,7 +282,7 @@ def end_to_end(repeat):
 
     def one_revolution():
         s = Scanner(cam, backend="native")
-        r = s.scan_frame(1, "single")
+        r = s.scan(Packet("single", 1))[0]
         write_npz(r, tmp / "rev.npz")
         s.close()
         return len(r)

@@ -131,15 +131,16 @@ def main(argv=None) -> int:
     # 2. a range scan: per-frame scans, then every point-cloud writer over the same frames;
     # the whole measurement is repeated and each number is the median (this VM's speed
     # moves between runs)
+    from blensor_addon.core.packets import Packet
     from blensor_addon.scene.scanner import Scanner
     frames = list(range(1, 25))
     info = dict(camera=cam.name, sensor_type="rotating")
     scans, per, together = [], {}, []
     for _ in range(args.repeat):
         sc = Scanner(cam, backend="native", packet_hashes=True)  # as the range-scan runner makes it
-        sc.scan_frame(frames[0], "range")  # warm-up: every mesh BVH built, as after the first frame
+        sc.scan(Packet("frame", frames[0]))  # warm-up: every mesh BVH built, as after the first frame
         t0 = time.perf_counter()
-        results = [sc.scan_frame(f, "range") for f in frames]
+        results = [sc.scan(Packet("frame", f))[0] for f in frames]
         scans.append(time.perf_counter() - t0)
         sc.close()
         run = RunInfo(sensor=results[0].sensor, frames=frames, **info)

@@ -40,14 +40,16 @@ def unregister() -> None:
     _registered = False
 
 
-def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_reference="sensor", axes="blensor",
+def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_reference="sensor", axes="ros",
          **overrides):
     """Single scan of ``camera_object``; see :func:`blensor_addon.scene.scanner.scan`.
 
     ``seed=None`` uses the camera's ``seed`` setting (default 0). ``overrides``: setting
     names of the sensor type plus ``sensor_type`` and ``preset``, e.g.
     ``scan(cam, sensor_type="tof", preset="sr4000", backfolding=True)``; the camera's
-    stored settings are not changed.
+    stored settings are not changed. ``axes``: sensor-frame points, normals and pose in
+    REP-103 axes (``"ros"``, the default: x forward, y left, z up) or the camera's
+    (``"blensor"``: x right, y up, looking down -z).
     Returns a :class:`blensor_addon.core.result.ScanResult`.
     """
     from .scene.scanner import scan as _scan

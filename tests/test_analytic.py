@@ -30,7 +30,7 @@ def test_wall_range_is_h_sec_theta(bpy_mod, empty_scene, backend):
     add_mesh(bpy_mod, "Wall", v, f)
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "0", start_angle=-60.0, end_angle=60.0, angle_resolution=0.25, max_range=50.0)
-    r = blensor_addon.scan(cam, backend=backend)
+    r = blensor_addon.scan(cam, axes="blensor", backend=backend)
     assert len(r) == r.num_rays == 480
     theta = np.deg2rad(column_azimuth_deg(r, -60.0, 0.25))
     np.testing.assert_allclose(r.range, H / np.cos(theta), atol=1e-4, rtol=0)
@@ -43,7 +43,8 @@ def test_wall_range_is_h_sec_theta(bpy_mod, empty_scene, backend):
     np.testing.assert_allclose(r.normal, np.tile([0.0, 0.0, 1.0], (len(r), 1)), atol=1e-6)
     wall = bpy_mod.data.objects["Wall"]
     wall.data.flip_normals()
-    np.testing.assert_allclose(blensor_addon.scan(cam, backend=backend).normal, r.normal, atol=1e-6)
+    again = blensor_addon.scan(cam, axes="blensor", backend=backend)
+    np.testing.assert_allclose(again.normal, r.normal, atol=1e-6)
     names = {o["id"]: o["name"] for o in r.objects}
     assert {names[i] for i in np.unique(r.object_id)} == {"Wall"}
 
@@ -56,7 +57,7 @@ def test_floor_range_per_elevation(bpy_mod, empty_scene, backend):
              [(0, 1, 2, 3)])
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "-5, -10, -30, 10", angle_resolution=1.0, max_range=100.0)
-    r = blensor_addon.scan(cam, backend=backend)
+    r = blensor_addon.scan(cam, axes="blensor", backend=backend)
     assert r.num_rays == 360 * 4
     assert len(r) == 360 * 3  # the upward laser never returns
     el = r.elevation.astype(np.float64)
@@ -98,7 +99,7 @@ def test_mirror_makes_virtual_points_at_accumulated_distance(bpy_mod, empty_scen
     add_mesh(bpy_mod, "Wall", [(6, -50, -50), (6, 50, -50), (6, 50, 50), (6, -50, 50)], [(0, 1, 2, 3)])
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "0", start_angle=-0.5, end_angle=0.5, angle_resolution=0.25)
-    r = blensor_addon.scan(cam, backend=backend)
+    r = blensor_addon.scan(cam, axes="blensor", backend=backend)
     assert len(r) == 4
     assert {o["name"] for o in r.objects if o["id"] in set(r.object_id.tolist())} == {"Wall"}
     theta = np.deg2rad(column_azimuth_deg(r, -0.5, 0.25))
@@ -111,7 +112,7 @@ def test_mirror_makes_virtual_points_at_accumulated_distance(bpy_mod, empty_scen
     # the virtual point is along the original ray, behind the mirror
     assert np.all(r.xyz[:, 2] < -9.9)
     mat.blensor.mirror = False
-    r3 = blensor_addon.scan(cam, backend=backend)
+    r3 = blensor_addon.scan(cam, axes="blensor", backend=backend)
     np.testing.assert_allclose(r3.range, s1, atol=1e-4)
     cam.data.blensor.max_bounces = 0
     mat.blensor.mirror = True
@@ -188,7 +189,7 @@ def test_non_finite_geometry_is_left_out_with_one_warning(bpy_mod, empty_scene, 
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "0", start_angle=-60.0, end_angle=60.0, angle_resolution=0.5, max_range=50.0,
                    time_model="frame")
-    r = blensor_addon.scan(cam, backend=backend)
+    r = blensor_addon.scan(cam, axes="blensor", backend=backend)
     az = column_azimuth_deg(r, -60.0, 0.5)
     # only the finite quad (x <= 0) returns: the triangle with the NaN vertex is gone
     assert len(r) > 0 and np.all(r.xyz[:, 0] <= 1e-4)
@@ -197,7 +198,7 @@ def test_non_finite_geometry_is_left_out_with_one_warning(bpy_mod, empty_scene, 
     assert err.count("object 'Wall' has non-finite") == 1 and err.count("object 'Lost' has non-finite") == 1
     # continuous time interpolates transforms: a NaN one is refused, naming the object
     with pytest.raises(SettingsError, match="transform of object 'Lost' must be finite at every time scanned"):
-        blensor_addon.scan(cam, backend=backend, time_model="continuous")
+        blensor_addon.scan(cam, axes="blensor", backend=backend, time_model="continuous")
 
 
 def test_flat_object_scaled_to_zero_on_one_axis_returns_on_both_backends(bpy_mod, empty_scene):
@@ -237,6 +238,7 @@ def test_scan_casts_with_one_blas_thread(bpy_mod, empty_scene, monkeypatch):
     # OpenBLAS's spinning workers would take a core from the ray caster (core/blas.py)
     from threadpoolctl import threadpool_info, threadpool_limits
 
+    from blensor_addon.core.packets import Packet
     from blensor_addon.scene.scanner import Scanner
     v, f = quad(-200, 200, -50, 50, -10.0)
     add_mesh(bpy_mod, "Wall", v, f)
@@ -253,7 +255,7 @@ def test_scan_casts_with_one_blas_thread(bpy_mod, empty_scene, monkeypatch):
             return scan(*a, **kw)
 
         monkeypatch.setattr(sc.sensor, "scan", recording)
-        assert len(sc.scan_frame(1)) == 480
+        assert len(sc.scan(Packet("single", 1))[0]) == 480
         sc.close()
         assert seen and set(seen) == {1}
         assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == outside

@@ -51,7 +51,7 @@ def test_sensor_moving_along_a_wall(bpy_mod, empty_scene, backend):
                    rotation_speed=2.0)
     drive(cam, "location", 0, f"{v} * frame / 24")  # 24 fps
     assert cam.data.blensor.time_model == "continuous"
-    r = blensor_addon.scan(cam, frame=6, backend=backend, frame_of_reference="world")
+    r = blensor_addon.scan(cam, axes="blensor", frame=6, backend=backend, frame_of_reference="world")
     assert len(r) == 240 * 3
     t = r.timestamp
     t0 = 6 / 24
@@ -63,11 +63,12 @@ def test_sensor_moving_along_a_wall(bpy_mod, empty_scene, backend):
     np.testing.assert_allclose(r.xyz[:, 0], v * t + d[:, 0] * rng, atol=1e-4, rtol=0)
     np.testing.assert_allclose(r.xyz[:, 2], -H, atol=1e-4)
     # frozen frames: the whole sector from the frame's one position (error up to v x 1/6 s)
-    rf = blensor_addon.scan(cam, frame=6, backend=backend, frame_of_reference="world", time_model="frame")
+    rf = blensor_addon.scan(cam, axes="blensor", frame=6, backend=backend, frame_of_reference="world",
+                            time_model="frame")
     assert np.abs(rf.xyz[:, 0] - (v * t0 + d[:, 0] * rng)).max() < 1e-4
     assert np.abs(rf.xyz[:, 0] - r.xyz[:, 0]).max() > 3.0
     # sensor frame + deskew: the points in the sensor frame at the sweep start
-    rs = blensor_addon.scan(cam, frame=6, backend=backend, deskew=True)
+    rs = blensor_addon.scan(cam, axes="blensor", frame=6, backend=backend, deskew=True)
     np.testing.assert_allclose(rs.xyz[:, 0], d[:, 0] * rng, atol=1e-4)
     np.testing.assert_allclose(rs.extra["xyz_deskewed"][:, 0], v * (t - t0) + d[:, 0] * rng, atol=2e-4)
     np.testing.assert_allclose(rs.sensor_to_world[:3, 3], [v * t0, 0, 0], atol=1e-9)
@@ -140,7 +141,7 @@ def test_vlp16_firing_offsets_against_a_cylinder(bpy_mod, empty_scene):
     cam.data.blensor.noise_sigma = 0.0
     cam.data.blensor.bias_distribution = "gaussian"
     cam.data.blensor.bias_sigma = 0.0
-    r = blensor_addon.scan(cam, frame=0)
+    r = blensor_addon.scan(cam, axes="blensor", frame=0)
     res = float(np.float32(0.2))  # as stored in the Blender property
     col = r.ray_index.astype(np.int64) % r.grid_shape[1]
     k = r.channel.astype(np.int64)
@@ -156,7 +157,7 @@ def test_vlp16_firing_offsets_against_a_cylinder(bpy_mod, empty_scene):
     wrap = np.mod(r.azimuth.astype(np.float64) - az + np.pi, 2 * np.pi) - np.pi
     assert np.abs(np.rad2deg(wrap)).max() < 1e-3
     # frozen frames keep the original's columns (every laser at the column's azimuth)
-    rf = blensor_addon.scan(cam, frame=0, time_model="frame")
+    rf = blensor_addon.scan(cam, axes="blensor", frame=0, time_model="frame")
     assert np.array_equal(rf.timestamp, np.repeat(rf.timestamp[::16], 16))
 
 
@@ -227,15 +228,15 @@ def test_deforming_mesh_is_reevaluated_every_time_step(bpy_mod, empty_scene):
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "0", angle_resolution=0.25, max_range=60.0, start_angle=-30.0, end_angle=30.0,
                    rotation_speed=1.0, time_step=0.001)
-    r = blensor_addon.scan(cam, frame=1)
+    r = blensor_addon.scan(cam, axes="blensor", frame=1)
     z_true = -10.0 + 24.0 * r.timestamp  # wall position at each ray's time
     err = np.abs(r.xyz[:, 2] - z_true)
     assert err.max() <= 24.0 * 0.001 + 1e-4
     assert err.max() > 1e-3  # held between steps, not interpolated
     with pytest.raises(SettingsError, match="time_step must be in"):
-        blensor_addon.scan(cam, frame=1, time_step=0.1)  # longer than a frame (1/24 s)
+        blensor_addon.scan(cam, axes="blensor", frame=1, time_step=0.1)  # longer than a frame (1/24 s)
     with pytest.raises(SettingsError, match="time_step must be in"):
-        blensor_addon.scan(cam, frame=1, time_step=0.0)
+        blensor_addon.scan(cam, axes="blensor", frame=1, time_step=0.0)
 
 
 def test_non_finite_transform_during_a_sweep_is_refused_before_writing(bpy_mod, empty_scene,
@@ -300,12 +301,13 @@ def test_rolling_readout_of_a_tof_camera_moving_toward_a_wall(bpy_mod, empty_sce
     cam = add_camera(bpy_mod)
     drive(cam, "location", 2, f"-{v} * frame / 24")
     t0 = 2 / 24
-    r = blensor_addon.scan(cam, frame=2, sensor_type="tof", noise_sigma=0.0, readout_time=readout)
+    r = blensor_addon.scan(cam, axes="blensor", frame=2, sensor_type="tof", noise_sigma=0.0,
+                           readout_time=readout)
     row = r.ray_index.astype(np.int64) // 176
     np.testing.assert_allclose(r.timestamp, t0 + readout * row / 144, atol=1e-12)
     np.testing.assert_allclose(r.xyz[:, 2], -(H - v * r.timestamp), atol=1e-4)
     np.testing.assert_allclose(r.sensor_to_world_end[2, 3], -v * (t0 + readout), atol=1e-9)
-    g = blensor_addon.scan(cam, frame=2, sensor_type="tof", noise_sigma=0.0)  # global shutter
+    g = blensor_addon.scan(cam, axes="blensor", frame=2, sensor_type="tof", noise_sigma=0.0)  # global shutter
     np.testing.assert_allclose(g.xyz[:, 2], -(H - v * t0), atol=1e-4)
     assert np.all(g.timestamp == t0)
 
@@ -368,20 +370,21 @@ def test_frozen_frame_sweeps_take_each_ray_from_the_frame_that_cast_it(bpy_mod, 
 def test_static_scene_keeps_its_top_level_across_the_frames_of_a_sweep(bpy_mod, empty_scene):
     # a 5 Hz sweep at 24 fps spans 5 scene frames; nothing moves, so the native backend
     # builds its top level once, and the returns equal those of a frozen-frame scan
+    from blensor_addon.core.packets import Packet
     from blensor_addon.scene.scanner import Scanner
     add_mesh(bpy_mod, "Floor", *quad(-50, 50, -50, 50, 0.0))
     add_mesh(bpy_mod, "Box", *quad(-1, 1, -1, 1, 0.5), location=(5.0, 0.0, 0.0))
     cam = add_camera(bpy_mod, location=(0.0, 0.0, 2.0), rotation=(math.pi / 2, 0.0, 0.0))
     generic_sensor(cam, "-10,-20", angle_resolution=1.0, max_range=60.0, rotation_speed=5.0)
     sc = Scanner(cam, backend="native")
-    r = sc.scan_frame(1)
+    r = sc.scan(Packet("single", 1))[0]
     assert sc.backend.scene_builds == 1 and len(r) == 720
     # the box moves from frame 3 on: the frames after it change, so the top level is rebuilt
     box = bpy_mod.data.objects["Box"]
     key(box, "location", 3, (5.0, 0.0, 0.0))
     key(box, "location", 4, (5.0, 3.0, 0.0))
     sc2 = Scanner(cam, backend="native")
-    r2 = sc2.scan_frame(1)
+    r2 = sc2.scan(Packet("single", 1))[0]
     assert sc2.backend.scene_builds > 1 and len(r2) == 720
     assert not np.array_equal(r2.xyz, r.xyz)
     sc.close()
@@ -393,8 +396,8 @@ def test_lazily_scattered_hits_equal_the_eager_scatter(rows_of):
     # the steps of a sweep overlap at their ends (firing offsets): rows interleave there
     # ("jitter"; "runs": a few rays swapped at each step end, as a real sweep's steps,
     # moved as slices); "shuffled" interleaves them everywhere (moved by index arrays)
-    from blensor_addon.scene import timeline
-    from blensor_addon.scene.timeline import TimedHits
+    from blensor_addon.scene import context
+    from blensor_addon.scene.context import CastHits
     rng = np.random.default_rng(5)
     n = 5000
     if rows_of == "jitter":
@@ -406,14 +409,14 @@ def test_lazily_scattered_hits_equal_the_eager_scatter(rows_of):
         for c in (2100, 4300):
             order[c - 4:c + 4] = order[c - 4:c + 4][[0, 1, 4, 2, 3, 5, 6, 7]]
     rows = [np.sort(order[a:b]) for a, b in ((0, 2100), (2100, 4300), (4300, n))]
-    runs = [timeline._runs(r) for r in rows]
+    runs = [context._runs(r) for r in rows]
     if rows_of == "shuffled":
         assert all(x is None for x in runs)
     elif rows_of == "runs":
         assert all(x is not None for x in runs) and max(len(x) for x in runs) > 1
 
     def part(m):
-        return TimedHits(range=rng.random(m), hit=rng.random(m) < 0.9, reflectivity=rng.random(m).astype(np.float32),
+        return CastHits(range=rng.random(m), hit=rng.random(m) < 0.9, reflectivity=rng.random(m).astype(np.float32),
                          normal=rng.random((m, 3)).astype(np.float32), last_dir=rng.random((m, 3)).astype(np.float32),
                          color=rng.integers(0, 255, (m, 3)).astype(np.uint8),
                          object_id=rng.integers(0, 9, m).astype(np.uint32), instancer_id=np.zeros(m, np.uint32),
@@ -422,15 +425,15 @@ def test_lazily_scattered_hits_equal_the_eager_scatter(rows_of):
 
     parts = [part(len(r)) for r in rows]
     eager = {}
-    for k in TimedHits.FIELDS:
+    for k in CastHits.FIELDS:
         a = getattr(parts[0], k)
         eager[k] = np.empty((n, *a.shape[1:]), a.dtype)
         for p, r in zip(parts, rows):
             eager[k][r] = getattr(p, k)
-    lazy = TimedHits.scatter(parts, rows, n)
+    lazy = CastHits.scatter(parts, rows, n)
     keep = lazy.hit & (lazy.range < 0.8)  # a sensor reads a few fields, then takes its returns
     for idx in (keep, np.zeros(n, bool), np.ones(n, bool), np.flatnonzero(keep)[::-1], np.arange(0, n, 7)):
-        got = TimedHits.scatter(parts, rows, n).take(idx) if idx is not keep else lazy.take(idx)
-        for k in TimedHits.FIELDS:
+        got = CastHits.scatter(parts, rows, n).take(idx) if idx is not keep else lazy.take(idx)
+        for k in CastHits.FIELDS:
             want = eager[k][idx]
             assert getattr(got, k).dtype == want.dtype and np.array_equal(getattr(got, k), want), k

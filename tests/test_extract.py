@@ -85,7 +85,7 @@ def test_modifiers_instances_hidden_objects_and_labels(bpy_mod, empty_scene):
     ghost.hide_render = True
     cam = add_camera(bpy_mod)
     generic_sensor(cam, "0, -30", angle_resolution=0.25)
-    r = blensor_addon.scan(cam)
+    r = blensor_addon.scan(cam, axes="blensor")
     names = {o["id"]: o for o in r.objects}
     hit_names = {names[i]["name"] for i in np.unique(r.object_id)}
     assert hit_names == {"Floor", "Post", "Box"}
@@ -162,10 +162,10 @@ def test_geometry_nodes_instances_as_arrays_equal_the_per_instance_loop(bpy_mod,
                  (fast.instance_instancer_id, slow.instance_instancer_id), (fast.instance_index, slow.instance_index)):
         assert np.array_equal(a, b)
     assert sorted(fast.instance_index.tolist()) == list(range(1, 442))
-    r_fast = blensor_addon.scan(cam)
+    r_fast = blensor_addon.scan(cam, axes="blensor")
     SceneExtractor.vectorize = False
     try:
-        r_slow = blensor_addon.scan(cam)
+        r_slow = blensor_addon.scan(cam, axes="blensor")
     finally:
         SceneExtractor.vectorize = True
     assert len(r_fast) > 1000

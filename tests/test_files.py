@@ -118,21 +118,21 @@ def test_same_seed_same_bytes_other_seed_other_noise(velodyne, tmp_path):
 
 def test_failed_and_cancelled_scans_keep_finished_frames(velodyne, tmp_path, monkeypatch):
     from blensor_addon.scene import scanner as scanner_mod
-    real = scanner_mod.Scanner.scan_frame
+    real = scanner_mod.Scanner.scan
 
-    def flaky(self, frame, mode="single"):
-        if frame == 3:
+    def flaky(self, packet):
+        if packet.index == 3:
             raise RuntimeError("disk on fire")
-        return real(self, frame, mode)
+        return real(self, packet)
 
-    monkeypatch.setattr(scanner_mod.Scanner, "scan_frame", flaky)
+    monkeypatch.setattr(scanner_mod.Scanner, "scan", flaky)
     with pytest.raises(RuntimeError, match="disk on fire"):
         scan_range(velodyne, [1, 2, 3, 4], tmp_path, ("npz", "evd"))
     assert files_of(tmp_path) == ["manifest.json", "scan.evd", "scan00001.npz", "scan00002.npz", "trajectory.tum"]
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["status"] == "failed" and [f["frame"] for f in man["frames"]] == [1, 2]
     assert [len(b) for b in read_evd(tmp_path / "scan.evd")] == [f["points"] for f in man["frames"]]
-    monkeypatch.setattr(scanner_mod.Scanner, "scan_frame", real)
+    monkeypatch.setattr(scanner_mod.Scanner, "scan", real)
 
     calls = []
     job = scan_range(velodyne, [1, 2, 3, 4], tmp_path / "c", ("npz", "evd"),

@@ -141,7 +141,7 @@ def test_kitti_sequence_as_semantickitti_loads_it(run):
 
 @pytest.mark.parametrize("frame_of_reference", ["sensor", "world"])
 def test_ros_axes_are_the_documented_rotation(velodyne, frame_of_reference):
-    a = blensor_addon.scan(velodyne, frame=6, frame_of_reference=frame_of_reference)
+    a = blensor_addon.scan(velodyne, frame=6, frame_of_reference=frame_of_reference, axes="blensor")
     b = blensor_addon.scan(velodyne, frame=6, frame_of_reference=frame_of_reference, axes="ros")
     assert a.axes == "blensor" and b.axes == "ros"
     M = ROS_FROM_BLENSOR

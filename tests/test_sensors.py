@@ -52,7 +52,7 @@ def test_v01_file_scans_byte_identically(bpy_mod):
     cam = bpy_mod.data.objects["Lidar"]
     assert cam.data.blensor.sensor_type == "rotating" and cam.data.blensor.preset == "vlp16"
     assert cam.data.blensor.time_model == "frame"  # not stored in v0.1: the frozen-frame model it had
-    r = blensor_addon.scan(cam, frame=2)
+    r = blensor_addon.scan(cam, axes="blensor", frame=2)
     base = np.load(DATA / "v01_scan_frame2.npz")
     assert len(r) == 4595
     for k in base.files:
@@ -139,7 +139,7 @@ def test_line_scanner_is_a_true_mirror_reflection(bpy_mod, empty_scene, backend)
     add_mesh(bpy_mod, "Drum", v, f)
     cam = add_camera(bpy_mod, rotation=UP)
     use(cam, "line", start_angle=0.0, end_angle=90.3, angle_resolution=0.25, noise_sigma=0.0, max_range=20.0)
-    r = blensor_addon.scan(cam, backend=backend)
+    r = blensor_addon.scan(cam, axes="blensor", backend=backend)
     assert r.grid_shape == (4, 360 + 1) and len(r) == 4 * 361
     xyz = r.xyz.astype(np.float64)
     np.testing.assert_allclose(np.hypot(xyz[:, 0], xyz[:, 2]), R, atol=1e-4)  # on the drum
@@ -254,8 +254,8 @@ def test_tof_backfolding_and_pixel_directions(bpy_mod, empty_scene, backend):
     add_mesh(bpy_mod, "Wall", [(-50, 12, -50), (50, 12, -50), (50, 12, 50), (-50, 12, 50)], [(0, 1, 2, 3)])
     cam = add_camera(bpy_mod, rotation=UP)
     use(cam, "tof", noise_sigma=0.0, ambiguity_range=10.0)
-    off = blensor_addon.scan(cam, backend=backend)
-    on = blensor_addon.scan(cam, backend=backend, backfolding=True)
+    off = blensor_addon.scan(cam, axes="blensor", backend=backend)
+    on = blensor_addon.scan(cam, axes="blensor", backend=backend, backfolding=True)
     W, H = 176, 144
     assert off.grid_shape == (H, W) and len(off) == W * H
     # the centre pixels look straight at the wall: 12 m, folded to 2 m
@@ -285,7 +285,7 @@ def test_kinect_depth_steps_grow_with_z_squared(bpy_mod, empty_scene, backend):
     add_mesh(bpy_mod, "Floor", [(-40, -1, -h), (40, -1, -h), (40, 60, -h), (-40, 60, -h)], [(0, 1, 2, 3)])
     cam = add_camera(bpy_mod, rotation=(math.radians(57.5), 0.0, 0.0))
     use(cam, "kinect")
-    r = blensor_addon.scan(cam, backend=backend)
+    r = blensor_addon.scan(cam, axes="blensor", backend=backend)
     s = SENSORS["kinect"].settings()
     fb = s.focal_px * s.baseline
     z = np.unique(-r.xyz_noisy[:, 2].astype(np.float64))
@@ -297,7 +297,7 @@ def test_kinect_depth_steps_grow_with_z_squared(bpy_mod, empty_scene, backend):
         ratio = np.median(np.diff(near) / (mid * mid / (8 * fb)))  # each step against its own Z^2
         assert near.size >= 5 and abs(ratio - 1.0) < 0.05, (Z, ratio)
     # the clean points are the true projected points: on the floor
-    w = blensor_addon.scan(cam, backend=backend, frame_of_reference="world")
+    w = blensor_addon.scan(cam, axes="blensor", backend=backend, frame_of_reference="world")
     np.testing.assert_allclose(w.xyz[:, 2], -h, atol=1e-4)
 
 
@@ -357,7 +357,7 @@ def test_depth_plane_and_sphere_closed_forms_and_blender_projection(bpy_mod, emp
     add_mesh(bpy_mod, "Wall", [(-60, D, -60), (60, D, -60), (60, D, 60), (-60, D, 60)], [(0, 1, 2, 3)])
     bpy_mod.ops.mesh.primitive_ico_sphere_add(subdivisions=8, radius=1.0, location=(0.5, 5.0, 0.3))
     cam = depth_camera(bpy_mod, **variant)
-    r = blensor_addon.scan(cam, backend="native")
+    r = blensor_addon.scan(cam, axes="blensor", backend="native")
     W, H = 1920, 1080
     assert r.grid_shape == (H, W) and len(r) == W * H
     u = r.xyz.astype(np.float64) / r.range[:, None]
@@ -376,7 +376,7 @@ def test_depth_plane_and_sphere_closed_forms_and_blender_projection(bpy_mod, emp
     assert front.mean() > 0.9
     np.testing.assert_allclose(r.range[~on_wall][front], t[front], atol=1e-4)
     # Blender's own projection puts 100 random returns in the same pixel, at the same depth
-    w = blensor_addon.scan(cam, backend="native", frame_of_reference="world")
+    w = blensor_addon.scan(cam, axes="blensor", backend="native", frame_of_reference="world")
     rng = np.random.default_rng(1)
     scene = bpy_mod.context.scene
     import mathutils

@@ -1,4 +1,6 @@
-"""Axis conventions: BlenSor's sensor frame and ROS REP-103.
+"""Axis conventions and rotations: BlenSor's sensor frame and ROS REP-103, a result
+converted between them (:func:`to_axes`), and the add-on's one matrix-to-quaternion
+routine (:func:`matrix_to_quat`) with the rotation vector of a matrix.
 
 BlenSor's sensor frame is the camera's (kept from the original, reference section 2):
 +X right, +Y up, looking down -Z. REP-103 (ROS; KITTI's LiDAR frame too): x forward,
@@ -87,26 +89,57 @@ def to_axes(result, axes: str):
     return dataclasses.replace(result, **changes)
 
 
-def quaternion_xyzw(R: np.ndarray) -> tuple[float, float, float, float]:
-    """(x, y, z, w) unit quaternion of a (3, 3) rotation matrix (w >= 0)."""
+def matrix_to_quat(R: np.ndarray) -> np.ndarray:
+    """Unit quaternions of rotation matrices by Shepperd's method (the largest of
+    ``w, x, y, z`` is taken from the diagonal, the others from off-diagonal sums, so no
+    division by a small number). The one matrix-to-quaternion routine of the add-on: the
+    instance motion records (:mod:`blensor_addon.raycast.motion`) and every pose written
+    to a file (:func:`quaternion_xyzw`) use it.
+
+    Args:
+        R: (..., 3, 3) float64 proper rotation matrices.
+    Returns:
+        (..., 4) float64 unit quaternions ``(w, x, y, z)`` with ``w >= 0``.
+    """
     R = np.asarray(R, dtype=np.float64)
-    t = np.trace(R)
-    if t > 0:
-        s = 2.0 * np.sqrt(1.0 + t)
-        q = (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s
-    else:
-        i = int(np.argmax(np.diag(R)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
-        v = [0.0, 0.0, 0.0]
-        v[i] = 0.25 * s
-        v[j] = (R[j, i] + R[i, j]) / s
-        v[k] = (R[k, i] + R[i, k]) / s
-        q = (*v, (R[k, j] - R[j, k]) / s)
-    q = np.asarray(q) / np.linalg.norm(q)
-    if q[3] < 0:
-        q = -q
-    return tuple(float(v) for v in q)
+    shape = R.shape[:-2]
+    R = R.reshape(-1, 3, 3)
+    r00, r11, r22 = R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]
+    tr = r00 + r11 + r22
+    pick = np.argmax(np.stack([tr, r00, r11, r22], 1), axis=1)
+    q = np.empty((R.shape[0], 4))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = [0.5 * np.sqrt(np.maximum(v, 0.0)) for v in
+             (1.0 + tr, 1.0 + r00 - r11 - r22, 1.0 - r00 + r11 - r22, 1.0 - r00 - r11 + r22)]
+        d21, d02, d10 = R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]
+        s01, s02, s12 = R[:, 0, 1] + R[:, 1, 0], R[:, 0, 2] + R[:, 2, 0], R[:, 1, 2] + R[:, 2, 1]
+        cases = [
+            (c[0], d21 / (4 * c[0]), d02 / (4 * c[0]), d10 / (4 * c[0])),
+            (d21 / (4 * c[1]), c[1], s01 / (4 * c[1]), s02 / (4 * c[1])),
+            (d02 / (4 * c[2]), s01 / (4 * c[2]), c[2], s12 / (4 * c[2])),
+            (d10 / (4 * c[3]), s02 / (4 * c[3]), s12 / (4 * c[3]), c[3]),
+        ]
+    for k, comps in enumerate(cases):
+        sel = pick == k
+        for j in range(4):
+            q[sel, j] = comps[j][sel]
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    q *= np.where(q[:, :1] < 0, -1.0, 1.0)
+    return q.reshape(shape + (4,))
+
+
+#: quaternion components below this magnitude are rounding noise of a unit quaternion
+#: (a few float64 epsilons) and are written as exactly 0
+QUATERNION_ZERO = 4 * np.finfo(np.float64).eps
+
+
+def quaternion_xyzw(R: np.ndarray) -> tuple[float, float, float, float]:
+    """(x, y, z, w) unit quaternion of a (3, 3) rotation matrix (w >= 0), as TUM
+    trajectories, PCD's VIEWPOINT and ROS messages order it (:func:`matrix_to_quat`);
+    a component that is zero within float64 (:data:`QUATERNION_ZERO`) is exactly 0, so a
+    file shows neither ``-0.000000000`` nor ``1e-22``."""
+    w, x, y, z = (0.0 if abs(v) < QUATERNION_ZERO else float(v) for v in matrix_to_quat(R))
+    return x, y, z, w
 
 
 def rotation_vector(R: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 from .. import __version__
 from ..core.blas import single_blas_thread
 from ..core.errors import OutputError, SettingsError
+from ..core.packets import Packet
 from ..io import trajectory
 from ..io.atomic import atomic_write_bytes, commit_files, remove_quietly
 from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
@@ -329,12 +330,12 @@ class RangeScanJob:
                 if WRITERS[f].needs_image and not self.scanner.sensor.organized:
                     raise SettingsError("formats", f"formats for image sensors ({f} needs a tof, kinect or depth "
                                         "sensor)", f"{f} with sensor type {self.scanner.sensor_type}")
-            self.scanner.check_budget(self.frames[0], "range", self.packet_time)
-            if self.scanner.timed:  # refuse a NaN/inf transform before anything is written
-                first = self.frames[0] * self.packet_time
-                last = (self.frames[-1] + 1) * self.packet_time
-                self.scanner.check_transforms(range(int(np.floor(first / ft + 1e-9)),
-                                                    int(np.floor(last / ft + 1e-9)) + 2))
+            self.scanner.check_budget(self._packet(self.frames[0]))
+            # continuous time: refuse a NaN/inf transform before anything is written
+            first = self.frames[0] * self.packet_time
+            last = (self.frames[-1] + 1) * self.packet_time
+            self.scanner.check_transforms(range(int(np.floor(first / ft + 1e-9)),
+                                                int(np.floor(last / ft + 1e-9)) + 2))
             self._created = not output_path(self.out_dir).exists()  # removed again if nothing is written
             self.out = check_output_dir(self.out_dir)
             self._lock = FolderLock(self.out)
@@ -424,14 +425,16 @@ class RangeScanJob:
             return None
         if not all((self.out / n).is_file() for n in old["files"]):
             return None
-        if self.scanner.packet_hash(f, self.packets) != old["geometry_hash"]:
+        if self.scanner.packet_hash(self._packet(f)) != old["geometry_hash"]:
             return None
         return old
 
+    def _packet(self, f: int) -> Packet:
+        """The packet of output ``f`` (a sweep index or a scene frame)."""
+        return Packet("sweep" if self.packets == "sweep" else "frame", f)
+
     def _scan(self, packet: int):
-        if self.packets == "sweep":
-            return self.scanner.scan_sweep(packet)
-        return self.scanner.scan_frame(packet, "range")
+        return self.scanner.scan(self._packet(packet))
 
     def step(self) -> dict:
         """Scan the next frame and hand it to the writer thread (:class:`WriterThread`),
@@ -454,14 +457,14 @@ class RangeScanJob:
         if entry is not None:
             self.reused += 1
         else:
-            result = self._scan(f)
-            pose = [float(v) for v in np.asarray(result.sensor_to_world, dtype=np.float64).ravel()]
+            result, record = self._scan(f)
+            pose = [float(v) for v in np.asarray(record.pose, dtype=np.float64).ravel()]
             entry = {"frame": f, "points": len(result), "rays": result.num_rays, "pose": pose, "files": [],
-                     "geometry_hash": self.scanner.last_packet_hash}
+                     "geometry_hash": record.geometry_hash}
             if self.packets == "sweep":
-                entry["time"] = f * self.packet_time  # the sweep's start (s)
-            if result.sensor_to_world_end is not None:
-                entry["pose_end"] = [float(v) for v in np.asarray(result.sensor_to_world_end).ravel()]
+                entry["time"] = record.time  # the sweep's start (s)
+            if record.pose_end is not None:
+                entry["pose_end"] = [float(v) for v in np.asarray(record.pose_end).ravel()]
         objects = list(self.scanner.extractor.table.table)  # as the main thread sees it now
         self._next += 1
         if self._writing is None:  # a writer that must stay on this thread (see Writer.threaded)

@@ -1,10 +1,14 @@
-"""Batch ray casting: one interface, two backends (native library, BVHTree fallback)."""
+"""Batch ray casting: one interface, two backends (native library, BVHTree fallback).
+
+Owns choosing a backend (:func:`get_backend`, the process-wide :func:`shared_backend`)
+and re-exports the interface (:mod:`.base`) and mirror tracing (:mod:`.trace`).
+"""
 from __future__ import annotations
 
 import atexit
 
 from ..core.errors import NativeLibraryError, SettingsError
-from .base import Backend, Hits, MeshData, SceneGeometry
+from .base import Backend, ClosestHits, MeshData, SceneGeometry
 from .trace import TraceResult, trace
 
 BACKENDS = ("auto", "native", "bvhtree")
@@ -68,5 +72,5 @@ def release_shared() -> None:
         _shared.popitem()[1].close()
 
 
-__all__ = ["shared_backend", "release_shared", "Backend", "Hits", "MeshData", "SceneGeometry", "TraceResult", "trace", "get_backend",
-           "BACKENDS"]
+__all__ = ["shared_backend", "release_shared", "Backend", "ClosestHits", "MeshData", "SceneGeometry", "TraceResult",
+           "trace", "get_backend", "BACKENDS"]

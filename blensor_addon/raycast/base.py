@@ -1,4 +1,6 @@
-"""The batch ray-cast interface shared by the native library and the BVHTree fallback."""
+"""The batch ray-cast interface shared by the native library and the BVHTree fallback:
+the geometry handed to a backend (:class:`MeshData`, :class:`SceneGeometry` with its
+content hash), what it answers (:class:`ClosestHits`) and the :class:`Backend` base."""
 from __future__ import annotations
 
 import hashlib
@@ -112,8 +114,10 @@ class SceneGeometry:
 
 
 @dataclass
-class Hits:
-    """Closest hit of each ray (N rays).
+class ClosestHits:
+    """Closest hit of each ray (N rays), as a backend's :meth:`Backend.intersect` finds it
+    (the scene layer turns these into the sensors' hits,
+    :class:`blensor_addon.scene.context.CastHits`).
 
     Attributes:
         t (N,) float32 m, +inf on a miss; instance (N,) int32, -1 on a miss;
@@ -140,7 +144,7 @@ class Backend(ABC):
 
     @abstractmethod
     def intersect(self, origins: np.ndarray, directions: np.ndarray,
-                  tmax: np.ndarray | float, time: np.ndarray | None = None) -> Hits:
+                  tmax: np.ndarray | float, time: np.ndarray | None = None) -> ClosestHits:
         """Closest hits.
 
         Args:

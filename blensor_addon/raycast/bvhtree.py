@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Backend, Hits, SceneGeometry
+from .base import Backend, ClosestHits, SceneGeometry
 from .motion import RECORD_SIZE, interpolate, max_speed
 
 #: Largest motion (m) of any vertex of a moving instance within one time slice.
@@ -53,7 +53,7 @@ def _flatten(geometry: SceneGeometry, instances, matrices):
     return v, t, np.concatenate(tri_inst), np.concatenate(tri_prim), tree
 
 
-def _cast(data, o: np.ndarray, d: np.ndarray, tm: np.ndarray) -> Hits:
+def _cast(data, o: np.ndarray, d: np.ndarray, tm: np.ndarray) -> ClosestHits:
     """Closest hits of rays o, d (N, 3) float64 within tm (N,) float64 in one flattened
     tree ``data`` (:func:`_flatten`)."""
     v, tr, tri_inst, tri_prim, tree = data
@@ -100,10 +100,10 @@ def _cast(data, o: np.ndarray, d: np.ndarray, tm: np.ndarray) -> Hits:
         den = np.where(den != 0, den, 1.0)
         uv[hit, 0] = (d11 * d20 - d01 * d21) / den
         uv[hit, 1] = (d00 * d21 - d01 * d20) / den
-    return Hits(t, inst, prim, normal, uv)
+    return ClosestHits(t, inst, prim, normal, uv)
 
 
-def _put(dst: Hits, idx: np.ndarray, src: Hits, sel: np.ndarray | None = None) -> None:
+def _put(dst: ClosestHits, idx: np.ndarray, src: ClosestHits, sel: np.ndarray | None = None) -> None:
     """dst[idx] = src[sel] for every field (sel None: all of src)."""
     for f in ("t", "instance", "primitive", "normal", "uv"):
         a = getattr(src, f)
@@ -169,7 +169,7 @@ class BVHTreeBackend(Backend):
                 _flatten(g, range(g.instance_mesh.shape[0]), g.instance_matrix)
         return self._all
 
-    def intersect(self, origins, directions, tmax, time=None) -> Hits:
+    def intersect(self, origins, directions, tmax, time=None) -> ClosestHits:
         """Closest hits (see :meth:`Backend.intersect`); moving instances by time slices.
 
         Raises:

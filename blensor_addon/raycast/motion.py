@@ -16,10 +16,14 @@ shrunk as a linear blend of matrices would), and no mesh has to be rebuilt.
 A motion record is one row of 32 float64: ``[t0(3), t1(3), q0(4), q1(4), U0(9), U1(9)]``
 (quaternions ``(w, x, y, z)``, ``U`` row-major), the layout
 ``brt_scene_create_motion`` of the native library reads (native_patch/src/blensor_rt.h).
+Quaternions of matrices come from the add-on's one routine,
+:func:`blensor_addon.core.axes.matrix_to_quat`.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from ..core.axes import matrix_to_quat
 
 #: Quaternion angle (rad) below which slerp is replaced by a normalized lerp (as in C).
 LERP_ANGLE = 1e-6
@@ -50,43 +54,6 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     R[..., 2, 1] = s * (y * z + w * x)
     R[..., 2, 2] = 1.0 - s * (x * x + y * y)
     return R
-
-
-def matrix_to_quat(R: np.ndarray) -> np.ndarray:
-    """Unit quaternions of rotation matrices by Shepperd's method (the largest of
-    ``w, x, y, z`` is taken from the diagonal, the others from off-diagonal sums, so no
-    division by a small number).
-
-    Args:
-        R: (..., 3, 3) float64 proper rotation matrices.
-    Returns:
-        (..., 4) float64 unit quaternions ``(w, x, y, z)`` with ``w >= 0``.
-    """
-    R = np.asarray(R, dtype=np.float64)
-    shape = R.shape[:-2]
-    R = R.reshape(-1, 3, 3)
-    r00, r11, r22 = R[:, 0, 0], R[:, 1, 1], R[:, 2, 2]
-    tr = r00 + r11 + r22
-    pick = np.argmax(np.stack([tr, r00, r11, r22], 1), axis=1)
-    q = np.empty((R.shape[0], 4))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c = [0.5 * np.sqrt(np.maximum(v, 0.0)) for v in
-             (1.0 + tr, 1.0 + r00 - r11 - r22, 1.0 - r00 + r11 - r22, 1.0 - r00 - r11 + r22)]
-        d21, d02, d10 = R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]
-        s01, s02, s12 = R[:, 0, 1] + R[:, 1, 0], R[:, 0, 2] + R[:, 2, 0], R[:, 1, 2] + R[:, 2, 1]
-        cases = [
-            (c[0], d21 / (4 * c[0]), d02 / (4 * c[0]), d10 / (4 * c[0])),
-            (d21 / (4 * c[1]), c[1], s01 / (4 * c[1]), s02 / (4 * c[1])),
-            (d02 / (4 * c[2]), s01 / (4 * c[2]), c[2], s12 / (4 * c[2])),
-            (d10 / (4 * c[3]), s02 / (4 * c[3]), s12 / (4 * c[3]), c[3]),
-        ]
-    for k, comps in enumerate(cases):
-        sel = pick == k
-        for j in range(4):
-            q[sel, j] = comps[j][sel]
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    q *= np.where(q[:, :1] < 0, -1.0, 1.0)
-    return q.reshape(shape + (4,))
 
 
 def decompose(M: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

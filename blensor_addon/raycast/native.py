@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import NativeLibraryError
-from .base import Backend, Hits, MeshData, SceneGeometry
+from .base import Backend, ClosestHits, MeshData, SceneGeometry
 from .motion import regular
 
 API_VERSION = 3
@@ -263,7 +263,7 @@ class NativeBackend(Backend):
         self._built = geometry.content()
         self.scene_builds += 1
 
-    def intersect(self, origins, directions, tmax, time=None) -> Hits:
+    def intersect(self, origins, directions, tmax, time=None) -> ClosestHits:
         """Closest hits (see :meth:`Backend.intersect`). Rays with a NaN/inf origin,
         direction, tmax or time, or a zero direction, miss.
 
@@ -303,7 +303,7 @@ class NativeBackend(Backend):
                                            _ptr(prim, _i32p), _ptr(ng, _f32p), _ptr(uv, _f32p))
         if rc != 0:
             raise NativeLibraryError(f"brt_intersect_timed failed: {_ERRORS.get(rc, rc)}")
-        return Hits(t, inst, prim, ng, uv)
+        return ClosestHits(t, inst, prim, ng, uv)
 
     def _free_scene(self) -> None:
         self._built = None

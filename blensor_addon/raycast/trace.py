@@ -1,4 +1,5 @@
-"""Tracing rays through mirrors on top of any :class:`~.base.Backend`.
+"""Tracing rays through mirrors on top of any :class:`~.base.Backend`: owns
+:func:`trace`, its :class:`TraceResult` and :func:`facing_normals`.
 
 Total reflection (seed 000 section 3.5; reference section 3.3): a ray that hits a
 mirror material does not return there; it reflects about the surface normal,

@@ -1,5 +1,9 @@
 """Evaluated depsgraph -> :class:`SceneSnapshot` (geometry, materials, object ids).
 
+Owns reading the scene for a scan: the :class:`SceneExtractor` (meshes cached by content,
+Geometry Nodes instances as arrays), the run's :class:`ObjectTable` of ids and labels,
+the sensor's pose (:func:`sensor_pose`), and the handlers that note geometry edits.
+
 Modifiers, Geometry Nodes and instances are included because everything is read from
 the evaluated depsgraph; nothing is applied to or written into the user's objects.
 Arrays are copied with ``foreach_get`` (no per-vertex Python).

@@ -1,7 +1,13 @@
-"""Scanning a camera in Blender: the camera's sensor settings, one frame -> ScanResult.
+"""Scanning a camera in Blender: the camera's sensor settings, one packet -> ScanResult.
+
+Owns :class:`Scanner` (a camera's sensor over the scene's :class:`~.timeline.Timeline`,
+one packet of :mod:`blensor_addon.core.packets` after another, each scanned in a
+:class:`~.context.TimelineContext` and reported in a
+:class:`~blensor_addon.core.packets.PacketRecord`), the module-level single :func:`scan`,
+and reading a camera's stored sensor settings (:func:`read_sensor`).
 
 The sensor type (``Camera.blensor.sensor_type``) picks a module of
-:mod:`blensor_addon.core.sensors`; this layer gives it a :class:`ScanContext` over the
+:mod:`blensor_addon.core.sensors`; this layer gives it a scan context over the
 evaluated scene (ray casting through mirrors, surface attributes, the camera's view
 frame) and never knows which sensor it runs.
 """
@@ -17,13 +23,14 @@ from ..core.alloc import keep_freed_memory
 from ..core.blas import single_blas_thread
 from ..core.classes import semantic_of_objects
 from ..core.errors import SettingsError
+from ..core.packets import Packet, PacketRecord
 from ..core.result import ScanResult
 from ..core.sensors import COMMON, DEFAULT_TYPE, SENSORS, get_sensor, make_settings
 from ..core.sensors._base import FRAMES_OF_REFERENCE, MAX_PIXELS_SIDE, CameraFrame
-from ..raycast import TraceResult, get_backend, shared_backend, trace
-from ..raycast.trace import facing_normals
+from ..raycast import get_backend, shared_backend
+from .context import TimelineContext
 from .extract import SceneExtractor, sensor_pose
-from .timeline import TimedContext, Timeline, non_finite_transform
+from .timeline import Timeline, non_finite_transform
 from .visibility import apply_render_visibility
 
 #: time steps of a scene frame at most in the continuous time model: each step is a scene
@@ -67,22 +74,16 @@ def stored_values(camera_object, sensor) -> dict:
     return values
 
 
-def read_settings(camera_object, seed: int | None = None, overrides: dict | None = None):
-    """The camera's sensor settings: the stored sensor type and values, then
+def read_sensor(camera_object, seed: int | None = None, overrides: dict | None = None):
+    """(Sensor, settings) of the camera: the stored sensor type and values, then
     ``overrides`` (setting names of the sensor type, plus ``sensor_type`` and
     ``preset``), then ``seed``; validated. The camera is not changed.
 
     Returns:
-        the settings dataclass of the sensor type (``.sensor_type`` is not a field;
-        use :func:`read_sensor` for the pair).
+        (:class:`~blensor_addon.core.sensors._base.Sensor`, its settings dataclass).
     Raises:
         SettingsError: not a camera, unknown name, or a setting out of range.
     """
-    return read_sensor(camera_object, seed, overrides)[1]
-
-
-def read_sensor(camera_object, seed: int | None = None, overrides: dict | None = None):
-    """(Sensor, settings) of the camera; see :func:`read_settings`."""
     check_camera(camera_object)
     overrides = dict(overrides or {})
     props = getattr(camera_object.data, "blensor", None)
@@ -125,73 +126,9 @@ def frame_time(scene) -> float:
     return float(scene.render.fps_base) / float(scene.render.fps)
 
 
-class _Hits:
-    """Cast results of N rays: the trace, the material rows, their reflectivity."""
-
-    def __init__(self, tr: TraceResult, mat: np.ndarray, reflectivity: np.ndarray) -> None:
-        self.tr, self.mat, self.reflectivity = tr, mat, reflectivity
-
-    @property
-    def range(self) -> np.ndarray:
-        return self.tr.range
-
-    @property
-    def hit(self) -> np.ndarray:
-        return self.tr.hit
-
-    def take(self, idx) -> "_Hits":
-        return _Hits(self.tr.take(idx), self.mat[idx], self.reflectivity[idx])
-
-    @classmethod
-    def concat(cls, parts: list["_Hits"]) -> "_Hits":
-        return cls(TraceResult.concat([p.tr for p in parts]), np.concatenate([p.mat for p in parts]),
-                   np.concatenate([p.reflectivity for p in parts]))
-
-
-class _Context:
-    """:class:`~blensor_addon.core.sensors._base.ScanContext` over one snapshot."""
-
-    def __init__(self, backend, snap, frame_of_reference: str, camera: CameraFrame | None,
-                 semantic: np.ndarray) -> None:
-        self.semantic = semantic  # class id per object id
-        self.backend = backend
-        self.snap = snap
-        self.sensor_to_world = snap.sensor_to_world
-        self.sensor_to_world_end = None  # the scene is frozen: one pose
-        self.frame_of_reference = frame_of_reference
-        self.objects = snap.objects
-        self.camera = camera
-        self._R = snap.sensor_to_world[:3, :3]
-
-    def cast(self, origins, directions, max_range, max_bounces, times=None):
-        mats = self.snap.materials
-        # geometry is relative to the sensor position: the sensor origin is (0, 0, 0)
-        dirs = np.asarray(directions, dtype=np.float64) @ self._R.T
-        orig = np.zeros(dirs.shape, np.float32) if origins is None else np.asarray(origins, np.float64) @ self._R.T
-        tr = trace(self.backend, orig, dirs, max_range, mats.is_mirror if mats.mirror.any() else None, max_bounces)
-        mat = mats.lookup(tr.instance, tr.primitive)
-        return _Hits(tr, mat, mats.reflectivity[mat])
-
-    def sensor_points_to(self, frame: str, xyz, hits, world=None):
-        """Sensor-frame points -> ``"world"``, or ``"start"`` (the sensor frame at the
-        scan's start: the same frame here, the scene being frozen; ``world`` unused)."""
-        if frame == "world":
-            R, t = self.sensor_to_world[:3, :3], self.sensor_to_world[:3, 3]
-            return xyz @ R.T + t
-        return np.asarray(xyz, dtype=np.float64)
-
-    def surface(self, pattern, hits) -> dict:
-        tr = hits.tr
-        n_world, cos_inc = facing_normals(tr.normal, tr.last_dir)
-        normal = n_world if self.frame_of_reference == "world" else n_world @ self._R  # world -> sensor: R^T n
-        object_id, instancer_id, instance_id, semantic = self.snap.labels(tr.instance, self.semantic)
-        return {"normal": normal, "cos_inc": cos_inc, "color": self.snap.materials.color[hits.mat],
-                "object_id": object_id, "instancer_id": instancer_id, "instance_id": instance_id,
-                "semantic": semantic}
-
-
 class Scanner:
-    """Scans one camera, frame after frame, reusing acceleration structures.
+    """Scans one camera, packet after packet (:meth:`scan`), reusing acceleration
+    structures.
 
     Args:
         camera_object: a camera object in the current scene.
@@ -204,9 +141,10 @@ class Scanner:
             reused across calls) instead of one owned (and freed) by this scanner.
         overrides: setting name -> value, applied over the camera's stored settings
             (``sensor_type`` and ``preset`` included); the camera is not changed.
-        axes: ``"blensor"`` or ``"ros"`` (REP-103) for sensor-frame points, normals and
-            the pose (:mod:`blensor_addon.core.axes`).
-        packet_hashes: hash the geometry of every packet scanned (:attr:`last_packet_hash`,
+        axes: ``"ros"`` (REP-103, the default) or ``"blensor"`` for sensor-frame points,
+            normals and the pose (:mod:`blensor_addon.core.axes`).
+        packet_hashes: hash the geometry of every packet scanned
+            (:attr:`PacketRecord.geometry_hash <blensor_addon.core.packets.PacketRecord>`,
             which the range-scan runner keeps in its manifest for ``--resume``); a sha256
             over every instance transform of every step, so single scans skip it.
     Raises:
@@ -215,7 +153,7 @@ class Scanner:
 
     def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
                  frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
-                 overrides: dict | None = None, axes: str = "blensor",
+                 overrides: dict | None = None, axes: str = "ros",
                  packet_hashes: bool = False) -> None:
         keep_freed_memory()  # once per process: a scan's arrays reuse freed pages (core/alloc.py)
         self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
@@ -233,7 +171,6 @@ class Scanner:
         self._shared = shared
         self.backend = shared_backend(backend, threads) if shared else get_backend(backend, threads)
         self.extractor = SceneExtractor()
-        self.last_snapshot = None
         self._visibility = None  # VisibilitySwitch while the render visibility is applied
         self._semantic = None  # class id per object id
         s = self.settings
@@ -243,17 +180,22 @@ class Scanner:
             raise SettingsError("time_step", f"in [{ft / MAX_TIME_STEPS:.3g}, {ft:.6g}] s (at most one "
                                 f"scene frame and at least 1/{MAX_TIME_STEPS} of one: a scene evaluation per "
                                 f"step, at {scene.render.fps / scene.render.fps_base:g} fps)", s.time_step)
-        #: continuous time for this sensor: each ray at its firing time (swept sensors)
-        self.timed = s.time_model == "continuous" and (self.sensor.sweep_period(s) is not None
-                                                       or self.sensor.exposure_time(s) > 0)
         self._timeline = None
-        self._timed_hash = None  # geometry hash of the last timed packet (last_packet_hash)
         self.packet_hashes = packet_hashes
 
     @property
     def sweep_period(self) -> float | None:
         """Seconds per full sweep of the sensor (None for image sensors)."""
         return self.sensor.sweep_period(self.settings)
+
+    @property
+    def continuous(self) -> bool:
+        """Whether rays are cast at their own firing times: continuous time and a sensor
+        that fires over time (a sweep, or an image read out row by row). Otherwise a
+        ``single`` or ``frame`` packet is its scene frame held still."""
+        s = self.settings
+        swept = self.sweep_period is not None or self.sensor.exposure_time(s) > 0
+        return s.time_model == "continuous" and swept
 
     def packets(self, formats=()) -> str:
         """What one range-scan output holds: ``"sweep"`` or ``"frame"`` (setting
@@ -285,13 +227,11 @@ class Scanner:
         render = self._ensure_visibility()
         if self.scene.frame_current != frame or subframe or self.scene.frame_subframe:
             self.scene.frame_set(frame, subframe=subframe)
-        snap = self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera, render)
-        self.last_snapshot = snap
-        return snap
+        return self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera, render)
 
     @property
     def timeline(self) -> Timeline:
-        """The scene sampled over time (continuous time, or sweeps of frozen frames)."""
+        """The scene sampled over time (continuous time, or held frames)."""
         if self._timeline is None:
             s = self.settings
             self._timeline = Timeline(self._sample, frame_time(self.scene), s.time_model == "continuous",
@@ -299,18 +239,18 @@ class Scanner:
         return self._timeline
 
     def check_transforms(self, frames) -> None:
-        """Continuous time: evaluate ``frames`` (scene frame numbers) as the scan will
-        (render visibility applied) and refuse an object whose world matrix is not
-        finite at one of them, before anything is scanned: the sensor and every
-        geometry object that is scanned (not hidden from render). Each frame is one
-        evaluation of the scene; no mesh is read. Instances (Geometry Nodes, collection
-        instances, particles) are checked when their frame is scanned. Frozen frames
-        leave such objects out with a warning instead.
+        """In continuous time (:attr:`continuous`): evaluate ``frames`` (scene frame
+        numbers) as the scan will (render visibility applied) and refuse an object whose
+        world matrix is not finite at one of them, before anything is scanned: the sensor
+        and every geometry object that is scanned (not hidden from render). Each frame is
+        one evaluation of the scene; no mesh is read. Instances (Geometry Nodes,
+        collection instances, particles) are checked when their frame is scanned. Frozen
+        frames leave such objects out with a warning instead (nothing is checked here).
 
         Raises:
             SettingsError (``transform of object 'NAME'``): naming the first one found.
         """
-        if self.settings.time_model != "continuous":
+        if not self.continuous:
             return
         from .extract import GEOMETRY_TYPES
         render = self._ensure_visibility()
@@ -329,55 +269,48 @@ class Scanner:
         finally:
             self.scene.frame_set(old, subframe=old_sub)
 
-    def scan_sweep(self, index: int) -> ScanResult:
-        """Scan sweep ``index``: one full revolution or field-of-view sweep, the rays
-        fired in ``[index * P, (index + 1) * P)`` s (P = :attr:`sweep_period`), over
-        however many scene frames it spans. ``frame`` of the result is ``index``,
-        ``frame_time`` is P, ``timestamp`` absolute, ``sensor_to_world`` the pose at the
-        sweep's start (``sensor_to_world_end`` at its end, in continuous time).
+    def _plan(self, packet: Packet) -> tuple[int, float, str, float, float, bool]:
+        """(frame, frame_time, mode, t0, t1, held) of ``packet``: what the sensor is
+        asked for (``frame`` and ``frame_time`` of the result, ``mode`` ``"single"`` or
+        ``"range"``), the packet's interval [t0, t1) s, and whether it is its scene frame
+        held still (frozen time, or a sensor that fires all its rays at once).
 
         Raises:
-            SettingsError: too many rays (named setting), or an object with a NaN/inf
-            transform at some time of the sweep (continuous time).
+            SettingsError (``packets``): a sweep packet for an image sensor.
         """
-        P = self.sweep_period
-        if P is None:
-            raise SettingsError("packets", f"frame for sensor type '{self.sensor.name}'", "sweep")
-        self.check_budget(index, "range", P)
-        with single_blas_thread():
-            return self._scan_timed(index, P, "range", index * P, (index + 1) * P)
-
-    def _frame_interval(self, frame: int, mode: str) -> tuple[float, float]:
-        """(t0, t1) s of a timed scan of scene frame ``frame``: the frame's span in a
-        range scan of a swept sensor, else from the frame's time over one sweep or one
-        image readout."""
+        if not isinstance(packet, Packet):
+            raise SettingsError("packet", "a blensor_addon.core.packets.Packet", packet)
         ft = frame_time(self.scene)
-        span = self.sweep_period if self.sweep_period is not None else self.sensor.exposure_time(self.settings)
-        t1 = (frame + 1) * ft if mode == "range" and self.sweep_period is not None else frame * ft + span
-        return frame * ft, t1
-
-    def packet_hash(self, index: int, packets: str) -> str:
-        """Hash of the geometry a range-scan packet is cast in (``packets``: ``"sweep"``
-        or ``"frame"``): of every step of a timed packet (both ends of each step, so a
-        change of the animation anywhere in the packet shows), else of the frame's
-        snapshot. Equal to :attr:`last_packet_hash` after that packet was scanned; resume
-        compares them."""
-        if packets == "sweep":
+        f = packet.index
+        if packet.kind == "sweep":
             P = self.sweep_period
-            return self.timeline.geometry_hash(index * P, (index + 1) * P)
-        if self.timed:
-            return self.timeline.geometry_hash(*self._frame_interval(index, "range"))
-        return self.snapshot(index).geometry.hash()
+            if P is None:
+                raise SettingsError("packets", f"frame for sensor type '{self.sensor.name}'", "sweep")
+            return f, P, "range", f * P, (f + 1) * P, False
+        mode = "single" if packet.kind == "single" else "range"
+        if not self.continuous:
+            return f, ft, mode, f * ft, (f + 1) * ft, True
+        P = self.sweep_period
+        span = P if P is not None else self.sensor.exposure_time(self.settings)
+        t1 = (f + 1) * ft if mode == "range" and P is not None else f * ft + span
+        return f, ft, mode, f * ft, t1, False
 
-    @property
-    def last_packet_hash(self) -> str | None:
-        """Geometry hash of the last packet scanned, as :meth:`packet_hash` gives it (the
-        steps of a timed packet, else the frame's snapshot; hashed only when asked). None
-        before any scan, and after a timed scan by a scanner made without
-        ``packet_hashes``."""
-        if self._timed_hash is not None or (self.timed and not self.packet_hashes):
-            return self._timed_hash
-        return None if self.last_snapshot is None else self.last_snapshot.geometry.hash()
+    def check_budget(self, packet: Packet) -> int:
+        """Refuse a scan of ``packet`` that would cast too many rays (SettingsError
+        naming the setting), before anything is evaluated; returns the ray count."""
+        frame, ftime, mode, _, _, _ = self._plan(packet)
+        return self.sensor.check_budget(self.settings, frame, ftime, mode, self.camera_frame)
+
+    def packet_hash(self, packet: Packet) -> str:
+        """sha256 (hex) of the geometry ``packet`` is cast in: of every step of a timed
+        packet (both ends of each step, so a change of the animation anywhere in the
+        packet shows), else of its held frame's snapshot. Equal to the
+        :class:`~blensor_addon.core.packets.PacketRecord`'s ``geometry_hash`` of that
+        packet's scan; resume compares them."""
+        _, _, _, t0, t1, held = self._plan(packet)
+        if held:
+            return self.timeline.held(packet.index).geometry.hash()
+        return self.timeline.geometry_hash(t0, t1)
 
     def _semantic_of(self, objects) -> np.ndarray:
         """Semantic class id per object id of the object table ``objects`` (kept until the
@@ -386,65 +319,54 @@ class Scanner:
             self._semantic = semantic_of_objects(objects)
         return self._semantic
 
-    def _scan_timed(self, frame: int, ftime: float, mode: str, t0: float, t1: float) -> ScanResult:
-        tl = self.timeline
-        start = tl.step_at(t0).snap
-        ctx = TimedContext(self.backend, tl, t0, t1, self.frame_of_reference, self.camera_frame,
-                           self._semantic_of(start.objects), start.objects)
-        result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
-        self.last_snapshot = start
-        # now: the timeline keeps only recent steps
-        self._timed_hash = tl.geometry_hash(t0, t1) if self.packet_hashes else None
-        return to_axes(result, self.axes)
-
     @property
     def sensor_type(self) -> str:
         """Name of the sensor type scanned."""
         return self.sensor.name
 
-    def check_budget(self, frame: int, mode: str, packet_time: float | None = None) -> int:
-        """Refuse a scan of ``frame`` (or of sweep ``frame`` with ``packet_time`` = the
-        sweep period, s) that would cast too many rays (SettingsError naming the setting),
-        before anything is evaluated; returns the ray count."""
-        ftime = frame_time(self.scene) if packet_time is None else packet_time
-        return self.sensor.check_budget(self.settings, frame, ftime, mode, self.camera_frame)
+    def scan(self, packet: Packet) -> tuple[ScanResult, PacketRecord]:
+        """Scan ``packet`` with the camera's sensor.
 
-    def snapshot(self, frame: int):
-        """Evaluate scene frame ``frame`` and extract it (no ray is cast); also kept as
-        :attr:`last_snapshot`. Returns a :class:`~blensor_addon.scene.extract.SceneSnapshot`."""
-        return self._sample(frame, 0.0)
+        ``Packet("single", f)``: one whole scan at scene frame ``f``. ``Packet("frame",
+        f)``: what the sensor sees during frame ``f`` of a range scan (a rotating LiDAR's
+        sector swept in the frame, a line or planar scanner's sweeps, one image of a
+        camera sensor). ``Packet("sweep", i)``: one full revolution or field-of-view
+        sweep, the rays fired in ``[i * P, (i + 1) * P)`` s (P = :attr:`sweep_period`),
+        over however many scene frames it spans; the result's ``frame`` is ``i`` and its
+        ``frame_time`` P. Rays are cast in chunks and only the returns are kept.
 
-    def scan_frame(self, frame: int, mode: str = "single") -> ScanResult:
-        """Evaluate scene frame ``frame`` and scan it with the camera's sensor.
-
-        ``mode="single"``: one whole scan at this frame. ``mode="range"``: what the
-        sensor sees during this frame of a range scan (a rotating LiDAR's sector swept
-        in the frame, a line or planar scanner's sweeps, one image of a camera sensor).
-        Rays are cast in chunks and only the returns are kept.
-
+        Returns:
+            (ScanResult in :attr:`axes`, PacketRecord): the record's ``time`` is the
+            packet's start (s), ``pose`` and ``pose_end`` the result's
+            ``sensor_to_world`` and ``sensor_to_world_end`` (the latter in continuous
+            time only), ``geometry_hash`` :meth:`packet_hash` (None unless the scanner
+            was made with ``packet_hashes``).
         Raises:
-            SettingsError: the scan would cast more rays than allowed (named setting).
+            SettingsError: too many rays (named setting), a sweep of an image sensor
+            (``packets``), or an object with a NaN/inf transform at some time of the
+            packet (continuous time).
         """
-        self.check_budget(frame, mode)
+        frame, ftime, mode, t0, t1, held = self._plan(packet)
+        self.sensor.check_budget(self.settings, frame, ftime, mode, self.camera_frame)
+        tl = self.timeline
         with single_blas_thread():
-            if self.timed:  # continuous time: the frame's rays (or one sweep from the frame) each at its time
-                t0, t1 = self._frame_interval(frame, mode)
-                return self._scan_timed(frame, frame_time(self.scene), mode, t0, t1)
-            snap = self.snapshot(frame)
-            self._timed_hash = None
-            self.backend.set_geometry(snap.geometry)
-            ctx = _Context(self.backend, snap, self.frame_of_reference, self.camera_frame,
-                           self._semantic_of(snap.objects))
-            result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=frame_time(self.scene),
-                                      mode=mode)
-            return to_axes(result, self.axes)
+            step = tl.held(frame) if held else None
+            objects = (step or tl.step_at(t0)).snap.objects
+            ctx = TimelineContext(self.backend, tl, t0, t1, self.frame_of_reference, self.camera_frame,
+                                  self._semantic_of(objects), held=step)
+            result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
+            digest = None
+            if self.packet_hashes:  # now: the timeline keeps only recent steps
+                digest = step.geometry.hash() if held else tl.geometry_hash(t0, t1)
+            result = to_axes(result, self.axes)
+        record = PacketRecord(packet, float(t0), result.sensor_to_world, result.sensor_to_world_end, digest)
+        return result, record
 
     def close(self) -> None:
         """Undo the render-visibility switches, free the ray caster's native memory and
         drop the scene samples (10^6 instances: ~100 MB each) at once, not at the next
         garbage collection (idempotent)."""
         self._timeline = None
-        self.last_snapshot = None
         if self._visibility is not None:
             self._visibility.restore()
             self._visibility = None
@@ -457,13 +379,14 @@ MAX_FRAME = 1048574
 
 
 def scan(camera_object, *, frame: int | None = None, seed: int | None = None, backend: str = "auto",
-         frame_of_reference: str = "sensor", axes: str = "blensor", **overrides) -> ScanResult:
+         frame_of_reference: str = "sensor", axes: str = "ros", **overrides) -> ScanResult:
     """Single scan of ``camera_object`` at ``frame`` (default: the current frame).
 
     ``overrides``: setting names of the camera's sensor type (or of ``sensor_type``, if
     given) plus ``sensor_type`` and ``preset``, e.g. ``scan(cam, sensor_type="tof",
     preset="sr4000", backfolding=True)``; the camera's stored settings are not changed.
-    ``axes="ros"`` gives sensor-frame points, normals and the pose in REP-103 axes.
+    ``axes``: sensor-frame points, normals and the pose in REP-103 axes (``"ros"``, the
+    default: x forward, y left, z up) or the camera's (``"blensor"``).
     The scene's current frame is restored afterwards.
 
     Returns:
@@ -481,12 +404,12 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
                       shared=True, overrides=overrides, axes=axes)
     old = scene.frame_current
     try:
-        return scanner.scan_frame(old if frame is None else int(frame), "single")
+        return scanner.scan(Packet("single", old if frame is None else int(frame)))[0]
     finally:
         scanner.close()
         if scene.frame_current != old or scene.frame_subframe:
             scene.frame_set(old)
 
 
-__all__ = ["Scanner", "scan", "read_settings", "read_sensor", "frame_time", "check_camera", "camera_frame",
+__all__ = ["Scanner", "scan", "read_sensor", "frame_time", "check_camera", "camera_frame",
            "SENSORS"]

@@ -1,5 +1,7 @@
-"""Continuous time: the scene between scene frames, and a scan context whose rays each
-have their own firing time (issue 8; seed 000 section 3.2: the head turns while it fires).
+"""The scene over time: Blender sampled at scene frames and cut into time steps, each with
+the sensor's pose over it (issue 8; seed 000 section 3.2: the head turns while it fires).
+The scan context that casts rays through these steps is
+:class:`blensor_addon.scene.context.TimelineContext`.
 
 Blender is sampled at scene frames (``frame_set``); between two samples the sensor's
 pose and every instance's transform are interpolated (translation linear, rotation
@@ -11,7 +13,8 @@ rebuilt mesh BVH and no finer sampling. Meshes that deform between two frames
 
 With ``time_model="frame"`` the same machinery holds the scene and the sensor still for
 each scene frame (the original's model), which is how a full sweep is assembled from the
-frames it spans in that model.
+frames it spans in that model; a frozen packet (one frame) is cast in the one step
+:meth:`Timeline.held` gives.
 
 Times: scene frame ``f`` starts at ``f * frame_time`` s (as the original's timestamps).
 """
@@ -25,8 +28,6 @@ import numpy as np
 
 from ..core.axes import rotation_vector
 from ..core.errors import SettingsError
-from ..raycast import trace
-from ..raycast.trace import facing_normals
 from ..raycast.base import SceneGeometry
 
 
@@ -50,12 +51,18 @@ class PoseSegment:
     at the ends; in between the position moves linearly and the orientation turns about
     the fixed axis of ``R0^T R1`` at a constant rate: ``R(s) = R0 exp(s theta [u]x)``, the
     slerp of :func:`blensor_addon.raycast.motion.interpolate` (applied to vectors with
-    Rodrigues' formula, no matrix per ray)."""
+    Rodrigues' formula, no matrix per ray).
 
-    def __init__(self, t0: float, t1: float, pose0, pose1) -> None:
-        self.t0, self.t1 = t0, t1
+    ``still``: the pose is ``pose0`` throughout (a held frame, ``pose1`` ignored):
+    rotations are ``R0`` exactly and the position is ``p0`` exactly at every fraction."""
+
+    def __init__(self, t0: float, t1: float, pose0, pose1, still: bool = False) -> None:
+        self.t0, self.t1, self.still = t0, t1, still
         self.R0 = np.asarray(pose0, dtype=np.float64)[:3, :3]
         self.p0 = np.asarray(pose0, dtype=np.float64)[:3, 3]
+        if still:
+            self.p1, self.theta, self.axis = self.p0, 0.0, np.zeros(3)
+            return
         self.p1 = np.asarray(pose1, dtype=np.float64)[:3, 3]
         rv = rotation_vector(self.R0.T @ np.asarray(pose1, dtype=np.float64)[:3, :3])
         self.theta = float(np.linalg.norm(rv))
@@ -76,6 +83,8 @@ class PoseSegment:
 
     def position(self, s: np.ndarray) -> np.ndarray:
         """(N, 3) float64 sensor position (world, m) at fractions ``s``."""
+        if self.still:
+            return np.broadcast_to(self.p0, (np.shape(s)[0], 3))
         return (1.0 - s)[:, None] * self.p0 + s[:, None] * self.p1
 
 
@@ -88,12 +97,13 @@ class Step:
         (transforms at ``t1`` relative to the same origin) when something moves.
         pose: :class:`PoseSegment` of the sensor from ``pose0`` to ``pose1`` ((4, 4)
         float64 at ``t0`` and ``t1``; it keeps no snapshot alive). moving: any instance
-        transform differs between the ends.
+        transform differs between the ends. still: a held frame (see :class:`PoseSegment`).
     """
 
-    def __init__(self, t0: float, t1: float, snap, geometry: SceneGeometry, pose0, pose1, moving: bool):
+    def __init__(self, t0: float, t1: float, snap, geometry: SceneGeometry, pose0, pose1, moving: bool,
+                 still: bool = False):
         self.t0, self.t1, self.snap, self.geometry, self.moving = t0, t1, snap, geometry, moving
-        self.pose = PoseSegment(t0, t1, pose0, pose1)
+        self.pose = PoseSegment(t0, t1, pose0, pose1, still)
 
 
 def _keys(snap) -> np.ndarray:
@@ -155,6 +165,17 @@ class Timeline:
         # steps themselves: a packet's hash, asked after its scan, never resamples a frame
         # whose steps were dropped meanwhile (a 10 Hz sweep at 24 fps spans 4 frames)
         self._step_hashes: collections.OrderedDict = collections.OrderedDict()
+
+    def held(self, frame: int) -> Step:
+        """Scene frame ``frame`` held still, sampled now: one step over the frame whose
+        snapshot is taken at the frame and whose pose is that snapshot's throughout
+        (``still``), casting every ray of a frozen packet whatever its time. A NaN/inf
+        instance transform is left out with a warning (the extractor's), not refused, as
+        frozen frames are."""
+        ft = self.frame_time
+        a = self._sample(frame, 0.0)
+        return Step(frame * ft, (frame + 1) * ft, a, a.geometry, a.sensor_to_world, a.sensor_to_world, False,
+                    still=True)
 
     def frame_of(self, t: np.ndarray) -> np.ndarray:
         """(N,) int64 scene frame of times ``t`` (s)."""
@@ -294,242 +315,3 @@ class _SubSteps:
             while len(self._made) > 2:
                 self._made.popitem(last=False)
         return step
-
-
-class TimedHits:
-    """Cast results of N rays in continuous time: the trace and every per-ray attribute
-    taken from the snapshot of the ray's step.
-
-    Attributes (N rows each): range (float64 m), hit (bool), reflectivity (float32),
-    normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
-    instance_id (uint32), semantic (uint16), time (float64 s): the ray's firing time,
-    segment (int32): the step it was cast in (index into the context's pose segments,
-    so its pose is taken from the very step that cast it).
-    """
-
-    FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
-              "instance_id", "semantic", "time", "segment")
-
-    def __init__(self, **arrays) -> None:
-        for k in self.FIELDS:
-            setattr(self, k, arrays[k])
-
-    def take(self, idx) -> "TimedHits":
-        """The rows ``idx`` (index array or boolean mask) of every field."""
-        return TimedHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
-
-    @classmethod
-    def concat(cls, parts: list["TimedHits"]) -> "TimedHits":
-        """The rows of ``parts`` one after the other."""
-        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
-
-    @classmethod
-    def scatter(cls, parts: list["TimedHits"], rows: list, n: int) -> "TimedHits":
-        """The N = ``n`` rays of ``parts``, part i going to rows ``rows[i]`` (int arrays
-        that together cover 0..n-1 once), as a :class:`_Scattered`: nothing is copied
-        until a field is read or rows are taken."""
-        return _Scattered(parts, rows, n)
-
-
-#: a part's rows that form at most this many runs of consecutive rays are moved run by
-#: run (slices) instead of through an index array
-MAX_RUNS = 64
-
-
-def _runs(rows: np.ndarray) -> list | None:
-    """The runs of consecutive values in ``rows`` (int array): list of (start, end, first
-    value) with ``rows[start:end] == first + arange(end - start)``, or None when there are
-    more than :data:`MAX_RUNS`."""
-    if rows.size == 0:
-        return []
-    cut = np.flatnonzero(np.diff(rows) != 1) + 1
-    if cut.size >= MAX_RUNS:
-        return None
-    b = [0, *cut.tolist(), rows.size]
-    return [(b[i], b[i + 1], int(rows[b[i]])) for i in range(len(b) - 1)]
-
-
-class _Scattered(TimedHits):
-    """The rays of ``parts`` in ray order, part i holding rows ``rows[i]`` (see
-    :meth:`TimedHits.scatter`), copied only when asked: a field is scattered when first
-    read (a sensor reads a few, such as ``hit``, ``range`` and ``reflectivity``, to choose
-    its returns), and :meth:`take` of a boolean mask moves the rows kept of every other
-    field from the parts straight to their places: copied once (the rows kept), not
-    twice. A sweep's steps hold runs of consecutive rays (they interleave only where
-    the firing offsets overlap a step's end), which are moved as slices."""
-
-    def __init__(self, parts: list[TimedHits], rows: list, n: int) -> None:
-        self._parts, self._rows, self._n = parts, rows, n
-        self._runs = [_runs(np.asarray(r)) for r in rows]
-
-    def _field(self, name: str, moves=None, m: int = 0) -> np.ndarray:
-        """Field ``name`` scattered to ray order, or with ``moves`` (per part, from
-        :meth:`take`) only the ``m`` rows kept."""
-        first = getattr(self._parts[0], name)
-        out = np.empty((self._n if moves is None else m, *first.shape[1:]), first.dtype)
-        if moves is None:
-            for p, r, runs in zip(self._parts, self._rows, self._runs):
-                v = getattr(p, name)
-                if runs is None:
-                    out[r] = v
-                else:
-                    for a, b, d in runs:
-                        out[d:d + b - a] = v[a:b]
-        else:
-            for p, mv in zip(self._parts, moves):
-                v = getattr(p, name)
-                if isinstance(mv, list):  # runs: (start, end, kept mask, first place, count kept)
-                    for a, b, keep, c, k in mv:
-                        out[c:c + k] = v[a:b][keep] if k < b - a else v[a:b]
-                else:
-                    src, dst = mv
-                    out[dst] = v[src]
-        return out
-
-    def __getattr__(self, name):
-        if name not in TimedHits.FIELDS:
-            raise AttributeError(name)
-        value = self._field(name)
-        setattr(self, name, value)
-        return value
-
-    def take(self, idx) -> TimedHits:
-        idx = np.asarray(idx)
-        if idx.dtype != bool or idx.shape != (self._n,):
-            return super().take(idx)
-        csum = np.cumsum(idx)
-        m = int(csum[-1]) if self._n else 0
-        pos = csum - 1  # place of each kept row among the kept
-        moves = []
-        for r, runs in zip(self._rows, self._runs):
-            if runs is None:
-                src = np.flatnonzero(idx[r])
-                moves.append((src, pos[r[src]]))
-            else:  # a run's kept rows land next to each other, after those kept before it
-                mv = []
-                for a, b, d in runs:
-                    before = int(csum[d] - idx[d])  # rows kept before the run
-                    mv.append((a, b, idx[d:d + b - a], before, int(csum[d + b - a - 1]) - before))
-                moves.append(mv)
-        read = self.__dict__  # the fields scattered already: taken from there
-        return TimedHits(**{k: read[k][idx] if k in read else self._field(k, moves, m) for k in self.FIELDS})
-
-
-class TimedContext:
-    """:class:`~blensor_addon.core.sensors._base.ScanContext` for a packet starting at
-    ``t_start`` (s): every ray is cast at its own time (``times``) through the
-    :class:`Timeline`. ``sensor_to_world`` is the pose at ``t_start``;
-    ``sensor_to_world_end`` the pose at ``t_end`` (continuous time)."""
-
-    def __init__(self, backend, timeline: Timeline, t_start: float, t_end: float, frame_of_reference: str,
-                 camera, semantic: np.ndarray, objects: list) -> None:
-        self.backend = backend
-        self.timeline = timeline
-        self.frame_of_reference = frame_of_reference
-        self.camera = camera
-        self.semantic = semantic
-        self.objects = objects
-        self.t_start = float(t_start)
-        self.sensor_to_world = timeline.pose_at(t_start)
-        self.sensor_to_world_end = timeline.pose_at(t_end) if timeline.continuous else None
-        self._current = None  # the step whose geometry the backend holds
-        self._segments: list = []  # PoseSegment of every step cast so far
-        self._segment_of: dict = {}  # step t0 -> index in _segments
-
-    def _use(self, step: Step) -> int:
-        """Give the backend ``step``'s geometry; returns the step's segment index."""
-        if self._current is not step:
-            self.backend.set_geometry(step.geometry)
-            self._current = step
-        k = self._segment_of.get(step.t0)
-        if k is None:
-            k = self._segment_of[step.t0] = len(self._segments)
-            self._segments.append(step.pose)
-        return k
-
-    def _by_segment(self, hits, fn) -> np.ndarray:
-        """(N, 3): ``fn(segment, fractions, rows)`` evaluated per segment of the rays."""
-        seg = hits.segment
-        if seg.size and seg[0] == seg[-1] and (seg == seg[0]).all():  # one step: no row selection
-            sg = self._segments[int(seg[0])]
-            return fn(sg, sg.fraction(hits.time), slice(None))
-        out = np.empty((seg.shape[0], 3))
-        for k, i in groups(seg):
-            sg = self._segments[int(k)]
-            out[i] = fn(sg, sg.fraction(hits.time[i]), i)
-        return out
-
-    def rotate(self, hits, v: np.ndarray, inverse: bool = False) -> np.ndarray:
-        """Vectors (N, 3) rotated by the sensor's orientation at each ray's time
-        (``inverse``: world -> sensor frame)."""
-        v = np.asarray(v, dtype=np.float64)
-        return self._by_segment(hits, lambda sg, s, i: sg.rotate(s, v[i], inverse))
-
-    def position(self, hits) -> np.ndarray:
-        """(N, 3) sensor position (world, m) at each ray's time."""
-        return self._by_segment(hits, lambda sg, s, i: sg.position(s))
-
-    def cast(self, origins, directions, max_range, max_bounces, times=None):
-        """:meth:`ScanContext.cast <blensor_addon.core.sensors._base.ScanContext.cast>`
-        with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
-        start); each ray is cast in the step holding its time, from the sensor pose then.
-        Returns :class:`TimedHits`."""
-        d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
-        n = d_s.shape[0]
-        t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
-        tl = self.timeline
-        # step of every ray: (frame, substep), in time order
-        frame = tl.frame_of(t)
-        parts, order = [], []
-        for f, in_f in groups(frame):
-            steps = tl.steps(int(f))
-            j = np.clip(((t[in_f] - f * tl.frame_time) / tl.frame_time * len(steps)).astype(np.int64),
-                        0, len(steps) - 1)
-            for k, rows in groups(j):
-                idx = in_f[rows]
-                parts.append(self._cast_step(steps[int(k)], idx, origins, d_s, t, max_range, max_bounces))
-                order.append(idx)
-        if not parts:
-            return self._cast_step(tl.step_at(self.t_start), np.zeros(0, np.int64), origins, d_s, t, max_range,
-                                   max_bounces)
-        if len(parts) == 1 and np.array_equal(order[0], np.arange(n)):
-            return parts[0]
-        return TimedHits.scatter(parts, order, n)
-
-    def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> TimedHits:
-        seg = self._use(step)
-        snap = step.snap
-        pose = step.pose
-        s = pose.fraction(t[idx])
-        dirs = pose.rotate(s, d_s[idx])
-        orig = pose.position(s) - snap.origin
-        if origins is not None:
-            orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
-        mats = snap.materials
-        tr = trace(self.backend, orig, dirs, max_range, mats.is_mirror if mats.mirror.any() else None, max_bounces,
-                   time=s.astype(np.float32) if step.moving else None)
-        del dirs, orig
-        mat = mats.lookup(tr.instance, tr.primitive)
-        object_id, instancer_id, instance_id, semantic = snap.labels(tr.instance, self.semantic)
-        return TimedHits(range=tr.range, hit=tr.hit, reflectivity=mats.reflectivity[mat], normal=tr.normal,
-                         last_dir=tr.last_dir, color=mats.color[mat], object_id=object_id, instancer_id=instancer_id,
-                         instance_id=instance_id, semantic=semantic, time=t[idx],
-                         segment=np.full(idx.shape[0], seg, np.int32))
-
-    def surface(self, pattern, hits) -> dict:
-        n_world, cos_inc = facing_normals(hits.normal, hits.last_dir)
-        # world -> sensor frame at the ray's time: R(t)^T n
-        normal = n_world if self.frame_of_reference == "world" else self.rotate(hits, n_world, inverse=True)
-        return {"normal": normal, "cos_inc": cos_inc, "color": hits.color, "object_id": hits.object_id,
-                "instancer_id": hits.instancer_id, "instance_id": hits.instance_id, "semantic": hits.semantic}
-
-    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
-                         world: np.ndarray | None = None) -> np.ndarray:
-        """Points in the sensor frame at each ray's time -> ``"world"`` or ``"start"``
-        (the sensor frame at the packet's start: deskewed, through the world points
-        ``world`` when given)."""
-        w = self.rotate(hits, xyz) + self.position(hits) if world is None else world
-        if frame == "world":
-            return w
-        P0 = self.sensor_to_world
-        return (w - P0[:3, 3]) @ P0[:3, :3]

@@ -1,0 +1,304 @@
+"""The scan context over a :class:`~blensor_addon.scene.timeline.Timeline` and the hits
+it returns: the one implementation of the sensors'
+:class:`~blensor_addon.core.sensors._base.ScanContext` and
+:class:`~blensor_addon.core.sensors._base.Hits` protocols.
+
+A packet (:mod:`blensor_addon.core.packets`) is scanned in one :class:`TimelineContext`.
+In continuous time every ray is cast at its own firing time in the time step that holds
+it (seed 000 section 3.2: the head turns while it fires; the pose and the instances are
+interpolated within the step). A frozen packet (``time_model = frame``, or a sensor
+that fires all its rays at once) is the one-step case: the step of its scene frame,
+held still, casts every ray whatever its timestamp, as the original did.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..raycast import trace
+from ..raycast.trace import facing_normals
+from .timeline import Step, Timeline, groups
+
+
+class CastHits:
+    """What :meth:`TimelineContext.cast` returns for N rays: the
+    :class:`~blensor_addon.core.sensors._base.Hits` protocol's implementation.
+
+    Attributes (N rows each): range (float64 m), hit (bool), reflectivity (float32),
+    normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
+    instance_id (uint32), semantic (uint16), time (float64 s): the ray's firing time,
+    segment (int32): the step it was cast in (index into the context's pose segments,
+    so its pose is taken from the very step that cast it).
+
+    Hits made by :meth:`scatter` (rays cast in several steps) are put in ray order only
+    when asked: a field is scattered when first read (a sensor reads a few, such as
+    ``hit``, ``range`` and ``reflectivity``, to choose its returns), and :meth:`take` of
+    a boolean mask moves the kept rows of every other field from the parts straight to
+    their places: copied once (the rows kept), not twice.
+    """
+
+    FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
+              "instance_id", "semantic", "time", "segment")
+
+    def __init__(self, **arrays) -> None:
+        self._scatter = None
+        for k in self.FIELDS:
+            setattr(self, k, arrays[k])
+
+    def take(self, idx) -> "CastHits":
+        """The rows ``idx`` (index array or boolean mask) of every field."""
+        sc = self._scatter
+        if sc is not None:
+            idx = np.asarray(idx)
+            if idx.dtype == bool and idx.shape == (sc.n,):
+                moves, m = sc.moves(idx)
+                read = self.__dict__  # the fields scattered already: taken from there
+                return CastHits(**{k: read[k][idx] if k in read else sc.field(k, moves, m)
+                                   for k in self.FIELDS})
+        return CastHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
+
+    @classmethod
+    def concat(cls, parts: list["CastHits"]) -> "CastHits":
+        """The rows of ``parts`` one after the other."""
+        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
+
+    @classmethod
+    def scatter(cls, parts: list["CastHits"], rows: list, n: int) -> "CastHits":
+        """The N = ``n`` rays of ``parts``, part i going to rows ``rows[i]`` (int arrays
+        that together cover 0..n-1 once); nothing is copied until a field is read or
+        rows are taken."""
+        hits = cls.__new__(cls)
+        hits._scatter = _Scatter(parts, rows, n)
+        return hits
+
+    def __getattr__(self, name):  # only for attributes not set: a lazily scattered field
+        sc = self.__dict__.get("_scatter")
+        if sc is None or name not in CastHits.FIELDS:
+            raise AttributeError(name)
+        value = sc.field(name)
+        setattr(self, name, value)
+        return value
+
+
+#: a part's rows that form at most this many runs of consecutive rays are moved run by
+#: run (slices) instead of through an index array
+MAX_RUNS = 64
+
+
+def _runs(rows: np.ndarray) -> list | None:
+    """The runs of consecutive values in ``rows`` (int array): list of (start, end, first
+    value) with ``rows[start:end] == first + arange(end - start)``, or None when there are
+    more than :data:`MAX_RUNS`."""
+    if rows.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(rows) != 1) + 1
+    if cut.size >= MAX_RUNS:
+        return None
+    b = [0, *cut.tolist(), rows.size]
+    return [(b[i], b[i + 1], int(rows[b[i]])) for i in range(len(b) - 1)]
+
+
+class _Scatter:
+    """Where the rays of ``parts`` go in ray order (part i holds rows ``rows[i]``): the
+    plan behind :meth:`CastHits.scatter`. A sweep's steps hold runs of consecutive rays
+    (they interleave only where the firing offsets overlap a step's end), which are
+    moved as slices."""
+
+    def __init__(self, parts: list[CastHits], rows: list, n: int) -> None:
+        self.parts, self.rows, self.n = parts, rows, n
+        self.runs = [_runs(np.asarray(r)) for r in rows]
+
+    def field(self, name: str, moves=None, m: int = 0) -> np.ndarray:
+        """Field ``name`` scattered to ray order, or with ``moves`` (per part, from
+        :meth:`moves`) only the ``m`` rows kept."""
+        first = getattr(self.parts[0], name)
+        out = np.empty((self.n if moves is None else m, *first.shape[1:]), first.dtype)
+        if moves is None:
+            for p, r, runs in zip(self.parts, self.rows, self.runs):
+                v = getattr(p, name)
+                if runs is None:
+                    out[r] = v
+                else:
+                    for a, b, d in runs:
+                        out[d:d + b - a] = v[a:b]
+        else:
+            for p, mv in zip(self.parts, moves):
+                v = getattr(p, name)
+                if isinstance(mv, list):  # runs: (start, end, kept mask, first place, count kept)
+                    for a, b, keep, c, k in mv:
+                        out[c:c + k] = v[a:b][keep] if k < b - a else v[a:b]
+                else:
+                    src, dst = mv
+                    out[dst] = v[src]
+        return out
+
+    def moves(self, idx: np.ndarray) -> tuple[list, int]:
+        """Per part, how its rows kept by the boolean mask ``idx`` (N,) reach their
+        places among the kept, and how many are kept."""
+        csum = np.cumsum(idx)
+        m = int(csum[-1]) if self.n else 0
+        pos = csum - 1  # place of each kept row among the kept
+        moves = []
+        for r, runs in zip(self.rows, self.runs):
+            if runs is None:
+                src = np.flatnonzero(idx[r])
+                moves.append((src, pos[r[src]]))
+            else:  # a run's kept rows land next to each other, after those kept before it
+                mv = []
+                for a, b, d in runs:
+                    before = int(csum[d] - idx[d])  # rows kept before the run
+                    mv.append((a, b, idx[d:d + b - a], before, int(csum[d + b - a - 1]) - before))
+                moves.append(mv)
+        return moves, m
+
+
+class TimelineContext:
+    """:class:`~blensor_addon.core.sensors._base.ScanContext` for a packet over
+    ``[t_start, t_end)`` s of ``timeline``.
+
+    Args:
+        backend: the ray caster (:mod:`blensor_addon.raycast`).
+        timeline: the scene over time.
+        t_start, t_end: float s, the packet's interval.
+        frame_of_reference: ``"sensor"`` or ``"world"``.
+        camera: :class:`~blensor_addon.core.sensors._base.CameraFrame` or None.
+        semantic: (objects + 1,) uint16 class id per object id.
+        held: a frozen packet's one step (:meth:`Timeline.held`), which casts every ray
+            whatever its time; None: each ray in the step holding its time.
+
+    ``sensor_to_world`` is the pose at ``t_start``; ``sensor_to_world_end`` the pose at
+    ``t_end`` in continuous time (None for a held step or a frozen timeline).
+    """
+
+    def __init__(self, backend, timeline: Timeline, t_start: float, t_end: float, frame_of_reference: str,
+                 camera, semantic: np.ndarray, held: Step | None = None) -> None:
+        self.backend = backend
+        self.timeline = timeline
+        self.frame_of_reference = frame_of_reference
+        self.camera = camera
+        self.semantic = semantic
+        self.t_start = float(t_start)
+        self.held = held
+        if held is not None:
+            self.objects = held.snap.objects
+            self.sensor_to_world = held.snap.sensor_to_world
+            self.sensor_to_world_end = None  # the scene is frozen: one pose
+        else:
+            self.objects = timeline.step_at(t_start).snap.objects
+            self.sensor_to_world = timeline.pose_at(t_start)
+            self.sensor_to_world_end = timeline.pose_at(t_end) if timeline.continuous else None
+        self._current = None  # the step whose geometry the backend holds
+        self._segments: list = []  # PoseSegment of every step cast so far
+        self._segment_of: dict = {}  # step t0 -> index in _segments
+
+    def _use(self, step: Step) -> int:
+        """Give the backend ``step``'s geometry; returns the step's segment index."""
+        if self._current is not step:
+            self.backend.set_geometry(step.geometry)
+            self._current = step
+        k = self._segment_of.get(step.t0)
+        if k is None:
+            k = self._segment_of[step.t0] = len(self._segments)
+            self._segments.append(step.pose)
+        return k
+
+    def _by_segment(self, hits, fn) -> np.ndarray:
+        """(N, 3): ``fn(segment, fractions, rows)`` evaluated per segment of the rays."""
+        seg = hits.segment
+        if seg.size and seg[0] == seg[-1] and (seg == seg[0]).all():  # one step: no row selection
+            sg = self._segments[int(seg[0])]
+            return fn(sg, sg.fraction(hits.time), slice(None))
+        out = np.empty((seg.shape[0], 3))
+        for k, i in groups(seg):
+            sg = self._segments[int(k)]
+            out[i] = fn(sg, sg.fraction(hits.time[i]), i)
+        return out
+
+    def rotate(self, hits, v: np.ndarray, inverse: bool = False) -> np.ndarray:
+        """Vectors (N, 3) rotated by the sensor's orientation at each ray's time
+        (``inverse``: world -> sensor frame)."""
+        v = np.asarray(v, dtype=np.float64)
+        return self._by_segment(hits, lambda sg, s, i: sg.rotate(s, v[i], inverse))
+
+    def position(self, hits) -> np.ndarray:
+        """(N, 3) sensor position (world, m) at each ray's time."""
+        return self._by_segment(hits, lambda sg, s, i: sg.position(s))
+
+    def cast(self, origins, directions, max_range, max_bounces, times=None) -> CastHits:
+        """:meth:`ScanContext.cast <blensor_addon.core.sensors._base.ScanContext.cast>`
+        with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
+        start); each ray is cast in the step holding its time (the held step: all), from
+        the sensor pose then."""
+        d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
+        n = d_s.shape[0]
+        t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
+        if self.held is not None:
+            return self._cast_step(self.held, slice(None), origins, d_s, t, max_range, max_bounces)
+        tl = self.timeline
+        # step of every ray: (frame, substep), in time order
+        frame = tl.frame_of(t)
+        parts, order = [], []
+        for f, in_f in groups(frame):
+            steps = tl.steps(int(f))
+            j = np.clip(((t[in_f] - f * tl.frame_time) / tl.frame_time * len(steps)).astype(np.int64),
+                        0, len(steps) - 1)
+            for k, rows in groups(j):
+                idx = in_f[rows]
+                parts.append(self._cast_step(steps[int(k)], idx, origins, d_s, t, max_range, max_bounces))
+                order.append(idx)
+        if not parts:
+            return self._cast_step(tl.step_at(self.t_start), np.zeros(0, np.int64), origins, d_s, t,
+                                   max_range, max_bounces)
+        if len(parts) == 1 and np.array_equal(order[0], np.arange(n)):
+            return parts[0]
+        return CastHits.scatter(parts, order, n)
+
+    def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> CastHits:
+        seg = self._use(step)
+        snap = step.snap
+        pose = step.pose
+        if pose.still:  # a held frame: its geometry is relative to the sensor, at the origin
+            dirs = pose.rotate(None, d_s[idx])
+            orig = (np.zeros(dirs.shape, np.float32) if origins is None
+                    else pose.rotate(None, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx]))
+            s = None
+        else:
+            s = pose.fraction(t[idx])
+            dirs = pose.rotate(s, d_s[idx])
+            orig = pose.position(s) - snap.origin
+            if origins is not None:
+                orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
+        mats = snap.materials
+        mirror = mats.is_mirror if mats.mirror.any() else None
+        tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
+                   time=s.astype(np.float32) if step.moving else None)
+        del dirs, orig
+        mat = mats.lookup(tr.instance, tr.primitive)
+        object_id, instancer_id, instance_id, semantic = snap.labels(tr.instance, self.semantic)
+        time = t[idx]
+        return CastHits(range=tr.range, hit=tr.hit, reflectivity=mats.reflectivity[mat], normal=tr.normal,
+                        last_dir=tr.last_dir, color=mats.color[mat], object_id=object_id,
+                        instancer_id=instancer_id, instance_id=instance_id, semantic=semantic, time=time,
+                        segment=np.full(time.shape[0], seg, np.int32))
+
+    def surface(self, pattern, hits) -> dict:
+        n_world, cos_inc = facing_normals(hits.normal, hits.last_dir)
+        # world -> sensor frame at the ray's time: R(t)^T n
+        normal = n_world if self.frame_of_reference == "world" else self.rotate(hits, n_world, inverse=True)
+        return {"normal": normal, "cos_inc": cos_inc, "color": hits.color, "object_id": hits.object_id,
+                "instancer_id": hits.instancer_id, "instance_id": hits.instance_id, "semantic": hits.semantic}
+
+    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
+                         world: np.ndarray | None = None) -> np.ndarray:
+        """Points in the sensor frame at each ray's time -> ``"world"`` or ``"start"``
+        (the sensor frame at the packet's start: deskewed, through the world points
+        ``world`` when given; a held step's points are there already)."""
+        if frame != "world" and self.held is not None:
+            return np.asarray(xyz, dtype=np.float64)
+        w = self.rotate(hits, xyz) + self.position(hits) if world is None else world
+        if frame == "world":
+            return w
+        P0 = self.sensor_to_world
+        return (w - P0[:3, 3]) @ P0[:3, :3]
+
+
+__all__ = ["CastHits", "TimelineContext"]
