@@ -9,14 +9,30 @@ import numpy as np
 import pytest
 
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.core.sensors._base import frame_rng, reflectivity_limit
+from blensor_addon.core.sensors.physics import frame_rng, reflectivity_limit
 from blensor_addon.core.sensors.rotating import (HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG, LidarSettings,
-                                                 noisy_range, parse_elevations, range_frame_pattern,
-                                                 range_scan_columns, single_scan_pattern)
+                                                 make_pattern, noisy_range, range_scan_columns, scan_columns)
+from blensor_addon.core.settings import meta_of
+
+
+def single_scan_pattern(s, frame, frame_time):
+    """Every ray of a single scan at scene frame ``frame``."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "single"))
+
+
+def range_frame_pattern(s, frame, frame_time):
+    """Every ray of frame ``frame`` of a range scan."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "range"))
+
+
+def parse_elevations(text):
+    """The ``elevations`` setting typed as text (the panel's and ``--set``'s parser)."""
+    return meta_of(LidarSettings, "elevations").parse("elevations", text)
 
 
 def test_core_never_imports_bpy():
-    code = ("import sys; import blensor_addon.core.sensors, "
+    code = ("import sys; import blensor_addon.core.sensors, blensor_addon.process.alloc, "
+            "blensor_addon.process.blas, "
             "blensor_addon.raycast.trace, blensor_addon.raycast.native; "
             "bad = [m for m in ('bpy', 'mathutils') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
@@ -123,7 +139,7 @@ def test_single_blas_thread_limits_nested_and_concurrent_uses_then_restores():
 
     from threadpoolctl import threadpool_limits
 
-    from blensor_addon.core.blas import single_blas_thread
+    from blensor_addon.process.blas import single_blas_thread
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
         if not before or max(before) < 2:
@@ -196,11 +212,11 @@ def test_swept_sensor_refusal_names_the_setting_whose_advice_works():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
 @pytest.mark.parametrize("env,expected", [({}, "True True"), ({"BLENSOR_KEEP_HEAP": "0"}, "False False")])
 def test_freed_memory_is_kept_once_per_process_unless_switched_off(env, expected):
-    """core/alloc.py: glibc accepts M_MMAP_THRESHOLD and M_TOP_PAD (mallopt returns 1 for
+    """process/alloc.py: glibc accepts M_MMAP_THRESHOLD and M_TOP_PAD (mallopt returns 1 for
     each), the second call reports the first's outcome, and BLENSOR_KEEP_HEAP=0 leaves the
     allocator alone."""
     import os
-    code = "from blensor_addon.core import alloc; print(alloc.keep_freed_memory(), alloc.keep_freed_memory())"
+    code = "from blensor_addon.process import alloc; print(alloc.keep_freed_memory(), alloc.keep_freed_memory())"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, **env}, check=True)
     assert res.stdout.split("\n")[-2] == expected, res.stdout + res.stderr

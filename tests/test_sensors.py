@@ -114,7 +114,7 @@ def test_os0_128_channels_fov_and_columns():
     assert s.num_lasers == 128 and math.isclose(e.max() - e.min(), 90.0) and single_scan_count(s) == 1024
     assert s.max_range == 50.0 and math.isclose(s.beam_origin, 0.02767)
     # seed 002: an 80 % target returns up to 50 m, a 40 % one to 25 m
-    from blensor_addon.core.sensors._base import reflectivity_limit
+    from blensor_addon.core.sensors.physics import reflectivity_limit
     lim = reflectivity_limit(np.array([24.9, 25.1, 49.9]), s.ref_dist, s.ref_limit, s.ref_slope)
     assert 0.4 > lim[0] and 0.4 < lim[1] and 0.8 > lim[2]
 

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .capabilities import Capabilities
+
 #: field name -> (dtype, trailing shape); the order is the order of the npz file.
 FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
     "timestamp": ("<f8", ()),
@@ -89,6 +91,8 @@ class ScanResult:
             default.
         sensor_to_world_end: (4, 4) float64 pose of the sensor at the end of the packet
             (continuous time), or None.
+        capabilities: the :class:`~blensor_addon.core.capabilities.Capabilities` of the
+            sensor that made the result (set by ``Sensor.scan``), or None.
     In continuous time a packet's ``sensor_to_world`` is the pose at its start
     (``frame * frame_time``) and every sensor-frame point is in the sensor frame at its
     own firing time (``timestamp``), as a real driver reports it.
@@ -126,6 +130,7 @@ class ScanResult:
     intrinsics: tuple = ()
     extra: dict = field(default_factory=dict)
     sensor_to_world_end: np.ndarray | None = None
+    capabilities: Capabilities | None = None
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)

@@ -416,7 +416,7 @@ class _Scattered(TimedHits):
 
 
 class TimedContext:
-    """:class:`~blensor_addon.core.sensors._base.ScanContext` for a packet starting at
+    """:class:`~blensor_addon.core.sensors.sensor.ScanContext` for a packet starting at
     ``t_start`` (s): every ray is cast at its own time (``times``) through the
     :class:`Timeline`. ``sensor_to_world`` is the pose at ``t_start``;
     ``sensor_to_world_end`` the pose at ``t_end`` (continuous time)."""
@@ -470,7 +470,7 @@ class TimedContext:
         return self._by_segment(hits, lambda sg, s, i: sg.position(s))
 
     def cast(self, origins, directions, max_range, max_bounces, times=None):
-        """:meth:`ScanContext.cast <blensor_addon.core.sensors._base.ScanContext.cast>`
+        """:meth:`ScanContext.cast <blensor_addon.core.sensors.sensor.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time, from the sensor pose then.
         Returns :class:`TimedHits`."""

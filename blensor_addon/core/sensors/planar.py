@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (Preset, SensorSettings, SweptSensor, check_less, check_table, interpolated_noise,
-                    noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting,
-                    setting)
+from ..settings import Preset, SensorSettings, check_less, check_table, setting
+from .physics import (interpolated_noise, noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
+                      ref_slope_setting)
+from .sensor import SweptSensor
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
                         "(12,0,0.02) (15,0,0.024) (21,0,0.0315) (23,0,0.0215) (25,0,0.0167) (29,0,0.0338) "
@@ -112,11 +113,6 @@ class PlanarSettings(SensorSettings):
         """(K, 3) float64 error table rows (distance m, mu m, sigma m); K = 0 if none."""
         return check_table("error_table", self.error_table)
 
-    @property
-    def columns(self) -> int:
-        """Measurements per plane and sweep, ``int((end - start) / res)``."""
-        return max(0, int((self.end_angle - self.start_angle) / self.angle_resolution + 1e-9))
-
 
 class Planar(SweptSensor):
     """Planar scanners (see the module docstring)."""
@@ -127,6 +123,7 @@ class Planar(SweptSensor):
     Settings = PlanarSettings
     presets = PRESETS
     storage = "planar"
+    number = 2  # stored value of sensor_type (saved files keep it)
 
     def channel_elevations(self, s):
         return np.asarray(s.elevations, dtype=np.float64)

@@ -16,7 +16,7 @@ import bpy):
 A writer declares its ``name``, a one-line ``description``, the ``files`` it writes (a
 human-readable pattern), ``outputs`` (regular expressions of the names it leaves, so a
 folder holding an earlier run's files is recognised) and its ``Options`` (a frozen
-dataclass whose fields carry :func:`~blensor_addon.core.sensors._base.setting`
+dataclass whose fields carry :func:`~blensor_addon.core.settings.setting`
 metadata; given on the command line as ``--option NAME.OPTION=VALUE``).
 """
 from __future__ import annotations

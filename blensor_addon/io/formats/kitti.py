@@ -22,7 +22,7 @@ import numpy as np
 
 from ...core.axes import ros_sensor_pose, sensor_points
 from ...core.result import ScanResult
-from ...core.sensors._base import setting
+from ...core.settings import setting
 from ._base import Writer
 
 IDENTITY_3X4 = "1 0 0 0 0 1 0 0 0 0 1 0"

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
-from ...core.sensors._base import setting
+from ...core.settings import setting
 from ..atomic import atomic_write_bytes
 from ._base import Writer, clean_and_noisy
 

@@ -41,7 +41,8 @@ from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_senso
                           sensor_points)
 from ...core.errors import SettingsError
 from ...core.result import ScanResult
-from ...core.sensors._base import setting, sweep_columns
+from ...core.sensors.patterns import sweep_columns
+from ...core.settings import setting
 from ._base import Writer
 
 SENSOR_FRAME = "blensor_sensor"
@@ -153,7 +154,7 @@ class Rosbag2Writer(Writer):
 
     def _laser_scans(self, result):
         s = self.run.sensor
-        cols = max(0, int((s["end_angle"] - s["start_angle"]) / s["angle_resolution"] + 1e-9))
+        cols = result.capabilities.grid[1]  # columns of one sweep (the sensor's declaration)
         col, stamps = sweep_columns(cols, s["rotation_speed"], result.frame, result.frame_time, "range")
         if not col.size:
             return []
