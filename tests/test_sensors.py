@@ -554,3 +554,18 @@ def test_panel_draws_every_setting_of_the_sensor(bpy_mod, empty_scene, stype):
             assert f.name in panel.layout.drawn, f.name
     assert "blensor.scan" in panel.layout.drawn
     assert ("blensor.export_depth_map" in panel.layout.drawn) == sensor.uses_camera
+
+
+def test_every_result_carries_its_sensors_capabilities(bpy_mod, empty_scene):
+    add_mesh(bpy_mod, "Wall", [(-50, 4, -50), (50, 4, -50), (50, 4, 50), (-50, 4, 50)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=UP)
+    for stype, values, timing, grid in [("rotating", {"preset": "vlp16"}, ("sweep", 0.1), (16, 1800)),
+                                        ("planar", {}, ("sweep", 0.025), (1, 1080)),
+                                        ("tof", {}, ("exposure", None), (144, 176)),
+                                        ("kinect", {}, ("exposure", None), (480, 640))]:
+        r = blensor_addon.scan(cam, sensor_type=stype, **values)
+        c = r.capabilities
+        assert c == SENSORS[stype].capabilities(SENSORS[stype].settings(
+            SENSORS[stype].preset_values(values["preset"]) if values else {}), None), stype
+        assert (c.timing.kind, c.timing.period) == timing and c.grid == grid == r.grid_shape, stype
+        assert c.organized == r.organized == (stype in ("tof", "kinect")) and len(r) > 0

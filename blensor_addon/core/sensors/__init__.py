@@ -23,11 +23,11 @@ import dataclasses
 import importlib
 import pkgutil
 import re
-import sys
 import zlib
 
 from ..errors import SettingsError
 from ..settings import COMMON, Meta, Preset, SensorSettings, meta_of
+from ..plugins import LazyRegistry, load_plugins
 from .sensor import Sensor
 
 #: the v0.1 sensor; scenes without a stored sensor type scan with it
@@ -42,7 +42,7 @@ BUILTIN_LIMIT = 1024
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
 
 #: type name -> :class:`~.sensor.Sensor`, ordered by stored number (built-ins), then plug-ins
-SENSORS: dict[str, Sensor] = {}
+SENSORS: dict[str, Sensor] = LazyRegistry()
 
 
 def plugin_number(name: str) -> int:
@@ -138,29 +138,6 @@ def _discover() -> None:
         register_sensor(sensor, builtin=True)
 
 
-def load_plugins(group: str, add) -> list[str]:
-    """Load the entry points of ``group`` (``blensor.sensors``, ``blensor.writers``) and
-    pass what each gives to ``add`` (a module: its ``SENSOR`` / ``WRITER`` /
-    ``WRITERS``). A plug-in that fails to load or register is left out with one warning
-    line on stderr. Returns the names of the entry points loaded."""
-    from importlib.metadata import entry_points
-    loaded = []
-    try:
-        eps = entry_points(group=group)
-    except Exception as exc:  # noqa: BLE001 - broken installed metadata must not stop BlenSor
-        print(f"blensor: warning: plug-ins of {group} not read: {exc}", file=sys.stderr)
-        return loaded
-    for ep in eps:
-        try:
-            add(ep.load())
-            loaded.append(ep.name)
-        except Exception as exc:  # noqa: BLE001 - a broken plug-in is reported, not fatal
-            msg = " ".join(str(exc).split()) or type(exc).__name__
-            print(f"blensor: warning: plug-in '{ep.name}' ({ep.value}) of {group} left out: {msg}",
-                  file=sys.stderr)
-    return loaded
-
-
 def _add_plugin(obj) -> None:
     items = obj
     if not isinstance(obj, (Sensor, type)):
@@ -170,7 +147,7 @@ def _add_plugin(obj) -> None:
 
 
 _discover()
-load_plugins(ENTRY_POINT_GROUP, _add_plugin)
+SENSORS.arm(lambda: load_plugins(ENTRY_POINT_GROUP, _add_plugin))
 
 
 def get_sensor(name: str) -> Sensor:
@@ -204,4 +181,4 @@ def make_settings(sensor_type: str, stored: dict | None = None, overrides: dict 
 
 
 __all__ = ["SENSORS", "DEFAULT_TYPE", "get_sensor", "make_settings", "register_sensor", "plugin_number",
-           "load_plugins", "Sensor", "SensorSettings", "Meta", "Preset", "COMMON", "meta_of"]
+           "Sensor", "SensorSettings", "Meta", "Preset", "COMMON", "meta_of"]
