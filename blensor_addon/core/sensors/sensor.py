@@ -84,14 +84,16 @@ class ScanContext(Protocol):
 class Sensor:
     """A sensor type. Subclasses set the class attributes and implement :meth:`patterns`
     (and :meth:`measure` if the returns are not simply "hit within max_range"), or
-    override :meth:`scan` for several passes (the Kinect casts twice).
+    override :meth:`trace` for several passes (the Kinect casts twice); :meth:`scan`
+    adds the sensor's metadata and :meth:`capabilities` to every result.
 
     Class attributes:
         name: type name (``"rotating"``); label; description (one line).
-        Settings: the settings dataclass; presets: preset id -> :class:`Preset`.
+        Settings: the settings dataclass; presets: preset id ->
+            :class:`~blensor_addon.core.settings.Preset`.
         storage: where Blender keeps the type's settings on ``Camera.blensor``: a
             nested group of that name, or ``""`` for the group itself (the rotating
-            LiDAR, as v0.1 stored it).
+            LiDAR, as v0.1 stored it); None: the registry sets the type's name.
         uses_camera: the sensor takes its image from the Blender camera's intrinsics.
         organized: an image sensor: organized outputs hold every pixel.
         number: the value Blender stores for this type in ``Camera.blensor.sensor_type``
