@@ -15,7 +15,7 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.core.sensors import SENSORS
+from blensor_addon.core.sensors import COMMON, SENSORS
 from conftest import ROOT, add_camera, add_mesh, cylinder_mesh
 
 BACKENDS = ["native", "bvhtree"]
@@ -29,7 +29,7 @@ def use(cam, sensor_type, **values):
     props.sensor_type = sensor_type
     group = getattr(props, sensor_type) if SENSORS[sensor_type].storage else props
     for k, v in values.items():
-        setattr(props if k in ("seed", "max_bounces", "visibility") else group, k, v)
+        setattr(props if k in COMMON else group, k, v)
     return group
 
 
