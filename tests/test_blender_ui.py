@@ -284,3 +284,16 @@ def test_a_sensor_registered_after_the_add_on_gets_its_settings_and_enum_item(tm
     assert res.returncode == 0, res.stdout + res.stderr
     assert "FAN 4242 7 6 True" in res.stdout
     assert "DUP sensor must be a name not registered yet" in res.stdout
+
+
+def test_camera_properties_are_reserved_from_sensor_names(bpy_mod):
+    # a plug-in sensor's settings group is named after it on Camera.blensor: the names of
+    # the camera's own properties are refused at registration
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.core.sensors import CAMERA_PROPERTIES, Sensor, register_sensor
+    from blensor_addon.ui.props import OUTPUT_OPTIONS
+    assert CAMERA_PROPERTIES == {"sensor_type", *OUTPUT_OPTIONS}
+    with pytest.raises(SettingsError, match="sensor must be a storage group no other sensor uses"):
+        register_sensor(type("Axes", (Sensor,), {"name": "axes"})())
+    with pytest.raises(SettingsError, match="storage group no other sensor uses, got 'preset'"):
+        register_sensor(type("P", (Sensor,), {"name": "preset"})())  # a rotating LiDAR setting

@@ -26,6 +26,7 @@ Cameras made since are stamped with the current version when the file is saved.
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
@@ -126,11 +127,17 @@ def _make_groups():
     for name, sensor in SENSORS.items():
         if not sensor.storage:
             ann.update(_annotations(sensor, _own_fields(sensor)))
-    for name in nested:
-        ann[name] = f"PointerProperty(type=NESTED_BY_TYPE[{name!r}])"
-    ann.update({k: f"OUTPUT_OPTIONS[{k!r}]()" for k in OUTPUT_OPTIONS})
+    output = {k: f"OUTPUT_OPTIONS[{k!r}]()" for k in OUTPUT_OPTIONS}
     for prop in format_options():  # every writer's options, from the registry
-        ann[prop] = f"format_option_property({prop!r})"
+        output[prop] = f"format_option_property({prop!r})"
+    for name in list(nested):
+        if name in output or name in ann:  # a plug-in named like a camera property
+            print(f"blensor: warning: sensor '{name}' gets no settings on cameras: '{name}' is the name of a "
+                  "camera property (scan it with overrides)", file=sys.stderr)
+            del nested[name]
+            continue
+        ann[name] = f"PointerProperty(type=NESTED_BY_TYPE[{name!r}])"
+    ann.update(output)
     camera = type("BLENSOR_PG_sensor", (bpy.types.PropertyGroup,),
                   {"__annotations__": ann, "__module__": __name__,
                    "__doc__": "BlenSor sensor settings of a camera"})

@@ -39,6 +39,12 @@ PLUGIN_BASE = 1 << 16
 PLUGIN_SPAN = (1 << 31) - 1 - PLUGIN_BASE
 #: stored numbers below this are the built-in types' (0..5 today); a plug-in declares one above
 BUILTIN_LIMIT = 1024
+#: the camera's own BlenSor properties besides the sensor settings (``ui/props.py``:
+#: ``sensor_type`` and its output options; a test keeps the two lists equal): no
+#: sensor's storage group may take one of these names
+CAMERA_PROPERTIES = frozenset({"sensor_type", "settings_version", "add_scan_mesh", "add_noisy_scan_mesh",
+                               "frame_of_reference", "axes", "output_dir", "formats", "overwrite",
+                               "motion_formats", "depth_formats"})
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
 
 #: type name -> :class:`~.sensor.Sensor`, ordered by stored number (built-ins), then plug-ins
@@ -94,7 +100,7 @@ def register_sensor(sensor, *, builtin: bool = False) -> Sensor:
     _check_settings_class(name, sensor.Settings)
     if sensor.storage is None:
         sensor.storage = name
-    taken = {s.storage for s in SENSORS.values()} | set(COMMON) | {"sensor_type"} | {
+    taken = {s.storage for s in SENSORS.values()} | set(COMMON) | CAMERA_PROPERTIES | {
         f.name for s in SENSORS.values() if s.storage == "" for f in dataclasses.fields(s.Settings)}
     if sensor.storage != "" and not builtin and sensor.storage != name:
         raise SettingsError("sensor", f"storage equal to the sensor's name ('{name}')", sensor.storage)
