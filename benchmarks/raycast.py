@@ -85,8 +85,8 @@ def sensor_origin():
 
 
 def hdl64_rays():
-    from blensor_addon.core.sensors.rotating import LidarSettings, single_scan_pattern
-    p = single_scan_pattern(LidarSettings(), 0, 1 / 24)
+    from blensor_addon.core.sensors.rotating import LidarSettings, make_pattern, scan_columns
+    p = make_pattern(LidarSettings(), *scan_columns(LidarSettings(), 0, 1 / 24, "single"))
     d = p.directions.astype(np.float64)
     world = np.stack([d[:, 0], -d[:, 2], d[:, 1]], 1)  # sensor +Y up -> world +Z up
     return np.broadcast_to(sensor_origin(), world.shape).astype(np.float32), world.astype(np.float32)

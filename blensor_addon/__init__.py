@@ -11,6 +11,10 @@ Python API (inside Blender or with pip ``bpy``)::
     result = blensor_addon.scan(bpy.data.objects["Camera"], seed=0)
     blensor_addon.scan_range(cam, range(1, 11), "out/", formats=("npz", "evd", "pcd"))
 
+Extension points: :func:`register_sensor` and :func:`register_writer` add a sensor type
+or a file format from outside the package (pip-installed plug-ins use the entry-point
+groups ``blensor.sensors`` and ``blensor.writers``); see ``examples/custom_sensor/``.
+
 ``core`` imports no Blender module and can be used on its own.
 """
 from __future__ import annotations
@@ -38,6 +42,56 @@ def unregister() -> None:
     from . import ui
     ui.unregister()
     _registered = False
+
+
+def _refresh_ui() -> None:
+    """Re-register the add-on's classes (if registered) so that the property groups and
+    enums include what was registered since; stored values are kept (Blender keeps them
+    in the file's ID properties)."""
+    if _registered:
+        unregister()
+        register()
+
+
+def register_sensor(sensor):
+    """Add a sensor type from outside the package.
+
+    ``sensor``: an instance of a :class:`blensor_addon.core.sensors.Sensor` subclass
+    (its ``name``, ``Settings`` dataclass of :func:`blensor_addon.core.settings.setting`
+    fields, presets, patterns and physics; optional ``number``, the value Blender stores
+    for it in ``sensor_type``, >= 1024, else derived from its name). It is then scanned
+    like a built-in type (``scan(cam, sensor_type=NAME)``, ``--set sensor_type=NAME``),
+    and, when the add-on is registered, its settings appear on cameras and in the panel.
+    Returns the sensor.
+
+    Raises:
+        SettingsError (``sensor``): not a Sensor, a duplicate or bad name or number,
+        settings without metadata, or defaults/presets that do not validate.
+    """
+    from .core.sensors import register_sensor as _register_sensor
+    added = _register_sensor(sensor)
+    _refresh_ui()
+    return added
+
+
+def register_writer(writer_cls):
+    """Add a file format from outside the package.
+
+    ``writer_cls``: a :class:`blensor_addon.io.formats.Writer` subclass (its ``name``,
+    ``description``, ``files``, ``outputs`` regular expressions, ``Options`` dataclass
+    and :meth:`~blensor_addon.io.formats.Writer.frame_files`; optional ``flag_bit`` in
+    [16, 30], the bit Blender stores for it in ``formats``, else derived from its name).
+    It is then written like a built-in format (``scan_range(..., formats=(NAME,))``,
+    ``--formats NAME``, ``--option NAME.KEY=VALUE``). Returns the class.
+
+    Raises:
+        SettingsError (``writer``): not a Writer subclass, a duplicate or bad name or
+        bit, options without metadata, or bad output patterns.
+    """
+    from .io.formats import register_writer as _register_writer
+    added = _register_writer(writer_cls)
+    _refresh_ui()
+    return added
 
 
 def scan(camera_object, *, frame=None, seed=None, backend="auto", frame_of_reference="sensor", axes="ros",

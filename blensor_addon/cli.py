@@ -427,7 +427,7 @@ def cmd_scan(args) -> int:
     Raises:
         SettingsError: bad option or setting (the caller prints it and exits 2).
     """
-    from .core.sensors._base import FRAMES_OF_REFERENCE
+    from .core.settings import FRAMES_OF_REFERENCE
     from .core.errors import SettingsError
     from .io.formats import parse_formats
     from .raycast import BACKENDS

@@ -10,3 +10,15 @@ import bpy
 #: ``bpy.types.GeometrySet`` (evaluated geometry and instances as arrays): Blender 4.3+.
 #: None on 4.2, where Geometry Nodes instances are read one by one from the depsgraph.
 GeometrySet = getattr(bpy.types, "GeometrySet", None)
+
+
+def stored_idprops(struct):
+    """The ID-property group that holds the values of ``struct``'s add-on-defined
+    properties as stored (``struct`` a PropertyGroup instance, e.g. ``Camera.blensor``),
+    for reading a value stored under another type by an older version. Blender 5.0 keeps
+    them apart from user custom properties (``bl_system_properties_get``); 4.2 and 4.5
+    keep them in the struct's own ID properties. None if there is none."""
+    get = getattr(struct, "bl_system_properties_get", None)
+    if get is not None:
+        return get()
+    return struct

@@ -235,7 +235,7 @@ def test_memory_grows_with_returns_not_with_rays(bpy_mod, empty_scene):
 
 
 def test_scan_casts_with_one_blas_thread(bpy_mod, empty_scene, monkeypatch):
-    # OpenBLAS's spinning workers would take a core from the ray caster (core/blas.py)
+    # OpenBLAS's spinning workers would take a core from the ray caster (process/blas.py)
     from threadpoolctl import threadpool_info, threadpool_limits
 
     from blensor_addon.core.packets import Packet

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import blensor_addon
-from conftest import CROSSING
+from conftest import CROSSING, ROOT, add_camera
 
 
 def test_register_unregister_register(bpy_mod):
@@ -160,3 +160,140 @@ def test_demo_scene_matches_its_build_script(tmp_path):
     res = subprocess.run([sys.executable, "-c", summary, str(CROSSING), str(tmp_path / "c.blend")],
                          check=True, capture_output=True, text=True)
     assert res.stdout.strip().splitlines()[-1] == "true"
+
+
+# ---------------------------------------------------------------------------------------
+# stored values: explicit enum numbers, settings versions
+
+
+def _stored(p) -> dict:
+    """The values a property group stores, as Blender keeps them (numbers for enums)."""
+    from blensor_addon.compat import stored_idprops
+    raw = stored_idprops(p)
+    return {k: raw[k] for k in raw.keys() if not hasattr(raw[k], "keys")}
+
+
+def test_enums_store_explicit_numbers_that_saved_files_hold(bpy_mod, empty_scene):
+    from blensor_addon.io.formats import FLAG_BITS, WRITERS
+    cam = bpy_mod.data.cameras.new("c")
+    p = cam.blensor
+    p.sensor_type = "tof"
+    p.formats = {"npz", "las", "dmap"}
+    p.depth_formats = {"npy", "pfm"}
+    p.motion_formats = {"kitti"}
+    got = _stored(p)
+    # sensor_type: the sensor's number; formats: one bit per format (npz 0, las 3, dmap 12)
+    assert got["sensor_type"] == 3 and got["formats"] == 1 + 8 + 4096
+    assert got["depth_formats"] == (1 << 10) + (1 << 11) and got["motion_formats"] == 1 << 2
+    items = {i.identifier: i.value for i in p.bl_rna.properties["formats"].enum_items}
+    assert items == {k: 1 << FLAG_BITS[k] for k in WRITERS}
+    items = {i.identifier: i.value for i in p.bl_rna.properties["sensor_type"].enum_items}
+    assert items == {"rotating": 0, "line": 1, "planar": 2, "tof": 3, "kinect": 4, "depth": 5}
+    depth = {i.identifier for i in p.bl_rna.properties["depth_formats"].enum_items}
+    assert depth == {"exr", "npy", "pfm", "dmap"}
+
+
+def test_old_scenes_keep_blensor_axes_and_new_cameras_get_ros(bpy_mod, tmp_path):
+    from blensor_addon.ui.props import SETTINGS_VERSION
+    data = ROOT / "tests" / "data" / "v01_scene.blend"
+    for path, name in ((data, "Lidar"), (CROSSING, "Velodyne")):  # saved before REP-103 became the default
+        bpy_mod.ops.wm.open_mainfile(filepath=str(path))
+        p = bpy_mod.data.objects[name].data.blensor
+        assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 1, path
+    assert bpy_mod.data.objects["Velodyne"].data.blensor.time_model == "continuous"  # stored: kept
+    assert bpy_mod.data.objects["Velodyne"].data.blensor.formats == {"npz", "evd", "pcd"}  # stored 7
+    # a new camera: REP-103, kept through save and load (stamped with the version when saved)
+    bpy_mod.ops.wm.read_factory_settings(use_empty=True)
+    cam = add_camera(bpy_mod, "New")
+    assert cam.data.blensor.axes == "ros" and cam.data.blensor.settings_version == 0
+    cam.data.blensor.max_bounces = 3
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "new.blend"))
+    bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "new.blend"))
+    p = bpy_mod.data.objects["New"].data.blensor
+    assert (p.axes, p.settings_version, p.time_model, p.max_bounces) == ("ros", 1, "continuous", 3)
+    # a camera that chose an axes keeps it whatever its version
+    p.axes = "blensor"
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "chosen.blend"))
+    bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "chosen.blend"))
+    assert bpy_mod.data.objects["New"].data.blensor.axes == "blensor"
+
+
+def test_upgrade_turns_typed_format_strings_into_sets(bpy_mod, empty_scene):
+    from blensor_addon.compat import stored_idprops
+    from blensor_addon.ui.props import upgrade_camera
+    cam = add_camera(bpy_mod, "Old")
+    raw = stored_idprops(cam.data.blensor)
+    raw["depth_formats"] = "npy, PFM,bogus"  # what versions before 1 stored: typed text
+    raw["motion_formats"] = "tum"
+    p = cam.data.blensor
+    assert upgrade_camera(cam.data) is True  # before anything reads them (Blender drops a mistyped value)
+    assert p.depth_formats == {"npy", "pfm"} and p.motion_formats == {"tum"} and p.axes == "blensor"
+    assert p.time_model == "frame" and p.settings_version == 1
+    assert upgrade_camera(cam.data) is False  # once
+
+
+def test_headless_read_path_upgrades_without_the_handlers(tmp_path):
+    # a tool that registers only the properties (no load handler) calls upgrade_settings()
+    code = textwrap.dedent(f"""
+        import bpy
+        from blensor_addon.ui import props
+        for cls in props.build_classes():
+            bpy.utils.register_class(cls)
+        props.register_properties()
+        bpy.ops.wm.open_mainfile(filepath={str(ROOT / "tests" / "data" / "v01_scene.blend")!r})
+        p = bpy.data.objects["Lidar"].data.blensor
+        before = p.axes
+        n = props.upgrade_settings()
+        print("AXES", before, p.axes, n == len(bpy.data.cameras) > 0, props.upgrade_settings())
+        props.unregister_properties()
+        for cls in reversed(props.CLASSES):
+            bpy.utils.unregister_class(cls)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = [ln for ln in res.stdout.splitlines() if ln.startswith("AXES")][-1]
+    # before the upgrade the unset axes reads the new default; after it, what v0.1 scanned with
+    assert line.split()[1:] == ["ros", "blensor", "True", "0"]
+
+
+def test_a_sensor_registered_after_the_add_on_gets_its_settings_and_enum_item(tmp_path):
+    code = textwrap.dedent(f"""
+        import sys, bpy, blensor_addon
+        sys.path.insert(0, {str(ROOT / "examples" / "custom_sensor")!r})
+        import run
+        blensor_addon.register()
+        blensor_addon.register_sensor(run.FanSensor())
+        blensor_addon.register_writer(run.XyzWriter)
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        cam = bpy.data.cameras.new("c")
+        p = cam.blensor
+        p.sensor_type = "fan"
+        p.fan.columns = 7
+        p.formats = {{"xyz"}}
+        from blensor_addon.compat import stored_idprops
+        from blensor_addon.io.formats import FLAG_BITS
+        raw = stored_idprops(p)
+        print("FAN", raw["sensor_type"], p.fan.columns, p.xyz_digits, raw["formats"] == 1 << FLAG_BITS["xyz"])
+        try:
+            blensor_addon.register_sensor(run.FanSensor())
+        except Exception as exc:
+            print("DUP", exc)
+        blensor_addon.unregister()
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "FAN 4242 7 6 True" in res.stdout
+    assert "DUP sensor must be a name not registered yet" in res.stdout
+
+
+def test_camera_properties_are_reserved_from_sensor_names(bpy_mod):
+    # a plug-in sensor's settings group is named after it on Camera.blensor: the names of
+    # the camera's own properties are refused at registration
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.core.sensors import CAMERA_PROPERTIES, Sensor, register_sensor
+    from blensor_addon.ui.props import OUTPUT_OPTIONS
+    assert CAMERA_PROPERTIES == {"sensor_type", *OUTPUT_OPTIONS}
+    with pytest.raises(SettingsError, match="sensor must be a storage group no other sensor uses"):
+        register_sensor(type("Axes", (Sensor,), {"name": "axes"})())
+    with pytest.raises(SettingsError, match="storage group no other sensor uses, got 'preset'"):
+        register_sensor(type("P", (Sensor,), {"name": "preset"})())  # a rotating LiDAR setting

@@ -281,11 +281,11 @@ def test_new_cameras_store_continuous_and_old_files_read_frame(bpy_mod, empty_sc
     # a file saved without the add-on's save handler (as v0.1 saved them) reads frame
     bpy_mod.ops.wm.read_factory_settings(use_empty=True)
     add_camera(bpy_mod, "Old")
-    bpy_mod.app.handlers.save_pre.remove(ui._store_time_model)
+    bpy_mod.app.handlers.save_pre.remove(ui._stamp_settings)
     try:
         bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "old.blend"))
     finally:
-        bpy_mod.app.handlers.save_pre.append(ui._store_time_model)
+        bpy_mod.app.handlers.save_pre.append(ui._stamp_settings)
     bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "old.blend"))
     assert bpy_mod.data.objects["Old"].data.blensor.time_model == "frame"
     # File > New is not an old file: its camera scans in continuous time

@@ -9,14 +9,30 @@ import numpy as np
 import pytest
 
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.core.sensors._base import frame_rng, reflectivity_limit
+from blensor_addon.core.sensors.physics import frame_rng, reflectivity_limit
 from blensor_addon.core.sensors.rotating import (HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG, LidarSettings,
-                                                 noisy_range, parse_elevations, range_frame_pattern,
-                                                 range_scan_columns, single_scan_pattern)
+                                                 make_pattern, noisy_range, range_scan_columns, scan_columns)
+from blensor_addon.core.settings import meta_of
+
+
+def single_scan_pattern(s, frame, frame_time):
+    """Every ray of a single scan at scene frame ``frame``."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "single"))
+
+
+def range_frame_pattern(s, frame, frame_time):
+    """Every ray of frame ``frame`` of a range scan."""
+    return make_pattern(s, *scan_columns(s, frame, frame_time, "range"))
+
+
+def parse_elevations(text):
+    """The ``elevations`` setting typed as text (the panel's and ``--set``'s parser)."""
+    return meta_of(LidarSettings, "elevations").parse("elevations", text)
 
 
 def test_core_never_imports_bpy():
-    code = ("import sys; import blensor_addon.core.sensors, "
+    code = ("import sys; import blensor_addon.core.sensors, blensor_addon.process.alloc, "
+            "blensor_addon.process.blas, "
             "blensor_addon.raycast.trace, blensor_addon.raycast.native; "
             "bad = [m for m in ('bpy', 'mathutils') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
@@ -123,7 +139,7 @@ def test_single_blas_thread_limits_nested_and_concurrent_uses_then_restores():
 
     from threadpoolctl import threadpool_limits
 
-    from blensor_addon.core.blas import single_blas_thread
+    from blensor_addon.process.blas import single_blas_thread
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
         if not before or max(before) < 2:
@@ -196,11 +212,158 @@ def test_swept_sensor_refusal_names_the_setting_whose_advice_works():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
 @pytest.mark.parametrize("env,expected", [({}, "True True"), ({"BLENSOR_KEEP_HEAP": "0"}, "False False")])
 def test_freed_memory_is_kept_once_per_process_unless_switched_off(env, expected):
-    """core/alloc.py: glibc accepts M_MMAP_THRESHOLD and M_TOP_PAD (mallopt returns 1 for
+    """process/alloc.py: glibc accepts M_MMAP_THRESHOLD and M_TOP_PAD (mallopt returns 1 for
     each), the second call reports the first's outcome, and BLENSOR_KEEP_HEAP=0 leaves the
     allocator alone."""
     import os
-    code = "from blensor_addon.core import alloc; print(alloc.keep_freed_memory(), alloc.keep_freed_memory())"
+    code = "from blensor_addon.process import alloc; print(alloc.keep_freed_memory(), alloc.keep_freed_memory())"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, **env}, check=True)
     assert res.stdout.split("\n")[-2] == expected, res.stdout + res.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# open registries and capabilities
+
+
+def test_register_sensor_and_writer_refuse_bad_objects_and_duplicates():
+    import dataclasses
+
+    from blensor_addon.core.sensors import SENSORS, Sensor, register_sensor
+    from blensor_addon.core.settings import SensorSettings
+    from blensor_addon.io.formats import WRITERS, Writer, register_writer
+    before_s, before_w = list(SENSORS), list(WRITERS)
+
+    @dataclasses.dataclass(frozen=True)
+    class Bare(SensorSettings):
+        width: int = 3  # no setting() metadata
+
+    class NoMeta(Sensor):
+        name = "nometa"
+        Settings = Bare
+
+    class Low(Sensor):
+        name = "low"
+        number = 3  # the ToF's stored value
+
+    class Clash(Sensor):
+        name = "clash"
+        number = SENSORS["tof"].number + 5000
+
+    cases = [(lambda: register_sensor(object()), "sensor must be a blensor_addon.core.sensors.Sensor"),
+             (lambda: register_sensor(SENSORS["tof"]), "sensor must be a name not registered yet"),
+             (lambda: register_sensor(type("Up", (Sensor,), {"name": "Bad Name"})()),
+              "sensor must be a name of"),
+             (lambda: register_sensor(NoMeta()), "every setting of sensor 'nometa' declared with"),
+             (lambda: register_sensor(Low()), "number of sensor 'low' an integer in [1024, 2147483647]"),
+             (lambda: register_writer(object), "writer must be a subclass of blensor_addon.io.formats"),
+             (lambda: register_writer(WRITERS["npz"]), "writer must be a name not registered yet"),
+             (lambda: register_writer(type("W", (Writer,), {"name": "w1", "outputs": ("(",)})),
+              "writer must be outputs of writer 'w1' regular expressions"),
+             (lambda: register_writer(type("W", (Writer,), {"name": "w2", "flag_bit": 3})),
+              "flag_bit of writer 'w2' an integer in [16, 30]")]
+    for call, msg in cases:
+        with pytest.raises(SettingsError) as ei:
+            call()
+        assert msg in str(ei.value), str(ei.value)
+    Clash.number = SENSORS["tof"].number  # a number another sensor holds
+    with pytest.raises(SettingsError, match="integer in"):
+        register_sensor(Clash())
+    assert list(SENSORS) == before_s and list(WRITERS) == before_w  # nothing half-registered
+
+
+def test_builtin_stored_numbers_are_explicit_and_unchanged():
+    # saved files hold these: sensor_type as the number, formats as flag bits
+    from blensor_addon.core.sensors import SENSORS
+    from blensor_addon.io.formats import FLAG_BITS, MOTION_FORMATS
+    assert {k: s.number for k, s in SENSORS.items()} == {"rotating": 0, "line": 1, "planar": 2, "tof": 3,
+                                                          "kinect": 4, "depth": 5}
+    assert FLAG_BITS == {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kitti": 6, "rosbag2": 7,
+                         "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12}
+    assert {k: m.bit for k, m in MOTION_FORMATS.items()} == {"blensor": 0, "tum": 1, "kitti": 2, "json": 3}
+
+
+PLUGIN = '''
+import dataclasses
+import numpy as np
+from blensor_addon.core.sensors import Sensor
+from blensor_addon.core.settings import SensorSettings, setting
+from blensor_addon.io.formats import Writer
+
+
+@dataclasses.dataclass(frozen=True)
+class EpSettings(SensorSettings):
+    reach: float = setting(5.0, "Reach", "Farthest return", "m", lo=0.0, hi=10.0, lo_open=True)
+
+
+class EpSensor(Sensor):
+    name = "epsensor"
+    Settings = EpSettings
+
+
+class EpWriter(Writer):
+    name = "epwriter"
+    description = "test plug-in"
+    outputs = (r"ep\\d+\\.txt",)
+'''
+
+
+def test_entry_point_plugins_load_once_and_a_broken_one_is_one_warning_line(tmp_path):
+    """pip-installed plug-ins (entry points ``blensor.sensors`` / ``blensor.writers``) are
+    registered when the registries are imported; a plug-in that raises is left out with
+    one line on stderr, and BlenSor works."""
+    import os
+    (tmp_path / "ep_plugin.py").write_text(PLUGIN)
+    (tmp_path / "ep_broken.py").write_text("raise ImportError('needs the frobnicator library')\n")
+    dist = tmp_path / "ep_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[blensor.sensors]\nepsensor = ep_plugin:EpSensor\n"
+                                           "broken = ep_broken:SENSOR\n\n[blensor.writers]\n"
+                                           "epwriter = ep_plugin:EpWriter\n")
+    code = ("from blensor_addon.core.sensors import SENSORS, plugin_number, make_settings\n"
+            "from blensor_addon.io.formats import WRITERS, FLAG_BITS, PLUGIN_BITS, parse_formats\n"
+            "s = SENSORS['epsensor']\n"
+            "assert s.number == plugin_number('epsensor') >= 65536 and s.storage == 'epsensor'\n"
+            "assert make_settings('epsensor', {}, {'reach': 2.0})[1].reach == 2.0\n"
+            "assert FLAG_BITS['epwriter'] in PLUGIN_BITS\n"
+            "assert parse_formats('npz,epwriter') == ('npz', 'epwriter')\n"
+            "print(list(SENSORS)[-1], list(WRITERS)[-1])\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), root])}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.split() == ["epsensor", "epwriter"]
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines == ["blensor: warning: plug-in 'broken' (ep_broken:SENSOR) of blensor.sensors left out: "
+                     "needs the frobnicator library"]
+
+
+def test_capabilities_declare_timing_grid_and_fields():
+    from blensor_addon.core.capabilities import Capabilities
+    from blensor_addon.core.result import FIELDS
+    from blensor_addon.core.sensors import SENSORS
+    from blensor_addon.core.sensors.patterns import CameraFrame, sweep_column_count
+
+    def caps(name, camera=None, **values):
+        sensor = SENSORS[name]
+        c = sensor.capabilities(sensor.settings(values), camera)
+        assert isinstance(c, Capabilities)
+        return c
+
+    c = caps("rotating")  # HDL-64E S2: 2083 columns of a full turn at 0.1728 deg, 10 Hz
+    assert (c.timing.kind, c.timing.period, c.grid, c.organized) == ("sweep", 0.1, (64, 2083), False)
+    assert c.fields == tuple(FIELDS)
+    c = caps("planar", preset="lms511", start_angle=-95.0, end_angle=95.0, angle_resolution=0.25,
+             rotation_speed=25.0)
+    assert c.timing.period == pytest.approx(0.04)
+    assert c.grid == (1, 760) == (1, sweep_column_count(-95, 95, 0.25))
+    assert caps("line").grid == (4, 340)  # -50..35 deg at 0.25 deg
+    c = caps("tof", readout_time=0.01, deskew=True)
+    assert (c.timing.kind, c.timing.exposure, c.grid, c.organized) == ("exposure", 0.01, (144, 176), True)
+    assert c.fields[-2:] == ("xyz_deskewed", "xyz_noisy_deskewed")
+    assert caps("tof", readout_time=0.01, time_model="frame").timing.exposure == 0.0  # global shutter
+    cam = CameraFrame(320, 240, -1.0, 1.0, -0.75, 0.75, -1.0)
+    assert caps("depth", cam).grid == (240, 320) and caps("kinect").grid == (480, 640)
+    # the column count is computed in one place: int((end - start) / res), 0 when empty
+    assert sweep_column_count(0.0, 360.0, 0.1728) == 2083 and sweep_column_count(0.0, 0.1, 0.25) == 0

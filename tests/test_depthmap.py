@@ -115,7 +115,7 @@ def test_export_depth_map_operator(bpy_mod, wall_blend, tmp_path):
     s = cam.data.blensor
     s.sensor_type = "depth"
     s.output_dir = str(tmp_path / "op")
-    s.depth_formats = "npy,pfm"
+    s.depth_formats = {"npy", "pfm"}
     bpy_mod.context.view_layer.objects.active = cam
     assert bpy_mod.ops.blensor.export_depth_map() == {"FINISHED"}
     assert (tmp_path / "op" / "depth00002_z.npy").is_file() and (tmp_path / "op" / "depth00001.pfm").is_file()

@@ -7,6 +7,8 @@ import sys
 import textwrap
 import zipfile
 
+import pytest
+
 from conftest import CROSSING, ROOT
 
 
@@ -54,3 +56,38 @@ def test_extension_zip_installs_and_scans(tmp_path):
     assert (tmp_path / "out" / "clean" / "scan00001.las").is_file() and (tmp_path / "out" / "rosbag2").is_dir()
     # Blender installed the bundled wheels for the extension (and removes them when it is disabled)
     assert "WHEELS 1" in res.stdout
+
+
+def _build_extension_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("build_extension", ROOT / "tools" / "build_extension.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bundled_wheels_come_from_pyproject_pins(tmp_path):
+    """One list of pins: the extension bundles pyproject's dependencies (less numpy,
+    which Blender ships, and tqdm, the command line's) with their pins, plus what they
+    need; a bundled requirement without an exact pin is refused."""
+    import tomllib
+    be = _build_extension_module()
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    deps = [d for d in data["project"]["dependencies"] if not d.startswith(("numpy", "tqdm"))]
+    assert list(be.WHEELS[:len(deps)]) == deps and len(deps) == 7
+    assert "laspy==2.7.0" in be.WHEELS and "rosbags==0.11.9" in be.WHEELS and "apsw==3.54.1.0" in be.WHEELS
+    assert not any(w.startswith(("numpy", "tqdm")) for w in be.WHEELS)
+    loose = tmp_path / "pyproject.toml"
+    loose.write_text((ROOT / "pyproject.toml").read_text().replace('"laspy==2.7.0"', '"laspy>=2"'))
+    with pytest.raises(RuntimeError, match="pinned with == in pyproject.toml: laspy>=2"):
+        be.extension_wheels(loose)
+
+
+def test_versions_agree():
+    import re
+    import tomllib
+
+    from blensor_addon import __version__
+    manifest = (ROOT / "blender_manifest.toml").read_text()
+    assert re.search(r'^version = "([^"]+)"', manifest, re.M).group(1) == __version__ == tomllib.loads(
+        (ROOT / "pyproject.toml").read_text())["project"]["version"]

@@ -148,7 +148,7 @@ def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
 def test_export_motion_operator(bpy_mod, crossing, tmp_path):
     s = bpy_mod.data.objects["Velodyne"].data.blensor
     s.output_dir = str(tmp_path)
-    s.motion_formats = "tum"
+    s.motion_formats = {"tum"}
     for o in bpy_mod.context.view_layer.objects:
         o.select_set(o.name == "Car.2")
     bpy_mod.context.view_layer.objects.active = bpy_mod.data.objects["Velodyne"]

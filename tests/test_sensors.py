@@ -15,7 +15,7 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.core.sensors import SENSORS
+from blensor_addon.core.sensors import COMMON, SENSORS
 from conftest import ROOT, add_camera, add_mesh, cylinder_mesh
 
 BACKENDS = ["native", "bvhtree"]
@@ -29,7 +29,7 @@ def use(cam, sensor_type, **values):
     props.sensor_type = sensor_type
     group = getattr(props, sensor_type) if SENSORS[sensor_type].storage else props
     for k, v in values.items():
-        setattr(props if k in ("seed", "max_bounces", "visibility") else group, k, v)
+        setattr(props if k in COMMON else group, k, v)
     return group
 
 
@@ -114,7 +114,7 @@ def test_os0_128_channels_fov_and_columns():
     assert s.num_lasers == 128 and math.isclose(e.max() - e.min(), 90.0) and single_scan_count(s) == 1024
     assert s.max_range == 50.0 and math.isclose(s.beam_origin, 0.02767)
     # seed 002: an 80 % target returns up to 50 m, a 40 % one to 25 m
-    from blensor_addon.core.sensors._base import reflectivity_limit
+    from blensor_addon.core.sensors.physics import reflectivity_limit
     lim = reflectivity_limit(np.array([24.9, 25.1, 49.9]), s.ref_dist, s.ref_limit, s.ref_slope)
     assert 0.4 > lim[0] and 0.4 < lim[1] and 0.8 > lim[2]
 
@@ -554,3 +554,18 @@ def test_panel_draws_every_setting_of_the_sensor(bpy_mod, empty_scene, stype):
             assert f.name in panel.layout.drawn, f.name
     assert "blensor.scan" in panel.layout.drawn
     assert ("blensor.export_depth_map" in panel.layout.drawn) == sensor.uses_camera
+
+
+def test_every_result_carries_its_sensors_capabilities(bpy_mod, empty_scene):
+    add_mesh(bpy_mod, "Wall", [(-50, 4, -50), (50, 4, -50), (50, 4, 50), (-50, 4, 50)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=UP)
+    for stype, values, timing, grid in [("rotating", {"preset": "vlp16"}, ("sweep", 0.1), (16, 1800)),
+                                        ("planar", {}, ("sweep", 0.025), (1, 1080)),
+                                        ("tof", {}, ("exposure", None), (144, 176)),
+                                        ("kinect", {}, ("exposure", None), (480, 640))]:
+        r = blensor_addon.scan(cam, sensor_type=stype, **values)
+        c = r.capabilities
+        assert c == SENSORS[stype].capabilities(SENSORS[stype].settings(
+            SENSORS[stype].preset_values(values["preset"]) if values else {}), None), stype
+        assert (c.timing.kind, c.timing.period) == timing and c.grid == grid == r.grid_shape, stype
+        assert c.organized == r.organized == (stype in ("tof", "kinect")) and len(r) > 0

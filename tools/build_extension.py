@@ -9,7 +9,8 @@ library of that platform under ``lib/`` (always built afresh from the sources, s
 stale library is never packaged: with this machine's C compiler for its own platform,
 with ``ziglang`` for the others, see ``native_patch/build.py --target``), names the
 platform in the manifest (``platforms = [...]``), bundles that platform's wheels of the
-format libraries (:data:`WHEELS`, downloaded with pip; ``wheels = [...]``) and runs
+format libraries (:data:`WHEELS`, read from ``pyproject.toml``: its pinned dependencies and
+``[tool.blensor.extension]``; downloaded with pip; ``wheels = [...]``) and runs
 Blender's own extension tool,
 which ships inside the ``bpy`` wheel (``addons_core/bl_pkg/cli/blender_ext.py``):
 ``build``, then ``validate`` on the zip. Platforms: linux-x64, linux-arm64,
@@ -27,15 +28,35 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / "build" / "extension"
-#: the format libraries and threadpoolctl (pyproject's dependencies) and what they need, bundled as wheels:
-#: an extension cannot pip-install (Blender installs the listed wheels itself)
-WHEELS = ("threadpoolctl==3.6.0", "laspy==2.7.0", "lazrs==0.8.2", "plyfile==1.0.3", "rosbags==0.11.9",
-          "pillow==11.3.0", "apsw==3.54.1.0", "lz4==4.4.5", "backports.zstd==1.8.0", "ruamel.yaml==0.19.1",
-          "ruamel.yaml.clib==0.2.15", "typing_extensions==4.16.0")
+
+
+def extension_wheels(pyproject: Path = ROOT / "pyproject.toml") -> tuple[str, ...]:
+    """The pinned requirements bundled as wheels (an extension cannot pip-install; Blender
+    installs the listed wheels itself): ``pyproject.toml``'s ``[project] dependencies``
+    except ``[tool.blensor.extension] exclude``, then its ``wheels`` (what they need).
+
+    Raises:
+        RuntimeError: a bundled requirement is not pinned with ``==``.
+    """
+    data = tomllib.loads(pyproject.read_text())
+    ext = data["tool"]["blensor"]["extension"]
+    skip = {n.lower() for n in ext.get("exclude", ())}
+    out = [r for r in data["project"]["dependencies"]
+           if re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].strip().lower() not in skip]
+    out += list(ext.get("wheels", ()))
+    loose = [r for r in out if "==" not in r]
+    if loose:
+        raise RuntimeError(f"bundled wheels must be pinned with == in pyproject.toml: {', '.join(loose)}")
+    return tuple(out)
+
+
+#: the format libraries and threadpoolctl (pyproject's dependencies) and what they need, bundled as wheels
+WHEELS = extension_wheels()
 #: pip platform tags of every Blender platform
 PIP_PLATFORMS = {
     "linux-x64": ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"),

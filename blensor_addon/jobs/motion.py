@@ -45,12 +45,12 @@ from mathutils import Matrix
 from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
+from ..io.formats import MOTION_FORMATS  # the registry's motion formats (name -> MotionFormat)
 from ..io.outdir import files_matching, listed_in_manifest
 from ..io.trajectory import tum_bytes
 from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
 from ..scene.visibility import apply_render_visibility
 
-MOTION_FORMATS = ("blensor", "tum", "kitti", "json")
 #: the files an export leaves (relative paths, regular expressions); it refuses a folder
 #: holding them unless told to overwrite (a range scan's files may be there)
 MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", r"boxes/\d+\.json",

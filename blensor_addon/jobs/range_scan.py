@@ -26,7 +26,7 @@ import bpy
 import numpy as np
 
 from .. import __version__
-from ..core.blas import single_blas_thread
+from ..process.blas import single_blas_thread
 from ..core.errors import OutputError, SettingsError
 from ..core.packets import Packet
 from ..io import trajectory

@@ -1,7 +1,7 @@
 """The scan context over a :class:`~blensor_addon.scene.timeline.Timeline` and the hits
 it returns: the one implementation of the sensors'
-:class:`~blensor_addon.core.sensors._base.ScanContext` and
-:class:`~blensor_addon.core.sensors._base.Hits` protocols.
+:class:`~blensor_addon.core.sensors.sensor.ScanContext` and
+:class:`~blensor_addon.core.sensors.sensor.Hits` protocols.
 
 A packet (:mod:`blensor_addon.core.packets`) is scanned in one :class:`TimelineContext`.
 In continuous time every ray is cast at its own firing time in the time step that holds
@@ -21,7 +21,7 @@ from .timeline import Step, Timeline, groups
 
 class CastHits:
     """What :meth:`TimelineContext.cast` returns for N rays: the
-    :class:`~blensor_addon.core.sensors._base.Hits` protocol's implementation.
+    :class:`~blensor_addon.core.sensors.sensor.Hits` protocol's implementation.
 
     Attributes (N rows each): range (float64 m), hit (bool), reflectivity (float32),
     normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
@@ -152,7 +152,7 @@ class _Scatter:
 
 
 class TimelineContext:
-    """:class:`~blensor_addon.core.sensors._base.ScanContext` for a packet over
+    """:class:`~blensor_addon.core.sensors.sensor.ScanContext` for a packet over
     ``[t_start, t_end)`` s of ``timeline``.
 
     Args:
@@ -160,7 +160,7 @@ class TimelineContext:
         timeline: the scene over time.
         t_start, t_end: float s, the packet's interval.
         frame_of_reference: ``"sensor"`` or ``"world"``.
-        camera: :class:`~blensor_addon.core.sensors._base.CameraFrame` or None.
+        camera: :class:`~blensor_addon.core.sensors.patterns.CameraFrame` or None.
         semantic: (objects + 1,) uint16 class id per object id.
         held: a frozen packet's one step (:meth:`Timeline.held`), which casts every ray
             whatever its time; None: each ray in the step holding its time.
@@ -224,7 +224,7 @@ class TimelineContext:
         return self._by_segment(hits, lambda sg, s, i: sg.position(s))
 
     def cast(self, origins, directions, max_range, max_bounces, times=None) -> CastHits:
-        """:meth:`ScanContext.cast <blensor_addon.core.sensors._base.ScanContext.cast>`
+        """:meth:`ScanContext.cast <blensor_addon.core.sensors.sensor.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time (the held step: all), from
         the sensor pose then."""

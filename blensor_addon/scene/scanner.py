@@ -19,14 +19,16 @@ import bpy
 import numpy as np
 
 from ..core.axes import check_axes, to_axes
-from ..core.alloc import keep_freed_memory
-from ..core.blas import single_blas_thread
+from ..process.alloc import keep_freed_memory
+from ..process.blas import single_blas_thread
 from ..core.classes import semantic_of_objects
 from ..core.errors import SettingsError
 from ..core.packets import Packet, PacketRecord
 from ..core.result import ScanResult
 from ..core.sensors import COMMON, DEFAULT_TYPE, SENSORS, get_sensor, make_settings
-from ..core.sensors._base import FRAMES_OF_REFERENCE, MAX_PIXELS_SIDE, CameraFrame
+from ..core.sensors.budget import MAX_PIXELS_SIDE
+from ..core.sensors.patterns import CameraFrame
+from ..core.settings import FRAMES_OF_REFERENCE
 from ..raycast import get_backend, shared_backend
 from .context import TimelineContext
 from .extract import SceneExtractor, sensor_pose
@@ -80,7 +82,7 @@ def read_sensor(camera_object, seed: int | None = None, overrides: dict | None =
     ``preset``), then ``seed``; validated. The camera is not changed.
 
     Returns:
-        (:class:`~blensor_addon.core.sensors._base.Sensor`, its settings dataclass).
+        (:class:`~blensor_addon.core.sensors.sensor.Sensor`, its settings dataclass).
     Raises:
         SettingsError: not a camera, unknown name, or a setting out of range.
     """
@@ -155,7 +157,7 @@ class Scanner:
                  frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
                  overrides: dict | None = None, axes: str = "ros",
                  packet_hashes: bool = False) -> None:
-        keep_freed_memory()  # once per process: a scan's arrays reuse freed pages (core/alloc.py)
+        keep_freed_memory()  # once per process: a scan's arrays reuse freed pages (process/alloc.py)
         self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
         self.axes = check_axes(axes)
         if frame_of_reference not in FRAMES_OF_REFERENCE:

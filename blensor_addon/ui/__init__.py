@@ -6,8 +6,6 @@ import bpy
 from ..scene.extract import EDIT_HANDLERS, note_geometry_edits
 from . import ops, panel, props
 
-CLASSES = props.CLASSES + panel.CLASSES + ops.CLASSES
-
 
 @bpy.app.handlers.persistent
 def _release_backends(*_args) -> None:
@@ -16,56 +14,48 @@ def _release_backends(*_args) -> None:
     release_shared()
 
 
-def _set_time_models(value=None) -> None:
-    """Store ``time_model`` on every editable camera that has none stored: ``value``, or
-    the current (default) value if None. Linked and non-editable cameras are left as they
-    are; one that refuses the change (a library override) is skipped."""
-    for cam in bpy.data.cameras:
-        p = getattr(cam, "blensor", None)
-        if p is None or cam.library is not None or not getattr(cam, "is_editable", True):
-            continue
-        try:
-            if not p.is_property_set("time_model"):
-                p.time_model = p.time_model if value is None else value
-        except (AttributeError, TypeError, RuntimeError):
-            pass
-
-
 @bpy.app.handlers.persistent
-def _legacy_time_model(*_args) -> None:
-    """After a .blend file is loaded: a camera stored without ``time_model`` (a v0.1 file,
-    which had only the frozen-frame model, or a file saved without the add-on) scans with
-    ``time_model = "frame"``, so old files give the bytes they gave; cameras made since
-    store the setting explicitly (:func:`_store_time_model`). The startup file (File >
-    New, factory settings: no file path) is not an old file: its cameras keep the
-    default, continuous."""
+def _upgrade_settings(*_args) -> None:
+    """After a .blend file is loaded: upgrade the BlenSor settings its cameras stored with
+    an older version (:func:`.props.upgrade_settings`: a camera that never stored ``axes``
+    keeps the BlenSor axes it scanned with, one without ``time_model`` (a v0.1 file) the
+    frozen-frame model). The startup file (File > New, factory settings: no file path) is
+    not an old file: its cameras keep the current defaults."""
     if bpy.data.filepath:
-        _set_time_models("frame")
+        props.upgrade_settings()
 
 
 @bpy.app.handlers.persistent
-def _store_time_model(*_args) -> None:
-    """Before a file is saved: store every camera's ``time_model`` explicitly (a camera
-    left at the default, continuous, must not read as a v0.1 camera when loaded)."""
-    _set_time_models()
+def _stamp_settings(*_args) -> None:
+    """Before a file is saved: stamp the cameras made since it was loaded with the
+    current settings version (:func:`.props.stamp_settings`), so they keep the current
+    defaults when it is loaded again."""
+    props.stamp_settings()
 
 
-_HANDLERS = (("load_pre", _release_backends), ("load_post", _legacy_time_model), ("save_pre", _store_time_model),
+_HANDLERS = (("load_pre", _release_backends), ("load_post", _upgrade_settings), ("save_pre", _stamp_settings),
              *((kind, bpy.app.handlers.persistent(note_geometry_edits)) for kind in EDIT_HANDLERS))
 
 
+#: the classes registered by :func:`register` (made from the registries at that time)
+_registered_classes: tuple = ()
+
+
 def register() -> None:
-    """Register every class, then attach the property groups and the file handlers."""
-    for cls in CLASSES:
+    """Register every class (the property groups made from the registries as they are
+    now), then attach the property groups and the file handlers."""
+    global _registered_classes
+    _registered_classes = props.build_classes() + panel.CLASSES + ops.CLASSES
+    for cls in _registered_classes:
         bpy.utils.register_class(cls)
     props.register_properties()
     for kind, fn in _HANDLERS:
         getattr(bpy.app.handlers, kind).append(fn)
     # enabled with a file already open: treat it as if it had just been loaded
     try:
-        _legacy_time_model()
+        _upgrade_settings()
     except AttributeError:  # bpy.data is restricted while Blender starts up: do it once it can
-        bpy.app.timers.register(_legacy_time_model, first_interval=0.0)
+        bpy.app.timers.register(_upgrade_settings, first_interval=0.0)
 
 
 def unregister() -> None:
@@ -76,5 +66,5 @@ def unregister() -> None:
             handlers.remove(fn)
     _release_backends()
     props.unregister_properties()
-    for cls in reversed(CLASSES):
+    for cls in reversed(_registered_classes):
         bpy.utils.unregister_class(cls)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import bpy
 
 from ..core.errors import BlensorError, SettingsError
-from .props import format_option_values
+from .props import format_option_values, ordered_formats
 
 
 def _camera(context):
@@ -157,9 +157,10 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
             return {"CANCELLED"}
         s = cam.data.blensor
         scene = context.scene
+        from ..io.formats import WRITERS
         try:
-            job = export_depth(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir, s.depth_formats,
-                                overwrite=s.overwrite)
+            job = export_depth(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
+                               ordered_formats(s.depth_formats, WRITERS), overwrite=s.overwrite)
         except (BlensorError, OSError) as exc:
             self.report({"ERROR"}, f"BlenSor: depth export failed: {exc}")
             return {"CANCELLED"}
@@ -174,6 +175,7 @@ class BLENSOR_OT_export_motion(bpy.types.Operator):
     bl_label = "Export motion"
 
     def execute(self, context):
+        from ..io.formats import MOTION_FORMATS
         from ..jobs.motion import export_motion
         cam = _camera(context)
         s = cam.data.blensor if cam is not None else None
@@ -183,8 +185,8 @@ class BLENSOR_OT_export_motion(bpy.types.Operator):
             selected.append(cam.name)
         out = s.output_dir if s is not None else "//blensor_out/"
         try:
-            files = export_motion(range(scene.frame_start, scene.frame_end + 1), out,
-                                  s.motion_formats if s is not None else "blensor", selected,
+            formats = ordered_formats(s.motion_formats, MOTION_FORMATS) if s is not None else "blensor"
+            files = export_motion(range(scene.frame_start, scene.frame_end + 1), out, formats, selected,
                                   overwrite=bool(s and s.overwrite))
         except (BlensorError, OSError) as exc:
             self.report({"ERROR"}, f"BlenSor: motion export failed: {exc}")

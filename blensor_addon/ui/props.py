@@ -1,5 +1,6 @@
 """Sensor settings on camera data and BlenSor settings on materials (saved in the .blend),
-generated from the sensor registry's metadata (:mod:`blensor_addon.core.sensors`).
+generated from the sensor and format registries' metadata (:mod:`blensor_addon.core.sensors`,
+:mod:`blensor_addon.io.formats`), and the upgrade of settings stored by older versions.
 
 ``bpy.types.Camera.blensor`` holds ``sensor_type``, the settings common to every sensor
 (seed, max bounces, visibility), the output options and, per sensor type, that type's
@@ -8,16 +9,35 @@ files load unchanged), every other type's in a nested group named after it
 (``blensor.tof.max_range``). ``bpy.types.Material.blensor`` holds reflectivity and the
 mirror flag. Hard limits are left loose on purpose: values out of range are reported by
 the scan with the setting's name and allowed range instead of being clamped silently.
+
+Stored values: every enum item carries an explicit number, so a saved file keeps its
+meaning whatever is added: ``sensor_type`` stores :attr:`Sensor.number
+<blensor_addon.core.sensors.sensor.Sensor.number>`, the format sets store the formats'
+flag bits (:data:`blensor_addon.io.formats.FLAG_BITS`, ``MotionFormat.bit``), a
+setting's choices and presets their index in the (append-only) list.
+
+Versions (:data:`SETTINGS_VERSION`, stored per camera as ``settings_version``): a camera
+whose settings were stored before version 1 (every file saved before REP-103 became the
+default axes) is upgraded when the file is loaded (:func:`upgrade_settings`): ``axes`` and
+``time_model`` it never stored keep the values it scanned with then (``blensor``,
+``frame``), and the typed ``depth_formats`` / ``motion_formats`` strings become sets.
+Cameras made since are stamped with the current version when the file is saved.
 """
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty,
                        StringProperty)
 
+from ..compat import stored_idprops
 from ..core.sensors import COMMON, SENSORS, SensorSettings
+
+#: version of the settings a camera stores (``settings_version``); 0 = stored before
+#: versions (before REP-103 became the default axes)
+SETTINGS_VERSION = 1
 
 
 def _description(meta) -> str:
@@ -40,8 +60,8 @@ def _prop(name: str, default, meta):
         if meta.hi is not None:
             extra["soft_max"] = float(meta.hi)
         return FloatProperty(default=default, precision=meta.precision, **extra, **kw)
-    if meta.kind == "enum":
-        items = [(c, c.replace("_", " "), c) for c in meta.choices]
+    if meta.kind == "enum":  # stored as the choice's index in the append-only list
+        items = [(c, c.replace("_", " "), c, i) for i, c in enumerate(meta.choices)]
         return EnumProperty(items=items, default=default, **kw)
     if meta.kind == "floats":
         return StringProperty(default=meta.format(default), **kw)
@@ -74,7 +94,8 @@ def setting_property(sensor_type: str, name: str):
     if name == "preset":
         return EnumProperty(name=meta.label, description=_description(meta), default=f.default,
                             update=_apply_preset,
-                            items=[(k, p.label, p.source or p.label) for k, p in sensor.presets.items()])
+                            items=[(k, p.label, p.source or p.label, i)  # stored: index (append only)
+                                   for i, (k, p) in enumerate(sensor.presets.items())])
     return _prop(name, f.default, meta)
 
 
@@ -106,11 +127,17 @@ def _make_groups():
     for name, sensor in SENSORS.items():
         if not sensor.storage:
             ann.update(_annotations(sensor, _own_fields(sensor)))
-    for name in nested:
-        ann[name] = f"PointerProperty(type=NESTED_BY_TYPE[{name!r}])"
-    ann.update({k: f"OUTPUT_OPTIONS[{k!r}]()" for k in OUTPUT_OPTIONS})
+    output = {k: f"OUTPUT_OPTIONS[{k!r}]()" for k in OUTPUT_OPTIONS}
     for prop in format_options():  # every writer's options, from the registry
-        ann[prop] = f"format_option_property({prop!r})"
+        output[prop] = f"format_option_property({prop!r})"
+    for name in list(nested):
+        if name in output or name in ann:  # a plug-in named like a camera property
+            print(f"blensor: warning: sensor '{name}' gets no settings on cameras: '{name}' is the name of a "
+                  "camera property (scan it with overrides)", file=sys.stderr)
+            del nested[name]
+            continue
+        ann[name] = f"PointerProperty(type=NESTED_BY_TYPE[{name!r}])"
+    ann.update(output)
     camera = type("BLENSOR_PG_sensor", (bpy.types.PropertyGroup,),
                   {"__annotations__": ann, "__module__": __name__,
                    "__doc__": "BlenSor sensor settings of a camera"})
@@ -143,16 +170,46 @@ def format_option_values(s, formats) -> dict:
 
 
 def formats_property():
-    """The range scan's file formats (every writer of the registry), ticked like flags."""
-    from ..io.formats import WRITERS
+    """The range scan's file formats (every writer of the registry), ticked like flags;
+    each stored as its flag bit (:data:`blensor_addon.io.formats.FLAG_BITS`)."""
+    from ..io.formats import FLAG_BITS, WRITERS
     return EnumProperty(name="Formats", description="File formats of range scans", options={"ENUM_FLAG"},
-                        items=[(k, k.upper(), w.description) for k, w in WRITERS.items()], default={"npz"})
+                        items=[(k, k.upper(), w.description, 1 << FLAG_BITS[k]) for k, w in WRITERS.items()],
+                        default={"npz"})
+
+
+def depth_formats_property():
+    """The depth-map export's formats: the registry's writers that need an image sensor,
+    stored with the same flag bits as in ``formats``."""
+    from ..io.formats import FLAG_BITS, WRITERS
+    return EnumProperty(name="Depth formats", description="Formats of the depth-map export",
+                        options={"ENUM_FLAG"},
+                        items=[(k, k.upper(), w.description, 1 << FLAG_BITS[k]) for k, w in WRITERS.items()
+                               if w.needs_image], default={"exr"})
+
+
+def motion_formats_property():
+    """The motion export's formats (:data:`blensor_addon.io.formats.MOTION_FORMATS`),
+    each stored as its flag bit."""
+    from ..io.formats import MOTION_FORMATS
+    return EnumProperty(name="Motion formats", description="Formats of the motion export",
+                        options={"ENUM_FLAG"},
+                        items=[(k, k.upper(), m.description, 1 << m.bit) for k, m in MOTION_FORMATS.items()],
+                        default={"blensor", "tum", "json"})
+
+
+def ordered_formats(ticked, registry) -> tuple:
+    """The names of a flag enum's value ``ticked`` (a set) in the order of ``registry``
+    (a dict: :data:`~blensor_addon.io.formats.WRITERS`, ``MOTION_FORMATS``), so a run
+    does not depend on a set's order."""
+    return tuple(k for k in registry if k in ticked)
 
 
 def sensor_type_property():
-    """The ``sensor_type`` enum (every registered sensor type)."""
+    """The ``sensor_type`` enum (every registered sensor type, stored as its number)."""
     return EnumProperty(name="Sensor type", description="Which sensor this camera simulates",
-                        items=[(k, s.label, s.description) for k, s in SENSORS.items()], default="rotating")
+                        items=[(k, s.label, s.description, s.number) for k, s in SENSORS.items()],
+                        default="rotating")
 
 
 def common_property(name: str):
@@ -166,19 +223,21 @@ OUTPUT_OPTIONS = {
     "add_scan_mesh": lambda: BoolProperty(name="Add scan mesh", default=True),
     "add_noisy_scan_mesh": lambda: BoolProperty(name="Add noisy mesh", default=False),
     "frame_of_reference": lambda: EnumProperty(
-        name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)"),
-                                   ("world", "World", "Blender world frame")], default="sensor"),
+        name="Coordinates", items=[("sensor", "Sensor", "Sensor frame (camera-local)", 0),
+                                   ("world", "World", "Blender world frame", 1)], default="sensor"),
     "axes": lambda: EnumProperty(
-        name="Axes", items=[("blensor", "BlenSor", "Sensor frame: x right, y up, -z ahead (the original's)"),
-                            ("ros", "ROS REP-103", "Sensor frame: x ahead, y left, z up")], default="blensor"),
+        name="Axes", default="ros",  # before settings version 1: blensor (upgrade_camera keeps it)
+        items=[("blensor", "BlenSor", "Sensor frame: x right, y up, -z ahead (the original's)", 0),
+               ("ros", "ROS REP-103", "Sensor frame: x ahead, y left, z up", 1)]),
     "output_dir": lambda: StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
     "formats": lambda: formats_property(),
     "overwrite": lambda: BoolProperty(name="Overwrite", default=False,
                                       description="Replace the files of an earlier scan in the output folder"),
-    "motion_formats": lambda: StringProperty(name="Motion formats", default="blensor,tum,json",
-                                             description="Motion export: comma-separated blensor, tum, kitti, json"),
-    "depth_formats": lambda: StringProperty(name="Depth formats", default="exr",
-                                            description="Depth-map export: comma-separated exr, npy, pfm, dmap"),
+    "motion_formats": lambda: motion_formats_property(),
+    "depth_formats": lambda: depth_formats_property(),
+    "settings_version": lambda: IntProperty(
+        name="Settings version", default=0, min=0, options={"HIDDEN"},
+        description="Version of the BlenSor settings stored on this camera (0: before versions)"),
 }
 
 
@@ -193,8 +252,99 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
                          default=False)
 
 
-NESTED_BY_TYPE, BLENSOR_PG_sensor = _make_groups()
-CLASSES = (*NESTED_BY_TYPE.values(), BLENSOR_PG_sensor, BLENSOR_PG_material)
+NESTED_BY_TYPE: dict = {}
+BLENSOR_PG_sensor = None
+CLASSES: tuple = ()
+
+
+def build_classes() -> tuple:
+    """(Re)make the property-group classes from the registries as they are now (a sensor
+    or writer registered since is included); returns :data:`CLASSES`."""
+    global NESTED_BY_TYPE, BLENSOR_PG_sensor, CLASSES
+    NESTED_BY_TYPE, BLENSOR_PG_sensor = _make_groups()
+    CLASSES = (*NESTED_BY_TYPE.values(), BLENSOR_PG_sensor, BLENSOR_PG_material)
+    return CLASSES
+
+
+build_classes()
+
+
+# ---------------------------------------------------------------------------------------
+# stored settings of older versions
+
+
+def _editable_cameras():
+    for cam in bpy.data.cameras:
+        p = getattr(cam, "blensor", None)
+        if p is None or cam.library is not None or not getattr(cam, "is_editable", True):
+            continue
+        yield cam, p
+
+
+def _old_flags(p, name: str, registry) -> set | None:
+    """The set a typed comma-separated ``name`` string (stored before version 1) names,
+    keeping the registry's formats; None if no string is stored."""
+    raw = stored_idprops(p)
+    text = raw.get(name) if raw is not None else None
+    if not isinstance(text, str):
+        return None
+    del raw[name]  # the string is replaced by the enum's number
+    return {f.strip().lower() for f in text.split(",") if f.strip().lower() in registry}
+
+
+def upgrade_camera(cam) -> bool:
+    """Upgrade the BlenSor settings stored on camera data ``cam`` to
+    :data:`SETTINGS_VERSION` (0 -> 1: ``axes`` and ``time_model`` it never stored are
+    stored as the values it scanned with, ``"blensor"`` and ``"frame"``; the typed
+    ``depth_formats`` / ``motion_formats`` strings become sets). Returns whether it changed
+    anything; a camera already at the version (or newer) is left as it is."""
+    from ..io.formats import MOTION_FORMATS, WRITERS
+    p = cam.blensor
+    if p.settings_version >= SETTINGS_VERSION:
+        return False
+    if not p.is_property_set("axes"):
+        p.axes = "blensor"  # REP-103 became the default in version 1
+    if not p.is_property_set("time_model"):
+        p.time_model = "frame"  # a v0.1 file: the frozen-frame model it had
+    for name, registry in (("depth_formats", WRITERS), ("motion_formats", MOTION_FORMATS)):
+        old = _old_flags(p, name, registry)
+        if old:
+            setattr(p, name, old)
+    p.settings_version = SETTINGS_VERSION
+    return True
+
+
+def upgrade_settings() -> int:
+    """Upgrade every editable camera of the open file (:func:`upgrade_camera`); linked
+    and non-editable cameras, and one that refuses the change (a library override), are
+    left as they are. The load handler runs it after a file is loaded; a program that
+    opens .blend files with the add-on's properties registered but without its handlers
+    (a headless tool) calls it after each ``open_mainfile``, before reading any camera's
+    settings (Blender drops a value stored under another type, such as the typed format
+    strings, when the property is first read). Returns the number of cameras upgraded."""
+    n = 0
+    for cam, _p in _editable_cameras():
+        try:
+            n += upgrade_camera(cam)
+        except (AttributeError, TypeError, RuntimeError):
+            pass
+    return n
+
+
+def stamp_settings() -> int:
+    """Store :data:`SETTINGS_VERSION` on every editable camera that has no version yet
+    (cameras made since the file was loaded, which use the current defaults), before a
+    file is saved, so they do not read as old cameras when it is loaded. Returns the
+    number stamped."""
+    n = 0
+    for _cam, p in _editable_cameras():
+        try:
+            if not p.is_property_set("settings_version"):
+                p.settings_version = SETTINGS_VERSION
+                n += 1
+        except (AttributeError, TypeError, RuntimeError):
+            pass
+    return n
 
 
 def register_properties() -> None:

@@ -3,7 +3,7 @@
 Reference section 6.6 (the original's depth map rendered a Z buffer and assumed a 32 mm
 sensor, ignoring the camera's sensor settings). Here every pixel of the render
 resolution (times its percentage) casts one ray through its centre, through the view
-frame Blender itself projects with (:class:`~._base.CameraFrame`: lens or field of
+frame Blender itself projects with (:class:`~.patterns.CameraFrame`: lens or field of
 view, sensor size and fit, shift, pixel aspect), so pixel (row, col) is the pixel
 ``world_to_camera_view`` puts the point in (row 0 at the top). Per pixel: planar depth
 z (= -z of the point in the sensor frame), radial range, object id, normal, intensity;
@@ -14,8 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SettingsError
-from ._base import (Sensor, SensorSettings, noise_mu_setting, noise_sigma_setting, pinhole_intrinsics,
-                    refuse_rays, setting)
+from ..settings import SensorSettings, setting
+from .budget import refuse_rays
+from .patterns import pinhole_intrinsics
+from .physics import noise_mu_setting, noise_sigma_setting
+from .sensor import Sensor
 from .tof import RollingReadout, image_patterns, readout_setting
 
 
@@ -40,6 +43,7 @@ class Depth(RollingReadout, Sensor):
     Settings = DepthSettings
     presets = {}
     storage = "depth"
+    number = 5  # stored value of sensor_type (saved files keep it)
     uses_camera = True
     organized = True
 

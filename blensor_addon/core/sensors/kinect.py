@@ -35,8 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import (MAX_PIXELS_SIDE, Preset, RayPattern, Sensor, SensorSettings, angles_of, assemble, check_less,
-                    frame_rng, pinhole_grid, pinhole_intrinsics, refuse_rays, setting)
+from ..settings import Preset, SensorSettings, check_less, setting
+from .budget import MAX_PIXELS_SIDE, refuse_rays
+from .patterns import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
+from .physics import assemble, frame_rng
+from .sensor import Sensor
 
 PRESETS = {
     "kinect_v1": Preset("Microsoft Kinect v1", {"width": 640, "height": 480, "fov_h": 58.0, "baseline": 0.075,
@@ -100,6 +103,7 @@ class Kinect(Sensor):
     Settings = KinectSettings
     presets = PRESETS
     storage = "kinect"
+    number = 4  # stored value of sensor_type (saved files keep it)
     organized = True
 
     def grid_shape(self, s, frame, frame_time, mode, camera):
@@ -112,11 +116,25 @@ class Kinect(Sensor):
     def max_range(self, s) -> float:
         return float(s.max_depth) * 4.0  # depth along the axis; rays at the image corners are longer
 
-    def scan(self, s, ctx, *, frame, frame_time, mode):
+    def reported_range(self, s) -> float:
+        """``max_depth`` (m): the farthest depth the device reports."""
+        return float(s.max_depth)
+
+    @staticmethod
+    def view(s) -> tuple:
+        """(x_min, x_max, y_min, y_max, z) of the projector's pinhole grid at z = -1
+        (square pixels of focal length :attr:`KinectSettings.focal_px`)."""
+        tx, ty = (s.width / 2.0) / s.focal_px, (s.height / 2.0) / s.focal_px
+        return (-tx, tx, -ty, ty, -1.0)
+
+    def intrinsics(self, s, camera):
+        return pinhole_intrinsics(s.width, s.height, *self.view(s))
+
+    def trace(self, s, ctx, *, frame, frame_time, mode):
+        """Two casts (projector, then camera; see the module docstring)."""
         W, H = s.width, s.height
         f = s.focal_px
-        tx, ty = (W / 2.0) / f, (H / 2.0) / f
-        u, idx = pinhole_grid(W, H, -tx, tx, -ty, ty, -1.0)
+        u, idx = pinhole_grid(W, H, *self.view(s))
         origin = np.array([s.baseline, 0.0, 0.0])
         origins = np.broadcast_to(origin, u.shape)
         proj = ctx.cast(origins, u, self.max_range(s), s.max_bounces)
@@ -156,12 +174,8 @@ class Kinect(Sensor):
         hits = proj.take(keep)
         r = hits.range.astype(np.float64)
         r_noisy = z_meas / -u[keep, 2]
-        result = assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time,
-                          num_rays=W * H + cand.size, grid_shape=(H, W))
-        result.sensor_type = self.name
-        result.organized = True
-        result.intrinsics = pinhole_intrinsics(W, H, -tx, tx, -ty, ty, -1.0)
-        return result
+        return assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time,
+                        num_rays=W * H + cand.size, grid_shape=(H, W))
 
 
 SENSOR = Kinect()

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import (Preset, SensorSettings, SweptSensor, check_less, noise_mu_setting, noise_sigma_setting,
-                    ref_dist_setting, ref_limit_setting, ref_slope_setting, setting)
+from ..settings import Preset, SensorSettings, check_less, setting
+from .physics import (noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
+                      ref_slope_setting)
+from .sensor import SweptSensor
 
 IBEO_LUX_PITCH_DEG = (1.6, 0.8, -0.8, -1.6)
 IBEO_LUX_BIAS_M = (0.015798891682948433, 0.030289711937446478, 0.044832263895615468, 0.022628361223111119)
@@ -71,11 +73,6 @@ class LineSettings(SensorSettings):
         """(L,) float64 laser pitches (deg); channel k is row k."""
         return np.asarray(TABLES[self.preset]["pitch"], dtype=np.float64)
 
-    @property
-    def columns(self) -> int:
-        """Mirror steps of one sweep, ``int((end - start) / res)``."""
-        return max(0, int((self.end_angle - self.start_angle) / self.angle_resolution + 1e-9))
-
 
 def mirror_directions(alpha_deg: np.ndarray, pitch_deg: np.ndarray) -> np.ndarray:
     """Outgoing ray directions: the specular reflection of each laser off the mirror.
@@ -103,6 +100,7 @@ class Line(SweptSensor):
     Settings = LineSettings
     presets = PRESETS
     storage = "line"
+    number = 1  # stored value of sensor_type (saved files keep it)
 
     def channel_elevations(self, s):
         return s.pitch_deg

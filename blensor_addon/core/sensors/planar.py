@@ -26,14 +26,17 @@ Presets:
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (Preset, SensorSettings, SweptSensor, check_less, check_table, interpolated_noise,
-                    noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting,
-                    setting)
+from ..settings import Preset, SensorSettings, check_less, check_table, setting
+from .physics import (interpolated_noise, noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
+                      ref_slope_setting)
+from .sensor import SweptSensor
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
                         "(12,0,0.02) (15,0,0.024) (21,0,0.0315) (23,0,0.0215) (25,0,0.0167) (29,0,0.0338) "
@@ -112,11 +115,6 @@ class PlanarSettings(SensorSettings):
         """(K, 3) float64 error table rows (distance m, mu m, sigma m); K = 0 if none."""
         return check_table("error_table", self.error_table)
 
-    @property
-    def columns(self) -> int:
-        """Measurements per plane and sweep, ``int((end - start) / res)``."""
-        return max(0, int((self.end_angle - self.start_angle) / self.angle_resolution + 1e-9))
-
 
 class Planar(SweptSensor):
     """Planar scanners (see the module docstring)."""
@@ -127,9 +125,20 @@ class Planar(SweptSensor):
     Settings = PlanarSettings
     presets = PRESETS
     storage = "planar"
+    number = 2  # stored value of sensor_type (saved files keep it)
 
     def channel_elevations(self, s):
         return np.asarray(s.elevations, dtype=np.float64)
+
+    def capabilities(self, s, camera=None):
+        """The swept sensor's capabilities; with one scan plane also ``column_angles``
+        (first column's azimuth, step; rad): such a scanner is what ROS calls a laser
+        scanner (``sensor_msgs/LaserScan``)."""
+        caps = super().capabilities(s, camera)
+        if len(s.elevations) != 1:
+            return caps
+        return dataclasses.replace(caps, column_angles=(float(np.deg2rad(s.start_angle)),
+                                                        float(np.deg2rad(s.angle_resolution))))
 
     def lasers(self, s) -> int:
         return len(s.elevations)

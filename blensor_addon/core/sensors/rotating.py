@@ -39,9 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ._base import (CHUNK_RAYS, NOISE_LIMIT, Preset, RayPattern, Sensor, SensorSettings, noise_mu_setting,
-                    noise_sigma_setting, ray_limit, ref_dist_setting, ref_limit_setting, ref_slope_setting,
-                    returns_mask, setting)
+from ..settings import Preset, SensorSettings, setting
+from .budget import CHUNK_RAYS, ray_limit
+from .patterns import RayPattern, sweep_column_count
+from .physics import (NOISE_LIMIT, noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
+                      ref_slope_setting, returns_mask)
+from .sensor import Sensor
 
 HDL64E_S2_ELEVATIONS_DEG = (
     -7.1143909, -6.8259001, 0.33287099, 0.66078597, -6.4908152, -6.0973902, -8.5282297, -8.1613369,
@@ -242,20 +245,8 @@ class LidarSettings(SensorSettings):
         return d
 
 
-def parse_elevations(text: str) -> tuple[float, ...]:
-    """Parse a comma-separated list of laser elevations in degrees.
-
-    Returns:
-        tuple of floats (deg), in the order given (the order defines the channel numbers).
-    Raises:
-        SettingsError (setting ``elevations``): empty, not numbers, or outside [-90, 90] deg.
-    """
-    from ._base import meta_of
-    return meta_of(LidarSettings, "elevations").parse("elevations", text)
-
-
 def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
-    """Refuse a scan whose ray count exceeds the limit (:func:`~._base.ray_limit`)
+    """Refuse a scan whose ray count exceeds the limit (:func:`~.budget.ray_limit`)
     before anything is allocated. ``columns`` is the scan's column count; returns the
     ray count.
 
@@ -278,9 +269,8 @@ def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
 
 
 def single_scan_count(s: LidarSettings) -> int:
-    """Number of columns of a single scan, ``int((end - start) / res)`` (the original's
-    count: a full HDL-64E turn at 0.1728 deg has 2083 columns)."""
-    return int((s.end_angle - s.start_angle) / s.angle_resolution + 1e-9)
+    """Number of columns of a single scan (:func:`~.patterns.sweep_column_count`)."""
+    return sweep_column_count(s.start_angle, s.end_angle, s.angle_resolution)
 
 
 def single_scan_columns(s: LidarSettings) -> np.ndarray:
@@ -325,12 +315,6 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
         keep = np.mod(psi - lo, 360.0) < width
         k = k[keep]
     return k
-
-
-def range_scan_max_columns(s: LidarSettings, frame_time: float) -> int:
-    """Most columns one frame of a range scan can have (the sweep per frame over the
-    resolution, rounded up, + 1)."""
-    return int(math.ceil(360.0 * s.rotation_speed * frame_time / s.angle_resolution)) + 1
 
 
 def firing_offsets(s: LidarSettings) -> np.ndarray:
@@ -452,7 +436,7 @@ def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "s
 
 def chunk_columns(s: LidarSettings, chunk_rays: int | None = None) -> int:
     """Columns per chunk of :func:`iter_patterns`: about ``chunk_rays`` (default
-    :data:`~._base.CHUNK_RAYS`) rays, at least one column."""
+    :data:`~.budget.CHUNK_RAYS`) rays, at least one column."""
     return max(1, (chunk_rays or CHUNK_RAYS) // s.num_lasers)
 
 
@@ -465,16 +449,6 @@ def iter_patterns(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarr
     n = azimuth_deg.shape[0]
     for i in range(0, max(1, n), step):
         yield make_pattern(s, azimuth_deg[i:i + step], timestamp[i:i + step], i, n, firing)
-
-
-def single_scan_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
-    """Every ray of a single scan at scene frame ``frame`` (:func:`scan_columns`)."""
-    return make_pattern(s, *scan_columns(s, frame, frame_time, "single"))
-
-
-def range_frame_pattern(s: LidarSettings, frame: int, frame_time: float) -> RayPattern:
-    """Every ray of frame ``frame`` of a range scan (:func:`scan_columns`)."""
-    return make_pattern(s, *scan_columns(s, frame, frame_time, "range"))
 
 
 def noisy_range(rng: np.random.Generator, rng_clean: np.ndarray, channel: np.ndarray,
@@ -495,6 +469,7 @@ class Rotating(Sensor):
     Settings = LidarSettings
     presets = PRESETS
     storage = ""  # v0.1 kept these settings on Camera.blensor itself
+    number = 0  # stored value of sensor_type (saved files keep it)
 
     def grid_shape(self, s, frame, frame_time, mode, camera):
         if mode == "range":

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._base import (CHUNK_RAYS, MAX_PIXELS_SIDE, Preset, RayPattern, Sensor, SensorSettings, angles_of,
-                    noise_mu_setting, noise_sigma_setting, pinhole_grid, pinhole_intrinsics, refuse_rays, setting)
+from ..settings import Preset, SensorSettings, setting
+from .budget import CHUNK_RAYS, MAX_PIXELS_SIDE, refuse_rays
+from .patterns import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
+from .physics import noise_mu_setting, noise_sigma_setting
+from .sensor import Sensor
 
 PRESETS = {
     "sr4000": Preset("MESA SR4000", {"width": 176, "height": 144, "fov_h": 43.6, "fov_v": 34.6, "max_range": 20.0,
@@ -79,7 +82,7 @@ def pixel_rows_per_chunk(width: int) -> int:
 
 
 def image_patterns(width: int, height: int, frame_: tuple, stamp: float, readout: float = 0.0):
-    """Chunks of a pinhole image's rays (see :func:`~._base.pinhole_grid`) taken at time
+    """Chunks of a pinhole image's rays (see :func:`~.patterns.pinhole_grid`) taken at time
     ``stamp`` (s): yields RayPattern, row-major, row 0 at the top. ``readout`` > 0 (s): a
     rolling shutter, row r at ``stamp + readout * r / height``; 0: a global shutter."""
     step = pixel_rows_per_chunk(width)
@@ -100,6 +103,7 @@ class Tof(RollingReadout, Sensor):
     Settings = TofSettings
     presets = PRESETS
     storage = "tof"
+    number = 3  # stored value of sensor_type (saved files keep it)
     organized = True
 
     def grid_shape(self, s, frame, frame_time, mode, camera):

@@ -16,7 +16,7 @@ import bpy):
 A writer declares its ``name``, a one-line ``description``, the ``files`` it writes (a
 human-readable pattern), ``outputs`` (regular expressions of the names it leaves, so a
 folder holding an earlier run's files is recognised) and its ``Options`` (a frozen
-dataclass whose fields carry :func:`~blensor_addon.core.sensors._base.setting`
+dataclass whose fields carry :func:`~blensor_addon.core.settings.setting`
 metadata; given on the command line as ``--option NAME.OPTION=VALUE``), and what it
 ``needs`` from the scan (:class:`~blensor_addon.core.capabilities.WriterNeeds`: per-frame
 packets, a ray grid, an image sensor), from which the range job plans and refuses.
@@ -73,29 +73,14 @@ def clean_and_noisy(result: ScanResult, suffix: str, encode) -> list[tuple[str, 
 
 
 def capabilities_of(result: ScanResult) -> Capabilities:
-    """``result.capabilities``; for a result made without them (a sensor that does not
-    declare its capabilities yet), the capabilities its sensor type and settings imply.
-
-    The fallback is the one place of the writers that reads a sensor's settings; it
-    goes once every sensor sets ``ScanResult.capabilities``.
-    """
+    """``result.capabilities`` (every sensor sets them); for a result assembled without
+    a sensor (by hand, in a plug-in's tests), what the result itself shows: its grid,
+    its ``organized`` flag, timing ``exposure``, no range limit and no column angles.
+    Never the sensor's settings nor its type name."""
     if result.capabilities is not None:
         return result.capabilities
-    s = result.sensor or {}
-    grid = result.grid_shape if result.has_grid else None
-    if "rotation_speed" in s:
-        timing = Timing("sweep", 1.0 / float(s["rotation_speed"]))
-    else:
-        timing = Timing("exposure", None, float(s.get("readout_time", 0.0) or 0.0))
-    angles = None
-    if result.sensor_type == "planar" and len(s.get("elevations", ())) == 1:
-        from ...core.sensors import make_settings
-        _, settings = make_settings("planar", s)
-        grid = (1, settings.columns)
-        angles = (float(np.deg2rad(settings.start_angle)), float(np.deg2rad(settings.angle_resolution)))
-    max_range = s.get("max_range", s.get("max_depth"))
-    return Capabilities(timing=timing, grid=grid, organized=bool(result.organized),
-                        max_range=None if max_range is None else float(max_range), column_angles=angles)
+    return Capabilities(timing=Timing("exposure"), grid=tuple(result.grid_shape) if result.has_grid else None,
+                        organized=bool(result.organized))
 
 
 class Float32Warning:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...core.axes import ros_sensor_pose, sensor_points
 from ...core.result import ScanResult
-from ...core.sensors._base import setting
+from ...core.settings import setting
 from ..trajectory import zero_noise
 from ._base import Writer
 

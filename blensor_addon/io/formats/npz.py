@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.result import ScanResult
-from ...core.sensors._base import setting
+from ...core.settings import setting
 from ..atomic import atomic_write_bytes
 from ._base import Float32Warning, Writer
 

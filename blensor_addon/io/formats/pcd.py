@@ -27,7 +27,7 @@ import numpy as np
 
 from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
-from ...core.sensors._base import setting
+from ...core.settings import setting
 from ._base import Float32Warning, Writer, clean_and_noisy
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),

@@ -41,7 +41,7 @@ from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_senso
                           sensor_points)
 from ...core.errors import SettingsError
 from ...core.result import ScanResult
-from ...core.sensors._base import setting
+from ...core.settings import setting
 from ._base import Writer, capabilities_of
 
 SENSOR_FRAME = "blensor_sensor"

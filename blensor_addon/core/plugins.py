@@ -1,0 +1,96 @@
+"""Plug-ins: sensors and writers installed from outside the add-on, found through Python
+entry points (``importlib.metadata``; groups ``blensor.sensors`` and ``blensor.writers``).
+
+Each registry (:mod:`blensor_addon.core.sensors`, :mod:`blensor_addon.io.formats`) is a
+:class:`LazyRegistry`: it loads its group once, when it is first read (not when it is
+imported, so a plug-in module may import BlenSor's registries while it is itself being
+imported). A plug-in that fails to import or to register is left out with one warning
+line on stderr; BlenSor itself goes on.
+"""
+from __future__ import annotations
+
+import sys
+
+
+class LazyRegistry(dict):
+    """A dict (name -> registered object) that runs its plug-in loader once, before it
+    is first read. :meth:`arm` sets the loader (after the built-ins are registered);
+    writes (registration) never trigger it."""
+
+    _loader = None
+
+    def arm(self, loader) -> None:
+        """Run ``loader()`` before the next read (once)."""
+        self._loader = loader
+
+    def load(self) -> None:
+        """Run the pending loader now (idempotent)."""
+        loader, self._loader = self._loader, None
+        if loader is not None:
+            loader()
+
+    def __getitem__(self, key):
+        self.load()
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        self.load()
+        return super().__contains__(key)
+
+    def __iter__(self):
+        self.load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self.load()
+        return super().__len__()
+
+    def __repr__(self) -> str:
+        self.load()
+        return super().__repr__()
+
+    def get(self, key, default=None):
+        self.load()
+        return super().get(key, default)
+
+    def keys(self):
+        self.load()
+        return super().keys()
+
+    def values(self):
+        self.load()
+        return super().values()
+
+    def items(self):
+        self.load()
+        return super().items()
+
+    def copy(self) -> dict:
+        self.load()
+        return dict(super().items())
+
+
+def load_plugins(group: str, add) -> list[str]:
+    """Load the entry points of ``group`` (``blensor.sensors``, ``blensor.writers``) and
+    pass what each gives to ``add`` (a module: its ``SENSOR`` / ``WRITER`` /
+    ``WRITERS``). A plug-in that fails to load or register is left out with one warning
+    line on stderr. Returns the names of the entry points loaded."""
+    from importlib.metadata import entry_points
+    loaded = []
+    try:
+        eps = entry_points(group=group)
+    except Exception as exc:  # noqa: BLE001 - broken installed metadata must not stop BlenSor
+        print(f"blensor: warning: plug-ins of {group} not read: {exc}", file=sys.stderr)
+        return loaded
+    for ep in eps:
+        try:
+            add(ep.load())
+            loaded.append(ep.name)
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in is reported, not fatal
+            msg = " ".join(str(exc).split()) or type(exc).__name__
+            print(f"blensor: warning: plug-in '{ep.name}' ({ep.value}) of {group} left out: {msg}",
+                  file=sys.stderr)
+    return loaded
+
+
+__all__ = ["LazyRegistry", "load_plugins"]

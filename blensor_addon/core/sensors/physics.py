@@ -1,0 +1,180 @@
+"""Physics shared by the sensors: range noise, the reflectivity limit, per-frame random
+draws, and the assembly of a :class:`~blensor_addon.core.result.ScanResult` from the
+returning rays.
+
+Sources: seed 000 Eq. 1 (reflectivity limit), Eq. 2 (per-ray Gaussian range noise and
+per-laser bias), section 3.5 (which rays return), section 5.2 (per-frame seeding);
+reference section 6.3 (the distance-dependent noise table).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..result import ScanResult
+from ..settings import setting
+from .patterns import RayPattern
+
+#: largest range noise mean, sigma and per-laser bias spread (m): far beyond any sensor,
+#: small enough that noisy ranges and points stay finite in float32
+NOISE_LIMIT = 1000.0
+#: bound of |ref_limit| (reflectivity, 1) and |ref_slope| (1/m) of the reflectivity limit
+#: (seed 000 Eq. 1): a limit above 1 already drops every return; the bound keeps the line
+#: finite at every range (ref_dist is at most 1e5 m, as max_range)
+REF_BOUND = 1000.0
+
+
+def noise_mu_setting(per: str = "ray", note: str = ""):
+    """The ``noise_mu`` setting (m) of a sensor with Gaussian range noise, per ``per``
+    (ray, pixel); ``note`` ends its description. Seed 000 section 3.2 (per-ray noise)."""
+    return setting(0.0, "Noise mean", f"Per-{per} range noise mean{note}", "m", lo=-NOISE_LIMIT, hi=NOISE_LIMIT,
+                   precision=4)
+
+
+def noise_sigma_setting(default: float, per: str = "ray", note: str = ""):
+    """The ``noise_sigma`` setting (m, default ``default``); see :func:`noise_mu_setting`."""
+    return setting(default, "Noise sigma", f"Per-{per} range noise sigma{note}", "m", lo=0.0, hi=NOISE_LIMIT,
+                   precision=4)
+
+
+def ref_dist_setting():
+    """The ``ref_dist`` setting (m) of the reflectivity limit (seed 000 Eq. 1; see
+    :func:`reflectivity_limit`)."""
+    return setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns", "m",
+                   lo=0.0, hi=1e5)
+
+
+def ref_limit_setting():
+    """The ``ref_limit`` setting (reflectivity, 1) of the reflectivity limit."""
+    return setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
+                   lo=-REF_BOUND, hi=REF_BOUND)
+
+
+def ref_slope_setting(default: float, precision: int = 4):
+    """The ``ref_slope`` setting (1/m, default ``default``) of the reflectivity limit."""
+    return setting(default, "Reflectivity slope", "Growth of the minimum reflectivity per metre", "1/m",
+                   precision=precision, lo=-REF_BOUND, hi=REF_BOUND)
+
+
+def frame_rng(seed: int, frame: int) -> np.random.Generator:
+    """The generator of every per-ray draw of one frame.
+
+    Seeded by (seed, frame), so a frame's noise does not depend on which other frames
+    were scanned before it: frame ranges can be split over processes or hosts (seed 000
+    section 5.2) and still give byte-identical files.
+    """
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+        [int(seed), 0x5CA4, int(frame) & 0xFFFFFFFF, (int(frame) >> 32) & 0xFFFFFFFF])))
+
+
+def reflectivity_limit(distance: np.ndarray, ref_dist: float, ref_limit: float, ref_slope: float) -> np.ndarray:
+    """Minimum reflectivity that returns at accumulated range ``distance`` (m).
+
+    seed 000 Eq. 1 in the original's form (reference section 7): -1 below ``ref_dist``,
+    else ``ref_limit + ref_slope * (d - ref_dist)``. (N,) float64.
+    """
+    d = np.asarray(distance, dtype=np.float64)
+    return np.where(d < ref_dist, -1.0, ref_limit + ref_slope * (d - ref_dist))
+
+
+def returns_mask(hits, s) -> np.ndarray:
+    """(N,) bool: which traced rays return: they ended on a non-mirror surface within
+    ``max_range`` whose reflectivity exceeds the limit at the accumulated range (seed
+    000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``, ``ref_limit``,
+    ``ref_slope``."""
+    ok = hits.hit & (hits.range <= s.max_range)
+    ok &= hits.reflectivity > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
+    return ok
+
+
+def interpolated_noise(table: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mu, sigma) of a distance-dependent noise table at ranges ``d`` (m), as the
+    original's advanced error model (reference section 6.3): linear interpolation
+    between rows, constant beyond the last row and before the first (the original
+    extrapolated below the first row, which can give a negative sigma; fixed).
+    table (K, 3) float64 rows (distance, mu, sigma), K >= 1. Returns two (N,) float64."""
+    mu = np.interp(d, table[:, 0], table[:, 1])
+    sigma = np.interp(d, table[:, 0], table[:, 2])
+    return mu, sigma
+
+
+def elevation_rank(elevations_deg: np.ndarray) -> np.ndarray:
+    """(L,) uint16 rank of each channel's elevation, 0 = lowest (ties by channel)."""
+    e = np.asarray(elevations_deg, dtype=np.float64)
+    rank = np.empty(e.shape[0], np.uint16)
+    rank[np.argsort(e, kind="stable")] = np.arange(e.shape[0], dtype=np.uint16)
+    return rank
+
+
+def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx: ScanContext, s, *,
+             frame: int, frame_time: float, num_rays: int, grid_shape: tuple,
+             channel_elevations: np.ndarray | None = None) -> ScanResult:
+    """Build a :class:`ScanResult` from the returning rays.
+
+    Args:
+        pattern, hits: the returning rays only (N), sensor frame.
+        r, r_noisy (N,) float64: clean and measured range (m), measured along the ray
+            from its origin.
+        ctx: the :class:`ScanContext` (pose, output frame, surface attributes).
+        channel_elevations (L,) deg: nominal elevation per channel, for ``ring``.
+    Points: ``origin + unit(direction) * range`` in the sensor frame, then in the
+    output frame.
+    """
+    u = pattern.directions.astype(np.float64)
+    o = pattern.origins
+
+    def points(rng):  # origin + unit direction * range
+        return u * rng[:, None] if o is None else u * rng[:, None] + o
+
+    noiseless = r_noisy is r
+    xyz = points(r)
+    xyz_n = xyz if noiseless else points(r_noisy)  # noiseless: the same points
+
+    def to(frame, world=(None, None)):  # both sensor-frame clouds in ``frame``; noiseless: once
+        out = ctx.sensor_points_to(frame, xyz, hits, world[0])
+        return out, (out if noiseless else ctx.sensor_points_to(frame, xyz_n, hits, world[1]))
+
+    pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
+    extra = {}
+    world = to("world") if ctx.frame_of_reference == "world" else (None, None)
+    if s.deskew:  # from the world points when made already (not rotated twice)
+        d, d_n = to("start", world)
+        extra["xyz_deskewed"] = d.astype(np.float32)
+        extra["xyz_noisy_deskewed"] = d_n.astype(np.float32)
+    if ctx.frame_of_reference == "world":
+        if ctx.sensor_to_world_end is not None:  # the sensor moved during the packet: its frames at
+            # the rays' times are kept, for formats that want sensor-frame points (KITTI, ROS)
+            extra["xyz_sensor"] = xyz.astype(np.float32)
+            extra["xyz_noisy_sensor"] = xyz_n.astype(np.float32)
+        xyz, xyz_n = world
+    surf = ctx.surface(pattern, hits)
+    return ScanResult(
+        timestamp=pattern.timestamp,
+        azimuth=pattern.azimuth,
+        elevation=pattern.elevation,
+        range=r,
+        range_noisy=r_noisy,
+        xyz=xyz,
+        xyz_noisy=xyz_n,
+        object_id=surf["object_id"],
+        semantic=surf["semantic"],
+        instancer_id=surf["instancer_id"],
+        instance_id=surf["instance_id"],
+        channel=pattern.channel,
+        ring=(elevation_rank(channel_elevations)[pattern.channel.astype(np.int64)]
+              if channel_elevations is not None else np.zeros(len(pattern), np.uint16)),
+        ray_index=pattern.ray_index,
+        reflectivity=hits.reflectivity,
+        intensity=hits.reflectivity * surf["cos_inc"],
+        color=surf["color"],
+        normal=surf["normal"],
+        frame=int(frame),
+        frame_time=float(frame_time),
+        frame_of_reference=ctx.frame_of_reference,
+        sensor_to_world=pose,
+        sensor=s.to_dict(),
+        objects=list(ctx.objects or []),
+        num_rays=int(num_rays),
+        grid_shape=tuple(int(v) for v in grid_shape),
+        extra=extra,
+        sensor_to_world_end=ctx.sensor_to_world_end,
+    )

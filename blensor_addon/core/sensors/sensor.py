@@ -1,0 +1,315 @@
+"""The sensor interface: :class:`Sensor` (one instance per sensor type), the swept-sensor
+base :class:`SweptSensor`, and what a sensor gets from the scene layer
+(:class:`ScanContext`, :class:`Hits`).
+
+A sensor type is one module of :mod:`blensor_addon.core.sensors` (or a plug-in, see
+:func:`blensor_addon.register_sensor`) that defines a :class:`Sensor` subclass
+instance named ``SENSOR``. Its settings are a frozen dataclass (subclass of
+:class:`~blensor_addon.core.settings.SensorSettings`) whose fields are declared with
+:func:`~blensor_addon.core.settings.setting`. It declares what it produces with
+:meth:`Sensor.capabilities` (:mod:`blensor_addon.core.capabilities`), which every
+result it returns carries as ``result.capabilities``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator, Protocol
+
+import numpy as np
+
+from ..capabilities import Capabilities, Timing
+from ..errors import SettingsError
+from ..result import FIELDS, ScanResult
+from ..settings import SensorSettings
+from .budget import CHUNK_RAYS, refuse_rays
+from .patterns import CameraFrame, RayPattern, angles_of, sweep_column_count, sweep_columns, sweep_count
+from .physics import assemble, frame_rng, returns_mask
+
+
+class Hits(Protocol):
+    """What :meth:`ScanContext.cast` returns for N rays (duck-typed).
+
+    Attributes:
+        range (N,) float64 m: accumulated path to the final surface (through mirrors).
+        hit (N,) bool: ended on a non-mirror surface within the range limit.
+        reflectivity (N,) float32 in [0, 1] of that surface's material (0 if none).
+    Methods: ``take(idx)`` -> Hits of those rays; ``concat(list)`` (class method).
+    """
+
+    range: np.ndarray
+    hit: np.ndarray
+    reflectivity: np.ndarray
+
+
+class ScanContext(Protocol):
+    """What a sensor gets from the scene layer to scan one frame.
+
+    Attributes:
+        sensor_to_world (4, 4) float64 rigid pose (at the scan's start);
+        sensor_to_world_end (4, 4) float64 pose at its end in continuous time, else None;
+        frame_of_reference ``"sensor"`` or
+        ``"world"``; objects: the object table; camera: :class:`CameraFrame` of the
+        Blender camera (used by the depth sensor).
+    Methods:
+        cast(origins, directions, max_range, max_bounces, times=None) -> Hits: origins
+            (N, 3) (or None: all at the sensor origin) and unit directions (N, 3) float64
+            in the sensor frame (m); times (N,) float64 absolute firing times (s): in
+            continuous time the sensor pose and the scene are taken at each ray's time.
+        sensor_points_to(frame, xyz, hits, world=None) -> (N, 3) float64: points given
+            in the sensor frame at each ray's firing time, in ``"world"`` or in the sensor
+            frame at the packet's start (``"start"``, deskewed); ``world``: the same
+            points in ``"world"`` when already made (a context that deskews through the
+            world frame starts from them).
+        surface(pattern, hits) -> dict of per-ray arrays for the given (kept) rays:
+            ``normal`` (N, 3) float64 in the output frame, facing the ray; ``cos_inc``
+            (N,); ``color`` (N, 3) uint8; ``object_id``, ``instancer_id``,
+            ``instance_id`` (N,) uint32; ``semantic`` (N,) uint16.
+    """
+
+    sensor_to_world: np.ndarray
+    sensor_to_world_end: np.ndarray | None
+    frame_of_reference: str
+    objects: list
+    camera: CameraFrame | None
+
+    def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int,
+             times: np.ndarray | None = None): ...
+
+    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
+                         world: np.ndarray | None = None) -> np.ndarray: ...
+
+    def surface(self, pattern: RayPattern, hits) -> dict: ...
+
+
+class Sensor:
+    """A sensor type. Subclasses set the class attributes and implement :meth:`patterns`
+    (and :meth:`measure` if the returns are not simply "hit within max_range"), or
+    override :meth:`trace` for several passes (the Kinect casts twice); :meth:`scan`
+    adds the sensor's metadata and :meth:`capabilities` to every result.
+
+    Class attributes:
+        name: type name (``"rotating"``); label; description (one line).
+        Settings: the settings dataclass; presets: preset id ->
+            :class:`~blensor_addon.core.settings.Preset`.
+        storage: where Blender keeps the type's settings on ``Camera.blensor``: a
+            nested group of that name, or ``""`` for the group itself (the rotating
+            LiDAR, as v0.1 stored it); None: the registry sets the type's name.
+        uses_camera: the sensor takes its image from the Blender camera's intrinsics.
+        organized: an image sensor: organized outputs hold every pixel.
+        number: the value Blender stores for this type in ``Camera.blensor.sensor_type``
+            (an int in [0, 2**31 - 1], unique among the registered types): the built-in
+            types have 0..5; a plug-in may declare one, else the registry derives a
+            stable one from its name (:func:`blensor_addon.core.sensors.register_sensor`).
+        extra_fields: names of per-point fields the sensor adds in ``result.extra``
+            (declared in its :meth:`capabilities`).
+    """
+
+    name = ""
+    label = ""
+    description = ""
+    Settings: type = SensorSettings
+    presets: dict = {}
+    storage: str | None = None
+    uses_camera = False
+    organized = False
+    number: int | None = None
+    extra_fields: tuple = ()
+
+    # -- settings ---------------------------------------------------------------------
+    def settings(self, values: dict | None = None):
+        """Validated settings from ``values`` (name -> value; missing names take their
+        defaults).
+
+        Raises:
+            SettingsError: unknown name or value out of range.
+        """
+        values = dict(values or {})
+        names = {f.name for f in dataclasses.fields(self.Settings)}
+        for k in values:
+            if k not in names:
+                raise SettingsError(k, f"a setting of sensor type '{self.name}': " + ", ".join(sorted(names)),
+                                    values[k])
+        return self.Settings(**values).validate()
+
+    def preset_values(self, preset: str) -> dict:
+        """The values preset ``preset`` sets (``preset`` included).
+
+        Raises:
+            SettingsError (``preset``): not a preset of this sensor type.
+        """
+        if preset not in self.presets:
+            raise SettingsError("preset", f"one of {', '.join(self.presets)} (presets of sensor type "
+                                f"'{self.name}')", preset)
+        return {"preset": preset, **self.presets[preset].values}
+
+    # -- scanning ---------------------------------------------------------------------
+    def grid_shape(self, s, frame: int, frame_time: float, mode: str, camera: CameraFrame | None) -> tuple:
+        """(rows, cols) of the sensor's grid for this scan."""
+        raise NotImplementedError
+
+    def check_budget(self, s, frame: int, frame_time: float, mode: str, camera: CameraFrame | None) -> int:
+        """Refuse a scan that would cast too many rays, before anything is allocated;
+        returns the ray count. Default: rows x cols of :meth:`grid_shape`."""
+        rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
+        return int(rows) * int(cols)
+
+    def patterns(self, s, frame: int, frame_time: float, mode: str,
+                 camera: CameraFrame | None) -> Iterator[RayPattern]:
+        """The scan's rays in chunks of about :data:`CHUNK_RAYS` (at least one, maybe
+        empty). ``mode``: ``"single"`` (a single scan at ``frame``) or ``"range"`` (what
+        the sensor sees during frame ``frame`` of a range scan)."""
+        raise NotImplementedError
+
+    def intrinsics(self, s, camera: CameraFrame | None) -> tuple:
+        """(fx, fy, cx, cy) of an image sensor (:func:`pinhole_intrinsics`); () otherwise."""
+        return ()
+
+    def sweep_period(self, s) -> float | None:
+        """Seconds per full sweep (revolution or field-of-view sweep) of a swept sensor,
+        the length of one ``packets="sweep"`` output; None for image sensors (one image
+        per scene frame)."""
+        return None
+
+    def exposure_time(self, s) -> float:
+        """Seconds over which one image's rays fire (a rolling readout, continuous time);
+        0 = a global shutter (every ray at the frame's time). Image sensors only."""
+        return 0.0
+
+    def channel_elevations(self, s) -> np.ndarray:
+        """(L,) float64 nominal elevation (deg) of each channel, for the elevation rank
+        (``ring``); default one channel at 0."""
+        return np.zeros(1)
+
+    def max_range(self, s) -> float:
+        """Longest accumulated path cast (m)."""
+        return float(s.max_range)
+
+    def reported_range(self, s) -> float:
+        """Longest range the sensor reports (m): what range images scale to and ROS
+        ``LaserScan.range_max`` says. Default :meth:`max_range`; a sensor that casts
+        farther than it reports (the Kinect's corner rays) overrides it."""
+        return self.max_range(s)
+
+    def returns(self, s, pattern: RayPattern, hits) -> np.ndarray:
+        """(N,) bool: which rays return (default: a hit within ``max_range``)."""
+        return hits.hit & (hits.range <= self.max_range(s))
+
+    def measure(self, s, pattern: RayPattern, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Measured (noisy) range of the returning rays: (N,) float64 m from the clean
+        ranges ``r`` (N,) float64. Default: no noise (``r`` itself)."""
+        return r
+
+    def finish(self, s, result: ScanResult) -> ScanResult:
+        """Last changes to the result (default none)."""
+        return result
+
+    def capabilities(self, s, camera: CameraFrame | None = None) -> Capabilities:
+        """What this sensor produces with settings ``s`` (and the Blender camera's image
+        ``camera``, for a sensor that uses it): the writers and the range-job plan read
+        this, never the settings or the type name.
+
+        Default: timing ``sweep`` with :meth:`sweep_period` when it is not None, else
+        ``exposure`` over :meth:`exposure_time`; grid: the (rows, cols) of one whole scan
+        (:meth:`grid_shape` of a single scan: laser x column of one sweep, or image row x
+        column); organized: :attr:`organized`; fields: every
+        :data:`~blensor_addon.core.result.FIELDS` name, then ``xyz_deskewed`` and
+        ``xyz_noisy_deskewed`` when ``s.deskew``, then :attr:`extra_fields`. A sensor with
+        a pattern that never repeats overrides it (timing ``stream``, grid None).
+        """
+        period = self.sweep_period(s)
+        timing = Timing("sweep", float(period)) if period is not None else \
+            Timing("exposure", exposure=float(self.exposure_time(s)))
+        grid = tuple(int(v) for v in self.grid_shape(s, 0, 1.0, "single", camera))
+        deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if getattr(s, "deskew", False) else ()
+        return Capabilities(timing=timing, grid=grid, organized=bool(self.organized),
+                            fields=(*FIELDS, *deskew, *self.extra_fields), max_range=self.reported_range(s))
+
+    def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
+        """The scan's returns: cast :meth:`patterns` chunk by chunk, keep :meth:`returns`,
+        draw :meth:`measure` from the frame's generator, assemble the result. A sensor
+        that casts several passes (the Kinect) overrides this."""
+        grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
+        parts, rays = [], 0
+        for pattern in self.patterns(s, frame, frame_time, mode, ctx.camera):
+            o = None if pattern.origins is None else pattern.origins.astype(np.float64)
+            hits = ctx.cast(o, pattern.directions.astype(np.float64), self.max_range(s), s.max_bounces,
+                            times=pattern.timestamp)
+            keep = self.returns(s, pattern, hits)
+            rays += len(pattern)
+            parts.append((pattern.take(keep), hits.take(keep)))
+        if len(parts) == 1:
+            pattern, hits = parts[0]
+        else:
+            pattern = RayPattern.concat([p for p, _ in parts])
+            hits = type(parts[0][1]).concat([h for _, h in parts])
+        r = np.asarray(hits.range, dtype=np.float64)
+        r_noisy = self.measure(s, pattern, r, frame_rng(s.seed, frame))
+        return assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time, num_rays=rays,
+                        grid_shape=grid, channel_elevations=self.channel_elevations(s))
+
+    def scan(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
+        """One scan: :meth:`trace`, then the sensor's metadata on the result
+        (``sensor_type``, ``organized``, ``intrinsics``, ``capabilities``), then
+        :meth:`finish`."""
+        result = self.trace(s, ctx, frame=frame, frame_time=frame_time, mode=mode)
+        result.sensor_type = self.name
+        result.organized = self.organized
+        result.intrinsics = self.intrinsics(s, ctx.camera)
+        result.capabilities = self.capabilities(s, ctx.camera)
+        return self.finish(s, result)
+
+
+class SweptSensor(Sensor):
+    """A sensor that sweeps :meth:`columns` columns over its field of view once per
+    ``1 / s.rotation_speed`` s, firing :meth:`lasers` rays per column (line and planar
+    scanners, reference 6.2 and 6.3), with the reflectivity limit of seed 000 Eq. 1.
+    Subclasses give :meth:`lasers` and :meth:`directions`."""
+
+    def lasers(self, s) -> int:
+        """Rays per column."""
+        raise NotImplementedError
+
+    def directions(self, s, angle_deg: np.ndarray) -> np.ndarray:
+        """(C, L, 3) float64 unit ray directions (sensor frame) of the columns at
+        sweep angles ``angle_deg`` (C,) = ``start_angle + column * angle_resolution``."""
+        raise NotImplementedError
+
+    def grid_shape(self, s, frame, frame_time, mode, camera):
+        return (self.lasers(s), sweep_count(self.columns(s), s.rotation_speed, frame, frame_time, mode))
+
+    @staticmethod
+    def columns(s) -> int:
+        """Columns of one sweep (:func:`~.patterns.sweep_column_count` of the settings'
+        ``start_angle``, ``end_angle``, ``angle_resolution``)."""
+        return sweep_column_count(s.start_angle, s.end_angle, s.angle_resolution)
+
+    def sweep_period(self, s):
+        return 1.0 / s.rotation_speed
+
+    def check_budget(self, s, frame, frame_time, mode, camera):
+        rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
+        # one sweep too many: only the resolution helps; more than a sweep in the frame
+        # (a range scan's frame of a fast head): the rotation speed
+        refuse_rays(rows * min(cols, self.columns(s)), "angle_resolution", s.angle_resolution, unit="deg")
+        if mode == "range" and cols > self.columns(s):
+            refuse_rays(rows * cols, "rotation_speed", s.rotation_speed, grows=True, unit="Hz")
+        return rows * cols
+
+    def patterns(self, s, frame, frame_time, mode, camera):
+        col, stamp = sweep_columns(self.columns(s), s.rotation_speed, frame, frame_time, mode)
+        L = self.lasers(s)
+        C = col.shape[0]
+        step = max(1, CHUNK_RAYS // L)
+        for i in range(0, max(1, C), step):
+            c = col[i:i + step]
+            d = self.directions(s, s.start_angle + c * s.angle_resolution).reshape(-1, 3)
+            az, el = angles_of(d)
+            local = np.arange(i, i + c.shape[0], dtype=np.int64)
+            yield RayPattern(
+                directions=d.astype(np.float32), azimuth=az, elevation=el,
+                channel=np.tile(np.arange(L, dtype=np.uint16), c.shape[0]),
+                ray_index=(np.arange(L, dtype=np.int64)[None, :] * C + local[:, None]).ravel(),
+                timestamp=np.repeat(stamp[i:i + step], L))
+
+    def returns(self, s, pattern, hits):
+        return returns_mask(hits, s)
