@@ -107,7 +107,8 @@ def test_scan_operator_meshes_hold_the_results_values(bpy_mod, crossing, frame_o
     assert np.median(moved) > 1e-3 and not np.array_equal(result.range, result.range_noisy)
     seen_clean = check_mesh(clean, result, noisy=False)
     seen_noisy = check_mesh(noisy, result, noisy=True)
-    assert seen_clean == seen_noisy and REQUIRED <= seen_clean, (REQUIRED - seen_clean, seen_clean ^ seen_noisy)
+    assert seen_clean == seen_noisy, seen_clean ^ seen_noisy
+    assert REQUIRED <= seen_clean, REQUIRED - seen_clean
     if frame_of_reference == "sensor":
         # placed at the sensor; the rays start at its origin: |point| is the (noisy) range
         for obj in (clean, noisy):
