@@ -51,7 +51,9 @@ PENDING = {
         "issue 20 section 4: examples/custom_sensor/ is made on another branch",
 }
 #: Folders docs/architecture.md describes that another branch of issue 20 creates.
-PENDING_FOLDERS = {"process/": "issue 20 section 4: core/alloc.py and core/blas.py move to process/ on another branch"}
+PENDING_FOLDERS = {
+    "process/": "issue 20 section 4: core/alloc.py and core/blas.py move to process/ on another branch",
+}
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str, int]]:
@@ -176,7 +178,8 @@ def scan_range_outputs(code: str) -> list[tuple[str, tuple]]:
     """(out_dir, formats) of every ``scan_range(...)`` call with literal arguments."""
     calls = []
     for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "scan_range":
+        name = getattr(node, "func", None)
+        if isinstance(node, ast.Call) and getattr(name, "attr", getattr(name, "id", "")) == "scan_range":
             kw = {k.arg: k.value for k in node.keywords}
             out = kw.get("out_dir", node.args[2] if len(node.args) > 2 else None)
             formats = kw.get("formats", node.args[3] if len(node.args) > 3 else ast.Constant(("npz",)))
@@ -211,7 +214,7 @@ def test_architecture_doc_names_every_folder():
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
     described = set(re.findall(r"^\| `([a-z_/.]+)` \|", text, re.M))
     addon = ROOT / "blensor_addon"
-    actual = {f"{p.relative_to(addon)}/" for p in addon.rglob("__init__.py") for p in [p.parent] if p != addon}
+    actual = {f"{p.parent.relative_to(addon)}/" for p in addon.rglob("__init__.py") if p.parent != addon}
     actual |= {p.name for p in addon.glob("*.py") if p.name != "__init__.py"}
     pending = {f for f in PENDING_FOLDERS if f not in actual}
     assert described - pending == actual, (sorted(actual - described), sorted(described - actual - pending))
@@ -221,7 +224,8 @@ def test_architecture_doc_names_every_folder():
               for m in re.findall(r"^  ([a-z_]+[/.]?(?:py)?(?:, [a-z_]+[/.]?(?:py)?)*) {2,}", picture, re.M)]
     levels = [{LEVELS[name] for name in g} for g in groups]
     assert all(len(lv) == 1 for lv in levels), groups
-    assert [lv.pop() for lv in levels] == sorted(set(LEVELS.values()) - {LEVELS["__init__"]}, reverse=True), groups
+    top_first = sorted(set(LEVELS.values()) - {LEVELS["__init__"]}, reverse=True)
+    assert [lv.pop() for lv in levels] == top_first, groups
     assert sorted(n for g in groups for n in g) == sorted(set(LEVELS) - {"__init__"}), groups
 
 
