@@ -62,7 +62,7 @@ KNOWN = {
         "io/formats/depthmaps.py imports bpy inside the EXR writer (Blender's image API); issue 20 "
         "section 7.5 moves EXR writing into the output folder without bpy (another helper)",
     ("blensor_addon.cli", "blensor_addon.__init__"):
-        "cli.py (lines 246, 614) imports register/unregister from the package's __init__.py, the "
+        "cli.py imports register/unregister (inside functions) from the package's __init__.py, the "
         "level above ui/cli; to be fixed in cli.py (not this part's file) by registering through ui",
 }
 

@@ -59,18 +59,20 @@ def check_mesh(obj, result, noisy: bool) -> set:
     assert np.array_equal(co, expected), f"{obj.name}: vertices are not {'xyz_noisy' if noisy else 'xyz'}"
     seen = set()
     unknown = []
+    if hasattr(result, "all_fields"):  # every per-point field, registered extras included
+        fields = {k: np.asarray(v) for k, v in result.all_fields().items()}
+    else:
+        fields = {k: getattr(result, k) for k in FIELDS}
+        fields.update((k, np.asarray(v)) for k, v in result.extra.items())
     for attr in mesh.attributes:
         name = attr.name
         if name == "position" or name.startswith("."):
             continue  # Blender's own: the vertex positions (checked above) and internal flags
         assert attr.domain == "POINT", (obj.name, name, attr.domain)
-        if name in FIELDS:
-            ref = getattr(result, name)
-        elif name in result.extra:
-            ref = np.asarray(result.extra[name])
-        else:
+        if name not in fields:
             unknown.append(name)
             continue
+        ref = fields[name]
         got = attribute_values(attr, n)
         if attr.data_type in ("FLOAT_COLOR", "BYTE_COLOR"):
             assert ref.dtype == np.uint8 and ref.shape == (n, 3), name
