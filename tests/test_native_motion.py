@@ -419,10 +419,18 @@ def run_timed(tmp_path, name, lib=None, no_avx=False, preload=None):
     return np.load(out)
 
 
+def cpu_kernel() -> str:
+    """The SIMD kernel the default build must pick on this CPU."""
+    flags = open("/proc/cpuinfo").read().split() if sys.platform.startswith("linux") else []
+    return "avx" if "avx" in flags else "sse2"
+
+
 def test_avx_sse_and_portable_kernels_agree_on_timed_casts(tmp_path):
     portable = native_build.build(tmp_path / "portable", portable=True)
     out = {"default": run_timed(tmp_path, "default"), "sse": run_timed(tmp_path, "sse", no_avx=True),
            "portable": run_timed(tmp_path, "portable", portable)}
+    assert str(out["default"]["k"]) == cpu_kernel()
+    assert str(out["sse"]["k"]) == "sse2"
     assert str(out["portable"]["k"]) == "portable"
     assert (out["default"]["i"] >= 0).sum() > 2000
     assert set(np.unique(out["default"]["i"]).tolist()) == {-1, 0, 1, 2}
@@ -433,8 +441,16 @@ def test_avx_sse_and_portable_kernels_agree_on_timed_casts(tmp_path):
 
 @pytest.mark.parametrize("variant", ["simd", "portable"])
 def test_timed_casts_under_sanitizers(tmp_path, variant):
+    """The ASan + UBSan build (-O1) finds nothing on the timed casts and the hostile
+    records, runs the kernel it is meant to, and gives the optimized build's answers bit
+    for bit (both are built with -ffp-contract=off)."""
     asan = libasan()
     if asan is None:
         pytest.skip("gcc's libasan is not installed")
     lib = native_build.build(tmp_path / variant, portable=variant == "portable", sanitize=True)
-    run_timed(tmp_path, variant, lib, preload=asan)
+    got = run_timed(tmp_path, variant, lib, preload=asan)
+    assert str(got["k"]) == (cpu_kernel() if variant == "simd" else "portable")
+    ref = run_timed(tmp_path, "reference")
+    assert (ref["i"] >= 0).sum() > 2000
+    for k in ("t", "p", "i", "n", "uv"):
+        assert np.array_equal(got[k], ref[k]), k
