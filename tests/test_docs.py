@@ -47,12 +47,9 @@ PENDING = {
         "issue 20 section 5 'One frame': --frames 1 (the sweep covering frame 1) is still refused",
     ".venv/bin/blensor motion scenes/crossing.blend --frames 1-48 --out out/motion --formats tum,json":
         "issue 20 section 5 'Option names': motion takes --format, not yet --formats",
-    ".venv/bin/python examples/custom_sensor/run.py out/custom":
-        "issue 20 section 4: examples/custom_sensor/ is made on another branch",
 }
 #: Folders docs/architecture.md describes that another branch of issue 20 creates.
 PENDING_FOLDERS = {
-    "process/": "issue 20 section 4: core/alloc.py and core/blas.py move to process/ on another branch",
 }
 
 

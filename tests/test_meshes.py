@@ -98,8 +98,7 @@ def test_scan_operator_meshes_hold_the_results_values(bpy_mod, crossing, frame_o
     s.add_noisy_scan_mesh = True
     s.frame_of_reference = frame_of_reference
     bpy_mod.context.scene.frame_set(7)
-    # the same scan through the Python API (same camera settings, seed and frame), taken
-    # first: object ids rank every object of the file, the new meshes included
+    # the same scan through the Python API (same camera settings, seed and frame)
     result = blensor_addon.scan(cam, frame_of_reference=frame_of_reference, axes=s.axes)
     assert bpy_mod.ops.blensor.scan() == {"FINISHED"}
     assert result.frame == 7 and len(result) > 100_000
@@ -123,3 +122,23 @@ def test_scan_operator_meshes_hold_the_results_values(bpy_mod, crossing, frame_o
         for obj in (clean, noisy):
             np.testing.assert_allclose(np.array(obj.matrix_world), np.eye(4), atol=0)
     assert bpy_mod.ops.blensor.delete_scans() == {"FINISHED"}
+
+
+def test_point_meshes_of_a_scan_do_not_shift_later_object_ids(bpy_mod, crossing):
+    """Object ids rank the file's objects by name; the point meshes a Single scan adds
+    (``Scan.7``, ``NoisyScan.7``, named between capitals and lower case) are left out of
+    that ranking, so a scan after them labels every point with the same ids and table."""
+    cam = bpy_mod.data.objects["Velodyne"]
+    s = cam.data.blensor
+    s.add_scan_mesh = True
+    s.add_noisy_scan_mesh = True
+    bpy_mod.context.scene.frame_set(7)
+    before = blensor_addon.scan(cam)
+    assert bpy_mod.ops.blensor.scan() == {"FINISHED"}
+    assert "Scan.7" in bpy_mod.data.objects and "NoisyScan.7" in bpy_mod.data.objects
+    after = blensor_addon.scan(cam)
+    assert bpy_mod.ops.blensor.delete_scans() == {"FINISHED"}
+    assert len(set(before.object_id.tolist())) > 3
+    assert np.array_equal(before.object_id, after.object_id)
+    assert before.objects == after.objects
+    assert not any(o["name"].startswith(("Scan.", "NoisyScan.")) for o in after.objects)

@@ -24,6 +24,8 @@ from ..raycast.base import MeshData, SceneGeometry
 
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
 LABEL_PROPERTY = "blensor_label"
+#: object property marking the point meshes BlenSor made (scene/meshes.py)
+SCAN_OUTPUT_PROPERTY = "blensor_scan"
 
 #: mesh ``session_uid`` -> geometry updates seen by :func:`note_geometry_edits`
 _geometry_edits: dict[int, int] = {}
@@ -228,11 +230,15 @@ class ObjectTable:
     identified by three numbers: the id of its source object (the mesh that was hit,
     whose ``blensor_label`` is its label), the id of its instancer and its index there.
     The original used the first four characters of the object name (reference 3.5),
-    which collided ("Cube" and "Cube.001"); these ids never do.
+    which collided ("Cube" and "Cube.001"); these ids never do. Point meshes of earlier
+    scans (objects marked ``blensor_scan``) are left out, so a single scan in the GUI
+    does not change the ids of later scans.
     """
 
     def __init__(self, objects) -> None:
-        obs = sorted(objects, key=lambda o: o.name_full)
+        # the point meshes BlenSor itself made (``blensor_scan``) are no scene content:
+        # numbering them would shift the ids of every object sorted after them
+        obs = sorted((o for o in objects if not o.get(SCAN_OUTPUT_PROPERTY)), key=lambda o: o.name_full)
         self.ids = {o.name_full: i + 1 for i, o in enumerate(obs)}
         self.table = [{"id": i + 1, "name": o.name_full, "type": o.type,
                        "label": str(o.get(LABEL_PROPERTY, ""))} for i, o in enumerate(obs)]

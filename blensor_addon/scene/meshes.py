@@ -9,6 +9,7 @@ import bpy
 import numpy as np
 
 from ..core.result import ScanResult
+from .extract import SCAN_OUTPUT_PROPERTY
 
 SCAN_PREFIXES = ("Scan.", "NoisyScan.")
 #: fields that are the vertex positions themselves (the clean or the noisy cloud)
@@ -72,14 +73,14 @@ def add_scan_mesh(result: ScanResult, noisy: bool = False, collection=None, came
         from mathutils import Matrix
         obj.matrix_world = Matrix(result.sensor_to_world.tolist())
     (collection or bpy.context.scene.collection).objects.link(obj)
-    obj["blensor_scan"] = True
+    obj[SCAN_OUTPUT_PROPERTY] = True
     return obj
 
 
 def delete_scan_meshes() -> int:
     """Delete every object made by :func:`add_scan_mesh` (and its mesh). Returns the count."""
     doomed = [o for o in bpy.data.objects
-              if o.get("blensor_scan") and o.name.startswith(SCAN_PREFIXES)]
+              if o.get(SCAN_OUTPUT_PROPERTY) and o.name.startswith(SCAN_PREFIXES)]
     meshes = [o.data for o in doomed]
     for o in doomed:
         bpy.data.objects.remove(o, do_unlink=True)
