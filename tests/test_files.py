@@ -169,29 +169,41 @@ def test_a_write_error_on_the_writer_thread_stops_the_run_and_keeps_the_frames_b
     assert man["frames"][1]["files"] == ["scan00002.npz"]
 
 
-def test_manifest_is_rewritten_log_n_times_in_a_long_run(monkeypatch):
+def test_manifest_is_rewritten_log_n_times_in_a_long_run(tmp_path, monkeypatch):
     """A 6,000-sweep run rewrites its manifest ~100 times, not 6,000 (each rewrite
     lists every frame), after every one of the first 31 frames, and never lists fewer
-    than 15/16 of the frames done (what SIGKILL + resume would rescan)."""
-    from types import SimpleNamespace
-
-    from blensor_addon.jobs import range_scan
-    from blensor_addon.jobs.range_scan import RangeScanJob
+    than 15/16 of the frames done (what SIGKILL + resume would rescan). The real
+    manifest writer and output folder, counting the files actually written."""
+    from blensor_addon.io import atomic
+    from blensor_addon.io.outdir import OutputFolder
+    from blensor_addon.jobs.run_files import ManifestWriter
     clock = [0.0]
-    monkeypatch.setattr(range_scan, "monotonic", lambda: clock[0])
-    job = SimpleNamespace(done=[], _manifest_at=0, _manifest_time=0.0, MANIFEST_SHARE=16, MANIFEST_SECONDS=5.0)
-    writes = []
+    folder = OutputFolder(tmp_path, manifest="manifest.json", patterns=[], listed=lambda m: None).open()
+    folder.clock = lambda: clock[0]
+    writes, real = [], atomic.atomic_write_bytes
+
+    def counting(path, data):
+        writes.append(len(json.loads(data)["frames"]))
+        real(path, data)
+
+    monkeypatch.setattr(atomic, "atomic_write_bytes", counting)
+    man = ManifestWriter(folder, {"blensor_version": "x", "formats": []}, lambda: [])
+    man.start()
+    assert writes == [0]
     for frame in range(1, 6001):
-        job.done.append(frame)
         clock[0] += 0.01  # 10 ms a frame: the time rule never fires
-        if RangeScanJob._manifest_due(job):
-            writes.append(frame)
-            job._manifest_at, job._manifest_time = frame, clock[0]
-        assert frame - job._manifest_at <= frame // 16
-    assert writes[:31] == list(range(1, 32)) and 60 <= len(writes) <= 130
+        man.finished({"frame": frame, "points": 1, "geometry_hash": "h", "files": []})
+        assert frame - writes[-1] <= frame // 16
+        assert len(writes) <= 40 + frame // 16  # (fails at once when rewritten after every frame)
+        assert json.loads((tmp_path / "manifest.json").read_text())["frames"][-1]["frame"] == writes[-1]
+    assert writes[1:32] == list(range(1, 32)) and 60 <= len(writes) <= 130, len(writes)
     clock[0] += 5.0  # slow frames: at least every 5 s
-    job.done.append(6001)
-    assert RangeScanJob._manifest_due(job)
+    n = len(writes)
+    man.finished({"frame": 6001, "points": 1, "geometry_hash": "h", "files": []})
+    assert len(writes) == n + 1
+    man.close("complete")  # the final manifest lists every frame
+    assert writes[-1] == 6001 and json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
+    folder.release()
 
 
 def test_writer_thread_runs_jobs_in_order_and_raises_a_failure_once():
@@ -231,7 +243,7 @@ def test_writer_thread_drain_outlasts_an_interrupt_and_runs_bpy_writers_on_the_m
     import threading
     import time
 
-    from blensor_addon.jobs.range_scan import RangeScanJob, WriterThread
+    from blensor_addon.jobs.pipeline import Pipeline, WriterThread
     w, done = WriterThread(), []
     w.submit(lambda: (time.sleep(0.5), done.append(1)))
 
@@ -249,18 +261,18 @@ def test_writer_thread_drain_outlasts_an_interrupt_and_runs_bpy_writers_on_the_m
     assert done == [1] and w._ended.is_set()  # the job finished before the interrupt was raised
 
     threads = []
-    real = RangeScanJob._write_frame
+    real = Pipeline._write_frame
 
     def spy(self, *a):
         threads.append(threading.current_thread() is threading.main_thread())
         return real(self, *a)
 
-    RangeScanJob._write_frame = spy
+    Pipeline._write_frame = spy
     try:
         scan_range(velodyne, [1, 2], tmp_path / "sq", ("npz", "rosbag2"), options={"rosbag2.storage": "sqlite3"})
         scan_range(velodyne, [1, 2], tmp_path / "mc", ("npz", "rosbag2"))
     finally:
-        RangeScanJob._write_frame = real
+        Pipeline._write_frame = real
     assert threads == [True, True, False, False]
 
 

@@ -490,3 +490,32 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
 
 __all__ = ["Scanner", "scan", "read_settings", "read_sensor", "frame_time", "check_camera", "camera_frame",
            "SENSORS"]
+
+
+# MERGE SHIM (jobs helper): remove at merge. The new scanner API (Scanner.scan(packet) ->
+# (ScanResult, PacketRecord), Scanner.packet_hash(packet) -> str) over today's methods, so
+# that the range-scan pipeline (jobs/pipeline.py) runs on this branch.
+def _shim_scan(self, packet):
+    from ..core.packets import PacketRecord
+    if packet.kind == "sweep":
+        result, t = self.scan_sweep(packet.index), packet.index * self.sweep_period
+    else:
+        result = self.scan_frame(packet.index, "single" if packet.kind == "single" else "range")
+        t = packet.index * frame_time(self.scene)
+    end = result.sensor_to_world_end
+    return result, PacketRecord(packet, float(t), np.asarray(result.sensor_to_world, dtype=np.float64),
+                                None if end is None else np.asarray(end, dtype=np.float64), self.last_packet_hash)
+
+
+_legacy_packet_hash = Scanner.packet_hash
+
+
+def _shim_packet_hash(self, packet, packets=None):
+    if packets is not None:  # the old call: (index, "sweep" | "frame")
+        return _legacy_packet_hash(self, packet, packets)
+    return _legacy_packet_hash(self, packet.index, "sweep" if packet.kind == "sweep" else "frame")
+
+
+Scanner.scan = _shim_scan
+Scanner.packet_hash = _shim_packet_hash
+# END MERGE SHIM
