@@ -120,7 +120,7 @@ def test_motion_cli_formats_against_blender(bpy_mod, crossing, tmp_path):
 
 def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
     cam = bpy_mod.data.objects["Velodyne"]
-    job = scan_range(cam, range(2, 6), tmp_path, ("npz",), time_model="frame")
+    job = scan_range(cam, range(2, 6), tmp_path, ("npz",), time_model="frame", axes="blensor")
     tum = np.loadtxt(tmp_path / "trajectory.tum")
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert tum.shape == (4, 8) and len(man["frames"]) == 4 and job.status == "complete"
@@ -133,9 +133,10 @@ def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
     # sweeps (continuous time): one pose per sweep start k / 10 s, near where Blender puts
     # the sensor at that subframe: poses are interpolated between frames, which is off by
     # at most a dt^2 / 8 (the ego's eased keys: about 3 mm here; the budget is 1 cm)
-    job = scan_range(cam, range(2, 6), tmp_path / "sweeps", ("npz",))
+    job = scan_range(cam, range(2, 6), tmp_path / "sweeps", ("npz",), axes="blensor")
     tum = np.loadtxt(tmp_path / "sweeps" / "trajectory.tum")
-    np.testing.assert_allclose(tum[:, 0], [0.1, 0.2], atol=1e-12)
+    # frames 2-5 span [2/24, 6/24) s: the 10 Hz sweeps 0, 1 and 2 overlap them
+    np.testing.assert_allclose(tum[:, 0], [0.0, 0.1, 0.2], atol=1e-12)
     scene = bpy_mod.context.scene
     for row in tum:
         frame = row[0] * 24
@@ -153,7 +154,17 @@ def test_export_motion_operator(bpy_mod, crossing, tmp_path):
         o.select_set(o.name == "Car.2")
     bpy_mod.context.view_layer.objects.active = bpy_mod.data.objects["Velodyne"]
     assert bpy_mod.ops.blensor.export_motion() == {"FINISHED"}
-    assert sorted(p.name for p in (tmp_path / "tum").iterdir()) == ["Car.2.tum", "Velodyne.tum"]
+    # each export of the panel has its own subfolder of the output folder
+    assert sorted(p.name for p in (tmp_path / "motion" / "tum").iterdir()) == ["Car.2.tum", "Velodyne.tum"]
+    # a range scan of the same camera into the same output folder is not refused for the motion files
+    s.formats = {"npz"}
+    bpy_mod.context.scene.frame_start, bpy_mod.context.scene.frame_end = 1, 2
+    assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
+    assert (tmp_path / "scan" / "manifest.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "motion", "scan"]
+    s.overwrite = True  # and a second export replaces its own files only
+    assert bpy_mod.ops.blensor.export_motion() == {"FINISHED"}
+    assert (tmp_path / "scan" / "manifest.json").is_file()
 
 
 def test_boxes_are_what_renders_and_labelled_instancers_get_one(bpy_mod, crossing, tmp_path):

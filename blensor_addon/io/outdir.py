@@ -412,10 +412,13 @@ class OutputFolder:
         if not (self.path / self.manifest_name).exists() and not old:
             return
         if old and not (overwrite or resume):
-            raise SettingsError("out", f"an empty folder or one without BlenSor output (use --overwrite, or "
-                                f"Overwrite in the panel, to replace the earlier {self.what}'s files; "
-                                + ("--resume to continue it)" if self.what == "run" else "or another folder)"),
-                                _holds(self.path, old) + ")")
+            if self.what == "run":
+                allowed = ("an empty folder or one without BlenSor output (use --overwrite, or Overwrite in the "
+                           "panel, to replace the earlier run's files; --resume to continue it)")
+            else:
+                allowed = (f"a folder without earlier motion files (use --overwrite, or Overwrite in the panel, "
+                           f"to replace the earlier {self.what}'s files)")
+            raise SettingsError("out", allowed, _holds(self.path, old) + ")")
         if not overwrite or resume:
             return
         listed = self._listed(self.earlier) if self.earlier is not None else None
@@ -436,11 +439,13 @@ class OutputFolder:
         self._delete = sorted(p for p in (self.path / n for n in names)
                               if p.is_file() and not p.is_symlink())
 
-    def prepare(self) -> list[str]:
+    def prepare(self, keep=()) -> list[str]:
         """Delete what :meth:`check` found to overwrite (exactly the files the earlier
-        manifest lists), then the folders that deletion left empty, and stale temporary
-        files of a killed run. Returns the relative paths deleted."""
-        gone = self._remove(self._delete)
+        manifest lists, but those in ``keep``: relative paths the new run has rewritten
+        already), then the folders that deletion left empty, and stale temporary files of
+        a killed run. Returns the relative paths deleted."""
+        keep = set(keep)
+        gone = self._remove([p for p in self._delete if p.relative_to(self.path).as_posix() not in keep])
         self._delete = []
         for p in stale_parts(self.path):
             if p.is_dir():
