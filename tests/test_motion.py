@@ -217,3 +217,45 @@ def test_objects_whose_file_names_would_clash_keep_their_own_trajectories(bpy_mo
         assert float((out / "kitti_poses" / f"{stems[n]}.txt").read_text().split()[3]) == k, n
     lines = (out / "motion.txt").read_text().splitlines()
     assert len(lines) == 2 * len(names) and sum("object: two\\nlines x:" in ln for ln in lines) == 2
+
+
+def test_long_names_fit_and_poses_without_a_rotation_are_refused(bpy_mod, empty_scene, tmp_path):
+    """Issue 20 section 7.8: object names over ~220 bytes failed ("File name too long")
+    and left an empty tum/; 7.11: NaN poses were written with exit 0 and a scale-0 object
+    got a made-up quaternion."""
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.jobs.motion import export_motion
+    long_names = ["x" * 250, "\u00e9" * 120 + "y"]  # 250 bytes; 241 bytes of two-byte letters
+    for k, n in enumerate(long_names):
+        o = bpy_mod.data.objects.new(n, None)
+        o.location = (float(k + 1), 0.0, 0.0)
+        bpy_mod.context.scene.collection.objects.link(o)
+    names = [o.name for o in bpy_mod.data.objects]
+    assert max(len(n.encode()) for n in names) > 240  # Blender kept the long names
+    out = tmp_path / "m"
+    files = export_motion([1, 2], out, ("tum", "kitti"), objects=names)
+    assert len(files) == 5 and all(len(Path(f).name.encode()) <= 255 for f in files)
+    for f in files:
+        if f.startswith("tum/"):
+            assert float((out / f).read_text().split()[1]) in (1.0, 2.0)
+    assert not [p for p in out.rglob("*.part")]
+    # NaN location: refused in one line naming the object and the frame, nothing written
+    o = bpy_mod.data.objects[names[0]]
+    o.location = (float("nan"), 0.0, 0.0)
+    with pytest.raises(SettingsError, match=r"transform of object 'x+' must be finite .*got 'frame 1'"):
+        export_motion([1, 2], tmp_path / "nan", ("tum",), objects=names)
+    assert not (tmp_path / "nan").exists()
+    o.location = (1.0, 0.0, 0.0)
+    o.scale = (0.0, 1.0, 1.0)
+    with pytest.raises(SettingsError, match=r"must be of non-zero scale on every axis .*got 'scale 0 1 1 at frame 1'"):
+        export_motion([1, 2], tmp_path / "s0", ("blensor",), objects=names)
+    assert not (tmp_path / "s0").exists()
+    # an overwrite refused for bad input leaves the earlier export whole
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(SettingsError, match="non-zero scale"):
+        export_motion([1, 2], out, ("tum",), objects=names, overwrite=True)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # and an overwrite with other formats removes the folders it empties
+    o.scale = (1.0, 1.0, 1.0)
+    export_motion([1, 2], out, ("blensor",), objects=names, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["motion.json", "motion.txt"]
