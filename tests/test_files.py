@@ -528,3 +528,57 @@ def test_full_disk_with_kitti_and_rosbag2_says_failed(tmp_path):
             man = json.loads((disk / "manifest.json").read_text())
             assert man["status"] == "failed" and len(man["frames"]) >= 1
             assert not (disk / ".blensor.lock").exists()
+
+
+def test_an_interrupt_is_typed_and_keeps_the_finished_frames(velodyne, tmp_path):
+    from blensor_addon.jobs.failures import RunInterrupted
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # a second Ctrl-C while frame 3 is about to be scanned
+        return False
+
+    with pytest.raises(RunInterrupted) as e:
+        scan_range(velodyne, [1, 2, 3, 4], tmp_path, ("npz",), should_cancel=cancel)
+    assert isinstance(e.value, KeyboardInterrupt) and e.value.finished_frames == 2
+    man = json.loads(e.value.manifest_path.read_text())
+    assert man["status"] == "cancelled" and [f["frame"] for f in man["frames"]] == [1, 2]
+    assert files_of(tmp_path) == ["manifest.json", "scan00001.npz", "scan00002.npz", "trajectory.tum"]
+
+
+def test_the_lock_file_holds_a_reserve_given_back_for_the_final_manifest(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from blensor_addon.io import atomic
+    from blensor_addon.io.outdir import LOCK_NAME, FolderLock, OutputFolder
+    pid = str(os.getpid()).encode()
+    folder = OutputFolder(tmp_path, manifest="manifest.json", patterns=[], listed=lambda m: None).open()
+    lock = tmp_path / LOCK_NAME
+    assert lock.stat().st_size == len(pid) + OutputFolder.RESERVE_BYTES
+    with pytest.raises(SettingsError, match=f"in use by process {os.getpid()}"):  # the pid still reads
+        FolderLock(tmp_path)
+    # a disk full at the final manifest: the reserve goes, the manifest is written
+    calls, real = [], atomic.atomic_write_bytes
+
+    def full_once(path, data):
+        calls.append(path)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(atomic, "atomic_write_bytes", full_once)
+    folder.write_manifest({"status": "failed"}, 0, final=True)
+    assert len(calls) == 2 and lock.read_bytes() == pid
+    assert json.loads((tmp_path / "manifest.json").read_text()) == {"status": "failed"}
+    # not final: the error is the caller's
+    calls.clear()
+    with pytest.raises(OSError, match="No space"):
+        folder.write_manifest({"status": "running"}, 0)
+    # where the OS has no posix_fallocate (macOS, Windows), zeros are written
+    monkeypatch.delattr(os, "posix_fallocate", raising=False)
+    assert folder.lock.reserve(5000) and lock.read_bytes() == pid + b"\0" * 5000
+    folder.release()
+    assert not lock.exists()

@@ -142,10 +142,13 @@ class FolderLock:
         if self._fd is None or nbytes <= self.reserved:
             return True
         try:
-            if hasattr(os, "posix_fallocate"):
+            if hasattr(os, "posix_fallocate"):  # Linux, FreeBSD: blocks without writing them
                 os.posix_fallocate(self._fd, self._pid_bytes, nbytes)
-            else:  # pragma: no cover - Windows
-                os.pwrite(self._fd, b"\0" * (nbytes - self.reserved), self._pid_bytes + self.reserved)
+            else:  # macOS, Windows: zeros written after the pid
+                os.lseek(self._fd, self._pid_bytes + self.reserved, os.SEEK_SET)
+                left = nbytes - self.reserved
+                while left > 0:
+                    left -= os.write(self._fd, b"\0" * min(left, 1 << 20))
         except OSError:
             return False
         self.reserved = nbytes
