@@ -585,7 +585,8 @@ def _main(args) -> int:
         from .jobs.failures import RunFailed
         if isinstance(exc, RunFailed):  # write errors during the scan: finished frames are kept
             where = f" ({exc.filename})" if exc.filename else ""
-            print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {exc.kept()}", file=sys.stderr)
+            print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {exc.kept()}",
+                  file=sys.stderr)
             return EXIT_FAILED
         if not isinstance(exc, SettingsError):  # e.g. --backend native without the library
             print(f"blensor: error: {exc}", file=sys.stderr)

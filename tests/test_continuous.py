@@ -216,7 +216,8 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
     assert not (tmp_path / "d2").exists()
     # frame packets take the frames that start within a time interval, as sweeps do:
     # 0.05-0.15 s at 24 fps holds the starts of frames 2 (0.083 s) and 3 (0.125 s)
-    job6 = blensor_addon.scan_range(cam, None, tmp_path / "e", ("npz", "evd"), time=(0.05, 0.15), packets="frame")
+    job6 = blensor_addon.scan_range(cam, None, tmp_path / "e", ("npz", "evd"), time=(0.05, 0.15),
+                                    packets="frame")
     assert job6.packets == "frame" and job6.plan.indices == [2, 3]
 
 

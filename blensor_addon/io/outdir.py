@@ -416,11 +416,11 @@ class OutputFolder:
             return
         if old and not (overwrite or resume):
             if self.what == "run":
-                allowed = ("an empty folder or one without BlenSor output (use --overwrite, or Overwrite in the "
-                           "panel, to replace the earlier run's files; --resume to continue it)")
+                allowed = ("an empty folder or one without BlenSor output (use --overwrite, or Overwrite in "
+                           "the panel, to replace the earlier run's files; --resume to continue it)")
             else:
-                allowed = (f"a folder without earlier motion files (use --overwrite, or Overwrite in the panel, "
-                           f"to replace the earlier {self.what}'s files)")
+                allowed = (f"a folder without earlier motion files (use --overwrite, or Overwrite in the "
+                           f"panel, to replace the earlier {self.what}'s files)")
             raise SettingsError("out", allowed, _holds(self.path, old) + ")")
         if not overwrite or resume:
             return

@@ -42,8 +42,8 @@ class RunFailed(BlensorError, OSError):
         if self.manifest_status == "failed":
             kept = f"{self.finished_frames} finished frames and the manifest (status failed) are kept"
         else:
-            kept = (f"{self.finished_frames} finished frames are kept; the manifest could not be rewritten (the "
-                    "disk is still full?) and lists the frames up to its last write")
+            kept = (f"{self.finished_frames} finished frames are kept; the manifest could not be rewritten "
+                    "(the disk is still full?) and lists the frames up to its last write")
         if self.dropped_formats:
             kept += f" ({', '.join(self.dropped_formats)} could not be closed and was removed)"
         return kept

@@ -81,7 +81,8 @@ def _listed(man: dict) -> set | None:
 def motion_folder(path: Path) -> OutputFolder:
     """The output-folder policy of a motion export (:class:`OutputFolder`): its own files
     (:data:`MOTION_OUTPUTS`) listed in ``motion.json``; a range scan's files may sit beside."""
-    return OutputFolder(path, manifest=MOTION_MANIFEST, patterns=MOTION_OUTPUTS, listed=_listed, what="export")
+    return OutputFolder(path, manifest=MOTION_MANIFEST, patterns=MOTION_OUTPUTS, listed=_listed,
+                        what="export")
 
 
 def check_pose(name: str, M: np.ndarray, frame: int) -> None:

@@ -205,7 +205,8 @@ class Pipeline:
                 checks = {name: file_record(data) for name, data in files}
                 files += self.trajectory.frame_files(result)
                 # multi-frame files (EVD) take the packet after its files are staged, before they appear
-                written = commit_files(self.folder.path, files, lambda: [w.append(result) for w in self.writers])
+                written = commit_files(self.folder.path, files,
+                                       lambda: [w.append(result) for w in self.writers])
                 entry["files"] = [p.relative_to(self.folder.path).as_posix() for p in written
                                   if p.name != TRAJECTORY]
                 entry["file_checks"] = {n: checks[n] for n in entry["files"]}

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..core.capabilities import Capabilities, Timing, WriterNeeds
+from ..core.capabilities import Capabilities, Timing
 from ..core.errors import SettingsError
 from ..core.packets import Packet
 
@@ -185,10 +185,10 @@ def packet_kind(timing: Timing, setting: str, continuous: bool, sensor: str, nee
     others = [f for f in needs if f not in wants]
     if not others:  # only formats with that need: they get what they need
         return need
+    unit = "scene frame" if need == "frame" else "sweep"
     raise SettingsError("packets", f"{need} to write {_names(wants, need)} beside {', '.join(others)} "
-                        f"({_names(wants, need)} needs one output per {'scene frame' if need == 'frame' else 'sweep'}"
-                        f"; with packets=auto the others would get {default}s; or write them in separate runs)",
-                        "auto")
+                        f"({_names(wants, need)} needs one output per {unit}; with packets=auto the others "
+                        f"would get {default}s; or write them in separate runs)", "auto")
 
 
 def _names(wants: dict, kind: str) -> str:

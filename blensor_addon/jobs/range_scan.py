@@ -208,10 +208,12 @@ class RangeScanJob:
     def _plan(self) -> planning.Plan:
         s = self.scanner.settings
         return planning.plan_range(
-            frame_start=self.scene.frame_start, frame_end=self.scene.frame_end, frame_time=frame_time(self.scene),
-            caps=sensor_capabilities(self.scanner), packets=s.packets, continuous=s.time_model == "continuous",
+            frame_start=self.scene.frame_start, frame_end=self.scene.frame_end,
+            frame_time=frame_time(self.scene), caps=sensor_capabilities(self.scanner), packets=s.packets,
+            continuous=s.time_model == "continuous",
             needs={f: writer_needs(WRITERS[f]) for f in self.formats},
-            frames=self.frames if self.time is None else None, time=self.time, sensor=self.scanner.sensor_type)
+            frames=self.frames if self.time is None else None, time=self.time,
+            sensor=self.scanner.sensor_type)
 
     def _validate_scene(self) -> None:
         """The scan's own checks, before the folder is touched: the ray budget, finite

@@ -503,8 +503,9 @@ def _shim_scan(self, packet):
         result = self.scan_frame(packet.index, "single" if packet.kind == "single" else "range")
         t = packet.index * frame_time(self.scene)
     end = result.sensor_to_world_end
-    return result, PacketRecord(packet, float(t), np.asarray(result.sensor_to_world, dtype=np.float64),
-                                None if end is None else np.asarray(end, dtype=np.float64), self.last_packet_hash)
+    pose = np.asarray(result.sensor_to_world, dtype=np.float64)
+    end = None if end is None else np.asarray(end, dtype=np.float64)
+    return result, PacketRecord(packet, float(t), pose, end, self.last_packet_hash)
 
 
 _legacy_packet_hash = Scanner.packet_hash

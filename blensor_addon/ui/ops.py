@@ -87,8 +87,9 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         scene = context.scene
         if not _formats(s):
             raise SettingsError("formats", "at least one format ticked in the Output box", "none")
-        return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1), job_folder(s.output_dir, "scan"),
-                            _formats(s), None, "auto", s.frame_of_reference, False, s.overwrite,
+        return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1),
+                            job_folder(s.output_dir, "scan"), _formats(s), None, "auto", s.frame_of_reference,
+                            False, s.overwrite,
                             options=format_option_values(s, _formats(s)), axes=s.axes)
 
     def execute(self, context):
@@ -176,8 +177,8 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
         s = cam.data.blensor
         scene = context.scene
         try:
-            job = export_depth(cam, range(scene.frame_start, scene.frame_end + 1), job_folder(s.output_dir, "depth"),
-                               s.depth_formats, overwrite=s.overwrite)
+            job = export_depth(cam, range(scene.frame_start, scene.frame_end + 1),
+                               job_folder(s.output_dir, "depth"), s.depth_formats, overwrite=s.overwrite)
         except (BlensorError, OSError) as exc:
             self.report({"ERROR"}, f"BlenSor: depth export failed: {exc}")
             return {"CANCELLED"}
