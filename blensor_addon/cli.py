@@ -373,7 +373,7 @@ def _interrupted(job) -> bool:
     """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
     if job.status == "cancelled" and job.signal is not None:
         print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
-              f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} "
+              f"{len(job.plan)} {job.packets}s; finished {job.packets}s kept in {job.out} "
               "(manifest: cancelled)", file=sys.stderr)
         return True
     return False
@@ -582,6 +582,12 @@ def _main(args) -> int:
     try:
         return COMMANDS[args.command](args)
     except BlensorError as exc:
+        from .jobs.failures import RunFailed
+        if isinstance(exc, RunFailed):  # write errors during the scan: finished frames are kept
+            where = f" ({exc.filename})" if exc.filename else ""
+            print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {exc.kept()}",
+                  file=sys.stderr)
+            return EXIT_FAILED
         if not isinstance(exc, SettingsError):  # e.g. --backend native without the library
             print(f"blensor: error: {exc}", file=sys.stderr)
             return EXIT_FAILED
@@ -589,21 +595,10 @@ def _main(args) -> int:
             exc = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value)
         print(f"blensor: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except OSError as exc:  # write errors during the scan: finished frames are kept
+    except OSError as exc:  # a write error outside a range scan's pipeline (motion export)
         where = f" ({exc.filename})" if exc.filename else ""
-        frames = getattr(exc, "blensor_frames", None)
-        manifest = getattr(exc, "blensor_manifest", None)
-        if manifest == "failed":
-            kept = f"{frames} finished frames and the manifest (status failed) are kept"
-        elif manifest == "stale":
-            kept = (f"{frames} finished frames are kept; the manifest could not be rewritten (the disk "
-                    "is still full?) and lists the frames up to its last write")
-        else:
-            kept = "finished files are kept"
-        dropped = getattr(exc, "blensor_dropped", None)
-        if dropped:
-            kept += f" ({', '.join(dropped)} could not be closed and was removed)"
-        print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {kept}", file=sys.stderr)
+        print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished files are kept",
+              file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         name = signal.Signals(_SIGNALS.signum).name if _SIGNALS.signum is not None else "SIGINT"

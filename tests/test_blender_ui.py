@@ -96,7 +96,9 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     s = bpy_mod.data.objects["Velodyne"].data.blensor
     s.output_dir = str(tmp_path)
     s.formats = {"npz", "evd"}
+    s.packets = "frame"  # EVD holds one output per scene frame: so do the other formats
     assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
+    tmp_path = tmp_path / "scan"  # the panel's range scan writes into its own subfolder
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["manifest.json", "scan.evd", "scan00003.npz", "scan00004.npz", "scan00005.npz", "trajectory.tum"]
     # a second run into the same folder is refused (no mixing of runs)
@@ -120,10 +122,10 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     s.formats = {"kitti", "rosbag2"}
     s.kitti_points, s.rosbag2_storage = "clean", "sqlite3"
     assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
-    man = json.loads((tmp_path / "opts" / "manifest.json").read_text())
+    man = json.loads((tmp_path / "opts" / "scan" / "manifest.json").read_text())
     assert man["options"]["kitti"] == {"points": "clean"}
     assert man["options"]["rosbag2"]["storage"] == "sqlite3"
-    assert (tmp_path / "opts" / "rosbag2" / "rosbag2.db3").is_file()
+    assert (tmp_path / "opts" / "scan" / "rosbag2" / "rosbag2.db3").is_file()
 
 
 def test_operator_errors_reach_the_user(bpy_mod, crossing):

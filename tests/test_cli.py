@@ -20,7 +20,7 @@ def run(*args, cwd=None):
 
 def test_scan_writes_files_and_summary(tmp_path):
     res = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "o", "--formats", "npz,evd,pcd",
-              "--seed", "5", "--frame-of-reference", "world")
+              "--seed", "5", "--frame-of-reference", "world", "--set", "packets=frame")
     assert res.returncode == 0, res.stderr
     line = res.stdout.strip().splitlines()[-1]
     assert line.startswith("blensor: 2 frames,") and "points" in line and " s (native)" in line
@@ -33,11 +33,22 @@ def test_scan_writes_files_and_summary(tmp_path):
     assert -0.25 <= edges[hist.argmax()] <= 0.25
     # the same command twice gives the same bytes
     res2 = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "p", "--formats", "npz,evd,pcd",
-               "--seed", "5", "--frame-of-reference", "world", "--quiet")
+               "--seed", "5", "--frame-of-reference", "world", "--set", "packets=frame", "--quiet")
     assert res2.returncode == 0 and res2.stdout == "" and res2.stderr == ""  # --quiet: silent
     for f in sorted(p for p in (tmp_path / "o").rglob("*") if p.is_file()):
         rel = f.relative_to(tmp_path / "o")
         assert f.read_bytes() == (tmp_path / "p" / rel).read_bytes(), rel
+
+
+def test_a_single_frame_scans_the_sweep_that_covers_it(tmp_path):
+    # frame 1 spans [1/24, 2/24) s: inside sweep 0 = [0, 0.1) s of the 10 Hz head
+    for frames in ("1", "1-1"):
+        res = run("scan", CROSSING, "--frames", frames, "--out", tmp_path / frames, "--quiet")
+        assert res.returncode == 0, res.stderr
+        man = json.loads((tmp_path / frames / "manifest.json").read_text())
+        assert [e["frame"] for e in man["frames"]] == [0] and man["packets"] == "sweep"
+        assert man["frames"][0]["time"] == 0.0 and man["frames_requested"] == [1, 1]
+        assert man["frames"][0]["files"] == ["scan00000.npz"]
 
 
 def test_bvhtree_backend_from_the_command_line(tmp_path):
@@ -78,9 +89,10 @@ def test_info_lists_cameras():
     (["scan", CROSSING, "--set", "ref_slope=-1e308"], "ref_slope must be in [-1000, 1000] 1/m"),
     (["scan", CROSSING, "--set", "ref_limit=1e300"], "ref_limit must be in [-1000, 1000]"),
     (["scan", CROSSING, "--time", "5-6"], "--time must be an interval t0-t1 (s)"),
-    (["scan", CROSSING, "--frames", "1"],
-     "--frames must be an interval in which a sweep starts (one every 0.1 s), "
-     "got 'frames 1-1 (0.0416667-0.0833333 s)'"),
+    # EVD (one output per scene frame) beside formats that would get sweeps: the setting that reconciles them
+    (["scan", CROSSING, "--formats", "npz,evd"],
+     "packets must be frame to write evd beside npz (evd needs one output per scene frame; with packets=auto "
+     "the others would get sweeps; or write them in separate runs), got 'auto'"),
     (["scan", CROSSING, "--formats", "pcd", "--pcd-ascii", "--option", "pcd.ascii=false"],
      "--pcd-ascii must be not given with --option pcd.ascii"),
     # a value starting with "-" was taken for an option ("expected one argument"); Blender

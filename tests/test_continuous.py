@@ -169,9 +169,9 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
     drive(cam, "location", 0, "(frame - 1) / 24")
     scene = bpy_mod.context.scene
     scene.frame_start, scene.frame_end = 1, 48
-    job = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "a", ("npz", "ply"))
-    # frames 1-24 span [1/24, 25/24) s: the 10 Hz sweeps 1..10 start within (the last ends after)
-    assert job.packets == "sweep" and list(job.frames) == list(range(1, 11))
+    job = blensor_addon.scan_range(cam, range(3, 25), tmp_path / "a", ("npz", "ply"), axes="blensor")
+    # frames 3-24 span [3/24, 25/24) s: the 10 Hz sweeps 1..10 overlap it (the last ends after)
+    assert job.packets == "sweep" and job.plan.indices == list(range(1, 11))
     m = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert m["packets"] == "sweep" and m["packet_time"] == pytest.approx(0.1) and m["status"] == "complete"
     assert [e["frame"] for e in m["frames"]] == list(range(1, 11))
@@ -188,7 +188,7 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
     tum = (tmp_path / "a" / "trajectory.tum").read_text().splitlines()
     assert len(tum) == 10 and float(tum[0].split()[0]) == pytest.approx(0.1)
     # the same run again gives the same bytes (every file)
-    job2 = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "b", ("npz", "ply"))
+    job2 = blensor_addon.scan_range(cam, range(3, 25), tmp_path / "b", ("npz", "ply"), axes="blensor")
     assert job2.status == "complete"
     files = sorted(p for p in (tmp_path / "a").rglob("*") if p.is_file() and p.name != "manifest.json")
     assert len(files) == 10 + 10 * 2 + 1  # npz, PLY clean and noisy, trajectory.tum
@@ -200,19 +200,26 @@ def test_range_scan_writes_one_file_per_sweep(bpy_mod, empty_scene, tmp_path):
     (tmp_path / "b" / "manifest.json").write_text(json.dumps(man))
     for p in (tmp_path / "b").rglob("scan0000[5-9].*"):
         p.unlink()
-    job5 = blensor_addon.scan_range(cam, range(1, 25), tmp_path / "b", ("npz", "ply"), resume=True)
+    job5 = blensor_addon.scan_range(cam, range(3, 25), tmp_path / "b", ("npz", "ply"), resume=True,
+                                    axes="blensor")
     assert job5.reused == 4 and job5.status == "complete"
     for p in files:
         assert p.read_bytes() == (tmp_path / "b" / p.relative_to(tmp_path / "a")).read_bytes(), p.name
-    # a time interval instead of frames; with EVD, auto packets are frames
+    # a time interval instead of frames: the sweeps that start within it
     job3 = blensor_addon.scan_range(cam, None, tmp_path / "c", ("npz",), time=(0.25, 0.65))
-    assert list(job3.frames) == [3, 4, 5, 6]
-    job4 = blensor_addon.scan_range(cam, range(1, 4), tmp_path / "d", ("npz", "evd"))
-    assert job4.packets == "frame" and list(job4.frames) == [1, 2, 3]
+    assert job3.plan.indices == [3, 4, 5, 6] and job3.frames is None
+    # EVD alone: auto packets are frames; beside formats that would get sweeps: refused,
+    # naming the setting that reconciles them
+    job4 = blensor_addon.scan_range(cam, range(1, 4), tmp_path / "d", ("evd",))
+    assert job4.packets == "frame" and job4.plan.indices == [1, 2, 3]
+    with pytest.raises(SettingsError, match="packets must be frame to write evd beside npz"):
+        blensor_addon.scan_range(cam, range(1, 4), tmp_path / "d2", ("npz", "evd"))
+    assert not (tmp_path / "d2").exists()
     # frame packets take the frames that start within a time interval, as sweeps do:
     # 0.05-0.15 s at 24 fps holds the starts of frames 2 (0.083 s) and 3 (0.125 s)
-    job6 = blensor_addon.scan_range(cam, None, tmp_path / "e", ("npz", "evd"), time=(0.05, 0.15))
-    assert job6.packets == "frame" and list(job6.frames) == [2, 3]
+    job6 = blensor_addon.scan_range(cam, None, tmp_path / "e", ("npz", "evd"), time=(0.05, 0.15),
+                                    packets="frame")
+    assert job6.packets == "frame" and job6.plan.indices == [2, 3]
 
 
 def test_deforming_mesh_is_reevaluated_every_time_step(bpy_mod, empty_scene):
@@ -352,9 +359,9 @@ def test_frozen_frame_sweeps_take_each_ray_from_the_frame_that_cast_it(bpy_mod, 
     scene.render.fps, scene.frame_start, scene.frame_end = 25, 1, 75
     drive(cam, "location", 0, f"{v} * frame / 25")
     job = blensor_addon.scan_range(cam, range(30, 60), tmp_path / "s", ("npz",), time_model="frame",
-                                   packets="sweep", frame_of_reference="world", deskew=True)
-    assert job.packets == "sweep" and list(job.frames) == list(range(12, 24))
-    for k in job.frames:
+                                   packets="sweep", frame_of_reference="world", deskew=True, axes="blensor")
+    assert job.packets == "sweep" and job.plan.indices == list(range(12, 24))
+    for k in job.plan.indices:
         with np.load(tmp_path / "s" / f"scan{k:05d}.npz") as z:
             t, xyz = z["timestamp"], z["xyz"].astype(np.float64)
             assert len(t) == 1440

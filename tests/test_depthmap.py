@@ -118,9 +118,10 @@ def test_export_depth_map_operator(bpy_mod, wall_blend, tmp_path):
     s.depth_formats = {"npy", "pfm"}
     bpy_mod.context.view_layer.objects.active = cam
     assert bpy_mod.ops.blensor.export_depth_map() == {"FINISHED"}
-    assert (tmp_path / "op" / "depth00002_z.npy").is_file() and (tmp_path / "op" / "depth00001.pfm").is_file()
+    op = tmp_path / "op" / "depth"  # the panel's depth export writes into its own subfolder
+    assert (op / "depth00002_z.npy").is_file() and (op / "depth00001.pfm").is_file()
     z_exp, _ = expected(cam, bpy_mod.context.scene)
-    np.testing.assert_allclose(np.load(tmp_path / "op" / "depth00001_z.npy"), z_exp, atol=1e-4)
+    np.testing.assert_allclose(np.load(op / "depth00001_z.npy"), z_exp, atol=1e-4)
     # and a single scan of the same camera gives the same image
     r = blensor_addon.scan(cam)
     np.testing.assert_allclose(r.image("range")[:, :W // 2], expected(cam, bpy_mod.context.scene)[1][:, :W // 2],

@@ -43,13 +43,8 @@ MOTION_FILES = {"blensor": ("motion.txt",), "tum": (".tum",), "kitti": (".txt",)
 #: README commands that depend on parts of issue 20 made on other branches: expected to
 #: fail until those are merged (strict: then they pass and the entry must go).
 PENDING = {
-    ".venv/bin/blensor scan scenes/crossing.blend --frames 1 --out out/one --formats las,ply":
-        "issue 20 section 5 'One frame': --frames 1 (the sweep covering frame 1) is still refused",
     ".venv/bin/blensor motion scenes/crossing.blend --frames 1-48 --out out/motion --formats tum,json":
         "issue 20 section 5 'Option names': motion takes --format, not yet --formats",
-}
-#: Folders docs/architecture.md describes that another branch of issue 20 creates.
-PENDING_FOLDERS = {
 }
 
 
@@ -215,8 +210,7 @@ def test_architecture_doc_names_every_folder():
     addon = ROOT / "blensor_addon"
     actual = {f"{p.parent.relative_to(addon)}/" for p in addon.rglob("__init__.py") if p.parent != addon}
     actual |= {p.name for p in addon.glob("*.py") if p.name != "__init__.py"}
-    pending = {f for f in PENDING_FOLDERS if f not in actual}
-    assert described - pending == actual, (sorted(actual - described), sorted(described - actual - pending))
+    assert described == actual, (sorted(actual - described), sorted(described - actual))
     # the layer picture: the levels of tests/test_layers.py, top first, each part once
     picture = text[text.index("## Layers"):text.index("## What each folder owns")]
     groups = [[name.strip().rstrip("/").removesuffix(".py") for name in m.split(",")]
@@ -226,12 +220,6 @@ def test_architecture_doc_names_every_folder():
     top_first = sorted(set(LEVELS.values()) - {LEVELS["__init__"]}, reverse=True)
     assert [lv.pop() for lv in levels] == top_first, groups
     assert sorted(n for g in groups for n in g) == sorted(set(LEVELS) - {"__init__"}), groups
-
-
-@pytest.mark.parametrize("folder", sorted(PENDING_FOLDERS))
-def test_pending_folder_exists(folder, request):
-    request.applymarker(pytest.mark.xfail(reason=PENDING_FOLDERS[folder], strict=True))
-    assert (ROOT / "blensor_addon" / folder / "__init__.py").is_file()
 
 
 def test_physics_doc_explains_every_source_the_code_cites():

@@ -134,7 +134,7 @@ def test_a_missing_linked_library_is_bad_input(tmp_path):
 
 def test_scene_with_only_the_camera_scans_nothing(variants, tmp_path):
     res = run("scan", variants / "only_camera.blend", "--frames", "1-2", "--out", tmp_path, "--formats",
-              "npz,evd,pcd")
+              "npz,evd,pcd", "--set", "packets=frame")
     assert res.returncode == 0, res.stderr
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["status"] == "complete" and [f["points"] for f in man["frames"]] == [0, 0]
@@ -264,8 +264,8 @@ def test_second_run_into_a_busy_folder_is_refused_and_rerun_needs_overwrite(vari
     # --overwrite replaces the earlier run's files: only the new run's remain
     res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path, "--overwrite", "--quiet")
     assert res.returncode == 0, res.stderr
-    # the demo scans sweeps: frames 1-2 span [1/24, 3/24) s, in which sweep 1 starts
-    assert visible_files(tmp_path) == ["manifest.json", "scan00001.npz", "trajectory.tum"]
+    # the demo scans sweeps: frames 1-2 span [1/24, 3/24) s, which sweeps 0 and 1 overlap
+    assert visible_files(tmp_path) == ["manifest.json", "scan00000.npz", "scan00001.npz", "trajectory.tum"]
 
 
 def _frames_in_manifest(folder: Path) -> list:
@@ -329,7 +329,8 @@ def small_disk(path: Path, size: str):
 def test_full_disk_gives_one_line_failed_manifest_and_no_partial_files(tmp_path):
     from blensor_addon.io.formats.evd import read_evd
     with small_disk(tmp_path / "disk", "40m") as disk:
-        res = run("scan", CROSSING, "--frames", "1-48", "--out", disk, "--formats", "npz,evd", "--quiet")
+        res = run("scan", CROSSING, "--frames", "1-48", "--out", disk, "--formats", "npz,evd", "--set",
+                  "packets=frame", "--quiet")
         assert res.returncode == 1
         assert "writing failed: No space left on device" in one_error_line(res)
         man = json.loads((disk / "manifest.json").read_text())
@@ -382,7 +383,7 @@ def test_full_disk_with_every_kind_of_writer_leaves_no_partial_file(tmp_path):
             with np.load(disk / f"scan{f:05d}.npz") as z:  # closed: an open file keeps the tmpfs busy
                 points = len(z["range"])
             assert (disk / "clean" / f"scan{f:05d}.las").is_file()
-            n = (disk / "velodyne" / f"{f - 1:06d}.bin").stat().st_size // 16
+            n = (disk / "velodyne" / f"{i:06d}.bin").stat().st_size // 16
             assert n == points == man["frames"][i]["points"]
         # the bag was closed with the frames it had: rosbags reads it
         from rosbags.highlevel import AnyReader

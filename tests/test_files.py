@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import numpy as np
@@ -30,7 +31,8 @@ def files_of(d):
 
 
 def test_range_scan_writes_all_formats(velodyne, tmp_path):
-    job = scan_range(velodyne, range(1, 4), tmp_path, ("npz", "evd", "pcd"), seed=3)
+    # EVD keeps the original BlenSor frame: the npz in the same axes to compare with it
+    job = scan_range(velodyne, range(1, 4), tmp_path, ("npz", "evd", "pcd"), seed=3, axes="blensor")
     assert job.status == "complete"
     assert files_of(tmp_path) == ["clean/scan00001.pcd", "clean/scan00002.pcd", "clean/scan00003.pcd",
                                   "manifest.json", "noisy/scan00001.pcd", "noisy/scan00002.pcd",
@@ -169,29 +171,42 @@ def test_a_write_error_on_the_writer_thread_stops_the_run_and_keeps_the_frames_b
     assert man["frames"][1]["files"] == ["scan00002.npz"]
 
 
-def test_manifest_is_rewritten_log_n_times_in_a_long_run(monkeypatch):
+def test_manifest_is_rewritten_log_n_times_in_a_long_run(tmp_path, monkeypatch):
     """A 6,000-sweep run rewrites its manifest ~100 times, not 6,000 (each rewrite
     lists every frame), after every one of the first 31 frames, and never lists fewer
-    than 15/16 of the frames done (what SIGKILL + resume would rescan)."""
-    from types import SimpleNamespace
-
-    from blensor_addon.jobs import range_scan
-    from blensor_addon.jobs.range_scan import RangeScanJob
+    than 15/16 of the frames done (what SIGKILL + resume would rescan). The real
+    manifest writer and output folder, counting the files actually written."""
+    from blensor_addon.io import atomic
+    from blensor_addon.io.outdir import OutputFolder
+    from blensor_addon.jobs.run_files import ManifestWriter
     clock = [0.0]
-    monkeypatch.setattr(range_scan, "monotonic", lambda: clock[0])
-    job = SimpleNamespace(done=[], _manifest_at=0, _manifest_time=0.0, MANIFEST_SHARE=16, MANIFEST_SECONDS=5.0)
-    writes = []
+    folder = OutputFolder(tmp_path, manifest="manifest.json", patterns=[], listed=lambda m: None).open()
+    folder.clock = lambda: clock[0]
+    writes, real = [], atomic.atomic_write_bytes
+
+    def counting(path, data):
+        writes.append(len(json.loads(data)["frames"]))
+        real(path, data)
+
+    monkeypatch.setattr(atomic, "atomic_write_bytes", counting)
+    man = ManifestWriter(folder, {"blensor_version": "x", "formats": []}, lambda: [])
+    man.start()
+    assert writes == [0]
     for frame in range(1, 6001):
-        job.done.append(frame)
         clock[0] += 0.01  # 10 ms a frame: the time rule never fires
-        if RangeScanJob._manifest_due(job):
-            writes.append(frame)
-            job._manifest_at, job._manifest_time = frame, clock[0]
-        assert frame - job._manifest_at <= frame // 16
-    assert writes[:31] == list(range(1, 32)) and 60 <= len(writes) <= 130
+        man.finished({"frame": frame, "points": 1, "geometry_hash": "h", "files": []})
+        assert frame - writes[-1] <= frame // 16
+        # O(log n): each rewrite waits for 1/16 more frames (fails at once if rewritten after every frame)
+        assert len(writes) <= 36 + 17 * math.log(max(frame, 32) / 32)
+        assert json.loads((tmp_path / "manifest.json").read_text())["frames"][-1]["frame"] == writes[-1]
+    assert writes[1:32] == list(range(1, 32)) and 60 <= len(writes) <= 130, len(writes)
     clock[0] += 5.0  # slow frames: at least every 5 s
-    job.done.append(6001)
-    assert RangeScanJob._manifest_due(job)
+    n = len(writes)
+    man.finished({"frame": 6001, "points": 1, "geometry_hash": "h", "files": []})
+    assert len(writes) == n + 1
+    man.close("complete")  # the final manifest lists every frame
+    assert writes[-1] == 6001 and json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
+    folder.release()
 
 
 def test_writer_thread_runs_jobs_in_order_and_raises_a_failure_once():
@@ -231,7 +246,7 @@ def test_writer_thread_drain_outlasts_an_interrupt_and_runs_bpy_writers_on_the_m
     import threading
     import time
 
-    from blensor_addon.jobs.range_scan import RangeScanJob, WriterThread
+    from blensor_addon.jobs.pipeline import Pipeline, WriterThread
     w, done = WriterThread(), []
     w.submit(lambda: (time.sleep(0.5), done.append(1)))
 
@@ -249,18 +264,18 @@ def test_writer_thread_drain_outlasts_an_interrupt_and_runs_bpy_writers_on_the_m
     assert done == [1] and w._ended.is_set()  # the job finished before the interrupt was raised
 
     threads = []
-    real = RangeScanJob._write_frame
+    real = Pipeline._write_frame
 
     def spy(self, *a):
         threads.append(threading.current_thread() is threading.main_thread())
         return real(self, *a)
 
-    RangeScanJob._write_frame = spy
+    Pipeline._write_frame = spy
     try:
         scan_range(velodyne, [1, 2], tmp_path / "sq", ("npz", "rosbag2"), options={"rosbag2.storage": "sqlite3"})
         scan_range(velodyne, [1, 2], tmp_path / "mc", ("npz", "rosbag2"))
     finally:
-        RangeScanJob._write_frame = real
+        Pipeline._write_frame = real
     assert threads == [True, True, False, False]
 
 
@@ -359,3 +374,212 @@ def test_api_misuse_is_a_settings_error(velodyne, tmp_path):
     with pytest.raises(SettingsError, match="frames must be integers within the scene's frame range"):
         scan_range(velodyne, None, tmp_path / "o")
     assert not (tmp_path / "o").exists()
+
+
+def snapshot(d):
+    """{relative path: bytes} of every file below ``d``."""
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_overwrite_validates_everything_before_deleting_the_earlier_run(velodyne, bpy_mod, tmp_path):
+    """Issue 20 section 7.1: an unknown class label refused the rerun after --overwrite had
+    deleted the earlier run."""
+    scan_range(velodyne, [1, 2], tmp_path, ("npz", "pcd"))
+    before = snapshot(tmp_path)
+    bpy_mod.data.objects["Car.1"]["blensor_label"] = "CAR"
+    with pytest.raises(SettingsError, match="blensor_label must be a class name of the table.*'CAR' on obj"):
+        scan_range(velodyne, [1, 2, 3], tmp_path, ("npz",), overwrite=True)
+    assert snapshot(tmp_path) == before
+    # the other refusals found after the folder is locked delete nothing either
+    with pytest.raises(SettingsError, match="frames must be"):
+        scan_range(velodyne, [1, 99], tmp_path, ("npz",), overwrite=True)
+    assert snapshot(tmp_path) == before
+
+
+def test_overwrite_deletes_exactly_the_files_the_manifest_lists(velodyne, tmp_path):
+    """Section 7.2: files of a listed format's names that no run wrote were deleted; and
+    section 5: format folders the overwrite emptied stayed behind."""
+    scan_range(velodyne, [1, 2, 3], tmp_path, ("npz", "pcd"))
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["files"] == ["trajectory.tum"]  # the run-level files no frame lists
+    (tmp_path / "scan00099.npz").write_bytes(b"not BlenSor's")
+    (tmp_path / "clean" / "scan77777.pcd").write_bytes(b"not BlenSor's either")
+    before = snapshot(tmp_path)
+    with pytest.raises(SettingsError, match=r"holds clean/scan77777\.pcd and more, not written by the run"):
+        scan_range(velodyne, [2], tmp_path, ("npz",), overwrite=True)
+    assert snapshot(tmp_path) == before
+    (tmp_path / "scan00099.npz").unlink()
+    (tmp_path / "clean" / "scan77777.pcd").unlink()
+    scan_range(velodyne, [2], tmp_path, ("npz",), overwrite=True)
+    # the pcd run's clean/ and noisy/ folders went with their files
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "manifest.json", "scan00002.npz", "trajectory.tum"]
+    # a killed run (manifest still "running") may have finished frames its manifest does not
+    # list yet: every file of its formats' names counts as its own
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    man["status"] = "running"
+    del man["files"]
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    (tmp_path / "scan00003.npz").write_bytes(b"finished after the last manifest")
+    scan_range(velodyne, [1], tmp_path, ("npz",), overwrite=True)
+    assert files_of(tmp_path) == ["manifest.json", "scan00001.npz", "trajectory.tum"]
+
+
+def test_a_fifo_where_a_manifest_is_expected_is_refused_not_opened(velodyne, bpy_mod, tmp_path):
+    """Section 7.12: a FIFO at manifest.json (or motion.json) hung --resume/--overwrite."""
+    import os
+    import signal
+
+    from blensor_addon.jobs.motion import export_motion
+
+    def hung(*_):
+        raise TimeoutError("blocked on the FIFO")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        for kw in ({"overwrite": True}, {"resume": True}):
+            out = tmp_path / next(iter(kw))
+            out.mkdir()
+            os.mkfifo(out / "manifest.json")
+            with pytest.raises(SettingsError, match="out must be a folder whose manifest.json is a regular"):
+                scan_range(velodyne, [1], out, ("npz",), **kw)
+        out = tmp_path / "motion"
+        out.mkdir()
+        os.mkfifo(out / "motion.json")
+        with pytest.raises(SettingsError, match="out must be a folder whose motion.json is a regular file"):
+            export_motion([1, 2], out, "tum", overwrite=True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_resume_verifies_finished_files_and_drops_frames_outside_the_new_range(velodyne, tmp_path):
+    """Section 7.13: --resume kept a truncated frame and reported complete; with another
+    range the earlier frames stayed on disk but left the manifest."""
+    ref = tmp_path / "ref"
+    scan_range(velodyne, [1, 2, 3], ref, ("npz", "pcd"))
+    part = tmp_path / "part"
+    scan_range(velodyne, [1, 2, 3], part, ("npz", "pcd"))
+    man = json.loads((part / "manifest.json").read_text())
+    checks = man["frames"][1]["file_checks"]
+    assert sorted(checks) == ["clean/scan00002.pcd", "noisy/scan00002.pcd", "scan00002.npz"]
+    data = (part / "scan00002.npz").read_bytes()
+    import hashlib
+    assert checks["scan00002.npz"] == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (part / "scan00002.npz").write_bytes(data[:1000])  # truncated
+    job = scan_range(velodyne, [1, 2, 3], part, ("npz", "pcd"), resume=True)
+    assert job.status == "complete" and job.reused == 2  # frame 2 scanned again
+    assert snapshot(part).keys() == snapshot(ref).keys()
+    for n, b in snapshot(ref).items():
+        if n != "manifest.json":
+            assert snapshot(part)[n] == b, n
+    # a resume with frames 2-4: frame 1 leaves with its files, 2 and 3 are reused
+    job = scan_range(velodyne, [2, 3, 4], part, ("npz", "pcd"), resume=True)
+    assert job.reused == 2 and [e["frame"] for e in job.done] == [2, 3, 4]
+    assert files_of(part) == ["clean/scan00002.pcd", "clean/scan00003.pcd", "clean/scan00004.pcd",
+                              "manifest.json", "noisy/scan00002.pcd", "noisy/scan00003.pcd",
+                              "noisy/scan00004.pcd", "scan00002.npz", "scan00003.npz", "scan00004.npz",
+                              "trajectory.tum"]
+    assert len((part / "trajectory.tum").read_text().splitlines()) == 3
+    # all reused: the trajectory is rewritten without the dropped frame
+    job = scan_range(velodyne, [3, 4], part, ("npz", "pcd"), resume=True)
+    assert job.reused == 2 and len((part / "trajectory.tum").read_text().splitlines()) == 2
+    assert files_of(part)[0] == "clean/scan00003.pcd"
+
+
+def test_failures_are_typed_with_declared_attributes(velodyne, tmp_path, monkeypatch):
+    from blensor_addon.io.formats.npz import NpzWriter
+    from blensor_addon.jobs.failures import RunFailed
+    real = NpzWriter.frame_files
+
+    def full(self, result):
+        if result.frame == 2:
+            raise OSError(28, "No space left on device", "scan00002.npz")
+        return real(self, result)
+
+    monkeypatch.setattr(NpzWriter, "frame_files", full)
+    with pytest.raises(RunFailed) as e:
+        scan_range(velodyne, [1, 2, 3], tmp_path, ("npz",))
+    err = e.value
+    assert isinstance(err, OSError) and err.errno == 28 and err.strerror == "No space left on device"
+    assert err.finished_frames == 1 and err.manifest_status == "failed" and err.dropped_formats == []
+    assert err.manifest_path == tmp_path / "manifest.json" and isinstance(err.cause, OSError)
+    assert "1 finished frames and the manifest (status failed) are kept" == err.kept()
+    assert json.loads(err.manifest_path.read_text())["status"] == "failed"
+
+
+def test_full_disk_with_kitti_and_rosbag2_says_failed(tmp_path):
+    """Section 7.7: a full disk with kitti + rosbag2 left the manifest at ``running``
+    with the generic message: the final manifest now has a reserve in the lock file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_faults import small_disk
+    blensor = str(Path(sys.executable).parent / "blensor")
+    for size in ("12m", "20m"):
+        with small_disk(tmp_path / f"disk{size}", size) as disk:
+            res = subprocess.run([blensor, "scan", str(CROSSING), "--frames", "1-48", "--out", str(disk),
+                                  "--formats", "kitti,rosbag2", "--quiet"], capture_output=True, text=True)
+            assert res.returncode == 1, res.stderr
+            lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+            assert len(lines) == 1 and "writing failed: No space left on device" in lines[0], res.stderr
+            assert "finished frames and the manifest (status failed) are kept" in lines[0], lines[0]
+            man = json.loads((disk / "manifest.json").read_text())
+            assert man["status"] == "failed" and len(man["frames"]) >= 1
+            assert not (disk / ".blensor.lock").exists()
+
+
+def test_an_interrupt_is_typed_and_keeps_the_finished_frames(velodyne, tmp_path):
+    from blensor_addon.jobs.failures import RunInterrupted
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # a second Ctrl-C while frame 3 is about to be scanned
+        return False
+
+    with pytest.raises(RunInterrupted) as e:
+        scan_range(velodyne, [1, 2, 3, 4], tmp_path, ("npz",), should_cancel=cancel)
+    assert isinstance(e.value, KeyboardInterrupt) and e.value.finished_frames == 2
+    man = json.loads(e.value.manifest_path.read_text())
+    assert man["status"] == "cancelled" and [f["frame"] for f in man["frames"]] == [1, 2]
+    assert files_of(tmp_path) == ["manifest.json", "scan00001.npz", "scan00002.npz", "trajectory.tum"]
+
+
+def test_the_lock_file_holds_a_reserve_given_back_for_the_final_manifest(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from blensor_addon.io import atomic
+    from blensor_addon.io.outdir import LOCK_NAME, FolderLock, OutputFolder
+    pid = str(os.getpid()).encode()
+    folder = OutputFolder(tmp_path, manifest="manifest.json", patterns=[], listed=lambda m: None).open()
+    lock = tmp_path / LOCK_NAME
+    assert lock.stat().st_size == len(pid) + OutputFolder.RESERVE_BYTES
+    with pytest.raises(SettingsError, match=f"in use by process {os.getpid()}"):  # the pid still reads
+        FolderLock(tmp_path)
+    # a disk full at the final manifest: the reserve goes, the manifest is written
+    calls, real = [], atomic.atomic_write_bytes
+
+    def full_once(path, data):
+        calls.append(path)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(atomic, "atomic_write_bytes", full_once)
+    folder.write_manifest({"status": "failed"}, 0, final=True)
+    assert len(calls) == 2 and lock.read_bytes() == pid
+    assert json.loads((tmp_path / "manifest.json").read_text()) == {"status": "failed"}
+    # not final: the error is the caller's
+    calls.clear()
+    with pytest.raises(OSError, match="No space"):
+        folder.write_manifest({"status": "running"}, 0)
+    # where the OS has no posix_fallocate (macOS, Windows), zeros are written
+    monkeypatch.delattr(os, "posix_fallocate", raising=False)
+    assert folder.lock.reserve(5000) and lock.read_bytes() == pid + b"\0" * 5000
+    folder.release()
+    assert not lock.exists()

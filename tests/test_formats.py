@@ -31,7 +31,8 @@ def velodyne(bpy_mod, crossing):
 
 @pytest.fixture
 def run(velodyne, tmp_path):
-    job = scan_range(velodyne, range(2, 5), tmp_path, ("npz", "las", "laz", "ply", "kitti"), seed=4)
+    job = scan_range(velodyne, range(2, 5), tmp_path, ("npz", "las", "laz", "ply", "kitti"), seed=4,
+                     axes="blensor")
     assert job.status == "complete"
     return tmp_path
 
@@ -200,9 +201,9 @@ def test_cli_axes_and_manifest(tmp_path):
     assert res.returncode == 0, res.stderr
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["axes"] == "ros" and man["options"]["kitti"] == {"points": "clean"}
-    # continuous time (the demo's setting): frame 2 spans [2/24, 3/24) s, in which sweep 1 starts
-    assert man["packets"] == "sweep" and [e["frame"] for e in man["frames"]] == [1]
-    z = np.load(tmp_path / "scan00001.npz")
+    # continuous time (the demo's setting): frame 2 spans [2/24, 3/24) s, which sweeps 0 and 1 overlap
+    assert man["packets"] == "sweep" and [e["frame"] for e in man["frames"]] == [0, 1]
+    z = np.load(tmp_path / "scan00000.npz")
     assert str(z["axes"]) == "ros"
     scan = np.fromfile(tmp_path / "velodyne" / "000000.bin", np.float32).reshape(-1, 4)
     np.testing.assert_allclose(scan[:, :3], z["xyz"], atol=1e-6)  # clean points, already REP-103
@@ -276,8 +277,9 @@ def test_kitti_and_ros_points_do_not_depend_on_the_frame_of_reference(bpy_mod, c
             conns = [c for c in reader.connections if c.topic == "/blensor/points"]
             clouds[frame] = [bytes(reader.deserialize(raw, c.msgtype).data)
                              for c, _, raw in reader.messages(conns)]
-    assert len(clouds["sensor"]) == 2 and clouds["sensor"] == clouds["world"]
-    for k in (0, 1):
+    # frames 1-6 span [1/24, 7/24) s: sweeps 0, 1 and 2 overlap them
+    assert len(clouds["sensor"]) == 3 and clouds["sensor"] == clouds["world"]
+    for k in (0, 1, 2):
         a, b = ((tmp_path / f / "velodyne" / f"{k:06d}.bin").read_bytes() for f in ("sensor", "world"))
         assert a == b
     with np.load(tmp_path / "world" / "scan00001.npz") as w:

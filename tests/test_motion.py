@@ -120,7 +120,7 @@ def test_motion_cli_formats_against_blender(bpy_mod, crossing, tmp_path):
 
 def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
     cam = bpy_mod.data.objects["Velodyne"]
-    job = scan_range(cam, range(2, 6), tmp_path, ("npz",), time_model="frame")
+    job = scan_range(cam, range(2, 6), tmp_path, ("npz",), time_model="frame", axes="blensor")
     tum = np.loadtxt(tmp_path / "trajectory.tum")
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert tum.shape == (4, 8) and len(man["frames"]) == 4 and job.status == "complete"
@@ -133,9 +133,10 @@ def test_range_scan_writes_the_sensor_trajectory(bpy_mod, crossing, tmp_path):
     # sweeps (continuous time): one pose per sweep start k / 10 s, near where Blender puts
     # the sensor at that subframe: poses are interpolated between frames, which is off by
     # at most a dt^2 / 8 (the ego's eased keys: about 3 mm here; the budget is 1 cm)
-    job = scan_range(cam, range(2, 6), tmp_path / "sweeps", ("npz",))
+    job = scan_range(cam, range(2, 6), tmp_path / "sweeps", ("npz",), axes="blensor")
     tum = np.loadtxt(tmp_path / "sweeps" / "trajectory.tum")
-    np.testing.assert_allclose(tum[:, 0], [0.1, 0.2], atol=1e-12)
+    # frames 2-5 span [2/24, 6/24) s: the 10 Hz sweeps 0, 1 and 2 overlap them
+    np.testing.assert_allclose(tum[:, 0], [0.0, 0.1, 0.2], atol=1e-12)
     scene = bpy_mod.context.scene
     for row in tum:
         frame = row[0] * 24
@@ -153,7 +154,17 @@ def test_export_motion_operator(bpy_mod, crossing, tmp_path):
         o.select_set(o.name == "Car.2")
     bpy_mod.context.view_layer.objects.active = bpy_mod.data.objects["Velodyne"]
     assert bpy_mod.ops.blensor.export_motion() == {"FINISHED"}
-    assert sorted(p.name for p in (tmp_path / "tum").iterdir()) == ["Car.2.tum", "Velodyne.tum"]
+    # each export of the panel has its own subfolder of the output folder
+    assert sorted(p.name for p in (tmp_path / "motion" / "tum").iterdir()) == ["Car.2.tum", "Velodyne.tum"]
+    # a range scan of the same camera into the same output folder is not refused for the motion files
+    s.formats = {"npz"}
+    bpy_mod.context.scene.frame_start, bpy_mod.context.scene.frame_end = 1, 2
+    assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
+    assert (tmp_path / "scan" / "manifest.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "motion", "scan"]
+    s.overwrite = True  # and a second export replaces its own files only
+    assert bpy_mod.ops.blensor.export_motion() == {"FINISHED"}
+    assert (tmp_path / "scan" / "manifest.json").is_file()
 
 
 def test_boxes_are_what_renders_and_labelled_instancers_get_one(bpy_mod, crossing, tmp_path):
@@ -206,3 +217,45 @@ def test_objects_whose_file_names_would_clash_keep_their_own_trajectories(bpy_mo
         assert float((out / "kitti_poses" / f"{stems[n]}.txt").read_text().split()[3]) == k, n
     lines = (out / "motion.txt").read_text().splitlines()
     assert len(lines) == 2 * len(names) and sum("object: two\\nlines x:" in ln for ln in lines) == 2
+
+
+def test_long_names_fit_and_poses_without_a_rotation_are_refused(bpy_mod, empty_scene, tmp_path):
+    """Issue 20 section 7.8: object names over ~220 bytes failed ("File name too long")
+    and left an empty tum/; 7.11: NaN poses were written with exit 0 and a scale-0 object
+    got a made-up quaternion."""
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.jobs.motion import export_motion
+    long_names = ["x" * 250, "\u00e9" * 120 + "y"]  # 250 bytes; 241 bytes of two-byte letters
+    for k, n in enumerate(long_names):
+        o = bpy_mod.data.objects.new(n, None)
+        o.location = (float(k + 1), 0.0, 0.0)
+        bpy_mod.context.scene.collection.objects.link(o)
+    names = [o.name for o in bpy_mod.data.objects]
+    assert max(len(n.encode()) for n in names) > 240  # Blender kept the long names
+    out = tmp_path / "m"
+    files = export_motion([1, 2], out, ("tum", "kitti"), objects=names)
+    assert len(files) == 5 and all(len(Path(f).name.encode()) <= 255 for f in files)
+    for f in files:
+        if f.startswith("tum/"):
+            assert float((out / f).read_text().split()[1]) in (1.0, 2.0)
+    assert not [p for p in out.rglob("*.part")]
+    # NaN location: refused in one line naming the object and the frame, nothing written
+    o = bpy_mod.data.objects[names[0]]
+    o.location = (float("nan"), 0.0, 0.0)
+    with pytest.raises(SettingsError, match=r"transform of object 'x+' must be finite .*got 'frame 1'"):
+        export_motion([1, 2], tmp_path / "nan", ("tum",), objects=names)
+    assert not (tmp_path / "nan").exists()
+    o.location = (1.0, 0.0, 0.0)
+    o.scale = (0.0, 1.0, 1.0)
+    with pytest.raises(SettingsError, match=r"non-zero scale on every axis .*got 'scale 0 1 1 at frame 1'"):
+        export_motion([1, 2], tmp_path / "s0", ("blensor",), objects=names)
+    assert not (tmp_path / "s0").exists()
+    # an overwrite refused for bad input leaves the earlier export whole
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(SettingsError, match="non-zero scale"):
+        export_motion([1, 2], out, ("tum",), objects=names, overwrite=True)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # and an overwrite with other formats removes the folders it empties
+    o.scale = (1.0, 1.0, 1.0)
+    export_motion([1, 2], out, ("blensor",), objects=names, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["motion.json", "motion.txt"]

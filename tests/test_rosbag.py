@@ -33,7 +33,8 @@ def quat_matrix(q):
 def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
     cam = bpy_mod.data.objects["Velodyne"]
     # sweeps 1-3 (continuous time, the demo's setting): one message per revolution
-    job = scan_range(cam, None, tmp_path, ("npz", "rosbag2"), options={"rosbag2.storage": storage}, time=(0.1, 0.4))
+    job = scan_range(cam, None, tmp_path, ("npz", "rosbag2"), options={"rosbag2.storage": storage},
+                     time=(0.1, 0.4), axes="blensor")
     assert job.status == "complete"
     ext = "mcap" if storage == "mcap" else "db3"
     assert sorted(p.name for p in (tmp_path / "rosbag2").iterdir()) == ["metadata.yaml", f"rosbag2.{ext}"]

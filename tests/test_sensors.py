@@ -441,7 +441,8 @@ def test_every_sensor_scans_from_the_panel_and_into_files(bpy_mod, empty_scene, 
     single = blensor_addon.scan(cam)
     assert len(mesh.data.vertices) == len(single) > 500 and single.sensor_type == stype
     # a range scan into every writer, read back with the ecosystem's readers
-    job = blensor_addon.scan_range(cam, range(1, 4), tmp_path, ("npz", "evd", "pcd"))
+    # (EVD holds one output per scene frame: so do the other formats, packets=frame)
+    job = blensor_addon.scan_range(cam, range(1, 4), tmp_path, ("npz", "evd", "pcd"), packets="frame")
     assert job.status == "complete"
     ft = 1.0 / 24.0
     for f in (1, 2, 3):

@@ -20,11 +20,24 @@ from pathlib import Path
 PART_SUFFIX = ".part"
 
 
+#: longest file name (bytes) on the file systems BlenSor writes to (ext4, APFS, NTFS: 255)
+NAME_MAX = 255
+
+
 def temp_name(path: Path) -> Path:
     """A fresh, unique temporary sibling of ``path`` (same folder, so the rename stays on
-    one file system): ``.<name>.<pid>.<16 hex>.part``."""
+    one file system): ``.<name>.<pid>.<16 hex>.part``, at most :data:`NAME_MAX` bytes: a
+    long name (an object name of 255 bytes in a motion export) is cut to fit, with the
+    first 8 hex digits of its SHA-1 after the cut (``.<name cut>~<8 hex>.<pid>...``)."""
     path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}{PART_SUFFIX}")
+    tail = f".{os.getpid()}.{secrets.token_hex(8)}{PART_SUFFIX}"
+    name = path.name
+    if len(f".{name}{tail}".encode()) > NAME_MAX:
+        import hashlib
+        digest = hashlib.sha1(name.encode(errors="surrogateescape")).hexdigest()[:8]
+        room = NAME_MAX - len(tail.encode()) - 1 - 9
+        name = name.encode(errors="surrogateescape")[:room].decode(errors="ignore") + "~" + digest
+    return path.with_name(f".{name}{tail}")
 
 
 def open_exclusive(path: Path, mode: str = "wb", buffering: int = -1):

@@ -1,15 +1,24 @@
-"""The output folder of a range scan: one run at a time, no mixing with an old run.
+"""Output folders of BlenSor's jobs (range scans, depth maps, motion exports): one run at
+a time, no mixing with an earlier run, nothing deleted that no run listed.
 
 - :class:`FolderLock`: an advisory lock (``flock`` on POSIX, ``msvcrt.locking`` on
   Windows) on ``.blensor.lock`` in the folder, held for the whole run. The OS releases
   it when the process dies, even by SIGKILL, so a stale lock file never blocks a later
-  run; a second live run into the same folder is refused.
+  run; a second live run into the same folder is refused. The lock file also holds a
+  reserve of disk space (zeros after the pid) that is given back to write the final
+  manifest on a full disk.
+- :class:`OutputFolder`: the policy every job shares: create and lock the folder, find
+  an earlier run's files (its manifest lists them), refuse the folder unless told to
+  overwrite or resume (and refuse files of BlenSor's names that the earlier run did not
+  list), and only then, once the new run has been validated, delete exactly the listed
+  files and the folders that become empty; verify an earlier run's files (size and
+  sha256 from its manifest) before a resume trusts them; and the manifest's schedule
+  (:meth:`OutputFolder.manifest_due`: O(log n) rewrites over a run, plus one every 5 s).
+- :func:`read_regular`: reads a file BlenSor expects (``manifest.json``,
+  ``motion.json``) only if it is a regular file: a FIFO, device, folder or symlink there
+  is refused instead of blocking the run.
 - :func:`previous_outputs`: files a range scan leaves (``manifest.json`` and what the
-  formats of the registry declare, :func:`blensor_addon.io.formats.output_patterns`, in
-  the folder and its subfolders); a folder holding them is refused unless the user asks
-  to overwrite or resume. A motion export checks its own files (:func:`files_matching`
-  with its patterns): motion data may go beside the scan it describes, and a scan
-  beside motion data.
+  formats of the registry declare, :func:`blensor_addon.io.formats.output_patterns`).
 - :func:`stale_parts`: temporary files of a killed run (``.<name>.<pid>.<hex>.part``).
 """
 from __future__ import annotations
@@ -20,6 +29,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from time import monotonic
 
 from ..core.errors import OutputError, SettingsError
 from .atomic import PART_SUFFIX, remove_quietly
@@ -98,7 +108,7 @@ class FolderLock:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 try:
-                    holder = (os.pread(fd, 64, 0).decode(errors="replace").strip()
+                    holder = (os.pread(fd, 64, 0).split(b"\0")[0].decode(errors="replace").strip()
                               if hasattr(os, "pread") else "?")
                 finally:
                     os.close(fd)
@@ -122,6 +132,39 @@ class FolderLock:
             raise OutputError(exc.errno, f"cannot write the lock file ({exc.strerror})",
                               str(self.path)) from None
         self._fd = fd
+        self._pid_bytes = len(str(os.getpid()))
+        self.reserved = 0
+
+    def reserve(self, nbytes: int) -> bool:
+        """Grow the lock file to hold ``nbytes`` of disk space after the pid (never
+        shrinks it): a reserve that :meth:`free_reserve` gives back when the disk is full.
+        Returns False where the space is not there (the reserve stays as it was)."""
+        if self._fd is None or nbytes <= self.reserved:
+            return True
+        try:
+            if hasattr(os, "posix_fallocate"):  # Linux, FreeBSD: blocks without writing them
+                os.posix_fallocate(self._fd, self._pid_bytes, nbytes)
+            else:  # macOS, Windows: zeros written after the pid
+                os.lseek(self._fd, self._pid_bytes + self.reserved, os.SEEK_SET)
+                left = nbytes - self.reserved
+                while left > 0:
+                    left -= os.write(self._fd, b"\0" * min(left, 1 << 20))
+        except OSError:
+            return False
+        self.reserved = nbytes
+        return True
+
+    def free_reserve(self) -> bool:
+        """Give the reserve back to the file system (the lock file keeps the pid).
+        Returns whether there was one."""
+        if self._fd is None or not self.reserved:
+            return False
+        try:
+            os.ftruncate(self._fd, self._pid_bytes)
+        except OSError:
+            return False
+        self.reserved = 0
+        return True
 
     def release(self) -> None:
         """Remove the lock file and release the lock (idempotent)."""
@@ -143,17 +186,77 @@ def _unlink_and_close(path: Path, fd: int) -> None:
         os.close(fd)
 
 
-def listed_in_manifest(path: Path, key: str) -> list | None:
-    """The strings of the list ``key`` in the BlenSor manifest at ``path`` (a JSON object
-    with ``blensor_version``: a range scan's ``manifest.json``, a motion export's
-    ``motion.json``), or None when there is none (no file, not JSON, not BlenSor's, or no
-    such list)."""
-    import json
+def read_regular(path: Path, setting: str = "out") -> bytes | None:
+    """The bytes of the file at ``path``, or None when nothing is there. Only a regular
+    file is read: checked with ``lstat`` first and opened with ``O_NONBLOCK`` and
+    ``O_NOFOLLOW`` (a FIFO put there meanwhile cannot block the run).
+
+    Raises:
+        SettingsError (``setting``): a FIFO, device, socket, folder or symlink at
+            ``path`` (named), or a file that cannot be read.
+    """
+    import stat
+    path = Path(path)
+    refuse = SettingsError(setting, f"a folder whose {path.name} is a regular file (BlenSor never reads a "
+                           "FIFO, device, folder or link there)", str(path))
     try:
-        man = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        st = os.lstat(path)
+    except FileNotFoundError:
         return None
-    if not isinstance(man, dict) or "blensor_version" not in man or not isinstance(man.get(key), list):
+    except OSError as exc:
+        raise SettingsError(setting, f"a folder whose {path.name} is readable", f"{path} ({exc.strerror})") \
+            from None
+    if not stat.S_ISREG(st.st_mode):
+        raise refuse
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise refuse from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise refuse
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        os.close(fd)
+
+
+def read_manifest(path: Path, setting: str = "out") -> dict | None:
+    """The BlenSor manifest at ``path`` (a JSON object with ``blensor_version``: a range
+    scan's ``manifest.json``, a motion export's ``motion.json``), or None when there is
+    none (no file, not JSON, not BlenSor's).
+
+    Raises:
+        SettingsError (``setting``): something other than a regular file there
+            (:func:`read_regular`).
+    """
+    import json
+    data = read_regular(path, setting)
+    if data is None:
+        return None
+    try:
+        man = json.loads(data)
+    except ValueError:
+        return None
+    return man if isinstance(man, dict) and "blensor_version" in man else None
+
+
+def listed_in_manifest(path: Path, key: str) -> list | None:
+    """The strings of the list ``key`` in the BlenSor manifest at ``path``, or None when
+    there is none (see :func:`read_manifest`) or no such list.
+
+    Raises:
+        SettingsError (``out``): not a regular file there.
+    """
+    man = read_manifest(path)
+    if man is None or not isinstance(man.get(key), list):
         return None
     return [v for v in man[key] if isinstance(v, str)]
 
@@ -164,45 +267,290 @@ def earlier_run_formats(folder: Path) -> list | None:
     return listed_in_manifest(Path(folder) / "manifest.json", "formats")
 
 
+def file_record(data: bytes) -> dict:
+    """What a manifest keeps of a finished file to verify it later: ``{"size": bytes,
+    "sha256": hex}``."""
+    import hashlib
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def verify_file(path: Path, record) -> bool:
+    """Whether ``path`` is a regular file (not a link) of the size and sha256 in
+    ``record`` (:func:`file_record`); False for a missing or malformed record."""
+    import hashlib
+    import stat
+    if not isinstance(record, dict) or not isinstance(record.get("size"), int):
+        return False
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != record["size"]:
+            return False
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return False
+    return h.hexdigest() == record.get("sha256")
+
+
+def range_run_files(man: dict) -> set | None:
+    """Relative paths of the files the range scan of manifest ``man`` wrote: its frames'
+    files, its run-level files (``files``: multi-frame files such as ``scan.evd``), the
+    manifest and the trajectory. A run that did not end (``status`` running: killed)
+    may have finished frames its last manifest does not list yet (it is rewritten
+    O(log n) times), so for it (and for manifests without a ``files`` list, written
+    before it existed) every file of its formats' names counts as its own. None for a
+    manifest without a formats list."""
+    from .formats import output_patterns
+    formats = man.get("formats")
+    if not isinstance(formats, list):
+        return None
+    out = {"manifest.json", "trajectory.tum"}
+    for e in man.get("frames") or []:
+        if isinstance(e, dict):
+            out.update(f for f in e.get("files") or [] if isinstance(f, str))
+    run_files = man.get("files")
+    if isinstance(run_files, list):
+        out.update(f for f in run_files if isinstance(f, str))
+    if man.get("status") == "running" or not isinstance(run_files, list):
+        return {"pattern": output_patterns([f for f in formats if isinstance(f, str)]), "files": out}
+    return out
+
+
 def _holds(folder: Path, files: list) -> str:
     return (f"{folder} (holds {files[0].relative_to(folder).as_posix()}"
             f"{' and more' if len(files) > 1 else ''}")
 
 
-def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
-    """Refuse a folder holding another run's files unless ``overwrite`` (delete them)
-    or ``resume`` (keep them); delete stale temporary files either way. Call with the
-    folder's :class:`FolderLock` held.
+class OutputFolder:
+    """The output folder of one job, with the policy every job shares.
 
-    ``overwrite`` deletes only what the earlier BlenSor run wrote: the files of the
-    formats its ``manifest.json`` lists. Files of BlenSor's names that no such run
-    wrote (a KITTI sequence of another tool, a folder without a BlenSor manifest) are
-    never deleted: the folder is refused.
+    Use: :meth:`open` (create the folder if missing and lock it; nothing else is
+    touched), :meth:`check` (find an earlier run's files and refuse the folder, deleting
+    nothing), validate everything else of the run, then :meth:`prepare` (delete what
+    ``overwrite`` replaces, exactly the files the earlier manifest lists, and the
+    folders that become empty), and :meth:`release` at the end.
+
+    Args:
+        path: the folder. manifest: the manifest's file name (``manifest.json``,
+        ``motion.json``). patterns: regular expressions of every relative path such a
+        job may leave (an earlier run's files are recognised by them). listed: function
+        manifest dict -> the set of relative paths its run wrote, or a dict
+        ``{"files": set, "pattern": [regex, ...]}`` when every file matching the patterns
+        counts too, or None when the manifest does not say. what: ``"run"`` or
+        ``"export"``, for messages.
+
+    Attributes:
+        path (Path), created (bool: this job made the folder), earlier (dict | None: the
+        earlier manifest), lock (:class:`FolderLock` | None).
+    """
+
+    #: the manifest is rewritten once the entries since its last write reach this share
+    #: of those done, or after MANIFEST_SECONDS (see :meth:`manifest_due`)
+    MANIFEST_SHARE = 16
+    MANIFEST_SECONDS = 5.0
+    #: disk space kept in the lock file for the final manifest: this much plus twice the
+    #: manifest's size
+    RESERVE_BYTES = 64 * 1024
+
+    def __init__(self, path: Path, *, manifest: str, patterns, listed, what: str = "run") -> None:
+        self.path = Path(path)
+        self.manifest_name = manifest
+        self.patterns = list(patterns)
+        self._listed = listed
+        self.what = what
+        self.created = False
+        self.lock: FolderLock | None = None
+        self.earlier: dict | None = None
+        self._delete: list[Path] = []
+        self._manifest_at, self._manifest_time = 0, 0.0
+        self.manifest_writes = 0
+        #: the schedule's clock (s): time.monotonic
+        self.clock = monotonic
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def open(self, lock: bool = True) -> "OutputFolder":
+        """Create the folder if missing, check it is writable and lock it.
+
+        Raises:
+            SettingsError (``out``): not creatable, not a folder, not writable, or in use.
+            OutputError: the lock file cannot be written (full disk); nothing is left.
+        """
+        self.created = not self.path.exists()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SettingsError("out", "a writable folder", f"{self.path} ({exc.strerror})") from None
+        if not self.path.is_dir() or not os.access(self.path, os.W_OK | os.X_OK):
+            raise SettingsError("out", "a writable folder", str(self.path))
+        if lock:
+            try:
+                self.lock = FolderLock(self.path)
+                if not self.lock.reserve(self.RESERVE_BYTES):
+                    raise OutputError(errno.ENOSPC, "cannot write the lock file (No space left on device)",
+                                      str(self.lock.path))
+            except BaseException:
+                self.release()
+                raise
+        return self
+
+    def existing(self) -> list[Path]:
+        """Files in the folder (and subfolders) matching :attr:`patterns`, sorted."""
+        return files_matching(self.path, self.patterns)
+
+    def check(self, *, overwrite: bool, resume: bool) -> None:
+        """Refuse the folder if it holds an earlier run's files and neither ``overwrite``
+        nor ``resume`` is given, or, with ``overwrite``, files of BlenSor's names that the
+        earlier run did not list (never deleted). Deletes nothing: :meth:`prepare` does,
+        once the run has been validated. Reads the earlier manifest (:attr:`earlier`).
+
+        Raises:
+            SettingsError (``out``): as above; or (``out``) a manifest that is not a
+            regular file (a FIFO is never opened).
+        """
+        self.earlier = read_manifest(self.path / self.manifest_name)
+        old = self.existing()
+        if not (self.path / self.manifest_name).exists() and not old:
+            return
+        if old and not (overwrite or resume):
+            if self.what == "run":
+                allowed = ("an empty folder or one without BlenSor output (use --overwrite, or Overwrite in "
+                           "the panel, to replace the earlier run's files; --resume to continue it)")
+            else:
+                allowed = (f"a folder without earlier motion files (use --overwrite, or Overwrite in the "
+                           f"panel, to replace the earlier {self.what}'s files)")
+            raise SettingsError("out", allowed, _holds(self.path, old) + ")")
+        if not overwrite or resume:
+            return
+        listed = self._listed(self.earlier) if self.earlier is not None else None
+        if isinstance(listed, dict):
+            pat = re.compile("^(" + "|".join(listed["pattern"]) + ")$")
+            names = set(listed["files"]) | {p.relative_to(self.path).as_posix() for p in old
+                                            if pat.match(p.relative_to(self.path).as_posix())}
+        else:
+            names = set(listed or ())
+        foreign = [p for p in old if p.relative_to(self.path).as_posix() not in names]
+        if foreign:
+            raise SettingsError("out", f"a folder whose files of BlenSor's names are an earlier BlenSor "
+                                f"{self.what}'s (--overwrite deletes only what the {self.what} in its "
+                                f"{self.manifest_name} wrote; choose another folder)",
+                                _holds(self.path, foreign) + ", not written by "
+                                + (f"the {self.what} of its {self.manifest_name})" if self.earlier is not None
+                                   else f"a BlenSor {self.what}: no BlenSor {self.manifest_name})"))
+        self._delete = sorted(p for p in (self.path / n for n in names)
+                              if p.is_file() and not p.is_symlink())
+
+    def prepare(self, keep=()) -> list[str]:
+        """Delete what :meth:`check` found to overwrite (exactly the files the earlier
+        manifest lists, but those in ``keep``: relative paths the new run has rewritten
+        already), then the folders that deletion left empty, and stale temporary files of
+        a killed run. Returns the relative paths deleted."""
+        keep = set(keep)
+        gone = self._remove([p for p in self._delete if p.relative_to(self.path).as_posix() not in keep])
+        self._delete = []
+        for p in stale_parts(self.path):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                remove_quietly(p)
+        return gone
+
+    def remove_listed(self, names) -> list[str]:
+        """Delete the files ``names`` (relative paths; an earlier run's, listed in its
+        manifest) and the folders that become empty. Returns those deleted."""
+        return self._remove([self.path / n for n in sorted(set(names))])
+
+    def _remove(self, paths) -> list[str]:
+        gone, parents = [], set()
+        root = self.path.resolve()
+        for p in paths:
+            try:
+                if p.is_symlink() or not p.is_file() or root not in p.resolve().parents:
+                    continue
+                p.unlink()
+            except OSError:
+                continue
+            gone.append(p.relative_to(self.path).as_posix())
+            parents.add(p.parent)
+        for d in sorted(parents, key=lambda d: -len(d.parts)):  # the deepest first
+            while d != self.path and self.path in d.parents:
+                try:
+                    d.rmdir()  # only if empty
+                except OSError:
+                    break
+                d = d.parent
+        return gone
+
+    # -- the manifest -----------------------------------------------------------------
+
+    def manifest_due(self, done: int, now: float | None = None) -> bool:
+        """Whether the manifest is rewritten after entry number ``done``: when the
+        entries since its last write (:meth:`write_manifest`) reach 1/:attr:`MANIFEST_SHARE`
+        of those done (so after every entry while fewer than 32 are done), or
+        :attr:`MANIFEST_SECONDS` have passed. The manifest lists every entry, so
+        rewriting it after each one costs O(n^2) over a run: 6,000 sweeps would write
+        24 GB of JSON (190 ms a frame at the end); so it is rewritten O(log n) times (plus
+        once every 5 s at most), and a killed run loses at most 1/16 of its frames to
+        ``resume`` (rescanned to the same bytes). The final manifest is the same."""
+        now = self.clock() if now is None else now
+        return (done - self._manifest_at >= max(1, done // self.MANIFEST_SHARE)
+                or now - self._manifest_time >= self.MANIFEST_SECONDS)
+
+    def write_manifest(self, doc: dict, done: int, final: bool = False) -> Path:
+        """Write the manifest ``doc`` (JSON) atomically; ``done``: the entries it lists
+        (the schedule of :meth:`manifest_due` counts from here). The lock file's reserve
+        grows to twice the manifest's size; a ``final`` write that finds the disk full
+        gives the reserve back and tries once more, so a failed run's manifest can say
+        ``failed``.
+
+        Raises:
+            OSError: the manifest could not be written (the last one stays).
+        """
+        import json
+
+        from . import atomic
+        path = self.path / self.manifest_name
+        data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+        try:
+            atomic.atomic_write_bytes(path, data)
+        except OSError as exc:
+            if not (final and exc.errno in (errno.ENOSPC, errno.EDQUOT) and self.lock is not None
+                    and self.lock.free_reserve()):
+                raise
+            atomic.atomic_write_bytes(path, data)
+        self._manifest_at, self._manifest_time = done, self.clock()
+        self.manifest_writes += 1
+        if self.lock is not None and not final:
+            self.lock.reserve(self.RESERVE_BYTES + 2 * len(data))
+        return path
+
+    # -- the end ----------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def remove_if_created_and_empty(self) -> None:
+        """Remove the folder if this job made it and it is empty (else keep it)."""
+        if self.created:
+            try:
+                self.path.rmdir()  # only if empty
+            except OSError:
+                pass
+
+
+def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
+    """The range-scan policy of :class:`OutputFolder` in one call (the folder's lock is
+    the caller's): refuse, then delete what ``overwrite`` replaces.
 
     Raises:
-        SettingsError (``out``): earlier outputs present and neither flag given, or
-            files of BlenSor's names that the earlier run (if any) did not write.
+        SettingsError (``out``): see :meth:`OutputFolder.check`.
     """
     from .formats import output_patterns
-    old = previous_outputs(folder)
-    if old and not (overwrite or resume):
-        raise SettingsError("out", "an empty folder or one without BlenSor output (use --overwrite, or "
-                            "Overwrite in the panel, to replace the earlier run's files; --resume "
-                            "to continue it)", _holds(folder, old) + ")")
-    if overwrite and not resume and old:
-        formats = earlier_run_formats(folder)
-        ours = files_matching(folder, output_patterns(formats)) if formats is not None else []
-        foreign = sorted(set(old) - set(ours))
-        if foreign:
-            raise SettingsError("out", "a folder whose files of BlenSor's names are an earlier BlenSor run's "
-                                "(--overwrite deletes only what the run in its manifest.json wrote; "
-                                "choose another folder)", _holds(folder, foreign) + ", not written by "
-                                + ("the run of its manifest.json)" if formats is not None
-                                   else "a BlenSor run: no BlenSor manifest.json)"))
-        for p in ours:
-            p.unlink()
-    for p in stale_parts(folder):
-        if p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            remove_quietly(p)
+    f = OutputFolder(folder, manifest="manifest.json", patterns=output_patterns(), listed=range_run_files)
+    f.check(overwrite=overwrite, resume=resume)
+    f.prepare()

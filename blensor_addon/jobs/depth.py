@@ -1,14 +1,16 @@
 """Depth-map export (``blensor depth``, operator ``blensor.export_depth_map``): a range
 scan of the camera as a ``depth`` sensor into the depth-map formats (exr, npy, pfm,
-dmap; :mod:`blensor_addon.io.formats.depthmaps`), with the range scan's folder lock,
-manifest and refusal of a used folder."""
+dmap; :mod:`blensor_addon.io.formats.depthmaps`): a range job like any other, so with
+the range scan's output-folder policy (:class:`~blensor_addon.io.outdir.OutputFolder`:
+lock, refusal of a used folder, overwrite of exactly the files its manifest lists)."""
 from __future__ import annotations
 
 from ..core.errors import SettingsError
 from ..io.formats import WRITERS, parse_formats
 from .range_scan import scan_range
 
-DEPTH_FORMATS = tuple(k for k, w in WRITERS.items() if w.needs_image)
+#: the formats that need an image sensor (:class:`~blensor_addon.core.capabilities.WriterNeeds`)
+DEPTH_FORMATS = tuple(k for k, w in WRITERS.items() if w.needs.image)
 
 
 def parse_depth_formats(formats) -> tuple[str, ...]:

@@ -46,7 +46,7 @@ from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
 from ..io.formats import MOTION_FORMATS  # the registry's motion formats (name -> MotionFormat)
-from ..io.outdir import files_matching, listed_in_manifest
+from ..io.outdir import OutputFolder, listed_in_manifest
 from ..io.trajectory import tum_bytes
 from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
 from ..scene.visibility import apply_render_visibility
@@ -61,9 +61,44 @@ MOTION_MANIFEST = "motion.json"
 
 def earlier_export_files(out: Path) -> set | None:
     """Relative paths an earlier export listed in ``out/motion.json`` (and that file),
-    or None when there is no readable BlenSor motion manifest."""
+    or None when there is no readable BlenSor motion manifest.
+
+    Raises:
+        SettingsError (``out``): ``motion.json`` is not a regular file (a FIFO).
+    """
     files = listed_in_manifest(out / MOTION_MANIFEST, "files")
     return None if files is None else set(files) | {MOTION_MANIFEST}
+
+
+def _listed(man: dict) -> set | None:
+    """The files the export of motion manifest ``man`` wrote (and the manifest)."""
+    files = man.get("files")
+    if not isinstance(files, list):
+        return None
+    return {f for f in files if isinstance(f, str)} | {MOTION_MANIFEST}
+
+
+def motion_folder(path: Path) -> OutputFolder:
+    """The output-folder policy of a motion export (:class:`OutputFolder`): its own files
+    (:data:`MOTION_OUTPUTS`) listed in ``motion.json``; a range scan's files may sit beside."""
+    return OutputFolder(path, manifest=MOTION_MANIFEST, patterns=MOTION_OUTPUTS, listed=_listed,
+                        what="export")
+
+
+def check_pose(name: str, M: np.ndarray, frame: int) -> None:
+    """Refuse a world matrix that has no pose: not finite (NaN/inf), or a scale of 0
+    along an axis (no rotation can be read from it; a quaternion would be made up).
+
+    Raises:
+        SettingsError (``transform of object 'NAME'``): naming the frame.
+    """
+    what = f"transform of object {name!r}"
+    if not np.isfinite(M).all():
+        raise SettingsError(what, "finite (no NaN or inf) at every frame exported", f"frame {frame}")
+    n = np.linalg.norm(M[:3, :3], axis=0)
+    if not (n > 1e-12 * max(1.0, float(n.max()))).all() or abs(np.linalg.det(M[:3, :3])) <= 1e-30:
+        raise SettingsError(what, "of non-zero scale on every axis at every frame exported (a pose needs a "
+                            "rotation)", f"scale {' '.join(f'{v:g}' for v in n)} at frame {frame}")
 
 
 def parse_motion_formats(formats) -> tuple[str, ...]:
@@ -83,20 +118,39 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
+#: longest file-name stem (bytes): the stem, a clash suffix and ``.tum`` stay within
+#: the 255 bytes of a file name
+MAX_STEM_BYTES = 240
+
+
 def file_stems(objects) -> dict:
     """``name_full`` -> the file name stem of each object's pose files: its name with
     every character other than letters, digits and ``._-`` replaced by ``_``. Objects
     whose stems would be equal, ignoring case (``A B``, ``A/B`` and ``A_B``; ``Car``
     and ``car`` on a case-insensitive file system), get the first 8 hex digits of the
     SHA-1 of their full name appended (``A_B-1f3c...``), so no trajectory overwrites
-    another."""
+    another. A stem over :data:`MAX_STEM_BYTES` bytes (Blender allows names of 255) is
+    cut and gets that hash too, so the file name fits the file system's 255 bytes."""
     import hashlib
-    stems = {o.name_full: _safe(o.name) for o in objects}
+
+    def tag(k: str) -> str:
+        return hashlib.sha1(k.encode(errors="surrogateescape")).hexdigest()[:8]
+
+    stems = {}
+    for o in objects:
+        stem = _safe(o.name)
+        if len(stem.encode()) > MAX_STEM_BYTES:
+            stem = stem.encode()[:MAX_STEM_BYTES - 9].decode(errors="ignore") + "-" + tag(o.name_full)
+        stems[o.name_full] = stem
     count: dict = {}
     for stem in stems.values():
         count[stem.casefold()] = count.get(stem.casefold(), 0) + 1
-    return {k: (f"{v}-{hashlib.sha1(k.encode()).hexdigest()[:8]}" if count[v.casefold()] > 1 else v)
-            for k, v in stems.items()}
+    out = {}
+    for k, v in stems.items():
+        if count[v.casefold()] > 1:
+            v = v.encode()[:MAX_STEM_BYTES - 9].decode(errors="ignore") + "-" + tag(k)
+        out[k] = v
+    return out
 
 
 def _one_line(name: str) -> str:
@@ -168,7 +222,7 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         range scan's files may be there: motion data goes beside its scan).
         OSError: a write failed (no partial file is left).
     """
-    from .range_scan import check_frames, check_output_dir
+    from .range_scan import check_frames, output_path
     formats = parse_motion_formats(formats)
     scene = bpy.context.scene
     frames = check_frames(scene, frames)
@@ -185,19 +239,32 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         if o[LABEL_PROPERTY] not in CLASSES:
             raise SettingsError("blensor_label", "a class name of the table (" + ", ".join(CLASSES) + ")",
                                 f"{o[LABEL_PROPERTY]!r} on object {o.name!r}")
-    out = check_output_dir(out_dir)
-    taken = files_matching(out, MOTION_OUTPUTS)  # an earlier export's (a scan's may stay)
-    if taken and not overwrite:
-        raise SettingsError("out", "a folder without earlier motion files (use --overwrite)",
-                            f"{out} holds {taken[0].relative_to(out).as_posix()}")
-    earlier = earlier_export_files(out) or set()
-    foreign = [p for p in taken if p.relative_to(out).as_posix() not in earlier]
-    if foreign:  # --overwrite replaces an earlier export, never files no export listed
-        raise SettingsError("out", "a folder whose motion file names are an earlier export's (--overwrite "
-                            "replaces only what the export in its motion.json wrote; choose another folder)",
-                            f"{out} holds {foreign[0].relative_to(out).as_posix()}, not written by "
-                            + ("the export of its motion.json" if (out / MOTION_MANIFEST).exists()
-                               else "a BlenSor motion export: no motion.json"))
+    folder = motion_folder(output_path(out_dir))
+    written: list = []
+    try:
+        folder.open()
+        folder.check(overwrite=overwrite, resume=False)  # refusals only: nothing deleted yet
+        written = _export(folder, frames, formats, obs, labelled)
+    finally:
+        folder.release()
+        if not written:
+            _remove_empty(folder.path)
+            folder.remove_if_created_and_empty()
+    return written
+
+
+def _remove_empty(out: Path) -> None:
+    for sub in ("tum", "kitti_poses", "boxes"):  # an export's folders, once empty
+        d = out / sub
+        if d.is_dir() and not d.is_symlink() and not any(d.iterdir()):
+            d.rmdir()
+
+
+def _export(folder: OutputFolder, frames: list, formats: tuple, obs: list, labelled: list) -> list[str]:
+    """Evaluate the frames, check every pose, write the files, then delete the earlier
+    export's files that were not rewritten (exactly those its motion.json listed)."""
+    scene = bpy.context.scene
+    out = folder.path
     ids = ObjectTable(bpy.data.objects).ids
     fps = scene.render.fps
     ft = float(scene.render.fps_base) / float(fps)
@@ -218,6 +285,9 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         sw.restore()
         if scene.frame_current != old:
             scene.frame_set(old)
+    for o in obs:  # a NaN pose or a scale of 0 is refused, as the scan refuses them
+        for f, M in zip(frames, poses[o.name_full]):
+            check_pose(o.name, M, f)
     files = []
     if "blensor" in formats:
         lines = []
@@ -268,11 +338,5 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
         "formats": list(formats), "objects": [o.name for o in obs], "files": names},
         indent=1) + "\n").encode()))
     written = [p.relative_to(out).as_posix() for p in commit_files(Path(out), files)]
-    for p in taken:  # the earlier export's files this one did not rewrite (only files of motion names)
-        if p.relative_to(out).as_posix() not in written:
-            p.unlink(missing_ok=True)
-    for sub in ("tum", "kitti_poses", "boxes"):  # and its folders, once empty
-        d = out / sub
-        if d.is_dir() and not d.is_symlink() and not any(d.iterdir()):
-            d.rmdir()
+    folder.prepare(keep=written)  # the earlier export's files this one did not rewrite, and emptied folders
     return written

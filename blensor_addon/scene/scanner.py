@@ -199,22 +199,11 @@ class Scanner:
         swept = self.sweep_period is not None or self.sensor.exposure_time(s) > 0
         return s.time_model == "continuous" and swept
 
-    def packets(self, formats=()) -> str:
-        """What one range-scan output holds: ``"sweep"`` or ``"frame"`` (setting
-        ``packets``; ``auto`` = sweep for swept sensors in continuous time unless EVD is
-        among ``formats``: EVD readers expect the original's per-frame sectors).
-
-        Raises:
-            SettingsError (``packets``): ``sweep`` for an image sensor."""
-        p = self.settings.packets
-        if self.sweep_period is None:
-            if p == "sweep":
-                raise SettingsError("packets", f"frame or auto for sensor type '{self.sensor.name}' (an image "
-                                    "sensor takes one image per scene frame)", p)
-            return "frame"
-        if p == "auto":
-            return "sweep" if self.settings.time_model == "continuous" and "evd" not in formats else "frame"
-        return p
+    @property
+    def capabilities(self):
+        """The sensor's :class:`~blensor_addon.core.capabilities.Capabilities` with this
+        scanner's settings and camera image (what the range-job plan and the writers read)."""
+        return self.sensor.capabilities(self.settings, self.camera_frame)
 
     def _ensure_visibility(self) -> bool:
         """Apply the render visibility (setting ``visibility = render``) once; returns

@@ -1,7 +1,11 @@
-"""Operators: single scan into point meshes, range scan to files, delete scans.
+"""Operators: single scan into point meshes, range scan to files, depth-map and motion
+exports, delete scans.
 
-Errors reach the user through ``self.report({'ERROR'}, ...)``; called from a script
-through ``bpy.ops`` they surface as ``RuntimeError`` with the same one-line message.
+The three exports write into their own subfolder of the camera's output folder
+(:func:`job_folder`: ``<out>/scan``, ``<out>/depth``, ``<out>/motion``), so one never
+finds the other's files there. Errors reach the user through
+``self.report({'ERROR'}, ...)``; called from a script through ``bpy.ops`` they surface
+as ``RuntimeError`` with the same one-line message.
 """
 from __future__ import annotations
 
@@ -16,6 +20,20 @@ def _camera(context):
     if obj is not None and obj.type == "CAMERA":
         return obj
     return context.scene.camera
+
+
+#: each export's subfolder of the camera's output folder
+JOB_FOLDERS = {"scan": "scan", "depth": "depth", "motion": "motion"}
+
+
+def job_folder(output_dir: str, job: str) -> str:
+    """The folder export ``job`` (``scan``, ``depth``, ``motion``) writes into: its
+    subfolder of ``output_dir`` (``//`` paths stay relative to the .blend)."""
+    base = str(output_dir)
+    if not base.strip():
+        return base  # refused as it is ("out must be a folder path")
+    sep = "" if base.endswith(("/", "\\")) else "/"
+    return f"{base}{sep}{JOB_FOLDERS[job]}"
 
 
 def _formats(s) -> tuple:
@@ -69,8 +87,9 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         scene = context.scene
         if not _formats(s):
             raise SettingsError("formats", "at least one format ticked in the Output box", "none")
-        return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
-                            _formats(s), None, "auto", s.frame_of_reference, False, s.overwrite,
+        return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1),
+                            job_folder(s.output_dir, "scan"), _formats(s), None, "auto", s.frame_of_reference,
+                            False, s.overwrite,
                             options=format_option_values(s, _formats(s)), axes=s.axes)
 
     def execute(self, context):
@@ -88,10 +107,10 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         except (BlensorError, OSError) as exc:  # finished frames stay on disk
             error = exc
         finally:
-            try:
-                job.finish(status, isinstance(error, SettingsError))  # waits for the frames being written
-            except OSError as exc:
-                error = error or exc
+            try:  # waits for the frames being written
+                job.finish(status, isinstance(error, SettingsError), error)
+            except OSError as exc:  # RunFailed: what was kept is in its attributes
+                error = exc
         if error is not None:
             self.report({"ERROR"}, f"BlenSor: range scan failed after {len(job.done)} frames: {error}")
             return {"CANCELLED"}
@@ -107,7 +126,7 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
         wm = context.window_manager
-        wm.progress_begin(0, len(self._job.frames))
+        wm.progress_begin(0, len(self._job.plan))
         self._timer = wm.event_timer_add(0.01, window=context.window)
         wm.modal_handler_add(self)
         return {"RUNNING_MODAL"}
@@ -121,20 +140,20 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             entry = self._job.step()
         except Exception as exc:  # keep finished frames, then report
             self.report({"ERROR"}, f"BlenSor: range scan failed: {exc}")
-            return self._end(context, "failed", isinstance(exc, SettingsError))
+            return self._end(context, "failed", isinstance(exc, SettingsError), exc)
         context.window_manager.progress_update(self._job.scanned)
-        done = 100.0 * self._job.scanned / len(self._job.frames)
+        done = 100.0 * self._job.scanned / len(self._job.plan)
         self.report({"INFO"}, f"Scanned {self._job.packets} {entry['frame']} ({done:.1f} %)")
         if not self._job.remaining:
             return self._end(context, "complete")
         return {"RUNNING_MODAL"}
 
-    def _end(self, context, status, bad_input=False):
+    def _end(self, context, status, bad_input=False, error=None):
         wm = context.window_manager
         wm.event_timer_remove(self._timer)
         wm.progress_end()
         try:
-            self._job.finish(status, bad_input)  # waits for the frames being written
+            self._job.finish(status, bad_input, error)  # waits for the frames being written
         except Exception as exc:  # a write error of the last frames: finished frames stay
             self.report({"ERROR"}, f"BlenSor: range scan failed after {len(self._job.done)} frames: {exc}")
             return {"CANCELLED"}
@@ -159,12 +178,13 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
         scene = context.scene
         from ..io.formats import WRITERS
         try:
-            job = export_depth(cam, range(scene.frame_start, scene.frame_end + 1), s.output_dir,
-                               ordered_formats(s.depth_formats, WRITERS), overwrite=s.overwrite)
+            job = export_depth(cam, range(scene.frame_start, scene.frame_end + 1),
+                               job_folder(s.output_dir, "depth"), ordered_formats(s.depth_formats, WRITERS),
+                               overwrite=s.overwrite)
         except (BlensorError, OSError) as exc:
             self.report({"ERROR"}, f"BlenSor: depth export failed: {exc}")
             return {"CANCELLED"}
-        self.report({"INFO"}, f"BlenSor: {len(job.done)} depth maps -> {s.output_dir}")
+        self.report({"INFO"}, f"BlenSor: {len(job.done)} depth maps -> {job.out}")
         return {"FINISHED"}
 
 
@@ -183,7 +203,7 @@ class BLENSOR_OT_export_motion(bpy.types.Operator):
         selected = [o.name for o in context.selected_objects] if context.selected_objects else None
         if selected is not None and cam is not None and cam.name not in selected:
             selected.append(cam.name)
-        out = s.output_dir if s is not None else "//blensor_out/"
+        out = job_folder(s.output_dir if s is not None else "//blensor_out/", "motion")
         try:
             formats = ordered_formats(s.motion_formats, MOTION_FORMATS) if s is not None else "blensor"
             files = export_motion(range(scene.frame_start, scene.frame_end + 1), out, formats, selected,

@@ -1,0 +1,294 @@
+"""The range scan's pipeline: drives the scanner packet by packet and hands each result
+to the writers on a background thread (:class:`WriterThread`), reusing an earlier run's
+verified packets on ``resume``; :meth:`Pipeline.finish` closes the writers and the
+manifest with the run's status and raises the typed failures of
+:mod:`~blensor_addon.jobs.failures`.
+
+The scanner is used through ``Scanner.scan(packet) -> (ScanResult, PacketRecord)`` and
+``Scanner.packet_hash(packet)``; the writers through the
+:class:`~blensor_addon.io.formats.Writer` interface, the trajectory and the manifest
+being writers too (:mod:`~blensor_addon.jobs.run_files`).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+
+from ..process.blas import single_blas_thread
+from ..io.atomic import commit_files
+from ..io.outdir import OutputFolder, file_record, verify_file
+from .failures import RunFailed, RunInterrupted
+from .plan import Plan
+from .run_files import TRAJECTORY, ManifestWriter, TrajectoryWriter
+
+
+class WriterThread:
+    """Runs a range scan's writing on one background thread, in order, while the main
+    thread scans the next frame: encoding every format, staging, fsyncing and renaming
+    the frame's files, the multi-frame files and the manifest. File writes and fsync
+    release the GIL, and so does the ray cast, so the disk work of frame k overlaps the
+    scan of frame k + 1 (a run writing every format to this VM's disk: see
+    ``benchmarks/writers.py``). The writers run on this one thread only, one frame after
+    the other, so they see exactly the calls of a serial run and write the same bytes.
+
+    At most one frame waits while another is written (:meth:`submit` blocks), so memory
+    stays at a few frames' results. After a job fails, later jobs are dropped and the
+    error is raised by the next :meth:`submit` or by :meth:`drain`.
+    """
+
+    def __init__(self) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self.raised = False  # the error was raised to the caller already
+        self._ended = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="blensor-writer", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                try:  # polled: a put interrupted (KeyboardInterrupt) before its notify wakes no one
+                    job = self._q.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if job is None:
+                    return
+                if self.error is None:
+                    try:
+                        job()
+                    except BaseException as exc:  # kept for the main thread, which raises it
+                        self.error = exc
+        finally:
+            self._ended.set()
+
+    def check(self) -> None:
+        """Raise the error of a failed job (once)."""
+        if self.error is not None and not self.raised:
+            self.raised = True
+            raise self.error
+
+    def submit(self, job) -> None:
+        """Queue ``job()`` behind the frames before it; blocks while one is waiting.
+
+        Raises:
+            the error of an earlier job, if one failed (``job`` is not queued).
+        """
+        self.check()
+        self._q.put(job)
+
+    def drain(self) -> BaseException | None:
+        """Wait until every queued job ran (or was dropped after an error) and the thread
+        ended. A SIGINT (KeyboardInterrupt) meanwhile does not stop the wait: a frame
+        being written is finished whole; the interrupt is raised afterwards. (The end is
+        an Event set by the thread itself: Python 3.11's ``Thread.join`` interrupted by
+        KeyboardInterrupt can report a running thread as ended.) Returns the error of a
+        failed job not raised yet."""
+        interrupted, stopping = None, False
+        while not self._ended.is_set():
+            try:
+                if not stopping:
+                    self._q.put(None)  # a second None after an interrupted put is harmless
+                    stopping = True
+                self._ended.wait(0.1)
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+        return None if self.raised else self.error
+
+
+class Pipeline:
+    """Scans the packets of a :class:`~blensor_addon.jobs.plan.Plan` one :meth:`step` at
+    a time and writes them (see the module docstring).
+
+    Args:
+        scanner: a scanner with ``scan(packet)`` and ``packet_hash(packet)``.
+        plan: the packets. folder: the run's :class:`OutputFolder`, locked and prepared.
+        writers: the formats' writers, constructed. trajectory, manifest: the run's
+        :class:`TrajectoryWriter` and :class:`ManifestWriter`.
+        reuse: packet index -> an earlier run's manifest entry (``resume``), verified
+            against the files before it is trusted.
+        objects: function () -> the scanner's object table now (main thread).
+    Attributes:
+        reused: packets taken over from the earlier run. dropped: formats whose
+        multi-frame file could not be closed (removed).
+    """
+
+    def __init__(self, scanner, plan: Plan, folder: OutputFolder, writers: list, trajectory: TrajectoryWriter,
+                 manifest: ManifestWriter, reuse: dict, objects) -> None:
+        self.scanner, self.plan, self.folder = scanner, plan, folder
+        self.writers = list(writers)
+        self.trajectory, self.manifest = trajectory, manifest
+        self._reuse = reuse
+        self._objects = objects
+        self._threaded = all(w.threaded for w in self.writers)
+        self._writing: WriterThread | None = None
+        self._next = 0
+        self.reused = 0
+
+    @property
+    def done(self) -> list:
+        """Manifest entries of the finished packets (files on disk), in order."""
+        return self.manifest.done
+
+    @property
+    def remaining(self) -> int:
+        """Packets not scanned yet (``done`` trails the packets scanned by at most two
+        until :meth:`finish`)."""
+        return len(self.plan.packets) - self._next
+
+    @property
+    def scanned(self) -> int:
+        """Packets scanned (or reused) so far; their files may still be being written."""
+        return self._next
+
+    def _try_reuse(self, packet) -> dict | None:
+        """The earlier run's entry for ``packet`` if every file it lists is on disk with
+        the size and sha256 its manifest recorded, and the packet's geometry hash is
+        unchanged (a run with a multi-frame file such as EVD rescans: the file needs
+        every packet). An entry without recorded hashes is never trusted."""
+        old = self._reuse.get(packet.index)
+        if old is None or any(w.multi_frame for w in self.writers):
+            return None
+        checks = old.get("file_checks")
+        if not isinstance(checks, dict) or set(checks) != set(old.get("files", ())):
+            return None
+        if not all(verify_file(self.folder.path / n, checks[n]) for n in old["files"]):
+            return None
+        if self.scanner.packet_hash(packet) != old.get("geometry_hash"):
+            return None
+        return old
+
+    def step(self) -> dict:
+        """Scan the next packet and hand it to the writer thread, which writes its files,
+        the multi-frame files and the manifest while the next packet is scanned; returns
+        the packet's manifest entry (its ``files`` are set once they are written).
+
+        Raises:
+            OSError: an earlier packet's files could not be written (its files are
+            removed, the EVD rolled back to the packets before; later packets are not
+            written). What the scanner raises (SettingsError on bad input).
+        """
+        if self._writing is None and self._threaded:
+            self._writing = WriterThread()
+        if self._writing is not None:
+            self._writing.check()
+        packet = self.plan.packets[self._next]
+        entry = self._try_reuse(packet)
+        result = None
+        if entry is not None:
+            self.reused += 1
+        else:
+            result, record = self.scanner.scan(packet)
+            entry = {"frame": packet.index, "points": len(result), "rays": result.num_rays,
+                     "pose": [float(v) for v in np.asarray(record.pose, dtype=np.float64).ravel()],
+                     "files": [], "geometry_hash": record.geometry_hash}
+            if packet.kind == "sweep":
+                entry["time"] = record.time  # the sweep's start (s)
+            if record.pose_end is not None:
+                entry["pose_end"] = [float(v) for v in np.asarray(record.pose_end).ravel()]
+        objects = list(self._objects())  # as the main thread sees it now
+        self._next += 1
+        if self._writing is None:  # a writer that must stay on this thread (see Writer.threaded)
+            self._write_frame(entry, result, objects)
+        else:
+            self._writing.submit(lambda: self._write_frame(entry, result, objects))
+        return entry
+
+    def _write_frame(self, entry: dict, result, objects: list) -> None:
+        """On the writer thread: the packet's files (all or none), then the manifest."""
+        with single_blas_thread():
+            if result is not None:
+                files = [item for w in self.writers for item in w.frame_files(result)]
+                checks = {name: file_record(data) for name, data in files}
+                files += self.trajectory.frame_files(result)
+                # multi-frame files (EVD) take the packet after its files are staged, before they appear
+                written = commit_files(self.folder.path, files,
+                                       lambda: [w.append(result) for w in self.writers])
+                entry["files"] = [p.relative_to(self.folder.path).as_posix() for p in written
+                                  if p.name != TRAJECTORY]
+                entry["file_checks"] = {n: checks[n] for n in entry["files"]}
+            self.trajectory.finished(entry, result is not None)
+            self.manifest.finished(entry, objects)
+
+    def finish(self, status: str, error: BaseException | None = None) -> None:
+        """Wait for every packet handed over, close the writers' multi-frame files,
+        the trajectory and the manifest with ``status``.
+
+        Args:
+            error: what stopped the run, if anything (the caller re-raises it unless this
+                raises a typed failure instead).
+        Raises:
+            RunFailed: writing failed (on the writer thread, when closing a multi-frame
+                file, or ``error`` is an OSError): the manifest says ``failed`` where it
+                could be written.
+            RunInterrupted: ``error`` is a KeyboardInterrupt, or one came while the last
+                packets were written (which are finished first).
+        """
+        interrupt = error if isinstance(error, KeyboardInterrupt) else None
+        failure = error if isinstance(error, OSError) and not isinstance(error, RunFailed) else None
+        other = None
+        if self._writing is not None:  # every packet handed over is written (or dropped after an error)
+            writing, self._writing = self._writing, None
+            try:
+                late = writing.drain()
+            except KeyboardInterrupt as exc:  # the packets are written: finish the files first
+                interrupt = interrupt or exc
+                late = None if writing.raised else writing.error
+            if isinstance(late, OSError):
+                failure = failure or late
+            elif late is not None:
+                other = late
+        if failure is not None or other is not None:
+            status = "failed"
+        writers, self.writers = self.writers, []
+        dropped = []
+        for w in writers:
+            if not self.done:  # nothing scanned: leave no empty multi-frame file
+                w.discard()
+                continue
+            try:
+                w.close(status)
+            except OSError as exc:  # (a bag cannot be finished on a full disk)
+                status = "failed"
+                w.discard()
+                dropped.append(w.name)
+                failure = failure or exc
+        self.manifest.dropped = dropped
+        try:
+            self.trajectory.close(status)
+        except OSError as exc:
+            status, failure = "failed", failure or exc
+        manifest_status = "failed"
+        try:
+            self.manifest.close(status)
+        except OSError as exc:
+            if failure is None and other is None:
+                failure = exc
+            manifest_status = "stale"
+        if failure is not None:
+            raise RunFailed(failure, finished_frames=len(self.done),
+                            manifest_path=self.folder.path / self.folder.manifest_name,
+                            manifest_status=manifest_status, dropped_formats=dropped) from failure
+        if other is not None:
+            raise other
+        if interrupt is not None:
+            raise RunInterrupted(len(self.done), self.folder.path / self.folder.manifest_name) from interrupt
+
+    def abandon(self) -> None:
+        """Stop without finishing (set-up failed, or after :meth:`finish`): drain the
+        writer thread, discard unfinished multi-frame files (idempotent)."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            try:
+                writing.drain()
+            except KeyboardInterrupt:
+                pass
+        writers, self.writers = self.writers, []
+        for w in writers:
+            w.discard()
+
+
+__all__ = ["Pipeline", "WriterThread"]
