@@ -472,14 +472,16 @@ def test_poses_are_written_without_float_noise(bpy_mod, crossing, tmp_path):
     assert zero_noise(far)[1, 3] == 0.0  # beside 10 km, 5 nm is below the 1e-12 relative resolution
     assert ZERO_TOLERANCE == 1e-12 and "-0.000000000" not in tum_line(0.0, np.diag([1.0, -1.0, -1.0, 1.0]))
     cam = bpy_mod.data.objects["Velodyne"]
+    # frames 1-6 (0.042-0.29 s) overlap sweeps 0, 1 and 2 of the 10 Hz head
     assert scan_range(cam, range(1, 7), tmp_path, ("kitti",)).status == "complete"
     text = (tmp_path / "poses.txt").read_text()
     poses = np.loadtxt(tmp_path / "poses.txt").reshape(-1, 3, 4)
-    assert len(poses) == 2 and "-0.000000000e+00" not in text
+    assert len(poses) == 3 and "-0.000000000e+00" not in text
     v = poses.ravel()
     assert not ((v != 0) & (np.abs(v) < 1e-12)).any()  # the car drives straight: 2.8e-46 was noise
     np.testing.assert_array_equal(poses[0], np.eye(4)[:3])
-    assert poses[1][0, 3] > 0.1 and poses[1][0, 1] == poses[1][1, 0] == 0.0
+    assert 0 < poses[1][0, 3] < poses[2][0, 3] and poses[2][0, 3] > 0.1  # driving ahead, speeding up
+    assert poses[2][0, 1] == poses[2][1, 0] == 0.0
     for line in (tmp_path / "trajectory.tum").read_text().splitlines():
         assert not any(f.startswith("-0.000000000") for f in line.split())
 
