@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import NativeLibraryError
-from .base import Backend, Hits, MeshData, SceneGeometry
+from .base import Backend, Hits, MeshData, SceneGeometry, index_array
 from .motion import regular
 
 API_VERSION = 3
@@ -111,8 +111,6 @@ def _declare(lib) -> None:
     lib.brt_mesh_create.restype = ctypes.c_int
     lib.brt_mesh_free.argtypes = [vp]
     lib.brt_mesh_free.restype = None
-    lib.brt_mesh_node_count.argtypes = [vp]
-    lib.brt_mesh_node_count.restype = ctypes.c_int64
     lib.brt_kernel.argtypes = []
     lib.brt_kernel.restype = ctypes.c_char_p
     lib.brt_scene_free.argtypes = [vp]
@@ -136,7 +134,7 @@ class _NativeMesh:
         self._lib = lib
         self.handle = ctypes.c_void_p()
         v = np.ascontiguousarray(vertices, dtype=np.float32)
-        t = np.ascontiguousarray(triangles, dtype=np.int32)
+        t = index_array("triangles", triangles).reshape(np.shape(triangles))
         if v.ndim != 2 or v.shape[1] != 3 or t.ndim != 2 or t.shape[1] != 3:
             raise ValueError(f"mesh arrays must be vertices (V, 3) and triangles (T, 3), got {v.shape} and "
                              f"{t.shape}")
@@ -144,9 +142,6 @@ class _NativeMesh:
                                  ctypes.byref(self.handle))
         if rc != 0:
             raise NativeLibraryError(f"brt_mesh_create failed: {_ERRORS.get(rc, rc)}")
-
-    def node_count(self) -> int:
-        return int(self._lib.brt_mesh_node_count(self.handle))
 
     def free(self) -> None:
         if self.handle:
@@ -158,6 +153,26 @@ class _NativeMesh:
             self.free()
         except Exception:  # interpreter shutdown: ctypes may be gone already
             pass
+
+
+#: the largest magnitude (m, or unitless for the 3x3 part) of a finite transform entry the
+#: library takes: beyond about 1e33 an instance's swept bounds overflow float32 and it is
+#: missed (non-finite entries keep their meaning: such an instance is not hit)
+MAX_TRANSFORM = 1e30
+
+
+def _check_transforms(name: str, xf: np.ndarray) -> None:
+    """Refuse finite entries of ``xf`` beyond :data:`MAX_TRANSFORM`.
+
+    Raises:
+        ValueError: naming ``name`` (instance_matrix or instance_matrix_end), the
+        instance and the allowed range.
+    """
+    big = np.isfinite(xf) & (np.abs(xf) > MAX_TRANSFORM)
+    if big.any():
+        i = int(np.flatnonzero(big.any(axis=(1, 2)))[0])
+        raise ValueError(f"{name} entries must be within +-{MAX_TRANSFORM:g} (or non-finite: the instance "
+                         f"is not hit), got {float(np.abs(xf[i][big[i]]).max()):g} at instance {i}")
 
 
 def _singular(xf: np.ndarray) -> np.ndarray:
@@ -211,17 +226,21 @@ class NativeBackend(Backend):
         end).
 
         Raises:
-            ValueError: instance_mesh outside the mesh list, or arrays of the wrong shape.
+            ValueError: instance_mesh outside the mesh list or not integers, arrays of the
+            wrong shape, or a finite transform entry beyond +-:data:`MAX_TRANSFORM`.
             NativeLibraryError: the library failed (out of memory).
         """
         if self._scene and geometry.has_content(self._built):
             return
-        im = np.ascontiguousarray(geometry.instance_mesh, dtype=np.int32).reshape(-1)
+        im = index_array("instance_mesh", geometry.instance_mesh)
         xf = np.ascontiguousarray(geometry.instance_matrix, dtype=np.float32)
         if xf.shape != (im.shape[0], 4, 4):
             raise ValueError(f"instance_matrix must be ({im.shape[0]}, 4, 4), got {xf.shape}")
         if im.size and (im.min() < 0 or im.max() >= len(geometry.meshes)):
             raise ValueError(f"instance_mesh must index the {len(geometry.meshes)} meshes")
+        _check_transforms("instance_matrix", xf)
+        if geometry.instance_matrix_end is not None:
+            _check_transforms("instance_matrix_end", np.asarray(geometry.instance_matrix_end, dtype=np.float32))
         meshes = list(geometry.meshes)
         keys = [m.key for m in meshes]
         singular = _singular(xf)

@@ -858,8 +858,6 @@ BRT_API void brt_mesh_free(brt_mesh *m) {
     free(m);
 }
 
-BRT_API int64_t brt_mesh_node_count(const brt_mesh *m) { return m ? m->nnodes : 0; }
-
 #define MIN_DET 1e-30 /* |det| at or below: a singular 3x3 (also raycast/motion.py MIN_DET) */
 
 static int invert_affine(const float *m, float *inv) {

@@ -63,8 +63,6 @@ BRT_API const char *brt_kernel(void);
 BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *tris,
                             int64_t ntris, brt_mesh **out);
 BRT_API void brt_mesh_free(brt_mesh *mesh);
-/* Number of BVH nodes (for statistics and tests). */
-BRT_API int64_t brt_mesh_node_count(const brt_mesh *mesh);
 
 /* Build the top level over instances.
  * meshes: array of nmeshes mesh handles (may repeat; NULL not allowed).
