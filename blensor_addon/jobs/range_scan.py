@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import queue
-import signal
 import threading
 from time import monotonic
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ..io.atomic import atomic_write_bytes, commit_files, remove_quietly
 from ..io.formats import WRITERS, RunInfo, make_options, parse_formats
 from ..io.outdir import FolderLock, prepare, previous_outputs
 from ..scene.scanner import Scanner, frame_time
+from .signals import Signals
 
 
 def tum_bytes(entries: list[dict], frame_time: float, lines: dict | None = None) -> bytes:
@@ -627,36 +627,6 @@ class RangeScanJob:
         return out
 
 
-class _Signals:
-    """SIGINT and SIGTERM during a range scan: the first asks the scan to stop after the
-    current frame (``signum`` is set), a second raises KeyboardInterrupt at once (the
-    frame being scanned is then dropped whole; frames already scanned are written).
-    Installed only in the main thread of a background (headless) process; a Blender UI
-    keeps its own handlers (ESC cancels)."""
-
-    def __init__(self) -> None:
-        self.signum = None
-        self._old = {}
-
-    def _handler(self, signum, frame) -> None:
-        if self.signum is not None:
-            old = self._old.get(signum)
-            if callable(old):  # the caller's handler (the CLI's notes which signal it was)
-                old(signum, frame)
-            raise KeyboardInterrupt
-        self.signum = signum
-
-    def __enter__(self):
-        if bpy.app.background and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handler)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | None = None, *,
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
@@ -707,31 +677,32 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         manifest says ``"cancelled"``.
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
-    job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
-                       frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {}, axes, time)
-    job.signal = None
-    status = "failed"
-    bad_input = False
-    with _Signals() as sig:
-        try:
-            if progress is not None:
-                progress(0, len(job.frames), None)
-            while job.remaining:
-                if sig.signum is not None or (should_cancel is not None and should_cancel()):
-                    status = "cancelled"
-                    break
-                entry = job.step()
+    with Signals.scope() as sig:  # the command line tool's, or one for this scan (headless Blender)
+        job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend, frame_of_reference, pcd_ascii,
+                           overwrite, resume, overrides, options or {}, axes, time)
+        job.signal = None
+        status = "failed"
+        bad_input = False
+        with sig.finishing():  # the first signal: stop after this frame; a second: at once
+            try:
                 if progress is not None:
-                    progress(job.scanned, len(job.frames), entry)
-            else:  # every frame done (a signal during the last one lost nothing)
-                status = "complete"
-        except KeyboardInterrupt:
-            status = "cancelled"
-            raise
-        except SettingsError:
-            bad_input = True
-            raise
-        finally:
-            job.signal = sig.signum
-            job.finish(status, bad_input)
+                    progress(0, len(job.frames), None)
+                while job.remaining:
+                    if sig.stop_requested or (should_cancel is not None and should_cancel()):
+                        status = "cancelled"
+                        break
+                    entry = job.step()
+                    if progress is not None:
+                        progress(job.scanned, len(job.frames), entry)
+                else:  # every frame done (a signal during the last one lost nothing)
+                    status = "complete"
+            except KeyboardInterrupt:
+                status = "cancelled"
+                raise
+            except SettingsError:
+                bad_input = True
+                raise
+            finally:
+                job.signal = sig.signum if sig.stop_requested else None
+                job.finish(status, bad_input)
     return job
