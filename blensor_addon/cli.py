@@ -78,9 +78,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--backend", default="auto", help="auto, native or bvhtree")
     sc.add_argument("--frame-of-reference", default="sensor", help="sensor or world")
     sc.add_argument("--pcd-ascii", action="store_true", help="ASCII instead of binary PCD")
-    sc.add_argument("--axes", default=None, help="blensor (x right, y up, -z ahead) or ros (REP-103: x ahead, "
-                    "y left, z up) for sensor-frame outputs (default: the camera's stored choice, the panel's "
-                    "Axes: ros for cameras made since issue 20, blensor in scenes saved before)")
+    sc.add_argument("--axes", default=None, help="blensor (x right, y up, -z ahead) or ros (REP-103: x "
+                    "ahead, y left, z up) for sensor-frame outputs (default: the camera's stored choice, the "
+                    "panel's Axes: ros for cameras made since issue 20, blensor in scenes saved before)")
     mode = sc.add_mutually_exclusive_group()
     mode.add_argument("--overwrite", action="store_true",
                       help="replace the files of an earlier run in --out (else refused)")
@@ -410,8 +410,8 @@ def _interrupted(job) -> bool:
     """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
     if job.status == "cancelled" and job.signal is not None:
         say(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
-            f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} (manifest: cancelled)",
-            err=True)
+            f"{len(job.frames)} {job.packets}s; finished {job.packets}s kept in {job.out} "
+            "(manifest: cancelled)", err=True)
         return True
     return False
 
@@ -612,7 +612,8 @@ def main(argv: list[str] | None = None) -> int:
     (:func:`end_process`)."""
     global _SIGNALS
     from .jobs.signals import Signals  # (no bpy at import)
-    _SIGNALS = Signals("note").install()  # first (the parser imports the writers): Blender must not see a signal
+    # first (the parser imports the writers): Blender must not see a signal while it loads
+    _SIGNALS = Signals("note").install()
     try:
         code = _main(_build_parser().parse_args(_attach_signed_values(sys.argv[1:] if argv is None else
                                                                        [str(a) for a in argv])))

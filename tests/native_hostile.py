@@ -2,8 +2,8 @@
 so that each kernel variant and the sanitizer build get a process of their own.
 
 Usage: ``python tests/native_hostile.py`` with ``BLENSOR_NATIVE_LIB`` naming the library
-and, for the SSE2 kernels, ``BLENSOR_RT_NO_AVX=1``. Exits 0 and prints ``ok`` and the kernel that ran when every
-check holds; an assertion error or a sanitizer report otherwise. No Blender needed.
+and, for the SSE2 kernels, ``BLENSOR_RT_NO_AVX=1``. Exits 0 and prints ``ok`` and the kernel
+that ran when every check holds; an assertion error or a sanitizer report otherwise. No Blender needed.
 """
 from __future__ import annotations
 

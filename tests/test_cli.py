@@ -143,17 +143,21 @@ def test_depth_help_lists_every_setting_the_depth_command_accepts():
 
 def test_every_command_takes_formats_and_motion_keeps_format(tmp_path):
     # issue 20, 5: motion took --format while scan and depth took --formats
-    a = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "a", "--formats", "tum,json", "--quiet")
-    b = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "b", "--format", "tum,json", "--quiet")
+    a = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "a", "--formats", "tum,json",
+            "--quiet")
+    b = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "b", "--format", "tum,json",
+            "--quiet")
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
-    files = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*") if p.is_file())
+    files = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*")
+                   if p.is_file())
     assert any(f.startswith("tum/") for f in files) and "motion.json" in files
     for f in files:
         if f != "motion.json":  # (its path and version fields name the run)
             assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
     bad = run("motion", CROSSING, "--formats", "tum,bogus", "--out", tmp_path / "c")
-    assert bad.returncode == 2 and bad.stderr.strip() == (
-        "blensor: error: --formats must be a comma-separated subset of blensor,tum,kitti,json, got 'tum,bogus'")
+    assert bad.returncode == 2 and bad.stderr.strip() == ("blensor: error: --formats must be a "
+                                                          "comma-separated subset of blensor,tum,kitti,json, "
+                                                          "got 'tum,bogus'")
 
 
 def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(tmp_path):
@@ -163,7 +167,8 @@ def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(
     res = run("scan", "--help")
     assert res.returncode == 0
     text = res.stdout
-    keys = [(f"{n}.{f.name}", f.metadata["blensor"]) for n, w in WRITERS.items() for f in dataclasses.fields(w.Options)]
+    keys = [(f"{n}.{f.name}", f.metadata["blensor"]) for n, w in WRITERS.items()
+            for f in dataclasses.fields(w.Options)]
     assert len(keys) >= 4 and "format options (--option FORMAT.KEY=VALUE):" in text
     for key, meta in keys:
         assert f"  {key}: {meta.description}; {meta.allowed()}" in text, key
@@ -175,7 +180,8 @@ def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(
         ("kitti.points=clean", "--option must be an option of a format being written (npz,pcd,rosbag2), got "
                                "'kitti.points=clean'"),
     ]:
-        res = run("scan", CROSSING, "--formats", "npz,pcd,rosbag2", "--option", option, "--out", tmp_path / "o")
+        res = run("scan", CROSSING, "--formats", "npz,pcd,rosbag2", "--option", option, "--out",
+                  tmp_path / "o")
         assert res.returncode == 2 and res.stderr.strip() == f"blensor: error: {line}", res.stderr
     assert not (tmp_path / "o").exists()
 

@@ -657,7 +657,8 @@ def test_a_blend_that_crashes_blenders_reader_is_exit_2_in_one_line(tmp_path):
         res = run("info", path)
         assert res.returncode == 2, res.stderr
         line = one_error_line(res)
-        assert "SCENE.blend must be a .blend file Blender can read (its reader crashed on this one: SIG" in line
+        assert "SCENE.blend must be a .blend file Blender can read (its reader crashed on this one: " \
+            "SIG" in line
         assert res.stdout == ""
 
 
@@ -665,12 +666,14 @@ def test_a_broken_block_structure_is_refused_before_blender_reads_it(tmp_path):
     from blensor_addon.io.blendfile import read_blend_bytes
     raw = read_blend_bytes(CROSSING)  # zstd-compressed on disk
     assert raw.startswith(b"BLENDER")
-    cases = {"truncated": raw[:len(raw) // 2], "no_endb": raw[:raw.rindex(b"ENDB")], "no_header": b"NOTBLEND" + raw[8:],
+    cases = {"truncated": raw[:len(raw) // 2], "no_endb": raw[:raw.rindex(b"ENDB")],
+             "no_header": b"NOTBLEND" + raw[8:],
              "zstd": CROSSING.read_bytes()[:5000] + bytes(100) + CROSSING.read_bytes()[5100:]}
     import gzip
     cases["gzip_ok"] = gzip.compress(raw)
     cases["gzip_cut"] = gzip.compress(raw)[:-2000]
-    needles = {"truncated": f"(the file has {len(raw) // 2} bytes)", "no_endb": "no ENDB block", "no_header": "no BLENDER header", "zstd": "zstd stream broken",
+    needles = {"truncated": f"(the file has {len(raw) // 2} bytes)", "no_endb": "no ENDB block",
+               "no_header": "no BLENDER header", "zstd": "zstd stream broken",
                "gzip_cut": "gzip stream broken"}
     for name, blob in cases.items():
         (tmp_path / f"{name}.blend").write_bytes(blob)
@@ -705,7 +708,8 @@ def test_fifos_are_refused_as_the_scene_and_as_a_linked_library(tmp_path):
     """)
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     from blensor_addon.io.blendfile import check_blend
-    assert check_blend(tmp_path / "linked.blend") == [str(tmp_path / "lib.blend")]  # the path as stored, found
+    # the path as stored (relative to the .blend), found
+    assert check_blend(tmp_path / "linked.blend") == [str(tmp_path / "lib.blend")]
     assert run("info", tmp_path / "linked.blend", "--json").returncode == 0
     (tmp_path / "lib.blend").unlink()
     os.mkfifo(tmp_path / "lib.blend")
@@ -713,7 +717,8 @@ def test_fifos_are_refused_as_the_scene_and_as_a_linked_library(tmp_path):
         res = subprocess.run([BLENSOR, cmd[0], str(tmp_path / "linked.blend"), *cmd[1:]], capture_output=True,
                              text=True, timeout=60)
         assert res.returncode == 2, res.stderr
-        assert "SCENE.blend must be a .blend whose linked libraries are regular files, got " in one_error_line(res)
+        line = one_error_line(res)
+        assert "SCENE.blend must be a .blend whose linked libraries are regular files, got " in line
         assert "(library " in res.stderr and "lib.blend (a FIFO))" in res.stderr
     assert not (tmp_path / "o").exists()
 
@@ -780,7 +785,8 @@ def test_exr_is_written_in_the_output_folder_compressed_whatever_tmpdir_is(tmp_p
     rng = np.random.default_rng(3)
     z = rng.uniform(1, 50, (37, 29)).astype(np.float32)
     z[rng.uniform(size=z.shape) < 0.2] = np.nan
-    ims = {"z": z, "range": (z * 1.25).astype(np.float32), "object_id": np.where(np.isnan(z), 0, 7).astype(np.uint32)}
+    ims = {"z": z, "range": (z * 1.25).astype(np.float32),
+           "object_id": np.where(np.isnan(z), 0, 7).astype(np.uint32)}
     blob = depthmaps.ExrWriter.encode(None, 1, ims)[0][1]
     monkeypatch.undo()
     (tmp_path / "a.exr").write_bytes(blob)
@@ -788,7 +794,8 @@ def test_exr_is_written_in_the_output_folder_compressed_whatever_tmpdir_is(tmp_p
         assert str(f.header()["compression"]).endswith("ZIP_COMPRESSION")
         px = f.channels()["RGBA"].pixels
     assert px.dtype == np.float32 and px.shape == (37, 29, 4)
-    assert np.array_equal(px[..., 0], z, equal_nan=True) and np.array_equal(px[..., 1], ims["range"], equal_nan=True)
+    assert np.array_equal(px[..., 0], z, equal_nan=True)
+    assert np.array_equal(px[..., 1], ims["range"], equal_nan=True)
     assert np.array_equal(px[..., 2], ims["object_id"]) and np.array_equal(px[..., 3], np.isfinite(z))
     # the command, with a TMPDIR that does not exist: the EXR lands in --out, a third of raw size
     out = tmp_path / "d"

@@ -275,7 +275,8 @@ def test_bad_indices_and_huge_transforms_are_refused_not_converted():
         huge[0, 3] = 3e38
         kw = {"instance_matrix": huge[None]} if name == "instance_matrix" else \
             {"instance_matrix": np.eye(4)[None], "instance_matrix_end": huge[None]}
-        with pytest.raises(ValueError, match=rf"{name} entries must be within \+-1e\+30.*3e\+38 at instance 0"):
+        with pytest.raises(ValueError, match=rf"{name} entries must be within \+-1e\+30.*3e\+38 at "
+                                             "instance 0"):
             be.set_geometry(SceneGeometry([tri], [0], **kw))
     # at the limit the instance is hit at both ends of its motion
     end = np.eye(4)

@@ -678,8 +678,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
     with Signals.scope() as sig:  # the command line tool's, or one for this scan (headless Blender)
-        job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend, frame_of_reference, pcd_ascii,
-                           overwrite, resume, overrides, options or {}, axes, time)
+        job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
+                           pcd_ascii, overwrite, resume, overrides, options or {}, axes, time)
         job.signal = None
         status = "failed"
         bad_input = False

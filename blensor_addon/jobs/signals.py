@@ -169,17 +169,6 @@ class Signals:
         """A signal came during the current :meth:`finishing` block."""
         return self.count > self._base
 
-    def check(self) -> None:
-        """Raise a signal that waits for a callback to return, at a safe point the job
-        chose (the profile hook raises it anyway at the next call).
-
-        Raises:
-            KeyboardInterrupt: a signal waits.
-        """
-        if self._waiting:
-            self._stop_waiting()
-            raise KeyboardInterrupt
-
     # ---------------------------------------------------------------- handling
     def _handle(self, signum, frame) -> None:
         self.signum = signum

@@ -240,7 +240,8 @@ class NativeBackend(Backend):
             raise ValueError(f"instance_mesh must index the {len(geometry.meshes)} meshes")
         _check_transforms("instance_matrix", xf)
         if geometry.instance_matrix_end is not None:
-            _check_transforms("instance_matrix_end", np.asarray(geometry.instance_matrix_end, dtype=np.float32))
+            end = np.asarray(geometry.instance_matrix_end, dtype=np.float32)
+            _check_transforms("instance_matrix_end", end)
         meshes = list(geometry.meshes)
         keys = [m.key for m in meshes]
         singular = _singular(xf)

@@ -318,8 +318,9 @@ class SceneExtractor:
             if name not in self.warned:
                 self.warned.add(name)
                 from ..core.text import printable  # the name from the .blend, escaped
-                print(printable(f"blensor: warning: object '{name}' has non-finite (NaN/inf) coordinates; {n} of "
-                                "its triangles or instances are left out of the scan"), file=sys.stderr)
+                line = (f"blensor: warning: object '{name}' has non-finite (NaN/inf) coordinates; {n} of its "
+                        "triangles or instances are left out of the scan")
+                print(printable(line), file=sys.stderr)
         return snap
 
     #: read Geometry Nodes instances as arrays where possible (tests turn it off to compare)

@@ -74,9 +74,8 @@ def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
                                 f"{key}={value}")
         fields = {f.name: f for f in dataclasses.fields(WRITERS[fmt].Options)}
         if opt not in fields:  # name the key typed and the keys there are
-            raise SettingsError("--option", f"a key of format {fmt}: " + (", ".join(f"{fmt}.{n}" for n in fields)
-                                                                        or f"(none: {fmt} has no options)"),
-                                key)
+            keys = ", ".join(f"{fmt}.{n}" for n in fields) or f"(none: {fmt} has no options)"
+            raise SettingsError("--option", f"a key of format {fmt}: {keys}", key)
         meta = fields[opt].metadata["blensor"]
         given[fmt][opt] = meta.parse(key, value) if isinstance(value, str) else meta.check(key, value)
     return {f: WRITERS[f].Options(**given[f]) for f in formats}

@@ -137,7 +137,8 @@ class _DepthWriter(Writer):
 
 class ExrWriter(_DepthWriter):
     name = "exr"
-    description = "depth maps: 32-bit float OpenEXR (lossless ZIP), R = z, G = range, B = object id, A = returned"
+    description = ("depth maps: 32-bit float OpenEXR (lossless ZIP), R = z, G = range, B = object id, "
+                   "A = returned")
     files = "depth<frame:05d>.exr"
     outputs = (r"depth\d+\.exr",)
 
