@@ -261,7 +261,8 @@ def _open_blend(path: str, libraries: bool = True):
     from .io.blendfile import check_blend
     p = Path(path)
     check_blend(p)  # a regular file, its block structure, its libraries regular files (no FIFO)
-    _probe_blend(p.resolve())
+    if "bpy" not in sys.modules:  # (inside Blender, or a caller that loaded it: no second Blender to ask)
+        _probe_blend(p.resolve())
     with _stdout_dropped():
         import bpy
         from . import register
