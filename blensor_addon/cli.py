@@ -201,7 +201,7 @@ def _stdout_dropped():
 _PROBE = ("import os, sys\n"
           "import bpy\n"
           "try:\n"
-          "    bpy.ops.wm.open_mainfile(filepath=sys.argv[1], load_ui=False)\n"
+          "    bpy.ops.wm.open_mainfile(filepath=sys.argv[1])\n"  # as _open_blend opens it
           "except Exception:\n"
           "    os._exit(3)\n"
           "os._exit(0)\n")
