@@ -173,12 +173,12 @@ def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(
     for key, meta in keys:
         assert f"  {key}: {meta.description}; {meta.allowed()}" in text, key
     for option, line in [
-        ("pcd.bogus=1", "--option must be a key of format pcd: pcd.ascii, got 'pcd.bogus'"),
-        ("rosbag2.point=clean", "--option must be a key of format rosbag2: rosbag2.storage, rosbag2.points, "
-                                "got 'rosbag2.point'"),
-        ("npz.x=1", "--option must be a key of format npz: (none: npz has no options), got 'npz.x'"),
-        ("kitti.points=clean", "--option must be an option of a format being written (npz,pcd,rosbag2), got "
-                               "'kitti.points=clean'"),
+        ("pcd.bogus=1", "pcd.bogus must be one of the options of pcd: pcd.ascii, got 'pcd.bogus=1'"),
+        ("rosbag2.point=clean", "rosbag2.point must be one of the options of rosbag2: rosbag2.storage, "
+                                "rosbag2.points, got 'rosbag2.point=clean'"),
+        ("npz.x=1", "npz.x must be one of the options of npz: (none: npz has no options), got 'npz.x=1'"),
+        ("kitti.points=clean", "kitti.points must be an option of a format being written (npz,pcd,rosbag2), "
+                               "got 'kitti.points=clean'"),
     ]:
         res = run("scan", CROSSING, "--formats", "npz,pcd,rosbag2", "--option", option, "--out",
                   tmp_path / "o")
