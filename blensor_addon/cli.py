@@ -52,6 +52,15 @@ _OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_refe
                  "objects", "axes", "time", "overwrite"}
 
 
+class _Spelled(argparse.Action):
+    """Store the value and the option's spelling as typed (``--formats`` or its alias
+    ``--format``) in ``<dest>_option``, so an error names the option the user wrote."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_option", option_string)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own usage errors: one line, exit 2
         self.exit(EXIT_BAD_INPUT, f"blensor: error: {message}\n")
@@ -108,7 +117,7 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("blend", help="the .blend file")
     mo.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     mo.add_argument("--out", default="out", help="output folder (default: out)")
-    mo.add_argument("--formats", "--format", default="blensor", dest="formats",
+    mo.add_argument("--formats", "--format", default="blensor", dest="formats", action=_Spelled,
                     help="comma-separated subset of blensor,tum,kitti,json (--format: the same)")
     mo.add_argument("--objects", default=None, help="comma-separated object names (default: every object)")
     mo.add_argument("--overwrite", action="store_true",
@@ -451,8 +460,9 @@ def cmd_motion(args) -> int:
     from .jobs.motion import parse_motion_formats
     try:
         formats = parse_motion_formats(args.formats)
-    except SettingsError as exc:  # (named "format" there) say it the way the command line spells it
-        raise SettingsError("--formats", exc.allowed, exc.value) from None
+    except SettingsError as exc:  # (named "format" there) say it the way the user spelled it
+        typed = getattr(args, "formats_option", None) or "--formats"
+        raise SettingsError(typed, exc.allowed, exc.value) from None
     bpy = _open_blend(args.blend)
     frames = parse_frames(args.frames, bpy.context.scene)
     from .jobs.motion import export_motion

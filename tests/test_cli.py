@@ -154,10 +154,10 @@ def test_every_command_takes_formats_and_motion_keeps_format(tmp_path):
     for f in files:
         if f != "motion.json":  # (its path and version fields name the run)
             assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
-    bad = run("motion", CROSSING, "--formats", "tum,bogus", "--out", tmp_path / "c")
-    assert bad.returncode == 2 and bad.stderr.strip() == ("blensor: error: --formats must be a "
-                                                          "comma-separated subset of blensor,tum,kitti,json, "
-                                                          "got 'tum,bogus'")
+    for option in ("--formats", "--format"):  # the error names the option as typed
+        bad = run("motion", CROSSING, option, "tum,bogus", "--out", tmp_path / "c")
+        assert bad.returncode == 2 and bad.stderr.strip() == (
+            f"blensor: error: {option} must be a comma-separated subset of blensor,tum,kitti,json, got 'tum,bogus'")
 
 
 def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(tmp_path):
