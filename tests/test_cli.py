@@ -157,7 +157,8 @@ def test_every_command_takes_formats_and_motion_keeps_format(tmp_path):
     for option in ("--formats", "--format"):  # the error names the option as typed
         bad = run("motion", CROSSING, option, "tum,bogus", "--out", tmp_path / "c")
         assert bad.returncode == 2 and bad.stderr.strip() == (
-            f"blensor: error: {option} must be a comma-separated subset of blensor,tum,kitti,json, got 'tum,bogus'")
+            f"blensor: error: {option} must be a comma-separated subset of blensor,tum,kitti,json, "
+            "got 'tum,bogus'")
 
 
 def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(tmp_path):
