@@ -217,9 +217,10 @@ _PROBE = ("import os, sys\n"
 
 
 def _probe_blend(path: Path) -> None:
-    """Open the .blend in a child Blender first: a file that crashes Blender's reader
-    (some byte-flipped files do, past every structural check) then crashes the child,
-    not the command. About 0.4 s (the child's ``import bpy`` and read) on the demo scene.
+    """Open the .blend in a child Blender first (where the crash message of
+    :func:`_open_blend` cannot be set): a file that crashes Blender's reader (some
+    byte-flipped files do, past every structural check) then crashes the child, not the
+    command. About 0.4 s (the child's ``import bpy`` and read) on the demo scene.
 
     Raises:
         SettingsError (``SCENE.blend``): the child died of a signal other than SIGINT or
@@ -259,29 +260,45 @@ def _open_blend(path: str, libraries: bool = True):
     """Blender with the .blend at ``path`` open (the add-on registered). Blender's own
     lines ("Read blend: ...") are dropped: stdout is the command's output.
 
+    A file that crashes Blender's reader (some corrupt files do, past every structural
+    check, and not always the same way) ends the process with exit 2 and the one line
+    of a SettingsError (:func:`~.raycast.native.crash_message` while Blender reads it);
+    where that cannot be set (no native library, Windows) the file is opened in a child
+    Blender first (:func:`_probe_blend`, about 0.4 s).
+
     Raises:
         SettingsError (``SCENE.blend``): no such file, not a regular file (a FIFO), a
             broken block structure (:func:`~.io.blendfile.check_blend`), a file that
-            crashes Blender's reader (:func:`_probe_blend`), unreadable, a linked
-            library that is not a regular file, or (``libraries``) one that cannot be
-            found: its objects would be missing from the scan without a word.
+            crashed the child Blender, unreadable, a linked library that is not a
+            regular file, or (``libraries``) one that cannot be found: its objects would
+            be missing from the scan without a word.
     """
     from .core.errors import SettingsError
+    from .core.text import printable
     from .io.blendfile import check_blend
+    from .raycast import native
     p = Path(path)
     check_blend(p)  # a regular file, its block structure, its libraries regular files (no FIFO)
-    if "bpy" not in sys.modules:  # (inside Blender, or a caller that loaded it: no second Blender to ask)
+    on_crash = native.available() and sys.platform != "win32"
+    if not on_crash and "bpy" not in sys.modules:  # (in Blender or after bpy loaded: no child to ask)
         _probe_blend(p.resolve())
+    crashed = "a .blend file Blender can read (its reader crashed on this one: \0)"  # \0: the signal
+    before, _, after = str(SettingsError("SCENE.blend", crashed, str(path))).partition("\0")
     with _stdout_dropped():
         import bpy
         from . import register
         register()
+        armed = on_crash and native.crash_message(printable(f"blensor: error: {before}"),
+                                                  printable(after) + "\n", EXIT_BAD_INPUT)
         try:
             bpy.ops.wm.open_mainfile(filepath=str(p.resolve()))
         except RuntimeError as exc:
             msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
             # Blender's reason in the allowed text: quoted inside the value, it came out escaped
             raise SettingsError("SCENE.blend", f"a readable .blend file ({msg})", path) from None
+        finally:
+            if armed:
+                native.crash_message(None)
     if _SIGNALS is not None:
         _SIGNALS.live()
     missing = [lib.filepath for lib in bpy.data.libraries if lib.is_missing] if libraries else []

@@ -19,7 +19,7 @@ from ..core.errors import NativeLibraryError
 from .base import Backend, Hits, MeshData, SceneGeometry, index_array
 from .motion import regular
 
-API_VERSION = 3
+API_VERSION = 4
 _ADDON_DIR = Path(__file__).resolve().parent.parent
 
 _lib = None
@@ -96,6 +96,28 @@ def kernel() -> str:
     return load_library().brt_kernel().decode()
 
 
+def crash_message(before: str | None, after: str = "", code: int = 2) -> bool:
+    """While set, a crash of this process (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) prints
+    ``before`` + the signal's name + ``after`` on stderr and exits with ``code`` instead
+    (the command line tool sets it while Blender reads a .blend: its reader crashes on
+    some corrupt files). ``before`` None: the handlers from before are back. Returns
+    False where it cannot be set (no library, Windows).
+
+    Raises:
+        ValueError: the text is over 2,047 bytes (UTF-8).
+    """
+    try:
+        lib = load_library()
+    except NativeLibraryError:
+        return False
+    if before is None:
+        return lib.brt_crash_message(None, None, 0) == 0
+    b, a = before.encode(), after.encode()
+    if len(b) + len(a) > 2047:
+        raise ValueError(f"crash message must be at most 2047 bytes, got {len(b) + len(a)}")
+    return lib.brt_crash_message(b, a, int(code)) == 0
+
+
 def available() -> bool:
     """True if the native library loads."""
     try:
@@ -111,6 +133,8 @@ def _declare(lib) -> None:
     lib.brt_mesh_create.restype = ctypes.c_int
     lib.brt_mesh_free.argtypes = [vp]
     lib.brt_mesh_free.restype = None
+    lib.brt_crash_message.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    lib.brt_crash_message.restype = ctypes.c_int
     lib.brt_kernel.argtypes = []
     lib.brt_kernel.restype = ctypes.c_char_p
     lib.brt_scene_free.argtypes = [vp]
