@@ -9,7 +9,7 @@
     blensor depth SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
                   [--formats exr,npy,pfm,dmap] [--backend auto|native|bvhtree]
                   [--set NAME=VALUE ...] [--overwrite] [--quiet]
-    blensor motion SCENE.blend [--frames A-B] [--out DIR] [--format blensor,tum,kitti,json]
+    blensor motion SCENE.blend [--frames A-B] [--out DIR] [--formats blensor,tum,kitti,json]
                    [--objects NAME,...] [--overwrite] [--quiet]
     blensor sensors [--json]
     blensor --version
@@ -17,13 +17,17 @@
 ``--set NAME=VALUE`` (repeatable) overrides a setting of the camera's sensor for this run
 (``--set sensor_type=tof --set preset=sr4000 --set backfolding=true``); the .blend is
 not changed. ``blensor sensors`` lists every sensor type, its presets and its settings
-with unit, allowed range and default.
+with unit, allowed range and default; ``blensor scan --help`` lists every ``--option``.
+Every command takes ``--formats`` (motion also ``--format``). stdout holds the command's
+output only (Blender's "Read blend" line is dropped; ``--json``: one JSON document);
+names from the .blend are printed escaped (:func:`~.core.text.printable`).
 
 Exit status and the one line printed on stderr:
 
 - 0: done.
-- 2, ``blensor: error: <setting> must be <allowed>, got <value>``: bad input (missing or
-  unreadable file, no such camera, frames outside the scene, bad sensor settings, too
+- 2, ``blensor: error: <setting> must be <allowed>, got <value>``: bad input (missing,
+  unreadable, corrupt or not a regular file, a file that crashes Blender's reader, a
+  linked library that is a FIFO, no such camera, frames outside the scene, bad sensor settings, too
   many rays, an unwritable folder, a folder in use by another run or holding another
   run's files); nothing is written.
 - 1, ``blensor: error: ...``: the scan failed (a write error such as a full disk, the
@@ -32,7 +36,11 @@ Exit status and the one line printed on stderr:
 - 130, ``blensor: interrupted ...``: SIGINT or SIGTERM; the current frame is finished
   (a second signal drops it), finished frames, a terminated EVD and the manifest
   (status ``cancelled``) are kept. A signal while Blender loads is acted on once it has
-  loaded: nothing is written.
+  loaded: nothing is written. A signal inside one of Blender's Python callbacks (a
+  frame-change handler) is acted on when it returns (:mod:`.jobs.signals`).
+
+The console command ends its process with ``os._exit`` once done (:func:`end_process`):
+bpy 4.2 crashes in its teardown after some files.
 """
 from __future__ import annotations
 
