@@ -846,3 +846,16 @@ def test_exr_is_written_in_the_output_folder_compressed_whatever_tmpdir_is(tmp_p
     assert not (tmp_path / "no_such_tmp").exists() and sorted(p.name for p in out.iterdir()) == [
         "depth00001.exr", "depth00001_object_id.npy", "depth00001_range.npy", "depth00001_z.npy",
         "manifest.json", "trajectory.tum"]
+
+
+def test_without_a_zstd_decoder_the_structure_of_a_zstd_blend_is_left_to_blender(tmp_path, monkeypatch):
+    # zstandard comes with bpy and with Blender; without it a zstd .blend is not refused
+    from blensor_addon.io.blendfile import check_blend, read_blend_bytes
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # import zstandard -> ImportError
+    assert read_blend_bytes(CROSSING) is None and check_blend(CROSSING) == []
+    broken = tmp_path / "broken.blend"
+    broken.write_bytes(CROSSING.read_bytes()[:3000])
+    assert check_blend(broken) == []
+    monkeypatch.undo()
+    with pytest.raises(Exception, match=r"readable .blend file \(no ENDB block"):
+        check_blend(broken)

@@ -33,8 +33,9 @@ class BlendStructureError(ValueError):
     """The bytes are not a well-formed .blend (the message says where)."""
 
 
-def read_blend_bytes(path) -> bytes:
-    """The file's bytes, decompressed if it is zstd or gzip.
+def read_blend_bytes(path) -> bytes | None:
+    """The file's bytes, decompressed if it is zstd or gzip; None for a zstd file where
+    the ``zstandard`` package (a dependency of bpy, and bundled with Blender) is missing.
 
     Raises:
         OSError: unreadable; BlendStructureError: the compressed stream is broken.
@@ -43,7 +44,10 @@ def read_blend_bytes(path) -> bytes:
         head = fh.read(4)
         fh.seek(0)
         if head == _ZSTD_MAGIC:
-            import zstandard  # a dependency of bpy (Blender's own .blend compression)
+            try:
+                import zstandard
+            except ImportError:
+                return None
             try:
                 with zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) as r:
                     return r.read()
@@ -218,7 +222,8 @@ def check_blend(path) -> list[str]:
     """Check the .blend at ``path`` before Blender reads it: a regular file, a sound block
     chain (header, block lengths, ``ENDB``, ``DNA1``; compressed files decompressed), and
     every linked library a regular file or missing (Blender reports a missing one).
-    Returns the libraries' absolute paths.
+    Returns the libraries' absolute paths ([] unchecked: a zstd file without the
+    ``zstandard`` package).
 
     Raises:
         SettingsError (``SCENE.blend``): naming what is wrong.
@@ -226,6 +231,8 @@ def check_blend(path) -> list[str]:
     p = check_regular_file("SCENE.blend", path)
     try:
         data = read_blend_bytes(p)
+        if data is None:  # (no zstd decoder: Blender's reader alone judges the file)
+            return []
         paths = library_paths(data)
     except BlendStructureError as exc:
         raise SettingsError("SCENE.blend", f"a readable .blend file ({exc})", str(path)) from None

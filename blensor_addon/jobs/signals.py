@@ -29,6 +29,7 @@ its own (ESC cancels a job there).
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -38,7 +39,7 @@ from pathlib import Path
 #: Blender's file name of the code of a Python driver expression
 _DRIVER_FILE = "<bpy driver>"
 #: the add-on's UI layer: operators, panels and property-update callbacks, all called by Blender
-_UI_DIR = str(Path(__file__).resolve().parent.parent / "ui")
+_UI_DIR = str(Path(__file__).resolve().parent.parent / "ui") + os.sep
 
 
 def _callback_codes() -> set:
