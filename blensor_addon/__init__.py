@@ -21,36 +21,29 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-_registered = False
-
 
 def register() -> None:
     """Register properties, panels and operators (idempotent)."""
-    global _registered
-    if _registered:
-        return
     from . import ui
     ui.register()
-    _registered = True
 
 
 def unregister() -> None:
     """Undo :func:`register` (idempotent)."""
-    global _registered
-    if not _registered:
-        return
     from . import ui
     ui.unregister()
-    _registered = False
 
 
 def _refresh_ui() -> None:
     """Re-register the add-on's classes (if registered) so that the property groups and
     enums include what was registered since; stored values are kept (Blender keeps them
-    in the file's ID properties)."""
-    if _registered:
-        unregister()
-        register()
+    in the file's ID properties). The UI module is not imported here: not loaded, it is
+    not registered (and a plain-Python caller needs no Blender)."""
+    import sys
+    ui = sys.modules.get(f"{__name__}.ui")
+    if ui is not None and ui.registered():
+        ui.unregister()
+        ui.register()
 
 
 def register_sensor(sensor):

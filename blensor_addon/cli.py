@@ -9,7 +9,7 @@
     blensor depth SCENE.blend [--camera NAME] [--frames A-B] [--out DIR]
                   [--formats exr,npy,pfm,dmap] [--backend auto|native|bvhtree]
                   [--set NAME=VALUE ...] [--overwrite] [--quiet]
-    blensor motion SCENE.blend [--frames A-B] [--out DIR] [--format blensor,tum,kitti,json]
+    blensor motion SCENE.blend [--frames A-B] [--out DIR] [--formats blensor,tum,kitti,json]
                    [--objects NAME,...] [--overwrite] [--quiet]
     blensor sensors [--json]
     blensor --version
@@ -17,13 +17,17 @@
 ``--set NAME=VALUE`` (repeatable) overrides a setting of the camera's sensor for this run
 (``--set sensor_type=tof --set preset=sr4000 --set backfolding=true``); the .blend is
 not changed. ``blensor sensors`` lists every sensor type, its presets and its settings
-with unit, allowed range and default.
+with unit, allowed range and default; ``blensor scan --help`` lists every ``--option``.
+Every command takes ``--formats`` (motion also ``--format``). stdout holds the command's
+output only (Blender's "Read blend" line is dropped; ``--json``: one JSON document);
+names from the .blend are printed escaped (:func:`~.core.text.printable`).
 
 Exit status and the one line printed on stderr:
 
 - 0: done.
-- 2, ``blensor: error: <setting> must be <allowed>, got <value>``: bad input (missing or
-  unreadable file, no such camera, frames outside the scene, bad sensor settings, too
+- 2, ``blensor: error: <setting> must be <allowed>, got <value>``: bad input (missing,
+  unreadable, corrupt or not a regular file, a file that crashes Blender's reader, a
+  linked library that is a FIFO, no such camera, frames outside the scene, bad sensor settings, too
   many rays, an unwritable folder, a folder in use by another run or holding another
   run's files); nothing is written.
 - 1, ``blensor: error: ...``: the scan failed (a write error such as a full disk, the
@@ -32,7 +36,11 @@ Exit status and the one line printed on stderr:
 - 130, ``blensor: interrupted ...``: SIGINT or SIGTERM; the current frame is finished
   (a second signal drops it), finished frames, a terminated EVD and the manifest
   (status ``cancelled``) are kept. A signal while Blender loads is acted on once it has
-  loaded: nothing is written.
+  loaded: nothing is written. A signal inside one of Blender's Python callbacks (a
+  frame-change handler) is acted on when it returns (:mod:`.jobs.signals`).
+
+The console command ends its process with ``os._exit`` once done (:func:`end_process`):
+bpy 4.2 crashes in its teardown after some files.
 """
 from __future__ import annotations
 
@@ -41,7 +49,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,6 +58,15 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 _OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed", "resume", "format",
                  "objects", "axes", "time", "overwrite"}
+
+
+class _Spelled(argparse.Action):
+    """Store the value and the option's spelling as typed (``--formats`` or its alias
+    ``--format``) in ``<dest>_option``, so an error names the option the user wrote."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_option", option_string)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,23 +79,25 @@ def _build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="blensor", description="BlenSor: LiDAR simulation of Blender scenes")
     ap.add_argument("--version", action="version", version=f"blensor {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sc = sub.add_parser("scan", help="scan frames of a .blend into files")
+    from .io.formats import WRITERS
+    sc = sub.add_parser("scan", help="scan frames of a .blend into files", epilog=option_help(),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     sc.add_argument("blend", help="the .blend file")
     sc.add_argument("--camera", help="camera object (default: the scene camera)")
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames: every packet "
                     "(sweep or frame) that starts within it, scanned whole")
     sc.add_argument("--out", default="out", help="output folder (default: out)")
-    from .io.formats import WRITERS
     sc.add_argument("--formats", default="npz", help="comma-separated subset of " + ",".join(WRITERS))
     sc.add_argument("--option", action="append", default=[], metavar="FORMAT.OPTION=VALUE", dest="option",
-                    help="a format's option, e.g. pcd.ascii=true (repeatable)")
+                    help="a format's option, e.g. pcd.ascii=true (repeatable; listed below)")
     sc.add_argument("--seed", type=int, default=None, help="seed (default: the camera's seed setting)")
     sc.add_argument("--backend", default="auto", help="auto, native or bvhtree")
     sc.add_argument("--frame-of-reference", default="sensor", help="sensor or world")
     sc.add_argument("--pcd-ascii", action="store_true", help="ASCII instead of binary PCD")
-    sc.add_argument("--axes", default="blensor", help="blensor (x right, y up, -z ahead) or ros (REP-103: x ahead, "
-                    "y left, z up) for sensor-frame outputs")
+    sc.add_argument("--axes", default=None, help="blensor (x right, y up, -z ahead) or ros (REP-103: x "
+                    "ahead, y left, z up) for sensor-frame outputs (default: the camera's stored choice, the "
+                    "panel's Axes: ros for cameras made since issue 20, blensor in scenes saved before)")
     mode = sc.add_mutually_exclusive_group()
     mode.add_argument("--overwrite", action="store_true",
                       help="replace the files of an earlier run in --out (else refused)")
@@ -107,7 +125,8 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("blend", help="the .blend file")
     mo.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     mo.add_argument("--out", default="out", help="output folder (default: out)")
-    mo.add_argument("--format", default="blensor", help="comma-separated subset of blensor,tum,kitti,json")
+    mo.add_argument("--formats", "--format", default="blensor", dest="formats", action=_Spelled,
+                    help="comma-separated subset of blensor,tum,kitti,json (--format: the same)")
     mo.add_argument("--objects", default=None, help="comma-separated object names (default: every object)")
     mo.add_argument("--overwrite", action="store_true",
                     help="replace earlier motion files in --out (a scan's files there stay)")
@@ -118,6 +137,22 @@ def _build_parser() -> argparse.ArgumentParser:
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
     return ap
+
+
+def option_help() -> str:
+    """The ``--option FORMAT.KEY=VALUE`` list for ``blensor scan --help``: every option of
+    every writer of the registry, from its ``Options`` metadata (meaning, allowed values,
+    default)."""
+    import dataclasses
+    from .io.formats import WRITERS
+    lines = ["format options (--option FORMAT.KEY=VALUE):"]
+    for name, writer in WRITERS.items():
+        for f in dataclasses.fields(writer.Options):
+            m = f.metadata["blensor"]
+            lines.append(f"  {name}.{f.name}: {m.description}; {m.allowed()} (default {m.format(f.default)})")
+    if len(lines) == 1:
+        lines.append("  (none)")
+    return "\n".join(lines)
 
 
 def parse_time(text: str) -> tuple[float, float]:
@@ -160,12 +195,11 @@ def parse_frames(text: str | None, scene) -> range:
 
 
 @contextmanager
-def _stdout_silenced(on: bool):
-    """Send file descriptor 1 to the null device (Blender's C code prints "Read blend"
-    there, past Python's sys.stdout)."""
-    if not on:
-        yield
-        return
+def _stdout_dropped():
+    """File descriptor 1 sent to the null device for the block: Blender's C code prints
+    "Read blend: ..." there while it loads, past Python's sys.stdout, and stdout is the
+    command's output (pure JSON with ``--json``); stderr holds one line on an error
+    (the command reports what Blender's warnings said, such as a missing library)."""
     sys.stdout.flush()
     saved = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -179,47 +213,48 @@ def _stdout_silenced(on: bool):
         os.close(devnull)
 
 
-class _Signals:
-    """SIGINT and SIGTERM in the command line tool. While Blender loads (``import bpy``,
-    the add-on's registration, reading the .blend: about 0.5 s) a signal is only noted:
-    a KeyboardInterrupt raised inside that code was swallowed by Blender's registration
-    (the command then ran to the end) or crashed bpy (exit 139). Once Blender is loaded
-    (:meth:`live`), a noted signal and any later one raise KeyboardInterrupt, SIGTERM as
-    SIGINT; a range scan installs its own handlers meanwhile (finish the frame, then
-    stop). ``signum``: the last signal received; ``writing``: a frame was finished (the
-    message then says finished frames are kept)."""
+#: run in a child process by :func:`_probe_blend`: Blender's reader on the file, then an
+#: exit that skips Blender's teardown (bpy 4.2 crashes there on some files, see main())
+_PROBE = ("import os, sys\n"
+          "import bpy\n"
+          "try:\n"
+          "    bpy.ops.wm.open_mainfile(filepath=sys.argv[1])\n"  # as _open_blend opens it
+          "except Exception:\n"
+          "    os._exit(3)\n"
+          "os._exit(0)\n")
 
-    def __init__(self) -> None:
-        self.signum = None
-        self.writing = False
-        self._old = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._note)
 
-    def restore(self) -> None:
-        """The handlers from before (the command is over)."""
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+def _probe_blend(path: Path) -> None:
+    """Open the .blend in a child Blender first (where the crash message of
+    :func:`_open_blend` cannot be set): a file that crashes Blender's reader (some
+    byte-flipped files do, past every structural check) then crashes the child, not the
+    command. About 0.4 s (the child's ``import bpy`` and read) on the demo scene.
 
-    def _note(self, signum, _frame) -> None:
-        self.signum = signum
-
-    def _raise(self, signum, _frame) -> None:
-        self.signum = signum
+    Raises:
+        SettingsError (``SCENE.blend``): the child died of a signal other than SIGINT or
+            SIGTERM (SIGSEGV, SIGBUS, SIGABRT).
+        KeyboardInterrupt: the command got SIGINT or SIGTERM meanwhile.
+    """
+    import subprocess
+    from .core.errors import SettingsError
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(path)], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if _SIGNALS is not None and _SIGNALS.signum is not None:
         raise KeyboardInterrupt
-
-    def live(self) -> None:
-        """Blender is loaded: signals raise KeyboardInterrupt from now on (one noted
-        while it loaded is raised now)."""
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, self._raise)
-        if self.signum is not None:
-            raise KeyboardInterrupt
+    if proc.returncode < 0 and -proc.returncode not in (signal.SIGINT, signal.SIGTERM):
+        raise SettingsError("SCENE.blend", "a .blend file Blender can read (its reader crashed on this one: "
+                            f"{signal.Signals(-proc.returncode).name})", str(path))
 
 
-_SIGNALS: _Signals | None = None
+_SIGNALS = None  # the command's jobs.signals.Signals while main() runs
+
+
+def say(line: str, err: bool = False) -> None:
+    """Print one line of the command's output (``err``: on stderr), names from the .blend
+    escaped (:func:`~.core.text.printable`: an escape sequence or newline in an object
+    name must not reach the terminal raw)."""
+    from .core.text import printable
+    print(printable(line), file=sys.stderr if err else sys.stdout)
 
 
 def _writing_begins() -> None:
@@ -229,28 +264,49 @@ def _writing_begins() -> None:
         _SIGNALS.writing = True
 
 
-def _open_blend(path: str, quiet: bool = False, libraries: bool = True):
-    """Blender with the .blend at ``path`` open (the add-on registered).
+def _open_blend(path: str, libraries: bool = True):
+    """Blender with the .blend at ``path`` open (the add-on registered). Blender's own
+    lines ("Read blend: ...") are dropped: stdout is the command's output.
+
+    A file that crashes Blender's reader (some corrupt files do, past every structural
+    check, and not always the same way) ends the process with exit 2 and the one line
+    of a SettingsError (:func:`~.raycast.native.crash_message` while Blender reads it);
+    where that cannot be set (no native library, Windows) the file is opened in a child
+    Blender first (:func:`_probe_blend`, about 0.4 s).
 
     Raises:
-        SettingsError (``SCENE.blend``): no such file, unreadable, or (``libraries``)
-            a linked library that cannot be found: its objects would be missing from
-            the scan without a word (Blender only warns on stdout).
+        SettingsError (``SCENE.blend``): no such file, not a regular file (a FIFO), a
+            broken block structure (:func:`~.io.blendfile.check_blend`), a file that
+            crashed the child Blender, unreadable, a linked library that is not a
+            regular file, or (``libraries``) one that cannot be found: its objects would
+            be missing from the scan without a word.
     """
     from .core.errors import SettingsError
+    from .core.text import printable
+    from .io.blendfile import check_blend
+    from .raycast import native
     p = Path(path)
-    if not p.is_file():
-        raise SettingsError("SCENE.blend", "an existing .blend file", path)
-    with _stdout_silenced(quiet):
+    check_blend(p)  # a regular file, its block structure, its libraries regular files (no FIFO)
+    on_crash = native.available() and sys.platform != "win32"
+    if not on_crash and "bpy" not in sys.modules:  # (in Blender or after bpy loaded: no child to ask)
+        _probe_blend(p.resolve())
+    crashed = "a .blend file Blender can read (its reader crashed on this one: \0)"  # \0: the signal
+    before, _, after = str(SettingsError("SCENE.blend", crashed, str(path))).partition("\0")
+    with _stdout_dropped():
         import bpy
-        from . import register
+        from .ui import register
         register()
+        armed = on_crash and native.crash_message(printable(f"blensor: error: {before}"),
+                                                  printable(after) + "\n", EXIT_BAD_INPUT)
         try:
             bpy.ops.wm.open_mainfile(filepath=str(p.resolve()))
         except RuntimeError as exc:
             msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
             # Blender's reason in the allowed text: quoted inside the value, it came out escaped
             raise SettingsError("SCENE.blend", f"a readable .blend file ({msg})", path) from None
+        finally:
+            if armed:
+                native.crash_message(None)
     if _SIGNALS is not None:
         _SIGNALS.live()
     missing = [lib.filepath for lib in bpy.data.libraries if lib.is_missing] if libraries else []
@@ -284,6 +340,22 @@ def _camera(bpy, name: str | None):
     if obj is None or obj.type != "CAMERA":
         raise SettingsError("--camera", "one of the scene's cameras: " + (", ".join(cams) or "(none)"), name)
     return obj
+
+
+def camera_axes(cam) -> str:
+    """The camera's stored axes choice (the panel's Axes, ``camera.data.blensor.axes``):
+    the default of ``--axes``.
+
+    Raises:
+        SettingsError (``axes``): a stored value that is not one of the axes.
+    """
+    from .core.axes import AXES
+    from .core.errors import SettingsError
+    props = getattr(cam.data, "blensor", None)
+    axes = getattr(props, "axes", AXES[0]) if props is not None else AXES[0]
+    if axes not in AXES:
+        raise SettingsError("axes", "one of " + ", ".join(AXES), axes)
+    return axes
 
 
 def split_sets(pairs: list[str], option: str = "--set") -> dict[str, str]:
@@ -360,21 +432,21 @@ def cmd_sensors(args) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     for entry in doc:
-        print(f"{entry['type']}: {entry['label']} - {entry['description']}")
+        say(f"{entry['type']}: {entry['label']} - {entry['description']}")
         if entry["presets"]:
-            print("  presets: " + ", ".join(f"{k} ({p['label']})" for k, p in entry["presets"].items()))
+            say("  presets: " + ", ".join(f"{k} ({p['label']})" for k, p in entry["presets"].items()))
         for st in entry["settings"]:
             unit = f" [{st['unit']}]" if st["unit"] else ""
-            print(f"  {st['name']}{unit} = {st['default']}: {st['description']}; {st['allowed']}")
+            say(f"  {st['name']}{unit} = {st['default']}: {st['description']}; {st['allowed']}")
     return 0
 
 
 def _interrupted(job) -> bool:
     """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
     if job.status == "cancelled" and job.signal is not None:
-        print(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
-              f"{len(job.plan)} {job.packets}s; finished {job.packets}s kept in {job.out} "
-              "(manifest: cancelled)", file=sys.stderr)
+        say(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
+            f"{len(job.plan)} {job.packets}s; finished {job.packets}s kept in {job.out} "
+            "(manifest: cancelled)", err=True)
         return True
     return False
 
@@ -391,7 +463,7 @@ def cmd_depth(args) -> int:
     if texts.get("sensor_type", "depth") != "depth":
         raise SettingsError("sensor_type", "depth (blensor depth always uses the depth camera)", texts["sensor_type"])
     texts["sensor_type"] = "depth"
-    bpy = _open_blend(args.blend, args.quiet)
+    bpy = _open_blend(args.blend)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
@@ -402,22 +474,27 @@ def cmd_depth(args) -> int:
     if _interrupted(job):
         return EXIT_INTERRUPTED
     if not args.quiet:
-        print(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
-              f"-> {_out_dir(args)}")
+        say(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
+            f"-> {_out_dir(args)}")
     return 0
 
 
 def cmd_motion(args) -> int:
     """``blensor motion``: poses and boxes of frames (see :mod:`blensor_addon.jobs.motion`)."""
+    from .core.errors import SettingsError
     from .jobs.motion import parse_motion_formats
-    formats = parse_motion_formats(args.format)
-    bpy = _open_blend(args.blend, args.quiet)
+    try:
+        formats = parse_motion_formats(args.formats)
+    except SettingsError as exc:  # (named "format" there) say it the way the user spelled it
+        typed = getattr(args, "formats_option", None) or "--formats"
+        raise SettingsError(typed, exc.allowed, exc.value) from None
+    bpy = _open_blend(args.blend)
     frames = parse_frames(args.frames, bpy.context.scene)
     from .jobs.motion import export_motion
     objects = [n.strip() for n in args.objects.split(",") if n.strip()] if args.objects else None
     files = export_motion(frames, _out_dir(args), formats, objects, overwrite=args.overwrite)
     if not args.quiet:
-        print(f"blensor: motion of {len(frames)} frames, {len(files)} files -> {_out_dir(args)}")
+        say(f"blensor: motion of {len(frames)} frames, {len(files)} files -> {_out_dir(args)}")
     return 0
 
 
@@ -441,7 +518,7 @@ def cmd_scan(args) -> int:
     if args.seed is not None and args.seed < 0:
         raise SettingsError("--seed", "an integer >= 0", args.seed)
     from .core.axes import AXES
-    if args.axes not in AXES:
+    if args.axes is not None and args.axes not in AXES:
         raise SettingsError("--axes", "one of " + ", ".join(AXES), args.axes)
     texts = split_sets(args.set)
     interval = None
@@ -458,9 +535,10 @@ def cmd_scan(args) -> int:
                             f"--pcd-ascii --option pcd.ascii={format_options['pcd.ascii']}")
     make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii
                                                  else {})})  # refuse bad options before loading
-    bpy = _open_blend(args.blend, args.quiet)
+    bpy = _open_blend(args.blend)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)
+    axes = args.axes if args.axes is not None else camera_axes(cam)
     frames = parse_frames(args.frames, bpy.context.scene) if interval is None else None
     from .jobs.range_scan import scan_range
     bar = None
@@ -483,7 +561,7 @@ def cmd_scan(args) -> int:
         job = scan_range(cam, frames, _out_dir(args), formats, args.seed, backend=args.backend,
                          frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
                          overwrite=args.overwrite, resume=args.resume, progress=progress,
-                         options=format_options, axes=args.axes, time=interval, **overrides)
+                         options=format_options, axes=axes, time=interval, **overrides)
     finally:
         if bar is not None:
             bar.close()
@@ -492,8 +570,8 @@ def cmd_scan(args) -> int:
         return EXIT_INTERRUPTED
     if not args.quiet:
         reused = f", {job.reused} reused" if job.reused else ""
-        print(f"blensor: {len(job.done)} {job.packets}s{reused}, {job.points} points, {dt:.2f} s "
-              f"({job.scanner.backend.name}) -> {job.out}")
+        say(f"blensor: {len(job.done)} {job.packets}s{reused}, {job.points} points, {dt:.2f} s "
+            f"({job.scanner.backend.name}) -> {job.out}")
     return 0
 
 
@@ -501,7 +579,7 @@ def cmd_info(args) -> int:
     """``blensor info``: print the scene's frame range and every camera's settings
     (``--json``: one JSON document with ``scene``, ``frame_start``, ``frame_end``,
     ``fps``, ``cameras`` (name, scene_camera, settings or error))."""
-    bpy = _open_blend(args.blend, args.json, libraries=False)
+    bpy = _open_blend(args.blend, libraries=False)
     from .scene.scanner import read_sensor
     from .core.errors import SettingsError
     scene = bpy.context.scene
@@ -520,22 +598,22 @@ def cmd_info(args) -> int:
                "frame_end": scene.frame_end, "fps": scene.render.fps / scene.render.fps_base, "cameras": cams}
         print(json.dumps(doc, indent=2, allow_nan=False))
         return 0
-    print(f"scene '{scene.name}': frames {scene.frame_start}-{scene.frame_end} at "
-          f"{scene.render.fps / scene.render.fps_base:g} fps")
+    say(f"scene '{scene.name}': frames {scene.frame_start}-{scene.frame_end} at "
+        f"{scene.render.fps / scene.render.fps_base:g} fps")
     for obj in sorted((o for o in scene.objects if o.type == "CAMERA"), key=lambda o: o.name):
         mark = " (scene camera)" if obj == scene.camera else ""
-        print(f"camera '{obj.name}'{mark}")
+        say(f"camera '{obj.name}'{mark}")
         try:
             sensor, s = read_sensor(obj)
-            print(f"  sensor_type: {sensor.name}")
+            say(f"  sensor_type: {sensor.name}")
             d = s.to_dict()
             if "elevations" in d and len(d["elevations"]) > 4:
                 d["elevations"] = f"{len(d['elevations'])} lasers, {min(d['elevations']):.2f}.." \
                                   f"{max(d['elevations']):.2f} deg"
             for k, v in d.items():
-                print(f"  {k}: {v}")
+                say(f"  {k}: {v}")
         except SettingsError as exc:
-            print(f"  invalid settings: {exc}")
+            say(f"  invalid settings: {exc}")
     return 0
 
 
@@ -565,15 +643,37 @@ def _attach_signed_values(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``blensor`` console script; returns the exit status (see the
     module docstring). The add-on is unregistered before returning: bpy 4.2 crashes and
-    4.5 hangs at interpreter exit while operators or panels are registered."""
+    4.5 hangs at interpreter exit while operators or panels are registered. As the
+    console command (``argv`` None) it ends the process itself once Blender was loaded
+    (:func:`end_process`)."""
     global _SIGNALS
-    _SIGNALS = _Signals()  # first (the parser imports the writers): Blender must not see a signal
+    from .jobs.signals import Signals  # (no bpy at import)
+    # first (the parser imports the writers): Blender must not see a signal while it loads
+    _SIGNALS = Signals("note").install()
     try:
-        return _main(_build_parser().parse_args(_attach_signed_values(sys.argv[1:] if argv is None else
+        code = _main(_build_parser().parse_args(_attach_signed_values(sys.argv[1:] if argv is None else
                                                                        [str(a) for a in argv])))
     finally:  # also after a SystemExit of the parser
         _SIGNALS.restore()
         _SIGNALS = None
+    if argv is None and "bpy" in sys.modules:
+        end_process(code)
+    return code
+
+
+def end_process(code: int) -> None:
+    """End the process with ``code`` once the command is done, skipping Python's and
+    Blender's teardown: bpy 4.2 crashes there (exit 139) after a complete run on a .blend
+    with a Python-expression driver, plain bpy too. Every file of the command is closed
+    by now (the jobs close theirs; the add-on is unregistered); stdout and stderr are
+    flushed here. Only the console command does this (``main()`` without arguments);
+    a caller in the same process gets the code back."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
 
 
 def _main(args) -> int:
@@ -585,28 +685,28 @@ def _main(args) -> int:
         from .jobs.failures import RunFailed
         if isinstance(exc, RunFailed):  # write errors during the scan: finished frames are kept
             where = f" ({exc.filename})" if exc.filename else ""
-            print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {exc.kept()}",
-                  file=sys.stderr)
+            say(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {exc.kept()}", err=True)
             return EXIT_FAILED
         if not isinstance(exc, SettingsError):  # e.g. --backend native without the library
-            print(f"blensor: error: {exc}", file=sys.stderr)
+            say(f"blensor: error: {exc}", err=True)
             return EXIT_FAILED
         if exc.setting in _OPTION_NAMES:  # say it the way the command line spells it
             exc = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value)
-        print(f"blensor: error: {exc}", file=sys.stderr)
+        say(f"blensor: error: {exc}", err=True)
         return EXIT_BAD_INPUT
     except OSError as exc:  # a write error outside a range scan's pipeline (motion export)
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished files are kept",
-              file=sys.stderr)
+        say(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished files are kept", err=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
+        _SIGNALS.quiet()  # what follows (the message, the add-on's unregistration) is not interrupted
         name = signal.Signals(_SIGNALS.signum).name if _SIGNALS.signum is not None else "SIGINT"
         kept = "finished frames kept (manifest: cancelled)" if _SIGNALS.writing else "nothing written"
-        print(f"blensor: interrupted by {name}; {kept}", file=sys.stderr)
+        say(f"blensor: interrupted by {name}; {kept}", err=True)
         return EXIT_INTERRUPTED
     finally:
-        from . import unregister
+        _SIGNALS.quiet()
+        from .ui import unregister
         unregister()
 
 

@@ -2,15 +2,15 @@
 so that each kernel variant and the sanitizer build get a process of their own.
 
 Usage: ``python tests/native_hostile.py`` with ``BLENSOR_NATIVE_LIB`` naming the library
-and, for the SSE2 kernels, ``BLENSOR_RT_NO_AVX=1``. Exits 0 and prints ``ok`` when every
-check holds; an assertion error or a sanitizer report otherwise. No Blender needed.
+and, for the SSE2 kernels, ``BLENSOR_RT_NO_AVX=1``. Exits 0 and prints ``ok`` and the kernel
+that ran when every check holds; an assertion error or a sanitizer report otherwise. No Blender needed.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from blensor_addon.raycast import MeshData, SceneGeometry
-from blensor_addon.raycast.native import NativeBackend
+from blensor_addon.raycast.native import NativeBackend, kernel
 
 NAN, INF = float("nan"), float("inf")
 
@@ -108,7 +108,7 @@ def main() -> None:
     assert be.intersect(o, d, 10.0).instance.tolist() == [-1] * 10
     assert be.intersect(np.zeros((0, 3)), np.zeros((0, 3)), 10.0).t.shape == (0,)
     be.close()
-    print("ok")
+    print("ok", kernel())  # the kernel that ran: the caller checks it is the one it meant
 
 
 if __name__ == "__main__":

@@ -151,3 +151,118 @@ def test_depth_help_lists_every_setting_the_depth_command_accepts():
     assert len(names) > 4 and "readout_time" in names
     for name in names:
         assert name in text, name
+
+
+def test_every_command_takes_formats_and_motion_keeps_format(tmp_path):
+    # issue 20, 5: motion took --format while scan and depth took --formats
+    a = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "a", "--formats", "tum,json",
+            "--quiet")
+    b = run("motion", CROSSING, "--frames", "1-2", "--out", tmp_path / "b", "--format", "tum,json",
+            "--quiet")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    files = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*")
+                   if p.is_file())
+    assert any(f.startswith("tum/") for f in files) and "motion.json" in files
+    for f in files:
+        if f != "motion.json":  # (its path and version fields name the run)
+            assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    for option in ("--formats", "--format"):  # the error names the option as typed
+        bad = run("motion", CROSSING, option, "tum,bogus", "--out", tmp_path / "c")
+        assert bad.returncode == 2 and bad.stderr.strip() == (
+            f"blensor: error: {option} must be a comma-separated subset of blensor,tum,kitti,json, "
+            "got 'tum,bogus'")
+
+
+def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(tmp_path):
+    import dataclasses
+
+    from blensor_addon.io.formats import WRITERS
+    res = run("scan", "--help")
+    assert res.returncode == 0
+    text = res.stdout
+    keys = [(f"{n}.{f.name}", f.metadata["blensor"]) for n, w in WRITERS.items()
+            for f in dataclasses.fields(w.Options)]
+    assert len(keys) >= 4 and "format options (--option FORMAT.KEY=VALUE):" in text
+    for key, meta in keys:
+        assert f"  {key}: {meta.description}; {meta.allowed()}" in text, key
+    for option, line in [
+        ("pcd.bogus=1", "pcd.bogus must be one of the options of pcd: pcd.ascii, got 'pcd.bogus=1'"),
+        ("rosbag2.point=clean", "rosbag2.point must be one of the options of rosbag2: rosbag2.storage, "
+                                "rosbag2.points, got 'rosbag2.point=clean'"),
+        ("npz.x=1", "npz.x must be one of the options of npz: npz.compress, got 'npz.x=1'"),
+        ("ply.x=1", "ply.x must be one of the options of ply: (none: ply has no options), got 'ply.x=1'"),
+        ("kitti.points=clean", "kitti.points must be an option of a format being written (npz,pcd,rosbag2,ply), "
+                               "got 'kitti.points=clean'"),
+    ]:
+        res = run("scan", CROSSING, "--formats", "npz,pcd,rosbag2,ply", "--option", option, "--out",
+                  tmp_path / "o")
+        assert res.returncode == 2 and res.stderr.strip() == f"blensor: error: {line}", res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_stdout_of_json_commands_is_json_only():
+    # issue 20, 5: Blender's "Read blend: ..." line reached stdout, info --json included
+    for args in (["info", CROSSING, "--json"], ["sensors", "--json"]):
+        res = run(*args)
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)  # nothing else on stdout
+        assert doc and "Read blend" not in res.stdout + res.stderr
+    res = run("info", CROSSING)
+    assert res.returncode == 0 and res.stdout.startswith("scene 'Crossing': frames 1-48") and res.stderr == ""
+
+
+def test_axes_default_is_the_cameras_stored_choice(tmp_path):
+    import textwrap
+    blend = tmp_path / "ros.blend"
+    code = textwrap.dedent(f"""
+        import bpy, blensor_addon
+        blensor_addon.register()
+        bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
+        bpy.data.objects["Velodyne"].data.blensor.axes = "ros"
+        bpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})
+        blensor_addon.unregister()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    assert "default: the camera's stored choice" in " ".join(run("scan", "--help").stdout.split())
+    for name, extra, want in [("stored", [], "ros"), ("given", ["--axes", "blensor"], "blensor")]:
+        res = run("scan", blend, "--frames", "1-3", "--out", tmp_path / name, "--quiet", *extra)
+        assert res.returncode == 0, res.stderr
+        assert json.loads((tmp_path / name / "manifest.json").read_text())["axes"] == want
+    ros = np.load(tmp_path / "stored" / "scan00001.npz")["xyz"]
+    blensor = np.load(tmp_path / "given" / "scan00001.npz")["xyz"]
+    # REP-103 (x ahead, y left, z up) from BlenSor's (x right, y up, -z ahead): (-z, -x, y)
+    np.testing.assert_allclose(ros, np.stack([-blensor[:, 2], -blensor[:, 0], blensor[:, 1]], 1), atol=1e-5)
+
+
+def test_names_from_the_blend_are_escaped_on_the_terminal(tmp_path):
+    # issue 20, 7.10: an escape sequence or newline in an object name reached the terminal raw
+    import textwrap
+    blend = tmp_path / "evil.blend"
+    evil = "Cam\x1b]0;pwned\x07\nX"
+    code = textwrap.dedent(f"""
+        import bpy, blensor_addon
+        blensor_addon.register()
+        bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
+        bpy.data.objects["Velodyne"].name = {evil!r}
+        bpy.context.scene.name = "Scene\\x1b[2J"
+        bad = bpy.data.meshes.new("m")
+        bad.from_pydata([(0, 0, float("nan")), (1, 0, 0), (0, 1, 0)], [], [(0, 1, 2)])
+        ob = bpy.data.objects.new("Obj\\x1b[31m\\r", bad)
+        bpy.context.scene.collection.objects.link(ob)
+        bpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})
+        blensor_addon.unregister()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    info = run("info", blend)
+    assert info.returncode == 0, info.stderr
+    assert "scene 'Scene\\x1b[2J'" in info.stdout and "camera 'Cam\\x1b]0;pwned\\x07\\nX' (scene camera)" \
+        in info.stdout
+    bad = run("scan", blend, "--camera", "Nope\x1b[31m", "--out", tmp_path / "o")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "one of the scene's cameras: Cam\\x1b]0;pwned\\x07\\nX, got 'Nope\\x1b[31m'" in bad.stderr
+    scan = run("scan", blend, "--frames", "1-3", "--out", tmp_path / "s", "--quiet")
+    assert scan.returncode == 0, scan.stderr
+    assert scan.stderr.strip() == ("blensor: warning: object 'Obj\\x1b[31m\\r' has non-finite (NaN/inf) "
+                                   "coordinates; 1 of its triangles or instances are left out of the scan")
+    for res in (info, bad, scan):
+        assert not any(c in res.stdout + res.stderr for c in "\x1b\x07\r")

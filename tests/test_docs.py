@@ -42,10 +42,6 @@ FORMAT_FILES = {
 MOTION_FILES = {"blensor": ("motion.txt",), "tum": (".tum",), "kitti": (".txt",), "json": (".json",)}
 #: README commands that depend on parts of issue 20 made on other branches: expected to
 #: fail until those are merged (strict: then they pass and the entry must go).
-PENDING = {
-    ".venv/bin/blensor motion scenes/crossing.blend --frames 1-48 --out out/motion --formats tum,json":
-        "issue 20 section 5 'Option names': motion takes --format, not yet --formats",
-}
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str, int]]:
@@ -142,8 +138,6 @@ def test_readme_marks_every_block_and_keeps_the_quick_start():
 
 @pytest.mark.parametrize("command", COMMANDS[1:])
 def test_readme_command_runs(workdir, command, request):
-    if command in PENDING:
-        request.applymarker(pytest.mark.xfail(reason=PENDING[command], strict=True))
     res = run(command, workdir)
     assert res.returncode == 0, f"{command}\n{res.stdout[-2000:]}{res.stderr[-2000:]}"
     argv = command.split()

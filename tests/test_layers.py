@@ -28,8 +28,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "blensor_addon"
 ADDON = ROOT / PACKAGE
@@ -53,18 +51,6 @@ ROOT_CONSTANTS = {"__version__"}
 #: Modules that exist only inside Blender (pip ``bpy``) besides mathutils: bpy counts for all.
 BLENDER_ONLY = ("bpy", "bmesh", "gpu", "bl_math", "idprop", "bpy_extras", "freestyle")
 
-#: Violations present on the tree when this test was written, each being removed by
-#: another part of issue 20. They are expected failures (``test_known_violation``, strict:
-#: it fails once a violation is gone, so its entry must then be deleted here); any other
-#: violation fails ``test_layers``.
-KNOWN = {
-    ("blensor_addon.io.formats.depthmaps", "bpy"):
-        "io/formats/depthmaps.py imports bpy inside the EXR writer (Blender's image API); issue 20 "
-        "section 7.5 moves EXR writing into the output folder without bpy (another helper)",
-    ("blensor_addon.cli", "blensor_addon.__init__"):
-        "cli.py imports register/unregister (inside functions) from the package's __init__.py, the "
-        "level above ui/cli; to be fixed in cli.py (not this part's file) by registering through ui",
-}
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -152,16 +138,8 @@ def test_layers():
     """No import of bpy below scene, none of a layer above the importer's: every new one
     is listed in the message."""
     found = violations()
-    new = [msg for key, msgs in sorted(found.items()) if key not in KNOWN for msg in msgs]
+    new = [msg for _, msgs in sorted(found.items()) for msg in msgs]
     assert not new, "layering violations:\n" + "\n".join(new)
-
-
-@pytest.mark.parametrize("key", sorted(KNOWN), ids=[f"{m}->{t}" for m, t in sorted(KNOWN)])
-def test_known_violation(key, request):
-    """Each known violation, until its fix lands (then delete its KNOWN entry)."""
-    request.applymarker(pytest.mark.xfail(reason=KNOWN[key], strict=True))
-    found = violations()
-    assert key not in found, "\n".join(found[key])
 
 
 def test_checker_finds_violations(tmp_path):

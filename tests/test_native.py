@@ -197,6 +197,9 @@ def test_avx_sse_and_portable_kernels_agree(tmp_path):
     portable = native_build.build(tmp_path / "portable", portable=True)
     variants = {"default": {}, "sse": {"BLENSOR_RT_NO_AVX": "1"}, "portable": {"BLENSOR_NATIVE_LIB": str(portable)}}
     out = {name: random_cast(tmp_path / f"{name}.npz", **extra) for name, extra in variants.items()}
+    # each variant ran the kernel it names (the default one: AVX where the CPU has it)
+    has_avx = "avx" in open("/proc/cpuinfo").read().split()
+    assert [str(out[k]["k"]) for k in variants] == ["avx" if has_avx else "sse2", "sse2", "portable"]
     assert (out["default"]["p"] >= 0).sum() > 5000
     for name in ("sse", "portable"):
         for k in ("t", "p", "n", "uv"):
@@ -250,3 +253,39 @@ def test_scattered_origins_reordered_in_the_library_give_the_answers_of_small_ba
             assert 0.1 < hit.mean() < 0.95 and set(np.unique(whole.instance[hit]).tolist()) == {0, 1}
             assert (whole.instance[::97] == -1).all() and np.all(whole.t[hit] < tmax[hit])
         be.close()
+
+
+def test_bad_indices_and_huge_transforms_are_refused_not_converted():
+    # int64 indices above 2^31 used to wrap (2^32 became 0), float indices were
+    # truncated (1.7 became 1), and an end transform near float32's maximum made the
+    # instance miss: each is refused, naming the array and the allowed range
+    v = np.array([[-5, -5, -1], [5, -5, -1], [0, 5, -1]], float)
+    for bad in (np.array([[0, 1, 2 ** 32]]), np.array([[0, 1, 1.7]]), np.array([[0, 1, -1]]),
+                np.array([[0, 1, np.nan]])):
+        with pytest.raises(ValueError, match=r"triangles must be integers within 0\.\.2147483647"):
+            MeshData(v, bad)
+    tri = MeshData(v, np.array([[0, 1, 2.0]]))  # integral floats are exact: taken
+    assert tri.triangles.dtype == np.int32 and tri.triangles.tolist() == [[0, 1, 2]]
+    for bad in ([2 ** 32], [0.5]):
+        with pytest.raises(ValueError, match="instance_mesh must be integers"):
+            SceneGeometry([tri], np.array(bad), np.eye(4)[None])
+    be = NativeBackend(threads=1)
+    for name in ("instance_matrix", "instance_matrix_end"):
+        huge = np.eye(4)
+        huge[0, 3] = 3e38
+        kw = {"instance_matrix": huge[None]} if name == "instance_matrix" else \
+            {"instance_matrix": np.eye(4)[None], "instance_matrix_end": huge[None]}
+        with pytest.raises(ValueError, match=rf"{name} entries must be within \+-1e\+30.*3e\+38 at "
+                                             "instance 0"):
+            be.set_geometry(SceneGeometry([tri], [0], **kw))
+    # at the limit the instance is hit at both ends of its motion
+    end = np.eye(4)
+    end[0, 3] = 1e30
+    be.set_geometry(SceneGeometry([tri], [0], np.eye(4)[None], end[None]))
+    h = be.intersect(np.zeros((2, 3)), np.array([[0.0, 0.0, -1.0]] * 2), 10.0, time=np.array([0.0, 1e-35]))
+    assert h.instance.tolist() == [0, 0] and h.t.tolist() == [1.0, 1.0]
+    # non-finite entries keep their meaning: that instance is not hit, the scene builds
+    end[0, 3] = np.nan
+    be.set_geometry(SceneGeometry([tri], [0, 0], np.stack([np.eye(4)] * 2), np.stack([end, np.eye(4)])))
+    assert be.intersect(np.zeros((1, 3)), np.array([[0.0, 0.0, -1.0]]), 10.0).instance[0] in (0, 1)
+    be.close()

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +38,7 @@ from . import plan as planning
 from .failures import RunFailed, RunInterrupted  # noqa: F401  (raised through the pipeline)
 from .pipeline import Pipeline, WriterThread  # noqa: F401  (WriterThread: tests and benchmarks)
 from .run_files import ManifestWriter, TrajectoryWriter
+from .signals import Signals
 
 
 def check_frames(scene, frames) -> list[int]:
@@ -376,36 +375,6 @@ class RangeScanJob:
                 self.scene.frame_set(self._old_frame)
 
 
-class _Signals:
-    """SIGINT and SIGTERM during a range scan: the first asks the scan to stop after the
-    current frame (``signum`` is set), a second raises KeyboardInterrupt at once (the
-    frame being scanned is then dropped whole; frames already scanned are written).
-    Installed only in the main thread of a background (headless) process; a Blender UI
-    keeps its own handlers (ESC cancels)."""
-
-    def __init__(self) -> None:
-        self.signum = None
-        self._old = {}
-
-    def _handler(self, signum, frame) -> None:
-        if self.signum is not None:
-            old = self._old.get(signum)
-            if callable(old):  # the caller's handler (the CLI's notes which signal it was)
-                old(signum, frame)
-            raise KeyboardInterrupt
-        self.signum = signum
-
-    def __enter__(self):
-        if bpy.app.background and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handler)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | None = None, *,
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
@@ -463,30 +432,32 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         packet is dropped and the manifest says ``"cancelled"``.
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
-    job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
-                       frame_of_reference, pcd_ascii, overwrite, resume, overrides, options or {}, axes, time)
-    status, bad_input, error = "failed", False, None
-    with _Signals() as sig:
-        try:
-            if progress is not None:
-                progress(0, len(job.plan), None)
-            while job.remaining:
-                if sig.signum is not None or (should_cancel is not None and should_cancel()):
-                    status = "cancelled"
-                    break
-                entry = job.step()
+    with Signals.scope() as sig:  # the command line tool's, or one for this scan (headless Blender)
+        job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
+                           pcd_ascii, overwrite, resume, overrides, options or {}, axes, time)
+        job.signal = None
+        status, bad_input, error = "failed", False, None
+        with sig.finishing():  # the first signal: stop after this packet; a second: at once
+            try:
                 if progress is not None:
-                    progress(job.scanned, len(job.plan), entry)
-            else:  # every packet done (a signal during the last one lost nothing)
-                status = "complete"
-        except KeyboardInterrupt as exc:
-            status, error = "cancelled", exc
-        except SettingsError as exc:
-            bad_input, error = True, exc
-        except BaseException as exc:
-            error = exc
-        job.signal = sig.signum
-        job.finish(status, bad_input, error)  # raises RunFailed / RunInterrupted in their cases
+                    progress(0, len(job.plan), None)
+                while job.remaining:
+                    if sig.stop_requested or (should_cancel is not None and should_cancel()):
+                        status = "cancelled"
+                        break
+                    entry = job.step()
+                    if progress is not None:
+                        progress(job.scanned, len(job.plan), entry)
+                else:  # every packet done (a signal during the last one lost nothing)
+                    status = "complete"
+            except KeyboardInterrupt as exc:
+                status, error = "cancelled", exc
+            except SettingsError as exc:
+                bad_input, error = True, exc
+            except BaseException as exc:
+                error = exc
+            job.signal = sig.signum if sig.stop_requested else None
+            job.finish(status, bad_input, error)  # raises RunFailed / RunInterrupted in their cases
     if error is not None:
         raise error
     return job

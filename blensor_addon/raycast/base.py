@@ -11,6 +11,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+def index_array(name: str, values, columns: int | None = None) -> np.ndarray:
+    """``values`` as a contiguous int32 array (reshaped to (-1, ``columns``) or (-1,)),
+    refusing what a cast would change: integers outside int32 (int64 indices above 2^31
+    would wrap) and non-integral or non-finite floats (1.7 would become 1).
+
+    Raises:
+        ValueError: naming ``name`` and the allowed range.
+    """
+    a = np.asarray(values)
+    allowed = f"{name} must be integers within 0..{np.iinfo(np.int32).max}"
+    if a.dtype.kind == "f":
+        if a.size and not (np.isfinite(a).all() and (a == np.floor(a)).all()):
+            raise ValueError(f"{allowed}, got non-integral values such as {a[a != np.floor(a)].ravel()[0]!r}")
+    elif a.dtype.kind not in "iub" and a.size:
+        raise ValueError(f"{allowed}, got dtype {a.dtype}")
+    if a.size and (a.min() < 0 or a.max() > np.iinfo(np.int32).max):
+        raise ValueError(f"{allowed}, got values in {a.min()}..{a.max()}")
+    a = np.ascontiguousarray(a, dtype=np.int32)
+    return a.reshape(-1, columns) if columns else a.reshape(-1)
+
+
 @dataclass
 class MeshData:
     """One mesh in object space.
@@ -27,7 +48,7 @@ class MeshData:
 
     def __post_init__(self) -> None:
         self.vertices = np.ascontiguousarray(self.vertices, dtype=np.float32).reshape(-1, 3)
-        self.triangles = np.ascontiguousarray(self.triangles, dtype=np.int32).reshape(-1, 3)
+        self.triangles = index_array("triangles", self.triangles, 3)
         if not self.key:
             # CRC-32 and Adler-32 of both arrays plus their sizes (~1 ms per million
             # triangles; a cryptographic hash would cost more than the BVH build it saves)
@@ -60,7 +81,7 @@ class SceneGeometry:
     instance_matrix_end: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.instance_mesh = np.ascontiguousarray(self.instance_mesh, dtype=np.int32).reshape(-1)
+        self.instance_mesh = index_array("instance_mesh", self.instance_mesh)
         self.instance_matrix = np.ascontiguousarray(self.instance_matrix, dtype=np.float32).reshape(-1, 4, 4)
         if self.instance_mesh.shape[0] != self.instance_matrix.shape[0]:
             raise ValueError("instance_mesh and instance_matrix differ in length")

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import NativeLibraryError
-from .base import Backend, ClosestHits, MeshData, SceneGeometry
+from .base import Backend, ClosestHits, MeshData, SceneGeometry, index_array
 from .motion import regular
 
-API_VERSION = 3
+API_VERSION = 4
 _ADDON_DIR = Path(__file__).resolve().parent.parent
 
 _lib = None
@@ -96,6 +96,28 @@ def kernel() -> str:
     return load_library().brt_kernel().decode()
 
 
+def crash_message(before: str | None, after: str = "", code: int = 2) -> bool:
+    """While set, a crash of this process (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) prints
+    ``before`` + the signal's name + ``after`` on stderr and exits with ``code`` instead
+    (the command line tool sets it while Blender reads a .blend: its reader crashes on
+    some corrupt files). ``before`` None: the handlers from before are back. Returns
+    False where it cannot be set (no library, Windows).
+
+    Raises:
+        ValueError: the text is over 2,047 bytes (UTF-8).
+    """
+    try:
+        lib = load_library()
+    except NativeLibraryError:
+        return False
+    if before is None:
+        return lib.brt_crash_message(None, None, 0) == 0
+    b, a = before.encode(), after.encode()
+    if len(b) + len(a) > 2047:
+        raise ValueError(f"crash message must be at most 2047 bytes, got {len(b) + len(a)}")
+    return lib.brt_crash_message(b, a, int(code)) == 0
+
+
 def available() -> bool:
     """True if the native library loads."""
     try:
@@ -111,8 +133,8 @@ def _declare(lib) -> None:
     lib.brt_mesh_create.restype = ctypes.c_int
     lib.brt_mesh_free.argtypes = [vp]
     lib.brt_mesh_free.restype = None
-    lib.brt_mesh_node_count.argtypes = [vp]
-    lib.brt_mesh_node_count.restype = ctypes.c_int64
+    lib.brt_crash_message.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    lib.brt_crash_message.restype = ctypes.c_int
     lib.brt_kernel.argtypes = []
     lib.brt_kernel.restype = ctypes.c_char_p
     lib.brt_scene_free.argtypes = [vp]
@@ -136,7 +158,7 @@ class _NativeMesh:
         self._lib = lib
         self.handle = ctypes.c_void_p()
         v = np.ascontiguousarray(vertices, dtype=np.float32)
-        t = np.ascontiguousarray(triangles, dtype=np.int32)
+        t = index_array("triangles", triangles).reshape(np.shape(triangles))
         if v.ndim != 2 or v.shape[1] != 3 or t.ndim != 2 or t.shape[1] != 3:
             raise ValueError(f"mesh arrays must be vertices (V, 3) and triangles (T, 3), got {v.shape} and "
                              f"{t.shape}")
@@ -144,9 +166,6 @@ class _NativeMesh:
                                  ctypes.byref(self.handle))
         if rc != 0:
             raise NativeLibraryError(f"brt_mesh_create failed: {_ERRORS.get(rc, rc)}")
-
-    def node_count(self) -> int:
-        return int(self._lib.brt_mesh_node_count(self.handle))
 
     def free(self) -> None:
         if self.handle:
@@ -158,6 +177,26 @@ class _NativeMesh:
             self.free()
         except Exception:  # interpreter shutdown: ctypes may be gone already
             pass
+
+
+#: the largest magnitude (m, or unitless for the 3x3 part) of a finite transform entry the
+#: library takes: beyond about 1e33 an instance's swept bounds overflow float32 and it is
+#: missed (non-finite entries keep their meaning: such an instance is not hit)
+MAX_TRANSFORM = 1e30
+
+
+def _check_transforms(name: str, xf: np.ndarray) -> None:
+    """Refuse finite entries of ``xf`` beyond :data:`MAX_TRANSFORM`.
+
+    Raises:
+        ValueError: naming ``name`` (instance_matrix or instance_matrix_end), the
+        instance and the allowed range.
+    """
+    big = np.isfinite(xf) & (np.abs(xf) > MAX_TRANSFORM)
+    if big.any():
+        i = int(np.flatnonzero(big.any(axis=(1, 2)))[0])
+        raise ValueError(f"{name} entries must be within +-{MAX_TRANSFORM:g} (or non-finite: the instance "
+                         f"is not hit), got {float(np.abs(xf[i][big[i]]).max()):g} at instance {i}")
 
 
 def _singular(xf: np.ndarray) -> np.ndarray:
@@ -211,17 +250,22 @@ class NativeBackend(Backend):
         end).
 
         Raises:
-            ValueError: instance_mesh outside the mesh list, or arrays of the wrong shape.
+            ValueError: instance_mesh outside the mesh list or not integers, arrays of the
+            wrong shape, or a finite transform entry beyond +-:data:`MAX_TRANSFORM`.
             NativeLibraryError: the library failed (out of memory).
         """
         if self._scene and geometry.has_content(self._built):
             return
-        im = np.ascontiguousarray(geometry.instance_mesh, dtype=np.int32).reshape(-1)
+        im = index_array("instance_mesh", geometry.instance_mesh)
         xf = np.ascontiguousarray(geometry.instance_matrix, dtype=np.float32)
         if xf.shape != (im.shape[0], 4, 4):
             raise ValueError(f"instance_matrix must be ({im.shape[0]}, 4, 4), got {xf.shape}")
         if im.size and (im.min() < 0 or im.max() >= len(geometry.meshes)):
             raise ValueError(f"instance_mesh must index the {len(geometry.meshes)} meshes")
+        _check_transforms("instance_matrix", xf)
+        if geometry.instance_matrix_end is not None:
+            end = np.asarray(geometry.instance_matrix_end, dtype=np.float32)
+            _check_transforms("instance_matrix_end", end)
         meshes = list(geometry.meshes)
         keys = [m.key for m in meshes]
         singular = _singular(xf)

@@ -327,8 +327,10 @@ class SceneExtractor:
         for name, n in sorted(snap.dropped.items()):
             if name not in self.warned:
                 self.warned.add(name)
-                print(f"blensor: warning: object '{name}' has non-finite (NaN/inf) coordinates; {n} of its "
-                      "triangles or instances are left out of the scan", file=sys.stderr)
+                from ..core.text import printable  # the name from the .blend, escaped
+                line = (f"blensor: warning: object '{name}' has non-finite (NaN/inf) coordinates; {n} of its "
+                        "triangles or instances are left out of the scan")
+                print(printable(line), file=sys.stderr)
         return snap
 
     #: read Geometry Nodes instances as arrays where possible (tests turn it off to compare)

@@ -41,10 +41,17 @@ _HANDLERS = (("load_pre", _release_backends), ("load_post", _upgrade_settings), 
 _registered_classes: tuple = ()
 
 
+def registered() -> bool:
+    """Whether :func:`register` ran (and :func:`unregister` did not since)."""
+    return bool(_registered_classes)
+
+
 def register() -> None:
     """Register every class (the property groups made from the registries as they are
-    now), then attach the property groups and the file handlers."""
+    now), then attach the property groups and the file handlers (idempotent)."""
     global _registered_classes
+    if _registered_classes:
+        return
     _registered_classes = props.build_classes() + panel.CLASSES + ops.CLASSES
     for cls in _registered_classes:
         bpy.utils.register_class(cls)
@@ -59,7 +66,10 @@ def register() -> None:
 
 
 def unregister() -> None:
-    """Undo :func:`register` in reverse order; free the shared ray caster."""
+    """Undo :func:`register` in reverse order; free the shared ray caster (idempotent)."""
+    global _registered_classes
+    if not _registered_classes:
+        return
     for kind, fn in _HANDLERS:
         handlers = getattr(bpy.app.handlers, kind)
         if fn in handlers:
@@ -68,3 +78,4 @@ def unregister() -> None:
     props.unregister_properties()
     for cls in reversed(_registered_classes):
         bpy.utils.unregister_class(cls)
+    _registered_classes = ()

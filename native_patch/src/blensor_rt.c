@@ -786,6 +786,67 @@ static int packetize(brt_mesh *m, const float *verts, const int32_t *tris, const
 
 BRT_API int brt_api_version(void) { return BRT_API_VERSION; }
 
+/* ---------------------------------------------------------------- crash message */
+#if defined(_WIN32)
+BRT_API int brt_crash_message(const char *before, const char *after, int code) {
+    (void)before; (void)after; (void)code;
+    return -4;
+}
+#else
+#include <signal.h>
+#define CRASH_NSIG 5
+static const int crash_sigs[CRASH_NSIG] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+static const char *const crash_names[CRASH_NSIG] = {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"};
+static struct sigaction crash_old[CRASH_NSIG];
+static char crash_text[2048];
+static size_t crash_before, crash_after;
+static int crash_code, crash_set;
+
+static void crash_write(const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(2, p, n);
+        if (w <= 0) return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void crash_handler(int sig) {
+    crash_write(crash_text, crash_before);
+    for (int i = 0; i < CRASH_NSIG; i++)
+        if (crash_sigs[i] == sig) crash_write(crash_names[i], strlen(crash_names[i]));
+    crash_write(crash_text + crash_before, crash_after);
+    _exit(crash_code);
+}
+
+BRT_API int brt_crash_message(const char *before, const char *after, int code) {
+    if (!before && !after) {
+        if (crash_set)
+            for (int i = 0; i < CRASH_NSIG; i++) sigaction(crash_sigs[i], &crash_old[i], NULL);
+        crash_set = 0;
+        return BRT_OK;
+    }
+    if (!before || !after) return BRT_E_ARG;
+    size_t nb = strlen(before), na = strlen(after);
+    if (nb + na >= sizeof crash_text) return BRT_E_ARG;
+    memcpy(crash_text, before, nb);
+    memcpy(crash_text + nb, after, na);
+    crash_before = nb;
+    crash_after = na;
+    crash_code = code;
+    if (!crash_set) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = crash_handler;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        for (int i = 0; i < CRASH_NSIG; i++) sigaction(crash_sigs[i], &sa, &crash_old[i]);
+        crash_set = 1;
+    }
+    return BRT_OK;
+}
+#endif
+
 #if defined(BRT_HAVE_AVX)
 static int use_avx(void);
 #endif
@@ -857,8 +918,6 @@ BRT_API void brt_mesh_free(brt_mesh *m) {
     free(m->pk_tri);
     free(m);
 }
-
-BRT_API int64_t brt_mesh_node_count(const brt_mesh *m) { return m ? m->nnodes : 0; }
 
 #define MIN_DET 1e-30 /* |det| at or below: a singular 3x3 (also raycast/motion.py MIN_DET) */
 

@@ -32,7 +32,8 @@
 #define BRT_API __attribute__((visibility("default")))
 #endif
 
-#define BRT_API_VERSION 3 /* 2: brt_kernel(); 3: moving instances, per-ray time */
+#define BRT_API_VERSION 4 /* 2: brt_kernel(); 3: moving instances, per-ray time;
+                             4: brt_mesh_node_count removed, brt_crash_message() */
 
 /* Error codes (negative). */
 #define BRT_OK 0
@@ -55,6 +56,14 @@ BRT_API int64_t brt_reordered_batches(void);
  * (x86-64 picks AVX at run time unless the CPU lacks it or BLENSOR_RT_NO_AVX is set). */
 BRT_API const char *brt_kernel(void);
 
+/* While set, a crash of the process (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT: in Blender's
+ * .blend reader, which crashes on some corrupt files) writes before + the signal's name +
+ * after to stderr and ends the process with exit status code (write and _exit only:
+ * async-signal-safe). before and after are copied (at most 2047 bytes in all). Both NULL:
+ * the handlers from before are back. Returns BRT_OK, BRT_E_ARG (one of them NULL, too
+ * long), or -4 where the platform has no sigaction (Windows). */
+BRT_API int brt_crash_message(const char *before, const char *after, int code);
+
 /* Build the BVH of one mesh.
  * verts: (nverts, 3) float32 object-space coordinates [m].
  * tris:  (ntris, 3) int32 vertex indices.
@@ -63,8 +72,6 @@ BRT_API const char *brt_kernel(void);
 BRT_API int brt_mesh_create(const float *verts, int64_t nverts, const int32_t *tris,
                             int64_t ntris, brt_mesh **out);
 BRT_API void brt_mesh_free(brt_mesh *mesh);
-/* Number of BVH nodes (for statistics and tests). */
-BRT_API int64_t brt_mesh_node_count(const brt_mesh *mesh);
 
 /* Build the top level over instances.
  * meshes: array of nmeshes mesh handles (may repeat; NULL not allowed).

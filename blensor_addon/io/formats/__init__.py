@@ -204,12 +204,13 @@ def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
         fmt, _, opt = str(key).partition(".")
         if fmt not in WRITERS:
             raise SettingsError("--option", "FORMAT.OPTION=VALUE with FORMAT one of " + ",".join(WRITERS), key)
-        if fmt not in given:
-            raise SettingsError(key, f"an option of a format being written ({','.join(formats)})", value)
+        if fmt not in given:  # (the value shown is what was typed: the key with its value)
+            raise SettingsError(key, f"an option of a format being written ({','.join(formats)})",
+                                f"{key}={value}")
         fields = {f.name: f for f in dataclasses.fields(WRITERS[fmt].Options)}
-        if opt not in fields:
-            raise SettingsError(key, f"one of the options of {fmt}: " + (", ".join(f"{fmt}.{n}" for n in fields)
-                                                                        or "(none)"), value)
+        if opt not in fields:  # name the key typed and the keys there are
+            keys = ", ".join(f"{fmt}.{n}" for n in fields) or f"(none: {fmt} has no options)"
+            raise SettingsError(key, f"one of the options of {fmt}: {keys}", f"{key}={value}")
         meta = fields[opt].metadata["blensor"]
         given[fmt][opt] = meta.parse(key, value) if isinstance(value, str) else meta.check(key, value)
     return {f: WRITERS[f].Options(**given[f]) for f in formats}

@@ -4,9 +4,10 @@ with the camera as a depth sensor) and by any range scan of an image sensor.
 
 Per frame f and format (pixel (row, col) = Blender's own camera projection; misses NaN):
 
-- ``exr``: ``depth%05d.exr``, 32-bit float OpenEXR written through Blender's own image
-  API, one file with channels R = planar depth z (m), G = radial range (m), B = object
-  id (exact up to 2^24; 0 = nothing), A = 1 where something returned, else 0.
+- ``exr``: ``depth%05d.exr``, 32-bit float OpenEXR with lossless ZIP compression
+  (:func:`exr_bytes`, numpy and zlib), one file with channels R = planar depth z (m),
+  G = radial range (m), B = object id (exact up to 2^24; 0 = nothing), A = 1 where
+  something returned, else 0.
 - ``npy``: ``depth%05d_z.npy``, ``depth%05d_range.npy`` (float32, (H, W), row 0 at the
   top) and ``depth%05d_object_id.npy`` (uint32).
 - ``pfm``: ``depth%05d.pfm``, the portable float map of z (``Pf``, little-endian: scale
@@ -15,20 +16,18 @@ Per frame f and format (pixel (row, col) = Blender's own camera projection; miss
   int32 height, then width x height float64 radial distances, bottom row first
   (little-endian; misses are NaN).
 
-The EXR goes through Blender's own image API, so that writer (alone in ``io/``)
-imports ``bpy``, inside :func:`exr_bytes`.
+Every file is bytes handed to the range scan, which writes them in the output folder
+(temporary name + rename there); no writer imports ``bpy``.
 """
 from __future__ import annotations
 
-import os
 import struct
-from pathlib import Path
+import zlib
 
 import numpy as np
 
 from ...core.axes import sensor_points
 from ...core.result import ScanResult
-from ..atomic import remove_quietly
 from ._base import Writer
 
 
@@ -70,32 +69,62 @@ def dmap_bytes(radial: np.ndarray) -> bytes:
     return struct.pack("<ii", w, h) + np.ascontiguousarray(radial[::-1], dtype="<f8").tobytes()
 
 
-def exr_bytes(images: dict[str, np.ndarray]) -> bytes:
-    """32-bit float OpenEXR (R = z, G = range, B = object id, A = returned) through
-    Blender's image API (``bpy``; imported here so the other formats need no Blender)."""
-    import tempfile
+#: OpenEXR's ZIP_COMPRESSION: zlib over blocks of 16 scanlines (lossless)
+EXR_ZIP = 3
+EXR_ZIP_LINES = 16
+#: zlib level: 4 is OpenEXR's own default for ZIP
+EXR_ZIP_LEVEL = 4
 
-    import bpy
+
+def _exr_attr(name: str, kind: str, value: bytes) -> bytes:
+    return name.encode() + b"\0" + kind.encode() + b"\0" + struct.pack("<i", len(value)) + value
+
+
+def _exr_zip(raw: bytes) -> bytes:
+    """OpenEXR's ZIP block coding: bytes split into even and odd halves, then each byte
+    stored as the difference to the one before (+128), then zlib; the raw bytes where
+    that is not smaller (the reader tells them apart by the size)."""
+    b = np.frombuffer(raw, np.uint8)
+    t = np.concatenate([b[0::2], b[1::2]])
+    d = t.copy()
+    d[1:] = (t[1:].astype(np.int16) - t[:-1].astype(np.int16) + 128).astype(np.uint8)
+    packed = zlib.compress(d.tobytes(), EXR_ZIP_LEVEL)
+    return packed if len(packed) < len(raw) else raw
+
+
+def exr_bytes(images: dict[str, np.ndarray]) -> bytes:
+    """A single-part scanline OpenEXR 2 file of (H, W) images: 32-bit float channels
+    R = z, G = range, B = object id, A = 1 where something returned, else 0; lossless
+    ZIP compression (zlib over blocks of 16 scanlines, :func:`_exr_zip`); row 0 at the
+    top. Written here with numpy and zlib (no Blender): 1080p depth maps take about a
+    third of the 33 MB the uncompressed file took. Layout: the OpenEXR file format
+    specification (magic, version 2, header attributes, chunk offset table, chunks)."""
     z = images["z"]
     h, w = z.shape
-    px = np.empty((h, w, 4), np.float32)
-    px[..., 0] = z
-    px[..., 1] = images["range"]
-    px[..., 2] = images["object_id"]
-    px[..., 3] = np.isfinite(z)
-    img = bpy.data.images.new("blensor_depth", w, h, alpha=True, float_buffer=True, is_data=True)
-    fd, tmp = tempfile.mkstemp(suffix=".exr")
-    os.close(fd)
-    try:
-        img.pixels.foreach_set(px[::-1].ravel())  # Blender's rows start at the bottom
-        img.filepath_raw = tmp
-        img.file_format = "OPEN_EXR"
-        img.use_half_precision = False
-        img.save()
-        return Path(tmp).read_bytes()
-    finally:
-        bpy.data.images.remove(img)
-        remove_quietly(Path(tmp))
+    planes = {"A": np.isfinite(z).astype(np.float32), "B": images["object_id"].astype(np.float32),
+              "G": images["range"].astype(np.float32), "R": z.astype(np.float32)}  # channels sorted by name
+    chlist = b"".join(name.encode() + b"\0" + struct.pack("<iB3xii", 2, 0, 1, 1) for name in planes) + b"\0"
+    box = struct.pack("<iiii", 0, 0, w - 1, h - 1)
+    header = (b"\x76\x2f\x31\x01" + struct.pack("<i", 2)
+              + _exr_attr("channels", "chlist", chlist)
+              + _exr_attr("compression", "compression", bytes([EXR_ZIP]))
+              + _exr_attr("dataWindow", "box2i", box)
+              + _exr_attr("displayWindow", "box2i", box)
+              + _exr_attr("lineOrder", "lineOrder", b"\0")
+              + _exr_attr("pixelAspectRatio", "float", struct.pack("<f", 1.0))
+              + _exr_attr("screenWindowCenter", "v2f", struct.pack("<ff", 0.0, 0.0))
+              + _exr_attr("screenWindowWidth", "float", struct.pack("<f", 1.0)) + b"\0")
+    # scanline y: every channel's row in turn (channel order), little-endian float32
+    rows = np.stack([planes[k] for k in planes], axis=1).astype("<f4")  # (H, 4, W)
+    chunks = []
+    for y in range(0, h, EXR_ZIP_LINES):
+        data = _exr_zip(rows[y:y + EXR_ZIP_LINES].tobytes())
+        chunks.append(struct.pack("<ii", y, len(data)) + data)
+    offsets, at = [], len(header) + 8 * len(chunks)
+    for c in chunks:
+        offsets.append(at)
+        at += len(c)
+    return header + struct.pack(f"<{len(offsets)}Q", *offsets) + b"".join(chunks)
 
 
 class _DepthWriter(Writer):
@@ -108,8 +137,8 @@ class _DepthWriter(Writer):
 
 class ExrWriter(_DepthWriter):
     name = "exr"
-    threaded = False  # Blender's image API (bpy) writes the EXR
-    description = "depth maps: 32-bit float OpenEXR, R = z, G = range, B = object id, A = returned"
+    description = ("depth maps: 32-bit float OpenEXR (lossless ZIP), R = z, G = range, B = object id, "
+                   "A = returned")
     files = "depth<frame:05d>.exr"
     outputs = (r"depth\d+\.exr",)
 

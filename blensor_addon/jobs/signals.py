@@ -1,0 +1,203 @@
+"""SIGINT and SIGTERM in headless jobs: the one signal handler of the ``blensor`` command
+and of :func:`~.range_scan.scan_range` run in a background (headless) Blender.
+
+Blender calls Python back from C: the add-on's ``frame_change_post`` and
+``depsgraph_update_post`` handler (``note_geometry_edits``) runs inside every
+``scene.frame_set``, Python drivers inside every evaluation. A KeyboardInterrupt raised
+there is printed and swallowed by Blender, and the job runs on (issue 20, 7.3: a range
+scan's transform pre-check and a motion export ran 13 minutes past SIGINT and SIGTERM),
+and a signal arrives there most of the time, since most of a ``frame_set`` is spent in
+them. So the handler of :class:`Signals` never raises inside such a callback: it notes
+the signal and raises KeyboardInterrupt at the first call the interrupted code makes
+once Blender has returned from the callback (a profile hook, :func:`sys.setprofile`,
+installed only while a signal waits; the hook is what Python's profilers use, so the
+exception comes out of the interrupted job's own frame). Outside callbacks it raises at
+once, as Python's default handler does.
+
+Modes (:attr:`Signals.mode`):
+
+- ``"note"``: only note the signal (while Blender loads: a KeyboardInterrupt inside
+  ``import bpy``, the add-on's registration or the reading of the .blend was swallowed
+  or crashed bpy); :meth:`Signals.live` then raises a noted one.
+- ``"raise"``: raise KeyboardInterrupt (outside callbacks, see above).
+- ``"finish"`` (:meth:`Signals.finishing`, a range scan's frame loop): the first signal
+  only asks the job to stop after the current frame (:attr:`Signals.stop_requested`);
+  a second one raises.
+
+Handlers are installed only in the main thread (Python's rule); a Blender with a UI keeps
+its own (ESC cancels a job there).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+#: Blender's file name of the code of a Python driver expression
+_DRIVER_FILE = "<bpy driver>"
+#: the add-on's UI layer: operators, panels and property-update callbacks, all called by Blender
+_UI_DIR = str(Path(__file__).resolve().parent.parent / "ui") + os.sep
+
+
+def _callback_codes() -> set:
+    """Code objects of every function in Blender's handler lists (``bpy.app.handlers``)."""
+    codes = set()
+    try:
+        import bpy
+        handlers = bpy.app.handlers
+    except Exception:  # no Blender (a job module imported without it): nothing calls back
+        return codes
+    for name in dir(handlers):
+        items = getattr(handlers, name, None)
+        if isinstance(items, list):
+            for fn in items:
+                code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+                if code is not None:
+                    codes.add(code)
+    return codes
+
+
+def in_callback(frame, codes: set) -> bool:
+    """True if ``frame`` or one of its callers is Python code that Blender called from C:
+    a handler of ``bpy.app.handlers`` (``codes``), a Python driver expression, or the
+    add-on's UI layer. (Python frames chain across C calls, so the job's own frames are
+    the callers of a callback's frame.)"""
+    while frame is not None:
+        code = frame.f_code
+        if code in codes or code.co_filename == _DRIVER_FILE or code.co_filename.startswith(_UI_DIR):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class Signals:
+    """SIGINT and SIGTERM of a headless job (see the module docstring).
+
+    Attributes:
+        signum: the last signal received (``signal.SIGINT`` or ``SIGTERM``), or None.
+        count: signals received since the handlers were installed.
+        mode: ``"note"``, ``"raise"`` or ``"finish"``.
+        writing: set by the caller once a frame was finished (kept whatever happens
+            next), for the interrupt message.
+    """
+
+    #: the installed instance (one per process: the command line tool's, or a range scan's)
+    active: Signals | None = None
+
+    def __init__(self, mode: str = "raise") -> None:
+        self.signum = None
+        self.count = 0
+        self.mode = mode
+        self.writing = False
+        self._base = 0  # count when the current "finish" scope began
+        self._old: dict = {}
+        self._codes: set = set()
+        self._waiting = False  # a signal waits for its callback to return (profile hook set)
+
+    # -------------------------------------------------------------- installation
+    def install(self) -> Signals:
+        """Install the handlers (main thread only; elsewhere nothing changes) and make
+        this the :attr:`active` instance."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        Signals.active = self
+        return self
+
+    def restore(self) -> None:
+        """The handlers from before :meth:`install`; a signal still waiting is dropped
+        (the job it was meant for is over)."""
+        self._stop_waiting()
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+        if Signals.active is self:
+            Signals.active = None
+
+    @classmethod
+    @contextmanager
+    def scope(cls, mode: str = "raise"):
+        """The :attr:`active` instance, or (none active) a new one installed with ``mode``
+        for the block, if this is a headless Blender (in one with a UI, an instance that
+        installs nothing: signals stay Blender's)."""
+        if cls.active is not None:
+            yield cls.active
+            return
+        try:
+            import bpy
+            headless = bool(bpy.app.background)
+        except Exception:
+            headless = True
+        sig = cls(mode)
+        if headless:
+            sig.install()
+        try:
+            yield sig
+        finally:
+            sig.restore()
+
+    # ------------------------------------------------------------------- modes
+    def live(self) -> None:
+        """Blender is loaded: signals raise from now on; one noted meanwhile is raised now.
+
+        Raises:
+            KeyboardInterrupt: a signal was noted.
+        """
+        self.mode = "raise"
+        if self.signum is not None:
+            raise KeyboardInterrupt
+
+    def quiet(self) -> None:
+        """Only note signals from now on (the job is over; clean-up runs)."""
+        self.mode = "note"
+        self._stop_waiting()
+
+    @contextmanager
+    def finishing(self):
+        """A block (a range scan's frame loop) in which the first signal only asks to
+        stop after the current frame (:attr:`stop_requested`) and a second raises."""
+        old, self.mode, self._base = self.mode, "finish", self.count
+        try:
+            yield self
+        finally:
+            self.mode = old
+
+    @property
+    def stop_requested(self) -> bool:
+        """A signal came during the current :meth:`finishing` block."""
+        return self.count > self._base
+
+    # ---------------------------------------------------------------- handling
+    def _handle(self, signum, frame) -> None:
+        self.signum = signum
+        self.count += 1
+        if self.mode == "note" or (self.mode == "finish" and self.count - self._base == 1):
+            return
+        if self._waiting:
+            return  # raised once its callback returns
+        codes = _callback_codes()
+        if not in_callback(frame, codes):
+            raise KeyboardInterrupt
+        self._codes = codes
+        self._waiting = True
+        sys.setprofile(self._profile)
+
+    def _profile(self, frame, event, arg) -> None:
+        """Profile hook while a signal waits: raise it at the first event (a call or a
+        return) outside every Blender callback."""
+        if not self._waiting:
+            sys.setprofile(None)
+            return
+        if in_callback(frame, self._codes):
+            return
+        self._stop_waiting()
+        raise KeyboardInterrupt
+
+    def _stop_waiting(self) -> None:
+        if self._waiting:
+            self._waiting = False
+            if threading.current_thread() is threading.main_thread():
+                sys.setprofile(None)
