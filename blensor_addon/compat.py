@@ -22,3 +22,9 @@ def stored_idprops(struct):
     if get is not None:
         return get()
     return struct
+
+
+#: pip ``bpy`` 4.2 and 4.5 crash (SIGSEGV) or hang when the Python interpreter exits while
+#: add-on classes are registered; bpy 5.0 and Blender's own executable do not. True where
+#: the add-on unregisters itself before the interpreter exits (``ui.register`` arranges it).
+UNREGISTER_AT_EXIT = not bpy.app.binary_path and bpy.app.version < (5, 0, 0)

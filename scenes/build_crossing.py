@@ -260,6 +260,7 @@ def build(out: Path) -> None:
         s = cam_data.blensor
         s.preset = "hdl64e_s2"
         s.time_model = "continuous"  # every ray at its own time while the cars move
+        s.axes = "ros"  # files in REP-103 axes (x ahead, y left, z up), the default of new cameras
         s.output_dir = "//blensor_out/"
         s.formats = {"npz", "evd", "pcd"}
 

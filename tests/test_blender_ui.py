@@ -198,10 +198,14 @@ def test_enums_store_explicit_numbers_that_saved_files_hold(bpy_mod, empty_scene
 def test_old_scenes_keep_blensor_axes_and_new_cameras_get_ros(bpy_mod, tmp_path):
     from blensor_addon.ui.props import SETTINGS_VERSION
     data = ROOT / "tests" / "data" / "v01_scene.blend"
-    for path, name in ((data, "Lidar"), (CROSSING, "Velodyne")):  # saved before REP-103 became the default
-        bpy_mod.ops.wm.open_mainfile(filepath=str(path))
-        p = bpy_mod.data.objects[name].data.blensor
-        assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 1, path
+    # saved before REP-103 became the default: upgraded, keeping the axes it scanned with
+    bpy_mod.ops.wm.open_mainfile(filepath=str(data))
+    p = bpy_mod.data.objects["Lidar"].data.blensor
+    assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 1
+    # the demo scene, built by its script with the current settings version: REP-103
+    bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))
+    p = bpy_mod.data.objects["Velodyne"].data.blensor
+    assert p.axes == "ros" and p.is_property_set("settings_version") and p.settings_version == SETTINGS_VERSION
     assert bpy_mod.data.objects["Velodyne"].data.blensor.time_model == "continuous"  # stored: kept
     assert bpy_mod.data.objects["Velodyne"].data.blensor.formats == {"npz", "evd", "pcd"}  # stored 7
     # a new camera: REP-103, kept through save and load (stamped with the version when saved)

@@ -231,7 +231,8 @@ def test_long_names_fit_and_poses_without_a_rotation_are_refused(bpy_mod, empty_
         o.location = (float(k + 1), 0.0, 0.0)
         bpy_mod.context.scene.collection.objects.link(o)
     names = [o.name for o in bpy_mod.data.objects]
-    assert max(len(n.encode()) for n in names) > 240  # Blender kept the long names
+    # Blender 5.0 keeps names of up to 255 bytes (the fault's case), 4.2 and 4.5 of 63
+    assert max(len(n.encode()) for n in names) > (240 if bpy_mod.app.version >= (5, 0, 0) else 60)
     out = tmp_path / "m"
     files = export_motion([1, 2], out, ("tum", "kitti"), objects=names)
     assert len(files) == 5 and all(len(Path(f).name.encode()) <= 255 for f in files)

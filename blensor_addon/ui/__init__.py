@@ -1,8 +1,11 @@
 """Blender UI: properties, panels, operators, registered in one place."""
 from __future__ import annotations
 
+import atexit
+
 import bpy
 
+from ..compat import UNREGISTER_AT_EXIT
 from ..scene.extract import EDIT_HANDLERS, note_geometry_edits
 from . import ops, panel, props
 
@@ -58,6 +61,9 @@ def register() -> None:
     props.register_properties()
     for kind, fn in _HANDLERS:
         getattr(bpy.app.handlers, kind).append(fn)
+    if UNREGISTER_AT_EXIT:  # pip bpy 4.2/4.5 would crash at exit with the classes registered
+        atexit.unregister(unregister)
+        atexit.register(unregister)
     # enabled with a file already open: treat it as if it had just been loaded
     try:
         _upgrade_settings()
