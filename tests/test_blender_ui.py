@@ -76,8 +76,12 @@ def test_scan_operator_makes_point_meshes_and_leaves_scene_unchanged(bpy_mod, cr
     co = np.empty(n * 3, np.float32)
     scan.data.vertices.foreach_get("co", co)
     np.testing.assert_allclose(np.linalg.norm(co.reshape(-1, 3), axis=1), rng, rtol=1e-5)
-    # placed at the sensor: the world position of the points is on the scene geometry
-    assert np.allclose(np.array(scan.matrix_world), np.array(cam.matrix_world), atol=1e-5)
+    # placed at the sensor, in the camera's axes (the demo camera stores REP-103: x ahead =
+    # the camera's -Z, y left = its -X, z up = its +Y), so the points sit on the scene
+    assert cam.data.blensor.axes == "ros"
+    M, C = np.array(scan.matrix_world), np.array(cam.matrix_world)
+    np.testing.assert_allclose(M[:3, 3], C[:3, 3], atol=1e-5)
+    np.testing.assert_allclose(M[:3, :3], C[:3, :3] @ np.array([[0, -1, 0], [0, 0, 1], [-1, 0, 0]]), atol=1e-5)
     # a second scan coexists; nothing of the user's objects changed
     bpy_mod.context.scene.frame_set(5)
     bpy_mod.ops.blensor.scan()

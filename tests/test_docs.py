@@ -30,7 +30,7 @@ DOCS = ROOT / "docs"
 QUICK_START = ("bash tools/setup.sh && .venv/bin/blensor scan scenes/crossing.blend --out out "
                "--formats npz,pcd,kitti --overwrite", "bash tools/test.sh")
 #: Files the quick start's scan writes, as the README names them.
-QUICK_START_FILES = ("scan00001.npz", "clean/scan00001.pcd", "noisy/scan00001.pcd", "velodyne/000000.bin",
+QUICK_START_FILES = ("scan00000.npz", "clean/scan00000.pcd", "noisy/scan00000.pcd", "velodyne/000000.bin",
                      "labels/000000.label", "poses.txt", "times.txt", "calib.txt", "manifest.json",
                      "trajectory.tum")
 #: File name endings each format writes (under --out, any depth).
@@ -129,7 +129,7 @@ def test_readme_marks_every_block_and_keeps_the_quick_start():
         assert name.split("/")[0] in text, name
     first_screen = "\n".join(text.splitlines()[:40])
     for phrase in ("REP-103", "x forward, y left, z up", "--axes blensor", "EVD", "Scenes saved before",
-                   "about 1.5 s", "about 10 minutes"):
+                   "about 3 s", "about 10 minutes"):
         assert phrase in first_screen, phrase
     # references a user cannot follow stay in the docs' source table
     assert not re.search(r"seed 00\d|reference section|reference \d", text, re.I)
