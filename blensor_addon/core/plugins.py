@@ -9,7 +9,14 @@ line on stderr; BlenSor itself goes on.
 """
 from __future__ import annotations
 
+import re
 import sys
+
+from .errors import SettingsError
+
+#: what a sensor type's or a format's name may be: it becomes a property, option and file
+#: name, so lower-case letters, digits and _ (1 to 63 of them, a letter first)
+NAME = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
 
 
 class LazyRegistry(dict):
@@ -93,4 +100,23 @@ def load_plugins(group: str, add) -> list[str]:
     return loaded
 
 
-__all__ = ["LazyRegistry", "load_plugins"]
+def check_new_name(setting: str, kind: str, name, registry) -> str:
+    """Refuse ``name`` for a new entry of ``registry`` (a sensor type or a format).
+
+    Args:
+        setting: the name the error gives (``"sensor"``, ``"writer"``); kind: what the
+        name belongs to, as the message says it (``"Sensor"``, ``"Writer"``).
+    Returns:
+        ``name``.
+    Raises:
+        SettingsError (``setting``): not a :data:`NAME`, or registered already.
+    """
+    if not isinstance(name, str) or not NAME.match(name):
+        raise SettingsError(setting, f"a name of lower-case letters, digits and _ (a {kind}'s name)", name)
+    if name in registry:
+        raise SettingsError(setting, "a name not registered yet (registered: " + ", ".join(registry) + ")",
+                            name)
+    return name
+
+
+__all__ = ["LazyRegistry", "load_plugins", "check_new_name", "NAME"]

@@ -22,12 +22,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-import re
 import zlib
 
 from ..errors import SettingsError
 from ..settings import COMMON, Meta, Preset, SensorSettings, meta_of
-from ..plugins import LazyRegistry, load_plugins
+from ..plugins import LazyRegistry, check_new_name, load_plugins
 from .sensor import Sensor
 
 #: the v0.1 sensor; scenes without a stored sensor type scan with it
@@ -45,7 +44,6 @@ BUILTIN_LIMIT = 1024
 CAMERA_PROPERTIES = frozenset({"sensor_type", "settings_version", "add_scan_mesh", "add_noisy_scan_mesh",
                                "frame_of_reference", "axes", "output_dir", "formats", "overwrite",
                                "motion_formats", "depth_formats"})
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
 
 #: type name -> :class:`~.sensor.Sensor`, ordered by stored number (built-ins), then plug-ins
 SENSORS: dict[str, Sensor] = LazyRegistry()
@@ -92,11 +90,7 @@ def register_sensor(sensor, *, builtin: bool = False) -> Sensor:
     if not isinstance(sensor, Sensor):
         raise SettingsError("sensor", "a blensor_addon.core.sensors.Sensor instance", repr(sensor))
     name = sensor.name
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise SettingsError("sensor", "a name of lower-case letters, digits and _ (a Sensor's name)", name)
-    if name in SENSORS:
-        raise SettingsError("sensor", "a name not registered yet (registered: " + ", ".join(SENSORS) + ")",
-                            name)
+    check_new_name("sensor", "Sensor", name, SENSORS)
     _check_settings_class(name, sensor.Settings)
     if sensor.storage is None:
         sensor.storage = name

@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 
 from ...core.errors import SettingsError
-from ...core.plugins import LazyRegistry, load_plugins
+from ...core.plugins import LazyRegistry, check_new_name, load_plugins
 from ...core.settings import Meta
 from ._base import NoOptions, RunInfo, Writer  # noqa: F401
 
@@ -36,7 +36,6 @@ BUILTIN_BITS = {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kit
                 "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12}
 #: bits of plug-in writers (Blender's flag enums hold 31 usable bits)
 PLUGIN_BITS = range(16, 31)
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
 
 #: format name -> Writer class
 WRITERS: dict[str, type] = LazyRegistry()
@@ -83,11 +82,7 @@ def register_writer(writer_cls, *, builtin: bool = False) -> type:
     if not (isinstance(writer_cls, type) and issubclass(writer_cls, Writer)) or writer_cls is Writer:
         raise SettingsError("writer", "a subclass of blensor_addon.io.formats.Writer", repr(writer_cls))
     name = writer_cls.name
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise SettingsError("writer", "a name of lower-case letters, digits and _ (a Writer's name)", name)
-    if name in WRITERS:
-        raise SettingsError("writer", "a name not registered yet (registered: " + ", ".join(WRITERS) + ")",
-                            name)
+    check_new_name("writer", "Writer", name, WRITERS)
     opts = writer_cls.Options
     if not (isinstance(opts, type) and dataclasses.is_dataclass(opts)) or not all(
             isinstance(f.metadata.get("blensor"), Meta) for f in dataclasses.fields(opts)):
