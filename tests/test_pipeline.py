@@ -166,3 +166,68 @@ def test_one_quaternion_routine():
     q = quaternion_xyzw(R)
     assert q[1] == 0.0 and q[2] == 0.0 and math.copysign(1, q[1]) == 1.0
     assert q[0] == pytest.approx(math.sqrt(0.5)) and q[3] == pytest.approx(math.sqrt(0.5))
+
+
+def test_a_stream_sensor_is_planned_and_scanned_by_its_declared_timing(bpy_mod, empty_scene, tmp_path):
+    """A pattern that never repeats (timing ``stream``, no grid, no ``sweep_period``) is
+    cut into packets of its declared period and every ray is cast at its own firing time:
+    the camera moves at 12 m/s along +X in front of the wall z = -10, so a ray
+    fired at time t straight ahead returns from x = 12 t (continuous time)."""
+    import dataclasses
+
+    from blensor_addon.core.capabilities import Capabilities, Timing
+    from blensor_addon.core.result import FIELDS
+    from blensor_addon.core.sensors import Sensor
+    from blensor_addon.core.sensors.patterns import RayPattern
+    from blensor_addon.core.settings import SensorSettings, setting
+    from blensor_addon.scene.scanner import Scanner
+
+    @dataclasses.dataclass(frozen=True)
+    class StreamSettings(SensorSettings):
+        max_range: float = setting(60.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
+
+    class Stream(Sensor):
+        name, label, description, Settings = "stream_probe", "Stream probe", "A test stream", StreamSettings
+        period, rays = 0.05, 50
+
+        def capabilities(self, s, camera=None):
+            return Capabilities(timing=Timing("stream", self.period), grid=None, fields=tuple(FIELDS))
+
+        def grid_shape(self, s, frame, frame_time, mode, camera):
+            return ()
+
+        def check_budget(self, s, frame, frame_time, mode, camera):
+            return self.rays
+
+        def patterns(self, s, frame, frame_time, mode, camera):
+            n = self.rays
+            d = np.tile(np.array([[0.0, 0.0, -1.0]], np.float32), (n, 1))  # straight ahead, BlenSor axes
+            yield RayPattern(directions=d, azimuth=np.zeros(n), elevation=np.zeros(n),
+                             channel=np.zeros(n, np.uint16), ray_index=np.arange(n, dtype=np.int64),
+                             timestamp=frame * frame_time + np.arange(n) / n * frame_time)
+
+    cam = wall_scene(bpy_mod, v=12.0)
+    sensor = Stream()
+    assert sensor.sweep_period(sensor.settings()) is None  # nothing but the declaration says "stream"
+    from blensor_addon.core import sensors as registry
+    registry.register_sensor(sensor)
+    try:
+        sc = Scanner(cam, backend="native", axes="blensor", overrides={"sensor_type": "stream_probe"})
+        try:
+            assert sc.sweep_period == pytest.approx(0.05) and sc.continuous
+            r, rec = sc.scan(Packet("sweep", 3))  # rays fired in [0.15, 0.2) s
+            assert rec.time == pytest.approx(0.15) and len(r) == 50
+            t = r.timestamp
+            assert t.min() == pytest.approx(0.15) and t.max() < 0.2
+            # sensor frame at each ray's time: straight ahead 10 m; world: x follows the camera
+            np.testing.assert_allclose(r.range, 10.0, atol=1e-4)
+        finally:
+            sc.close()
+        job = blensor_addon.scan_range(cam, range(1, 3), tmp_path, ("npz",), axes="blensor",
+                                       sensor_type="stream_probe", frame_of_reference="world")
+        # frames 1-2 (1/24 to 3/24 s) overlap the 0.05 s packets 0, 1 and 2
+        assert job.status == "complete" and job.plan.indices == [0, 1, 2]
+        z = np.load(tmp_path / "scan00002.npz")
+        np.testing.assert_allclose(z["xyz"][:, 0], 12.0 * z["timestamp"], atol=1e-4)
+    finally:
+        del registry.SENSORS["stream_probe"]

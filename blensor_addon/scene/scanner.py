@@ -14,6 +14,7 @@ frame) and never knows which sensor it runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import bpy
 import numpy as np
@@ -187,8 +188,11 @@ class Scanner:
 
     @property
     def sweep_period(self) -> float | None:
-        """Seconds per full sweep of the sensor (None for image sensors)."""
-        return self.sensor.sweep_period(self.settings)
+        """Seconds per packet of a sensor that fires over time: a full sweep (timing
+        ``sweep``) or a stream's packet (timing ``stream``, a pattern that never repeats),
+        from the sensor's declared :attr:`capabilities`; None for image sensors."""
+        timing = self.capabilities.timing
+        return float(timing.period) if timing.kind in ("sweep", "stream") and timing.period else None
 
     @property
     def continuous(self) -> bool:
@@ -199,10 +203,11 @@ class Scanner:
         swept = self.sweep_period is not None or self.sensor.exposure_time(s) > 0
         return s.time_model == "continuous" and swept
 
-    @property
+    @functools.cached_property
     def capabilities(self):
         """The sensor's :class:`~blensor_addon.core.capabilities.Capabilities` with this
-        scanner's settings and camera image (what the range-job plan and the writers read)."""
+        scanner's settings and camera image (what the range-job plan, the scanner's
+        timing and the writers read; fixed for the scanner's life)."""
         return self.sensor.capabilities(self.settings, self.camera_frame)
 
     def _ensure_visibility(self) -> bool:
