@@ -97,7 +97,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--pcd-ascii", action="store_true", help="ASCII instead of binary PCD")
     sc.add_argument("--axes", default=None, help="blensor (x right, y up, -z ahead) or ros (REP-103: x "
                     "ahead, y left, z up) for sensor-frame outputs (default: the camera's stored choice, the "
-                    "panel's Axes: ros for cameras made since issue 20, blensor in scenes saved before)")
+                    "panel's Axes: ros for new cameras, blensor in scenes saved by BlenSor 0.1)")
     mode = sc.add_mutually_exclusive_group()
     mode.add_argument("--overwrite", action="store_true",
                       help="replace the files of an earlier run in --out (else refused)")
@@ -112,7 +112,7 @@ def _build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     dp.add_argument("--out", default="out", help="output folder (default: out)")
     dp.add_argument("--formats", default="exr", help="comma-separated subset of " +
-                    ",".join(k for k, w in WRITERS.items() if w.needs_image))
+                    ",".join(k for k, w in WRITERS.items() if w.needs.image))
     dp.add_argument("--backend", default="auto", help="auto, native or bvhtree")
     import dataclasses
     from .core.sensors import get_sensor

@@ -535,7 +535,6 @@ def test_api_bad_input_is_a_settings_error_naming_the_argument(crossing, tmp_pat
         blensor_addon.scan(cam, frame=1, max_range=10**400)  # OverflowError before
 
 
-
 def signal_after(proc, seconds: float, sig) -> tuple[str, float]:
     """Wait ``seconds`` after Blender loaded in ``proc``, send ``sig``; returns (stderr,
     seconds from the signal to the exit)."""

@@ -210,7 +210,7 @@ def test_manifest_is_rewritten_log_n_times_in_a_long_run(tmp_path, monkeypatch):
 
 
 def test_writer_thread_runs_jobs_in_order_and_raises_a_failure_once():
-    from blensor_addon.jobs.range_scan import WriterThread
+    from blensor_addon.jobs.pipeline import WriterThread
     w, seen = WriterThread(), []
     for i in range(5):
         w.submit(lambda i=i: seen.append(i))

@@ -230,7 +230,7 @@ def test_range_image_rows_by_elevation_and_png(velodyne, tmp_path):
 
 def test_every_format_is_byte_reproducible(velodyne, tmp_path):
     from blensor_addon.io.formats import WRITERS
-    formats = tuple(k for k, w in WRITERS.items() if not w.needs_image)
+    formats = tuple(k for k, w in WRITERS.items() if not w.needs.image)
     for d in ("a", "b"):
         assert scan_range(velodyne, [7, 8], tmp_path / d, formats, seed=2).status == "complete"
     files = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*") if p.is_file())
@@ -558,8 +558,8 @@ def test_writers_read_capabilities_not_settings():
 
     from blensor_addon.io.formats import WRITERS, _base
     assert WRITERS["evd"].needs.packets == "frame" and WRITERS["range_image"].needs.grid
-    assert all(WRITERS[f].needs.image and WRITERS[f].needs_image for f in ("exr", "npy", "pfm", "dmap"))
-    assert not any(w.needs_image for k, w in WRITERS.items() if k not in ("exr", "npy", "pfm", "dmap"))
+    assert all(WRITERS[f].needs.image for f in ("exr", "npy", "pfm", "dmap"))
+    assert not any(w.needs.image for k, w in WRITERS.items() if k not in ("exr", "npy", "pfm", "dmap"))
     folder = Path(_base.__file__).parent
     for name in ("npz", "evd", "pcd", "las", "ply", "kitti", "range_image", "rosbag2"):
         src = (folder / f"{name}.py").read_text()

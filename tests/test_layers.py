@@ -52,7 +52,6 @@ ROOT_CONSTANTS = {"__version__"}
 BLENDER_ONLY = ("bpy", "bmesh", "gpu", "bl_math", "idprop", "bpy_extras", "freestyle")
 
 
-
 def module_name(path: Path, root: Path = ROOT) -> str:
     """Dotted name of the add-on module at ``path`` (``__init__.py`` names its package)."""
     parts = list(path.relative_to(root).with_suffix("").parts)

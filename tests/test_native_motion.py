@@ -18,7 +18,6 @@ from conftest import libasan, native_build, native_env
 pytestmark = pytest.mark.skipif(not available(), reason="native library not built")
 
 
-
 def cube(half=0.5):
     v = np.array([[x, y, z] for x in (-half, half) for y in (-half, half) for z in (-half, half)], np.float32)
     f = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
@@ -59,6 +58,7 @@ def rays_at(rng, n, centre, spread, dist=8.0, above=False):
 
 
 # -------------------------------------------------------------- numpy interpolation
+
 
 def test_interpolation_ends_half_angle_and_mirror():
     rng = np.random.default_rng(0)
@@ -127,6 +127,7 @@ def test_records_of_static_singular_and_non_finite_instances():
 
 
 # -------------------------------------------------------------- native timed casting
+
 
 def test_translating_cube_analytic_distance_and_normal():
     H, x0 = 10.0, -1.0
@@ -285,6 +286,7 @@ def test_mirror_trace_reflects_at_the_rays_time():
 
 
 # -------------------------------------------------------------- BVHTree fallback
+
 
 def test_bvhtree_time_slices_agree_with_native():
     pytest.importorskip("bpy")

@@ -17,8 +17,6 @@ a time, no mixing with an earlier run, nothing deleted that no run listed.
 - :func:`read_regular`: reads a file BlenSor expects (``manifest.json``,
   ``motion.json``) only if it is a regular file: a FIFO, device, folder or symlink there
   is refused instead of blocking the run.
-- :func:`previous_outputs`: files a range scan leaves (``manifest.json`` and what the
-  formats of the registry declare, :func:`blensor_addon.io.formats.output_patterns`).
 - :func:`stale_parts`: temporary files of a killed run (``.<name>.<pid>.<hex>.part``).
 """
 from __future__ import annotations
@@ -53,14 +51,6 @@ def files_matching(folder: Path, patterns) -> list[Path]:
     one of the regular expressions ``patterns``, sorted."""
     pat = re.compile("^(" + "|".join(patterns) + ")$")
     return sorted(p for p, rel in _files(folder) if pat.match(rel))
-
-
-def previous_outputs(folder: Path) -> list[Path]:
-    """Files of an earlier range scan in ``folder`` (and its subfolders), sorted. A
-    motion export's files (``blensor motion``) are not among them: motion data may sit
-    beside the scan it describes."""
-    from .formats import output_patterns
-    return files_matching(folder, output_patterns())
 
 
 def stale_parts(folder: Path) -> list[Path]:
@@ -246,25 +236,6 @@ def read_manifest(path: Path, setting: str = "out") -> dict | None:
     except ValueError:
         return None
     return man if isinstance(man, dict) and "blensor_version" in man else None
-
-
-def listed_in_manifest(path: Path, key: str) -> list | None:
-    """The strings of the list ``key`` in the BlenSor manifest at ``path``, or None when
-    there is none (see :func:`read_manifest`) or no such list.
-
-    Raises:
-        SettingsError (``out``): not a regular file there.
-    """
-    man = read_manifest(path)
-    if man is None or not isinstance(man.get(key), list):
-        return None
-    return [v for v in man[key] if isinstance(v, str)]
-
-
-def earlier_run_formats(folder: Path) -> list | None:
-    """The formats of the BlenSor run whose ``manifest.json`` is in ``folder``, or None
-    when there is none (see :func:`listed_in_manifest`)."""
-    return listed_in_manifest(Path(folder) / "manifest.json", "formats")
 
 
 def file_record(data: bytes) -> dict:
@@ -541,16 +512,3 @@ class OutputFolder:
                 self.path.rmdir()  # only if empty
             except OSError:
                 pass
-
-
-def prepare(folder: Path, *, overwrite: bool, resume: bool) -> None:
-    """The range-scan policy of :class:`OutputFolder` in one call (the folder's lock is
-    the caller's): refuse, then delete what ``overwrite`` replaces.
-
-    Raises:
-        SettingsError (``out``): see :meth:`OutputFolder.check`.
-    """
-    from .formats import output_patterns
-    f = OutputFolder(folder, manifest="manifest.json", patterns=output_patterns(), listed=range_run_files)
-    f.check(overwrite=overwrite, resume=resume)
-    f.prepare()

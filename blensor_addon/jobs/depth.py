@@ -9,8 +9,11 @@ from ..core.errors import SettingsError
 from ..io.formats import WRITERS, parse_formats
 from .range_scan import scan_range
 
-#: the formats that need an image sensor (:class:`~blensor_addon.core.capabilities.WriterNeeds`)
-DEPTH_FORMATS = tuple(k for k, w in WRITERS.items() if w.needs.image)
+
+def depth_formats() -> tuple[str, ...]:
+    """The registered formats that need an image sensor (``WriterNeeds.image``): the
+    depth-map formats, plug-ins registered since included."""
+    return tuple(k for k, w in WRITERS.items() if w.needs.image)
 
 
 def parse_depth_formats(formats) -> tuple[str, ...]:
@@ -19,12 +22,13 @@ def parse_depth_formats(formats) -> tuple[str, ...]:
     Raises:
         SettingsError (``formats``): empty, unknown or not a depth-map format.
     """
-    allowed = "a comma-separated subset of " + ",".join(DEPTH_FORMATS)
+    known = depth_formats()
+    allowed = "a comma-separated subset of " + ",".join(known)
     try:
         out = parse_formats(formats)
     except SettingsError:
         raise SettingsError("formats", allowed, formats) from None
-    if any(f not in DEPTH_FORMATS for f in out):
+    if any(f not in known for f in out):
         raise SettingsError("formats", allowed, formats)
     return out
 

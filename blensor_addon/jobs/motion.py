@@ -46,7 +46,7 @@ from ..core.classes import CLASSES
 from ..core.errors import SettingsError
 from ..io.atomic import commit_files
 from ..io.formats import MOTION_FORMATS  # the registry's motion formats (name -> MotionFormat)
-from ..io.outdir import OutputFolder, listed_in_manifest
+from ..io.outdir import OutputFolder
 from ..io.trajectory import tum_bytes
 from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
 from ..scene.visibility import apply_render_visibility
@@ -57,17 +57,6 @@ MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", 
                   r"tracking\.txt", r"motion\.json")
 #: the export's own list of what it wrote: an ``--overwrite`` deletes just those files
 MOTION_MANIFEST = "motion.json"
-
-
-def earlier_export_files(out: Path) -> set | None:
-    """Relative paths an earlier export listed in ``out/motion.json`` (and that file),
-    or None when there is no readable BlenSor motion manifest.
-
-    Raises:
-        SettingsError (``out``): ``motion.json`` is not a regular file (a FIFO).
-    """
-    files = listed_in_manifest(out / MOTION_MANIFEST, "files")
-    return None if files is None else set(files) | {MOTION_MANIFEST}
 
 
 def _listed(man: dict) -> set | None:

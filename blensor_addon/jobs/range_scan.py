@@ -35,8 +35,7 @@ from ..io.formats import WRITERS, RunInfo, make_options, output_patterns, parse_
 from ..io.outdir import OutputFolder, range_run_files
 from ..scene.scanner import Scanner, frame_time
 from . import plan as planning
-from .failures import RunFailed, RunInterrupted  # noqa: F401  (raised through the pipeline)
-from .pipeline import Pipeline, WriterThread  # noqa: F401  (WriterThread: tests and benchmarks)
+from .pipeline import Pipeline
 from .run_files import ManifestWriter, TrajectoryWriter
 from .signals import Signals
 

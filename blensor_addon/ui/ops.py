@@ -106,11 +106,15 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
             status = "complete"
         except (BlensorError, OSError) as exc:  # finished frames stay on disk
             error = exc
+        except KeyboardInterrupt as exc:  # Ctrl-C under --background: a cancelled run
+            status, error = "cancelled", exc
         finally:
             try:  # waits for the frames being written
                 job.finish(status, isinstance(error, SettingsError), error)
             except OSError as exc:  # RunFailed: what was kept is in its attributes
                 error = exc
+        if isinstance(error, KeyboardInterrupt):  # finished frames kept, manifest cancelled
+            raise error
         if error is not None:
             self.report({"ERROR"}, f"BlenSor: range scan failed after {len(job.done)} frames: {error}")
             return {"CANCELLED"}

@@ -185,7 +185,7 @@ def depth_formats_property():
     return EnumProperty(name="Depth formats", description="Formats of the depth-map export",
                         options={"ENUM_FLAG"},
                         items=[(k, k.upper(), w.description, 1 << FLAG_BITS[k]) for k, w in WRITERS.items()
-                               if w.needs_image], default={"exr"})
+                               if w.needs.image], default={"exr"})
 
 
 def motion_formats_property():

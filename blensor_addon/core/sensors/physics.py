@@ -8,11 +8,16 @@ reference section 6.3 (the distance-dependent noise table).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..result import ScanResult
 from ..settings import setting
 from .patterns import RayPattern
+
+if TYPE_CHECKING:  # the protocol is declared beside the Sensor, which imports this module
+    from .sensor import ScanContext
 
 #: largest range noise mean, sigma and per-laser bias spread (m): far beyond any sensor,
 #: small enough that noisy ranges and points stay finite in float32

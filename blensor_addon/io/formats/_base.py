@@ -124,9 +124,6 @@ class Writer:
     #: what the format needs from the scan (:class:`WriterNeeds`); the range job plans
     #: from it and refuses a sensor that cannot serve it
     needs: WriterNeeds = WriterNeeds()
-    #: ``needs.image``, for callers of the earlier attribute (set from ``needs``; a
-    #: subclass that still sets ``needs_image = True`` gets ``needs.image``)
-    needs_image = False
     #: the writer keeps a file across frames (EVD, KITTI's poses, rosbag2): a resumed run
     #: rescans every frame
     multi_frame = False
@@ -137,12 +134,6 @@ class Writer:
     #: holds an object bound to the thread that made it (sqlite3): a run with such a
     #: writer writes on the main thread
     threaded = True
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        if "needs_image" in cls.__dict__ and "needs" not in cls.__dict__ and cls.needs_image:
-            cls.needs = dataclasses.replace(cls.needs, image=True)
-        cls.needs_image = cls.needs.image
 
     @classmethod
     def check_folder(cls, folder: Path) -> None:

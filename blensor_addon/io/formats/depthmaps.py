@@ -27,6 +27,7 @@ import zlib
 import numpy as np
 
 from ...core.axes import sensor_points
+from ...core.capabilities import WriterNeeds
 from ...core.result import ScanResult
 from ._base import Writer
 
@@ -128,7 +129,9 @@ def exr_bytes(images: dict[str, np.ndarray]) -> bytes:
 
 
 class _DepthWriter(Writer):
-    needs_image = True
+    """A depth-map format: one image per frame of an image sensor (``needs.image``)."""
+
+    needs = WriterNeeds(image=True)
     kinds: tuple = ()
 
     def frame_files(self, result):
