@@ -119,8 +119,10 @@ def test_directory_as_scene_and_huge_frame_range(tmp_path):
         assert not (tmp_path / "o").exists()
 
 
-def test_a_missing_linked_library_is_bad_input(tmp_path):
-    # the linked object was silently absent from the scan (Blender warns on stdout only)
+def linked_scene(tmp_path, relative: bool = False) -> None:
+    """Write ``tmp_path/lib.blend`` (one mesh object, ``LibBox``) and
+    ``tmp_path/linked.blend``: the demo crossing with ``LibBox`` linked from it (the
+    library path stored relative to the .blend if ``relative``), in a child Blender."""
     code = textwrap.dedent(f"""
         import bpy
         bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -128,12 +130,18 @@ def test_a_missing_linked_library_is_bad_input(tmp_path):
         bpy.context.scene.collection.objects.link(box)
         bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / "lib.blend")!r})
         bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
-        with bpy.data.libraries.load({str(tmp_path / "lib.blend")!r}, link=True) as (src, dst):
+        with bpy.data.libraries.load({str(tmp_path / "lib.blend")!r}, link=True, relative={relative!r}) as (
+                src, dst):
             dst.objects = ["LibBox"]
         bpy.context.scene.collection.objects.link(dst.objects[0])
         bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / "linked.blend")!r})
     """)
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_a_missing_linked_library_is_bad_input(tmp_path):
+    # the linked object was silently absent from the scan (Blender warns on stdout only)
+    linked_scene(tmp_path)
     (tmp_path / "lib.blend").unlink()
     for cmd in (["scan", "--frames", "1-2"], ["depth", "--frames", "1"], ["motion", "--frames", "1-2"]):
         res = run(cmd[0], tmp_path / "linked.blend", *cmd[1:], "--out", tmp_path / "o", "--quiet")
@@ -732,19 +740,7 @@ def test_fifos_are_refused_as_the_scene_and_as_a_linked_library(tmp_path):
     res = subprocess.run([BLENSOR, "info", str(fifo)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and f"SCENE.blend must be an existing .blend file (a regular file), got " \
         f"'{fifo} (a FIFO)'" in one_error_line(res)
-    code = textwrap.dedent(f"""
-        import bpy
-        bpy.ops.wm.read_factory_settings(use_empty=True)
-        box = bpy.data.objects.new("LibBox", bpy.data.meshes.new("LibBox"))
-        bpy.context.scene.collection.objects.link(box)
-        bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / "lib.blend")!r})
-        bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
-        with bpy.data.libraries.load({str(tmp_path / "lib.blend")!r}, link=True, relative=True) as (src, dst):
-            dst.objects = ["LibBox"]
-        bpy.context.scene.collection.objects.link(dst.objects[0])
-        bpy.ops.wm.save_as_mainfile(filepath={str(tmp_path / "linked.blend")!r})
-    """)
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    linked_scene(tmp_path, relative=True)
     from blensor_addon.io.blendfile import check_blend
     # the path as stored (relative to the .blend), found
     assert check_blend(tmp_path / "linked.blend") == [str(tmp_path / "lib.blend")]

@@ -137,6 +137,12 @@ class _DepthWriter(Writer):
     def frame_files(self, result):
         return self.encode(result.frame, depth_images(result))
 
+    def encode(self, frame: int, images: dict) -> list[tuple[str, bytes]]:
+        """The files of scene frame ``frame`` (relative name, bytes) from its
+        :func:`depth_images` (``z``, ``range`` (H, W) float32 m, NaN where nothing
+        returned; ``object_id`` (H, W) uint32). Each format overrides it."""
+        raise NotImplementedError
+
 
 class ExrWriter(_DepthWriter):
     name = "exr"
