@@ -213,6 +213,36 @@ def _stdout_dropped():
         os.close(devnull)
 
 
+@contextmanager
+def _stderr_held():
+    """File descriptor 2 sent to a temporary file for the block: Blender's C code prints
+    there while it reads, past Python's sys.stderr, and on a file it refuses that may be
+    several lines ("Attempt to free nullptr pointer") besides its reason, which comes back
+    in the RuntimeError and makes the command's one line. What it printed is passed on
+    to stderr when the block ends normally, dropped when it raises. (The crash message of
+    :func:`~.raycast.native.crash_message`, set before, goes to the stderr of then.)"""
+    import tempfile
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            raise
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        held.seek(0)
+        text = held.read(1 << 16)
+    if text.strip():
+        sys.stderr.write(text.decode(errors="replace"))
+        sys.stderr.flush()
+
+
 #: run in a child process by :func:`_probe_blend`: Blender's reader on the file, then an
 #: exit that skips Blender's teardown (bpy 4.2 crashes there on some files, see main())
 _PROBE = ("import os, sys\n"
@@ -299,7 +329,8 @@ def _open_blend(path: str, libraries: bool = True):
         armed = on_crash and native.crash_message(printable(f"blensor: error: {before}"),
                                                   printable(after) + "\n", EXIT_BAD_INPUT)
         try:
-            bpy.ops.wm.open_mainfile(filepath=str(p.resolve()))
+            with _stderr_held():
+                bpy.ops.wm.open_mainfile(filepath=str(p.resolve()))
         except RuntimeError as exc:
             msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
             # Blender's reason in the allowed text: quoted inside the value, it came out escaped

@@ -688,10 +688,29 @@ def test_a_crash_while_blender_reads_is_one_line_and_exit_2():
             "ctypes.string_at(0)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr == "blensor: error: again: SIGSEGV!\n", res.stderr
+    # as the command reads: fd 2 held in a temporary file (Blender's noise), the message
+    # still reaches the stderr of when it was set, and alone
+    code = ("import ctypes, os\nfrom blensor_addon.raycast.native import crash_message\n"
+            "from blensor_addon.cli import _stderr_held\n"
+            "assert crash_message('blensor: error: held: ', '.\\n', 2)\n"
+            "with _stderr_held():\n    os.write(2, b'noise\\n')\n    ctypes.string_at(0)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr == "blensor: error: held: SIGSEGV.\n", res.stderr
     # handlers given back: a crash is a crash again
     code = ("import ctypes\nfrom blensor_addon.raycast.native import crash_message\n"
             "assert crash_message('x', 'y', 2) and crash_message(None)\nctypes.string_at(0)\n")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == -signal.SIGSEGV
+
+
+def test_what_blender_prints_while_it_refuses_a_file_is_dropped_and_kept_when_it_reads():
+    # issue 20, 7.6 in CI: bpy 4.2's reader printed "Attempt to free nullptr pointer" twice
+    # on stderr (from C, fd 2) before refusing a flipped file: three lines, not one
+    code = ("import os, sys\nfrom blensor_addon.cli import _stderr_held\n"
+            "try:\n    with _stderr_held():\n        os.write(2, b'Attempt to free nullptr pointer\\n')\n"
+            "        raise RuntimeError('refused')\nexcept RuntimeError:\n    print('one line', file=sys.stderr)\n"
+            "with _stderr_held():\n    os.write(2, b'a warning of a file it read\\n')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stderr == "one line\na warning of a file it read\n", res.stderr
 
 
 def test_where_no_crash_message_can_be_set_a_child_blender_reads_the_file_first(tmp_path, monkeypatch):

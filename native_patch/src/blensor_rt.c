@@ -794,17 +794,18 @@ BRT_API int brt_crash_message(const char *before, const char *after, int code) {
 }
 #else
 #include <signal.h>
+#include <fcntl.h>
 #define CRASH_NSIG 5
 static const int crash_sigs[CRASH_NSIG] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 static const char *const crash_names[CRASH_NSIG] = {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"};
 static struct sigaction crash_old[CRASH_NSIG];
 static char crash_text[2048];
 static size_t crash_before, crash_after;
-static int crash_code, crash_set;
+static int crash_code, crash_set, crash_fd = -1;
 
 static void crash_write(const char *p, size_t n) {
     while (n > 0) {
-        ssize_t w = write(2, p, n);
+        ssize_t w = write(crash_fd, p, n);
         if (w <= 0) return;
         p += w;
         n -= (size_t)w;
@@ -824,11 +825,19 @@ BRT_API int brt_crash_message(const char *before, const char *after, int code) {
         if (crash_set)
             for (int i = 0; i < CRASH_NSIG; i++) sigaction(crash_sigs[i], &crash_old[i], NULL);
         crash_set = 0;
+        if (crash_fd >= 0) close(crash_fd);
+        crash_fd = -1;
         return BRT_OK;
     }
     if (!before || !after) return BRT_E_ARG;
     size_t nb = strlen(before), na = strlen(after);
     if (nb + na >= sizeof crash_text) return BRT_E_ARG;
+    if (crash_fd < 0) {
+        /* the stderr of now: the caller may point fd 2 elsewhere while Blender reads (its
+         * reader prints noise there on a refused file); the message goes to the real one */
+        crash_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+        if (crash_fd < 0) return BRT_E_ARG;
+    }
     memcpy(crash_text, before, nb);
     memcpy(crash_text + nb, after, na);
     crash_before = nb;

@@ -58,7 +58,8 @@ BRT_API const char *brt_kernel(void);
 
 /* While set, a crash of the process (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT: in Blender's
  * .blend reader, which crashes on some corrupt files) writes before + the signal's name +
- * after to stderr and ends the process with exit status code (write and _exit only:
+ * after to stderr (the file descriptor 2 had when it was first set: the caller may point
+ * fd 2 elsewhere afterwards) and ends the process with exit status code (write and _exit only:
  * async-signal-safe). before and after are copied (at most 2047 bytes in all). Both NULL:
  * the handlers from before are back. Returns BRT_OK, BRT_E_ARG (one of them NULL, too
  * long), or -4 where the platform has no sigaction (Windows). */
