@@ -10,7 +10,8 @@ import pytest
 
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.sensors.physics import frame_rng, reflectivity_limit
-from blensor_addon.core.sensors.rotating import (HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG, LidarSettings,
+from blensor_addon.core.sensors.rotating_presets import HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG
+from blensor_addon.core.sensors.rotating import (LidarSettings,
                                                  make_pattern, noisy_range, range_scan_columns, scan_columns)
 from blensor_addon.core.settings import meta_of
 

@@ -42,6 +42,33 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class Device:
+    """The real unit a sensor's settings model, for writers that write what its vendor's
+    driver or firmware would (driver point layouts, raw packets).
+
+    Attributes:
+        vendor: ``"velodyne"``, ``"ouster"``, ``"hesai"`` or ``"generic"``.
+        model: the unit, as the vendor names it (``"VLP-16"``, ``"HDL-32E"``,
+            ``"OS1-64"``); ``""`` for a generic sensor.
+        table: the :class:`~blensor_addon.core.sensors.calibration.LaserTable` in use
+            (the preset's packaged one or the camera's imported calibration).
+        rotation_speed: spin rate (Hz); direction: ``"cw"`` or ``"ccw"`` seen from above.
+        columns: firings (columns) per full turn (float: a Velodyne's 46.08 us cycle at
+            10 Hz gives 2170.14 per turn).
+        min_range, max_range: m, the ranges the unit reports.
+    """
+
+    vendor: str
+    model: str
+    table: object
+    rotation_speed: float
+    direction: str = "cw"
+    columns: float = 0.0
+    min_range: float = 0.0
+    max_range: float = 0.0
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a sensor with given settings produces.
 
@@ -60,6 +87,8 @@ class Capabilities:
             and the step, about the sensor's up axis, counter-clockwise from ahead
             (ROS ``LaserScan`` angles; BlenSor's azimuth psi); None otherwise (no
             ``LaserScan`` is written).
+        device: :class:`Device` for a sensor that models a real unit whose driver
+            layout or packets writers can reproduce; None otherwise.
     """
 
     timing: Timing
@@ -68,6 +97,7 @@ class Capabilities:
     fields: tuple = ()
     max_range: float | None = None
     column_angles: tuple | None = None
+    device: Device | None = None
 
 
 @dataclass(frozen=True)
@@ -86,4 +116,4 @@ class WriterNeeds:
     image: bool = False
 
 
-__all__ = ["TIMING_KINDS", "Timing", "Capabilities", "WriterNeeds"]
+__all__ = ["TIMING_KINDS", "Timing", "Device", "Capabilities", "WriterNeeds"]

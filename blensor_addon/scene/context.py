@@ -70,6 +70,12 @@ class CastHits:
         hits._scatter = _Scatter(parts, rows, n)
         return hits
 
+    @property
+    def cos_incidence(self) -> np.ndarray:
+        """(N,) float64 in [0, 1]: |cos| of the angle between the final ray segment and
+        the surface normal (:func:`~..raycast.trace.facing_normals`)."""
+        return facing_normals(self.normal, self.last_dir)[1]
+
     def __getattr__(self, name):  # only for attributes not set: a lazily scattered field
         sc = self.__dict__.get("_scatter")
         if sc is None or name not in CastHits.FIELDS:

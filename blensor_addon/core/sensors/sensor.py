@@ -33,6 +33,8 @@ class Hits(Protocol):
         range (N,) float64 m: accumulated path to the final surface (through mirrors).
         hit (N,) bool: ended on a non-mirror surface within the range limit.
         reflectivity (N,) float32 in [0, 1] of that surface's material (0 if none).
+        cos_incidence (N,) float64 in [0, 1]: cosine of the angle between the final ray
+            segment and the surface normal (seed 002 Eq. 4's cos theta).
     Methods: ``take(idx)`` -> Hits of those rays; ``concat(list)`` (class method).
     """
 
@@ -199,6 +201,13 @@ class Sensor:
         ranges ``r`` (N,) float64. Default: no noise (``r`` itself)."""
         return r
 
+    def detected(self, s, pattern: RayPattern, hits, r_noisy: np.ndarray) -> np.ndarray | None:
+        """(N,) bool: which of the rays :meth:`returns` kept the receiver detects, given
+        their measured ranges ``r_noisy`` (N,) float64 m: seed 002 section II-D decides
+        at "its depth d (including Gaussian noise)"; a minimum range applies to the
+        measured range too. None (the default): all of them."""
+        return None
+
     def finish(self, s, result: ScanResult) -> ScanResult:
         """Last changes to the result (default none)."""
         return result
@@ -226,7 +235,8 @@ class Sensor:
 
     def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """The scan's returns: cast :meth:`patterns` chunk by chunk, keep :meth:`returns`,
-        draw :meth:`measure` from the frame's generator, assemble the result. A sensor
+        draw :meth:`measure` from the frame's generator, keep :meth:`detected`, assemble
+        the result. A sensor
         that casts several passes (the Kinect) overrides this."""
         grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
         parts, rays = [], 0
@@ -244,6 +254,10 @@ class Sensor:
             hits = type(parts[0][1]).concat([h for _, h in parts])
         r = np.asarray(hits.range, dtype=np.float64)
         r_noisy = self.measure(s, pattern, r, frame_rng(s.seed, frame))
+        seen = self.detected(s, pattern, hits, r_noisy)
+        if seen is not None and not seen.all():
+            pattern, hits, r = pattern.take(seen), hits.take(seen), r[seen]
+            r_noisy = r if r_noisy is r else r_noisy[seen]
         return assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time, num_rays=rays,
                         grid_shape=grid, channel_elevations=self.channel_elevations(s))
 
