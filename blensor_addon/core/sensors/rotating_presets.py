@@ -102,3 +102,26 @@ PRESETS: dict[str, Preset] = {
                                          "bias_sigma": 0.0, "ref_dist": 0.0, "ref_limit": 0.0,
                                          "ref_slope": 0.016}, "seed 002; OS0 datasheet; Ouster metadata"),
 }
+
+
+def preset_table(preset: str, elevations: tuple = ()) -> "LaserTable":
+    """The :class:`~.calibration.LaserTable` of preset ``preset`` (``generic``: one built
+    from the typed ``elevations``, deg). The rotating sensor reads every per-laser fact
+    through this function (or the camera's imported ``calibration``).
+
+    Raises:
+        SettingsError (``preset``): not a preset of the rotating LiDAR.
+    """
+    from ..errors import SettingsError
+    from .calibration import LaserTable
+    if preset not in TABLES:
+        raise SettingsError("preset", "one of " + ", ".join(TABLES), preset)
+    t = TABLES[preset]
+    elev = tuple(elevations) if t["elevations"] is None else t["elevations"]
+    step, group = FIRING.get(preset, (0.0, 1))
+    vendor = "ouster" if preset.startswith("os") else "generic" if preset == "generic" else "velodyne"
+    return LaserTable(vendor=vendor, model=PRESETS[preset].label, source=PRESETS[preset].source,
+                      elevation_deg=elev, azimuth_deg=t.get("azimuth", ()),
+                      beam_origin_m=t.get("beam_origin", 0.0),
+                      firing_s=tuple((k % group) * step for k in range(len(elev))) if step else (),
+                      cycle_s=step * group)
