@@ -135,7 +135,10 @@ def test_reflectivity_limit_drops_dark_far_surfaces(bpy_mod, empty_scene):
     r = blensor_addon.scan(cam)
     names = {o["id"]: o["name"] for o in r.objects}
     assert {names[i] for i in np.unique(r.object_id)} == {"BrightWall"}
-    assert len(r) == 21  # of 40 columns, -10.25..-0.25 deg look at the bright wall (+X)
+    # of 40 columns (the head turns clockwise, issue 21: 9.75 deg down to -9.75 deg), the 20
+    # at -0.25..-9.75 deg look at the bright wall (+X); counter-clockwise (-10.25..9.25): 21
+    assert len(r) == 20
+    assert len(blensor_addon.scan(cam, rotation_direction="ccw")) == 21
     np.testing.assert_allclose(r.reflectivity, 0.5)
     cam.data.blensor.ref_limit = -1.0  # no cut-off
     assert len(blensor_addon.scan(cam)) == 40

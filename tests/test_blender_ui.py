@@ -205,7 +205,7 @@ def test_old_scenes_keep_blensor_axes_and_new_cameras_get_ros(bpy_mod, tmp_path)
     # saved before REP-103 became the default: upgraded, keeping the axes it scanned with
     bpy_mod.ops.wm.open_mainfile(filepath=str(data))
     p = bpy_mod.data.objects["Lidar"].data.blensor
-    assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 1
+    assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 2  # 2: cw spin (issue 21)
     # the demo scene, built by its script with the current settings version: REP-103
     bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))
     p = bpy_mod.data.objects["Velodyne"].data.blensor
@@ -220,7 +220,7 @@ def test_old_scenes_keep_blensor_axes_and_new_cameras_get_ros(bpy_mod, tmp_path)
     bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "new.blend"))
     bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "new.blend"))
     p = bpy_mod.data.objects["New"].data.blensor
-    assert (p.axes, p.settings_version, p.time_model, p.max_bounces) == ("ros", 1, "continuous", 3)
+    assert (p.axes, p.settings_version, p.time_model, p.max_bounces) == ("ros", SETTINGS_VERSION, "continuous", 3)
     # a camera that chose an axes keeps it whatever its version
     p.axes = "blensor"
     bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "chosen.blend"))
@@ -238,7 +238,7 @@ def test_upgrade_turns_typed_format_strings_into_sets(bpy_mod, empty_scene):
     p = cam.data.blensor
     assert upgrade_camera(cam.data) is True  # before anything reads them (Blender drops a mistyped value)
     assert p.depth_formats == {"npy", "pfm"} and p.motion_formats == {"tum"} and p.axes == "blensor"
-    assert p.time_model == "frame" and p.settings_version == 1
+    assert p.time_model == "frame" and p.settings_version == 2  # version 2 since issue 21 (cw spin)
     assert upgrade_camera(cam.data) is False  # once
 
 

@@ -92,9 +92,10 @@ def test_object_crossing_the_view_appears_where_it_was_at_each_column(bpy_mod, e
     tol = 1e-4 if backend == "native" else 2e-3  # BVHTree slices time (<= 1 mm of motion a slice)
     assert np.all(np.abs(r.xyz[:, 0] - x_plate) <= w / 2 + tol)
     np.testing.assert_allclose(r.xyz[:, 2], -H, atol=1e-4)
-    # every column whose ray meets the plate at its time returns (none missing)
-    psi = np.deg2rad(-80.0 + 0.1 * np.arange(1600))
-    tcol = 3 / 24 + (np.rad2deg(psi) + 80.0) / (360.0 * 5.0)
+    # every column whose ray meets the plate at its time returns (none missing); the head
+    # turns clockwise (issue 21, section 1): column k looks at psi = 80 - 0.1 k deg
+    psi = np.deg2rad(80.0 - 0.1 * np.arange(1600))
+    tcol = 3 / 24 + (80.0 - np.rad2deg(psi)) / (360.0 * 5.0)
     x_ray = -np.tan(psi) * H
     inside = np.abs(x_ray - (6.0 - v * tcol)) < w / 2 - 1e-3
     assert len(r) >= inside.sum() and len(r) <= inside.sum() + 2
@@ -147,12 +148,14 @@ def test_vlp16_firing_offsets_against_a_cylinder(bpy_mod, empty_scene):
     k = r.channel.astype(np.int64)
     dt = k * 2.304e-6
     np.testing.assert_allclose(r.timestamp - col * res / 3600.0, dt, atol=1e-9)
-    # the point's own azimuth (from xyz) - the column's azimuth = spin x firing offset
+    # the point's own azimuth (from xyz) - the column's azimuth = spin x firing offset; the
+    # head turns clockwise (issue 21, section 1): column c at psi = 360 - c res, and a later
+    # laser fires at a smaller azimuth
     d = r.xyz.astype(np.float64)
     az = np.mod(np.arctan2(-d[:, 0], -d[:, 2]), 2 * np.pi)
-    offset = np.rad2deg(np.mod(az - np.deg2rad(col * res) + np.pi, 2 * np.pi) - np.pi)
-    np.testing.assert_allclose(offset, 3600.0 * dt, atol=2e-4)
-    assert offset[k == 15].mean() == pytest.approx(3600.0 * 15 * 2.304e-6, abs=1e-4)  # 0.124 deg
+    offset = np.rad2deg(np.mod(az - np.deg2rad(360.0 - col * res) + np.pi, 2 * np.pi) - np.pi)
+    np.testing.assert_allclose(offset, -3600.0 * dt, atol=2e-4)
+    assert offset[k == 15].mean() == pytest.approx(-3600.0 * 15 * 2.304e-6, abs=1e-4)  # 0.124 deg
     # the reported azimuth is the laser's own
     wrap = np.mod(r.azimuth.astype(np.float64) - az + np.pi, 2 * np.pi) - np.pi
     assert np.abs(np.rad2deg(wrap)).max() < 1e-3
@@ -380,7 +383,9 @@ def test_static_scene_keeps_its_top_level_across_the_frames_of_a_sweep(bpy_mod, 
     from blensor_addon.core.packets import Packet
     from blensor_addon.scene.scanner import Scanner
     add_mesh(bpy_mod, "Floor", *quad(-50, 50, -50, 50, 0.0))
-    add_mesh(bpy_mod, "Box", *quad(-1, 1, -1, 1, 0.5), location=(5.0, 0.0, 0.0))
+    # the box at -X: the clockwise head (issue 21, section 1) reaches it 0.15 s into the
+    # sweep, after it starts moving at frame 3 (at +X it was seen at 0.05 s, before)
+    add_mesh(bpy_mod, "Box", *quad(-1, 1, -1, 1, 0.5), location=(-5.0, 0.0, 0.0))
     cam = add_camera(bpy_mod, location=(0.0, 0.0, 2.0), rotation=(math.pi / 2, 0.0, 0.0))
     generic_sensor(cam, "-10,-20", angle_resolution=1.0, max_range=60.0, rotation_speed=5.0)
     sc = Scanner(cam, backend="native")
@@ -388,8 +393,8 @@ def test_static_scene_keeps_its_top_level_across_the_frames_of_a_sweep(bpy_mod, 
     assert sc.backend.scene_builds == 1 and len(r) == 720
     # the box moves from frame 3 on: the frames after it change, so the top level is rebuilt
     box = bpy_mod.data.objects["Box"]
-    key(box, "location", 3, (5.0, 0.0, 0.0))
-    key(box, "location", 4, (5.0, 3.0, 0.0))
+    key(box, "location", 3, (-5.0, 0.0, 0.0))
+    key(box, "location", 4, (-5.0, 3.0, 0.0))
     sc2 = Scanner(cam, backend="native")
     r2 = sc2.scan(Packet("single", 1))[0]
     assert sc2.backend.scene_builds > 1 and len(r2) == 720

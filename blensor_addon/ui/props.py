@@ -21,6 +21,9 @@ whose settings were stored before version 1 (every file saved before REP-103 bec
 default axes) is upgraded when the file is loaded (:func:`upgrade_settings`): ``axes`` and
 ``time_model`` it never stored keep the values it scanned with then (``blensor``,
 ``frame``), and the typed ``depth_formats`` / ``motion_formats`` strings become sets.
+Version 2 made the rotating LiDAR spin clockwise seen from above, as Velodyne and Ouster
+heads do (``rotation_direction="cw"``): a camera stored before it that never stored a
+``rotation_direction`` keeps the counter-clockwise spin it scanned with (``ccw``).
 Cameras made since are stamped with the current version when the file is saved.
 """
 from __future__ import annotations
@@ -36,8 +39,9 @@ from ..compat import stored_idprops
 from ..core.sensors import COMMON, SENSORS, SensorSettings
 
 #: version of the settings a camera stores (``settings_version``); 0 = stored before
-#: versions (before REP-103 became the default axes)
-SETTINGS_VERSION = 1
+#: versions (before REP-103 became the default axes); 1: before the rotating LiDAR spun
+#: clockwise (issue 21)
+SETTINGS_VERSION = 2
 
 
 def _description(meta) -> str:
@@ -296,20 +300,25 @@ def upgrade_camera(cam) -> bool:
     """Upgrade the BlenSor settings stored on camera data ``cam`` to
     :data:`SETTINGS_VERSION` (0 -> 1: ``axes`` and ``time_model`` it never stored are
     stored as the values it scanned with, ``"blensor"`` and ``"frame"``; the typed
-    ``depth_formats`` / ``motion_formats`` strings become sets). Returns whether it changed
-    anything; a camera already at the version (or newer) is left as it is."""
+    ``depth_formats`` / ``motion_formats`` strings become sets; below 2: a
+    ``rotation_direction`` it never stored is stored as ``"ccw"``). Returns whether it
+    changed anything; a camera already at the version (or newer) is left as it is."""
     from ..io.formats import MOTION_FORMATS, WRITERS
     p = cam.blensor
-    if p.settings_version >= SETTINGS_VERSION:
+    version = p.settings_version
+    if version >= SETTINGS_VERSION:
         return False
-    if not p.is_property_set("axes"):
-        p.axes = "blensor"  # REP-103 became the default in version 1
-    if not p.is_property_set("time_model"):
-        p.time_model = "frame"  # a v0.1 file: the frozen-frame model it had
-    for name, registry in (("depth_formats", WRITERS), ("motion_formats", MOTION_FORMATS)):
-        old = _old_flags(p, name, registry)
-        if old:
-            setattr(p, name, old)
+    if version < 1:
+        if not p.is_property_set("axes"):
+            p.axes = "blensor"  # REP-103 became the default in version 1
+        if not p.is_property_set("time_model"):
+            p.time_model = "frame"  # a v0.1 file: the frozen-frame model it had
+        for name, registry in (("depth_formats", WRITERS), ("motion_formats", MOTION_FORMATS)):
+            old = _old_flags(p, name, registry)
+            if old:
+                setattr(p, name, old)
+    if version < 2 and not p.is_property_set("rotation_direction"):
+        p.rotation_direction = "ccw"  # the spin it scanned with; cw became the default in version 2
     p.settings_version = SETTINGS_VERSION
     return True
 

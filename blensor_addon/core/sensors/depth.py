@@ -17,21 +17,26 @@ from ..errors import SettingsError
 from ..settings import SensorSettings, setting
 from .budget import refuse_rays
 from .patterns import pinhole_intrinsics
-from .physics import noise_mu_setting, noise_sigma_setting
+from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .sensor import Sensor
 from .tof import RollingReadout, image_patterns, readout_setting
 
 
 @dataclass(frozen=True)
 class DepthSettings(SensorSettings):
-    """Settings of the depth camera. Attributes (units): max_range (m); noise_mu,
+    """Settings of the depth camera. Attributes (units): max_range (m); min_range (m,
+    < max_range: measured ranges below it are not reported, 0 = none); noise_mu,
     noise_sigma (m, range noise, default none); readout_time (s, [0, 1]: continuous
     time, a rolling shutter reading the rows out top first; 0 = global shutter)."""
 
     max_range: float = setting(1000.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e6, lo_open=True)
+    min_range: float = min_range_setting()
     noise_mu: float = noise_mu_setting("pixel")
     noise_sigma: float = noise_sigma_setting(0.0, "pixel")
     readout_time: float = readout_setting()
+
+    def check(self) -> None:
+        check_min_range(self)
 
 
 class Depth(RollingReadout, Sensor):

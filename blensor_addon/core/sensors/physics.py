@@ -4,7 +4,9 @@ returning rays.
 
 Sources: seed 000 Eq. 1 (reflectivity limit), Eq. 2 (per-ray Gaussian range noise and
 per-laser bias), section 3.5 (which rays return), section 5.2 (per-frame seeding);
-reference section 6.3 (the distance-dependent noise table).
+seed 002 section II-D, Eq. 4-5 (the linear return model, decided at the measured depth);
+reference section 6.3 (the distance-dependent noise table); the minimum range every
+datasheet gives (:func:`min_range_setting`, :func:`min_range_mask`).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import SettingsError
 from ..result import ScanResult
 from ..settings import setting
 from .patterns import RayPattern
@@ -60,6 +63,49 @@ def ref_slope_setting(default: float, precision: int = 4):
                    precision=precision, lo=-REF_BOUND, hi=REF_BOUND)
 
 
+def min_range_setting(default: float = 0.0):
+    """The ``min_range`` setting (m, default ``default``, in [0, 1e5]): the nearest range
+    a unit reports (its datasheet's minimum range). A return whose *measured* range (noise
+    included, as reported) is below it is not reported (:func:`min_range_mask`, applied by
+    :meth:`~.sensor.Sensor.detected`). 0 = no minimum."""
+    return setting(default, "Min range", "Nearest range the unit reports (datasheet); nearer measured returns "
+                   "are dropped", "m", lo=0.0, hi=1e5, precision=3)
+
+
+def check_min_range(s) -> None:
+    """Raise SettingsError (``min_range``) unless ``s.min_range < s.max_range`` (m)."""
+    if not s.min_range < s.max_range:
+        raise SettingsError("min_range", f"less than max_range ({s.max_range:g} m)", s.min_range)
+
+
+def min_range_mask(s, r_measured: np.ndarray) -> np.ndarray | None:
+    """(N,) bool: measured ranges ``r_measured`` (N,) float64 m at or beyond the settings'
+    ``min_range`` (m); None when ``s`` has no ``min_range`` or it is 0 (all kept)."""
+    lo = float(getattr(s, "min_range", 0.0) or 0.0)
+    if lo <= 0.0:
+        return None
+    return np.asarray(r_measured, dtype=np.float64) >= lo
+
+
+def linear_return_mask(reflectivity: np.ndarray, cos_incidence: np.ndarray, d_measured: np.ndarray,
+                       ref_max: float, max_range: float) -> np.ndarray:
+    """(N,) bool: seed 002 section II-D, Eq. 4-5: a return is detected iff the Lambertian
+    reflectance ``R(theta) = R0 cos(theta)`` (Eq. 4) reaches the range capability
+    ``R_L(d) = ref_max * d / max_range`` (Eq. 5) at the measured depth ``d`` (noise
+    included, "its depth d (including Gaussian noise)") and ``d <= max_range``; a surface
+    of reflectivity 0 never returns.
+
+    Args: reflectivity R0 (N,) in [0, 1]; cos_incidence (N,) in [0, 1]; d_measured (N,)
+    float64 m; ref_max (R_L,max, in (0, 1]); max_range (d_max, m). Example: R0 = 0.5 at
+    60 deg incidence with ref_max 0.8, max_range 50 m returns out to 0.25 / 0.8 * 50 =
+    15.625 m.
+    """
+    d = np.asarray(d_measured, dtype=np.float64)
+    r0 = np.asarray(reflectivity, dtype=np.float64)
+    lam = r0 * np.asarray(cos_incidence, dtype=np.float64)
+    return (r0 > 0.0) & (d <= max_range) & (lam >= ref_max * d / max_range)
+
+
 def frame_rng(seed: int, frame: int) -> np.random.Generator:
     """The generator of every per-ray draw of one frame.
 
@@ -83,10 +129,18 @@ def reflectivity_limit(distance: np.ndarray, ref_dist: float, ref_limit: float, 
 
 def returns_mask(hits, s) -> np.ndarray:
     """(N,) bool: which traced rays return: they ended on a non-mirror surface within
-    ``max_range`` whose reflectivity exceeds the limit at the accumulated range (seed
-    000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``, ``ref_limit``,
-    ``ref_slope``."""
-    ok = hits.hit & (hits.range <= s.max_range)
+    ``max_range`` whose reflectivity is above 0 and exceeds the limit at the accumulated
+    range (seed 000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``,
+    ``ref_limit``, ``ref_slope``; with ``return_model == "linear"`` (seed 002 Eq. 4-5,
+    decided at the measured range by :func:`linear_return_mask`) only the first two
+    tests apply here.
+
+    A surface of reflectivity 0 sends nothing back, whatever the model: below
+    ``ref_dist`` Eq. 1's limit is -1, so the original returned it (issue 21, section 1).
+    """
+    ok = hits.hit & (hits.range <= s.max_range) & (hits.reflectivity > 0.0)
+    if getattr(s, "return_model", "limit") == "linear":
+        return ok
     ok &= hits.reflectivity > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
     return ok
 
@@ -110,9 +164,21 @@ def elevation_rank(elevations_deg: np.ndarray) -> np.ndarray:
     return rank
 
 
+def _rings(pattern: RayPattern, channel_elevations, channel_rings) -> np.ndarray:
+    """(N,) uint16 ring of each ray: ``channel_rings`` of its channel, else the rank of its
+    channel's elevation (0 = lowest), else 0."""
+    ch = pattern.channel.astype(np.int64)
+    if channel_rings is not None:
+        return np.asarray(channel_rings, dtype=np.uint16)[ch]
+    if channel_elevations is not None:
+        return elevation_rank(channel_elevations)[ch]
+    return np.zeros(len(pattern), np.uint16)
+
+
 def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx: ScanContext, s, *,
              frame: int, frame_time: float, num_rays: int, grid_shape: tuple,
-             channel_elevations: np.ndarray | None = None) -> ScanResult:
+             channel_elevations: np.ndarray | None = None, channel_rings: np.ndarray | None = None,
+             range_offset: float = 0.0) -> ScanResult:
     """Build a :class:`ScanResult` from the returning rays.
 
     Args:
@@ -120,9 +186,14 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         r, r_noisy (N,) float64: clean and measured range (m), measured along the ray
             from its origin.
         ctx: the :class:`ScanContext` (pose, output frame, surface attributes).
-        channel_elevations (L,) deg: nominal elevation per channel, for ``ring``.
-    Points: ``origin + unit(direction) * range`` in the sensor frame, then in the
-    output frame.
+        channel_elevations (L,) deg: nominal elevation per channel, for ``ring`` (its
+            rank, 0 = lowest) when ``channel_rings`` is None.
+        channel_rings (L,) int: the ring number of each channel (the vendor driver's).
+        range_offset: m added to the reported ranges (``range``, ``range_noisy``) but not
+            to the points: Ouster reports the range from the beam origin plus the beam
+            origin's distance from the axis (:meth:`~.sensor.Sensor.range_offset`).
+    Points: ``origin + unit(direction) * r`` (``r_noisy`` for the noisy points) in the
+    sensor frame, then in the output frame.
     """
     u = pattern.directions.astype(np.float64)
     o = pattern.origins
@@ -131,8 +202,12 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         return u * rng[:, None] if o is None else u * rng[:, None] + o
 
     noiseless = r_noisy is r
-    xyz = points(r)
-    xyz_n = xyz if noiseless else points(r_noisy)  # noiseless: the same points
+    path, path_n = r, r_noisy  # the points come from the paths along the rays
+    if range_offset:  # the reported ranges
+        r = r + float(range_offset)
+        r_noisy = r if noiseless else r_noisy + float(range_offset)
+    xyz = points(path)
+    xyz_n = xyz if noiseless else points(path_n)  # noiseless: the same points
 
     def to(frame, world=(None, None)):  # both sensor-frame clouds in ``frame``; noiseless: once
         out = ctx.sensor_points_to(frame, xyz, hits, world[0])
@@ -165,8 +240,7 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         instancer_id=surf["instancer_id"],
         instance_id=surf["instance_id"],
         channel=pattern.channel,
-        ring=(elevation_rank(channel_elevations)[pattern.channel.astype(np.int64)]
-              if channel_elevations is not None else np.zeros(len(pattern), np.uint16)),
+        ring=_rings(pattern, channel_elevations, channel_rings),
         ray_index=pattern.ray_index,
         reflectivity=hits.reflectivity,
         intensity=hits.reflectivity * surf["cos_inc"],

@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import SettingsError
 from ..settings import Preset, SensorSettings, check_less, check_table, setting
-from .physics import (interpolated_noise, noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
-                      ref_slope_setting)
+from .physics import (check_min_range, interpolated_noise, min_range_setting, noise_mu_setting, noise_sigma_setting,
+                      ref_dist_setting, ref_limit_setting, ref_slope_setting)
 from .sensor import SweptSensor
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
@@ -75,7 +75,8 @@ class PlanarSettings(SensorSettings):
     Attributes (units): preset; elevations (deg, one per scan plane, 1..64 in
     [-90, 90]); start_angle, end_angle (deg, -360..360, start < end, at most one turn);
     angle_resolution (deg, (0, 360]); rotation_speed (Hz, sweeps per second);
-    max_range (m); noise_mu, noise_sigma (m); error_table (text ``(d, mu, sigma) ...``,
+    max_range (m); min_range (m, < max_range: measured ranges below it are not reported;
+    0 = none); noise_mu, noise_sigma (m); error_table (text ``(d, mu, sigma) ...``,
     distances increasing, sigma >= 0; empty = Gaussian noise); range_resolution (m,
     >= 0, 0 = no quantization); ref_dist, ref_limit, ref_slope: reflectivity limit.
     """
@@ -93,6 +94,7 @@ class PlanarSettings(SensorSettings):
     rotation_speed: float = setting(40.0, "Sweep rate", "Field-of-view sweeps per second", "Hz",
                                     lo=0.0, hi=1000.0, lo_open=True)
     max_range: float = setting(30.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
+    min_range: float = min_range_setting()
     noise_mu: float = noise_mu_setting(note=" (without an error table)")
     noise_sigma: float = noise_sigma_setting(0.03, note=" (without an error table)")
     error_table: str = setting("", "Error table", "Distance-dependent noise: (distance, mu, sigma) triples in "
@@ -109,6 +111,7 @@ class PlanarSettings(SensorSettings):
             raise SettingsError("end_angle", f"at most start_angle + 360 = {self.start_angle + 360.0:g} deg (one "
                                 "turn)", self.end_angle)
         check_table("error_table", self.error_table)
+        check_min_range(self)
 
     @property
     def table(self) -> np.ndarray:

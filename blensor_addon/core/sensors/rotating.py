@@ -1,37 +1,65 @@
-"""Rotating multi-laser LiDAR (Velodyne HDL-64E S2, HDL-32E, VLP-16, Ouster OS0-128, generic).
+"""Rotating multi-laser LiDAR (Velodyne, Ouster, generic): the mechanics and the return
+physics; the presets and their per-laser tables are in :mod:`.rotating_presets` and
+``tables/`` (:class:`~.calibration.LaserTable`).
 
 Seed 000 section 3.2 and reference section 6.1: L lasers at fixed elevations spin about
-the sensor's up axis (+Y); every column fires all lasers at once. Column azimuth psi
-(deg) = 0 looks down -Z and grows toward -X; laser k at elevation p fires along
-``(cos p sin th, sin p, cos p cos th)`` with ``th = psi - a_k + 180 deg``, where a_k is the
-laser's azimuth offset (0 for the Velodyne tables). The Ouster OS0-128 also fires from a
-beam origin ``n = 27.67 mm`` out from the axis along the column azimuth (Ouster's
-``lidar_origin_to_beam_origin_mm``; its range-to-XYZ formula puts the point at
-``n (cos th_enc, sin th_enc, 0) + (r - n) * dir(th_enc - a_k, p_k)``); here the range
-is the path from that beam origin.
+the sensor's up axis (+Y in BlenSor's sensor frame, +Z in REP-103); a column fires every
+laser once. Column azimuth psi (deg) = 0 looks down -Z and grows toward -X
+(counter-clockwise seen from above; REP-103 yaw = psi).
 
-Sources of the tables:
-- Velodyne HDL-64E S2: the 64 calibrated elevations and 64 per-laser distance biases of
-  the original BlenSor (reference section 6.1, from a Velodyne calibration file; seed 000
-  section 5). The bias table is the original's "fixed randomized array for
-  reproducibility" (seed 000 Eq. 2, eps_bias,i).
-- Velodyne HDL-32E: the original's 32-entry elevation table (reference 6.1); 10 Hz,
-  0.16 deg at 10 Hz, 100 m from the HDL-32E datasheet.
-- Velodyne VLP-16: 16 lasers from -15 to +15 deg in 2 deg steps in the datasheet's firing
-  order (laser 0 = -15, 1 = +1, 2 = -13, ...); 0.2 deg at 10 Hz, 100 m.
-- Ouster OS0-128: seed 002 section on validation and the OS0 datasheet it cites (ref.
-  [28]): 128 channels over a 90 deg vertical FOV, 1024 (or 512, 2048) columns at 10 (or
-  20) Hz, maximum range 50 m at 80 % reflectance, modelled as seed 002's linear
-  reflectance limit R_L(d) = 0.8 d / 50 m (``ref_dist=0, ref_limit=0, ref_slope=0.016``)
-  with returns beyond 50 m dropped. Beams are spaced uniformly from +45 to -45 deg; the
-  beam azimuth offsets and the 27.67 mm beam origin are the ``beam_intrinsics`` of OS0-128
-  (Rev 7) sensor metadata in Ouster's JSON layout (as distributed with
-  jcfurey/gz_sensors_ouster, ``config/metadata/os0_128_rev7.json``). Choose 2048 columns
-  with ``angle_resolution=0.17578125`` and 20 Hz with ``rotation_speed=20``.
+Spin (``rotation_direction``): real Velodyne and Ouster heads turn clockwise seen from
+above (velodyne_pointcloud puts a point of encoder azimuth a at yaw -a: ``y = -r sin a``;
+Ouster's encoder angle of column m is ``2 pi (1 - m / W)``), so with ``cw`` (the default)
+psi DEcreases with time at ``360 * rotation_speed`` deg/s; ``ccw`` is BlenSor's spin before
+settings version 2 (old scenes keep it). A single scan sweeps the sector
+``start_angle..end_angle``: ``ccw`` from the start (columns ``start + k res``), ``cw`` from
+the end (columns ``end - k res``), column k fired ``k res / (360 rotation_speed)`` s after
+the scan's start. A range scan's global column k fires at ``k res / (360 rotation_speed)``
+s at psi ``+-k res`` (mod 360); the sector keeps ``[start, end)`` (ccw) or ``(start, end]``
+(cw) of it.
+
+Per-laser calibration (the :class:`~.calibration.LaserTable` of the preset,
+:func:`~.rotating_presets.preset_table`, or the camera's imported ``calibration``), applied
+as the vendor's driver places a point (so the points are where the driver would put
+them for the same raw data):
+- ``elevation_deg`` p_k and ``azimuth_deg`` a_k: laser k fires along
+  ``(cos p sin th, sin p, cos p cos th)``, ``th = psi - a_k + 180 deg``.
+- ``firing_s`` (continuous time): laser k fires ``firing_s[k]`` after its column while
+  the head keeps turning, along ``psi - a_k -+ 360 rotation_speed firing_s[k]`` (cw: -).
+- ``vert_offset_m`` vo and ``horiz_offset_m`` ho (Velodyne ``vert_offset_correction``,
+  ``horiz_offset_correction``): the beam leaves from ``vo * e_up + ho * e_left``, e_up the
+  unit vector at elevation p + 90 deg in the beam's vertical plane, e_left the horizontal
+  unit vector 90 deg counter-clockwise of the beam: velodyne_pointcloud's
+  ``RawData::unpack`` (rawdata.cc) computes ``xy = d cos v - vo sin v``, ``x' = xy sin a -
+  ho cos a``, ``y' = xy cos a + ho sin a``, ``z = d sin v + vo cos v`` and publishes
+  ``(y', -x', z)``, which is that origin plus d times the beam's direction.
+- ``beam_origin_m`` n (Ouster ``lidar_origin_to_beam_origin_mm``): the beam leaves from n
+  out from the axis along the head's (encoder) azimuth; Ouster's range-to-XYZ places the
+  point at ``n (cos th_enc, sin th_enc, 0) + (r - n) dir``, so the range r Ouster reports
+  is the path from the beam origin plus n: ``range`` and ``range_noisy`` here are that r
+  (:meth:`Rotating.range_offset`), the points stay on the path.
+- ``distance_m`` (Velodyne ``dist_correction``): the driver adds it to the raw distance
+  in the packet. ``range`` holds the true range (path from the beam origin),
+  ``range_noisy`` the measured one, both as the driver reports them after its correction,
+  and the points are the true geometry plus noise; the raw distance a unit would put in
+  its packet is ``range_noisy - distance_m`` (:func:`raw_distance`).
+- ``ring``: the table's (ouster-ros: the beam index, 0 = top) where given, else for an
+  Ouster table the beam index, else the elevation rank, 0 = lowest (velodyne_pointcloud).
+- ``cycle_s``: the firing cycle; with it a turn has ``1 / (rotation_speed cycle_s)``
+  firings (:class:`~..capabilities.Device` ``columns``).
+
+Returns (seed 000 Eq. 1-2; seed 002 section II-D, Eq. 4-5): ``return_model="limit"``
+drops hits whose reflectivity is below the limit at the clean range (Eq. 1);
+``"linear"`` keeps a hit iff ``R0 cos(theta) >= ref_max * d / max_range`` and
+``d <= max_range`` at the measured (noisy) depth d. Either way a surface of reflectivity
+0 never returns, and a measured range below ``min_range`` is not reported. Range noise:
+``d + eps_bias[laser] + N(noise_mu, noise_sigma)`` (Eq. 2). Intensity ``R0 cos(theta)``.
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -41,10 +69,14 @@ import numpy as np
 from ..errors import SettingsError
 from ..settings import SensorSettings, setting
 from .budget import CHUNK_RAYS, ray_limit
+from ..capabilities import Device
+from . import rotating_presets
+from .calibration import LaserTable
 from .patterns import RayPattern, sweep_column_count
-from .physics import (NOISE_LIMIT, noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
-                      ref_slope_setting, returns_mask)
-from .rotating_presets import FIRING, PRESETS, TABLES
+from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
+                      noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting,
+                      returns_mask)
+from .rotating_presets import PRESETS, preset_table
 from .sensor import Sensor
 
 BIAS_DISTRIBUTIONS = ("table", "gaussian", "laplace")
@@ -119,41 +151,61 @@ class LidarSettings(SensorSettings):
         if not (self.start_angle < self.end_angle <= self.start_angle + 360.0):
             raise SettingsError("end_angle", f"in ({self.start_angle:g}, {self.start_angle + 360.0:g}] deg"
                                 " (greater than start_angle, at most one turn)", self.end_angle)
+        check_min_range(self)
+        _ = self.table  # a stored calibration that is not a valid table: refused here, naming it
+
+    @property
+    def table(self) -> LaserTable:
+        """The per-laser calibration in use: the camera's imported ``calibration``
+        (LaserTable JSON) when not empty, else the preset's
+        (:func:`~.rotating_presets.preset_table`; ``generic``: from ``elevations``).
+
+        Raises:
+            SettingsError (``calibration``): the stored text is not a valid table.
+        """
+        return _table_of(self.preset, tuple(self.elevations), self.calibration)
+
+    @property
+    def spin(self) -> float:
+        """+1 for ``ccw`` (psi grows with time), -1 for ``cw`` (psi falls with time)."""
+        return -1.0 if self.rotation_direction == "cw" else 1.0
 
     @property
     def elevations_deg(self) -> np.ndarray:
         """(L,) float64 laser elevations in degrees; channel k is row k."""
-        e = TABLES[self.preset]["elevations"]
-        return np.asarray(self.elevations if e is None else e, dtype=np.float64)
+        return np.asarray(self.table.elevation_deg, dtype=np.float64)
 
     @property
     def azimuth_offsets_deg(self) -> np.ndarray:
-        """(L,) float64 per-laser azimuth offsets a_k (deg), zeros where the preset has none."""
-        a = TABLES[self.preset].get("azimuth")
-        return np.zeros(self.num_lasers) if a is None else np.asarray(a, dtype=np.float64)
+        """(L,) float64 per-laser azimuth corrections a_k (deg; laser k fires along psi - a_k),
+        zeros where the table has none."""
+        return self.table.per_laser("azimuth_deg")
 
     @property
     def beam_origin(self) -> float:
-        """Distance of the beam origin from the spin axis (m), 0 for the Velodyne presets."""
-        return float(TABLES[self.preset].get("beam_origin", 0.0))
+        """Distance of the beam origin from the spin axis (m): Ouster's
+        ``lidar_origin_to_beam_origin_mm`` / 1000, 0 for the Velodyne tables."""
+        return float(self.table.beam_origin_m)
 
     @property
     def num_lasers(self) -> int:
         """Number of lasers (channels) L."""
-        return int(self.elevations_deg.shape[0])
+        return int(self.table.lasers)
 
     def laser_bias(self) -> np.ndarray:
         """Per-laser distance bias eps_bias,i of seed 000 Eq. 2: (L,) float64 metres.
 
-        ``table`` uses the preset's calibrated table where it has one (HDL-64E S2);
-        otherwise biases are drawn from ``N(0, bias_sigma)`` or ``Laplace(0, bias_sigma)``
-        with a generator seeded by ``seed`` alone, so they stay the same in every frame
-        ("This bias remains the same in each rotation", seed 000 section 3.2). The
-        original drew a shared, unseeded table and gave the HDL-32E the first 32 HDL-64E
-        entries (reference section 14.13); both are fixed here.
+        ``table`` uses the preset's calibrated bias table where it has one with one entry
+        per laser (HDL-64E S2: the original's "fixed randomized array for
+        reproducibility", ``rotating_presets.TABLES[preset]["bias"]``); otherwise biases
+        are drawn from ``N(0, bias_sigma)`` or ``Laplace(0, bias_sigma)`` with a generator
+        seeded by ``seed`` alone, so they stay the same in every frame ("This bias remains
+        the same in each rotation", seed 000 section 3.2). The original drew a shared,
+        unseeded table and gave the HDL-32E the first 32 HDL-64E entries (reference
+        section 14.13); both are fixed here.
         """
-        table = TABLES[self.preset].get("bias")
-        if self.bias_distribution == "table" and table is not None:
+        table = getattr(rotating_presets, "TABLES", {}).get(self.preset, {}).get("bias")
+        if self.bias_distribution == "table" and table is not None and len(table) == self.num_lasers:
             return np.asarray(table, dtype=np.float64)
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(self.seed), 0xB1A5])))
         if self.bias_distribution == "laplace":
@@ -167,6 +219,23 @@ class LidarSettings(SensorSettings):
         d = super().to_dict()
         d["elevations"] = [float(v) for v in self.elevations_deg]
         return d
+
+
+@functools.lru_cache(maxsize=32)
+def _table_of(preset: str, elevations: tuple, calibration: str) -> LaserTable:
+    """The :class:`LaserTable` of :attr:`LidarSettings.table` (kept: tables are immutable)."""
+    if calibration:
+        return LaserTable.from_json(calibration)
+    return preset_table(preset, elevations)
+
+
+def raw_distance(table: LaserTable, channel: np.ndarray, range_m: np.ndarray) -> np.ndarray:
+    """(N,) float64 m: the raw distance a Velodyne would put in its packet for reported
+    ranges ``range_m`` (N,) float64 m of lasers ``channel`` (N,) int: the driver adds the
+    laser's ``dist_correction`` to the raw distance (velodyne_pointcloud rawdata.cc:
+    ``distance += corrections.dist_correction``), so the raw distance is ``range -
+    distance_m[channel]``."""
+    return np.asarray(range_m, dtype=np.float64) - table.per_laser("distance_m")[np.asarray(channel, np.int64)]
 
 
 def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
@@ -197,8 +266,17 @@ def single_scan_count(s: LidarSettings) -> int:
     return sweep_column_count(s.start_angle, s.end_angle, s.angle_resolution)
 
 
+def wrap360(deg: np.ndarray) -> np.ndarray:
+    """Angles (deg) wrapped into [0, 360) (float64; also when ``np.mod`` rounds a tiny
+    negative angle up to 360.0)."""
+    a = np.mod(np.asarray(deg, dtype=np.float64), 360.0)
+    a[a >= 360.0] -= 360.0
+    return a
+
+
 def single_scan_columns(s: LidarSettings) -> np.ndarray:
-    """Azimuths (deg) of the columns of a single scan: ``start + k * res`` for
+    """Azimuths (deg) of the columns of a single scan in firing order: ``start + k * res``
+    (``ccw``) or ``end - k * res`` (``cw``: the head enters the sector at its end), for
     ``k < single_scan_count(s)``. Returns (C,) float64.
 
     Raises:
@@ -206,7 +284,8 @@ def single_scan_columns(s: LidarSettings) -> np.ndarray:
     """
     n = single_scan_count(s)
     check_ray_budget(s, n, "single")
-    return s.start_angle + np.arange(n, dtype=np.float64) * s.angle_resolution
+    k = np.arange(n, dtype=np.float64) * s.angle_resolution
+    return s.end_angle - k if s.rotation_direction == "cw" else s.start_angle + k
 
 
 def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.ndarray:
@@ -214,10 +293,12 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
 
     The head turns ``360 * rotation_speed * frame_time`` degrees per frame (seed 000
     section 3.2; reference section 9); frame f covers the columns k with
-    ``k * res`` in ``[f * D, (f + 1) * D)``. Unlike the original (which truncated each
+    ``k * res`` in ``[f * D, (f + 1) * D)``; column k looks at psi = ``k * res`` (``ccw``)
+    or ``-k * res`` (``cw``), mod 360. Unlike the original (which truncated each
     frame's count with ``int()`` and lost columns), consecutive frames tile the
-    rotation exactly. Columns whose azimuth (mod 360) falls outside
-    ``[start_angle, end_angle)`` are dropped (the original ignored the sector here).
+    rotation exactly. Columns outside the sector are dropped (the original ignored the
+    sector here): a ``ccw`` head keeps psi in ``[start_angle, end_angle)``, a ``cw`` head
+    (which enters the sector at its end) psi in ``(start_angle, end_angle]``, mod 360.
     Returns (C,) int64.
 
     Raises:
@@ -232,20 +313,20 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
     a, b = first_column(frame), first_column(frame + 1)
     check_ray_budget(s, b - a, "range")
     k = np.arange(a, b, dtype=np.int64)
-    psi = np.mod(k * res, 360.0)
-    lo = np.mod(s.start_angle, 360.0)
     width = s.end_angle - s.start_angle
     if width < 360.0:
-        keep = np.mod(psi - lo, 360.0) < width
+        if s.rotation_direction == "cw":
+            keep = wrap360(s.end_angle + k * res) < width  # (end - psi) mod 360, psi = -k res
+        else:
+            keep = np.mod(np.mod(k * res, 360.0) - np.mod(s.start_angle, 360.0), 360.0) < width
         k = k[keep]
     return k
 
 
 def firing_offsets(s: LidarSettings) -> np.ndarray:
-    """(L,) float64 s: when each laser fires after its column's time (:data:`FIRING`;
-    zeros for presets without a firing sequence)."""
-    step, group = FIRING.get(s.preset, (0.0, 1))
-    return (np.arange(s.num_lasers) % group) * step
+    """(L,) float64 s: when each laser fires after its column's time (the table's
+    ``firing_s``; zeros for a table without a firing sequence)."""
+    return s.table.per_laser("firing_s")
 
 
 #: the last few patterns made (:func:`make_pattern`), by their inputs: a scan repeated on
@@ -270,7 +351,7 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
             :func:`firing_offsets`), or None: every laser of a column fires at the
             column's time along the column's azimuth (the original). With offsets, laser k
             fires at ``t + firing[k]`` while the head keeps turning, so its azimuth is
-            ``psi + 360 * rotation_speed * firing[k]`` deg (what the driver reports).
+            ``psi - a_k -+ 360 * rotation_speed * firing[k]`` deg (cw: -, ccw: +).
     Returns:
         RayPattern with C * L rays, ray ``c * L + k`` = column c, laser k.
     """
@@ -297,32 +378,51 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
 
 def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray, column0: int,
                   columns: int | None, firing: np.ndarray | None) -> RayPattern:
-    elev = np.deg2rad(s.elevations_deg)
+    table = s.table
+    elev = np.deg2rad(np.asarray(table.elevation_deg, dtype=np.float64))
     L = elev.shape[0]
     C = azimuth_deg.shape[0]
-    offsets = s.azimuth_offsets_deg
-    spin = None
+    offsets = table.per_laser("azimuth_deg")  # a_k: laser k fires along psi - a_k
+    turned = None
     if firing is not None and np.any(firing):
-        spin = 360.0 * s.rotation_speed * np.asarray(firing, dtype=np.float64)  # deg turned per laser
-        offsets = offsets - spin
+        # deg the head turned when laser k fires, in the spin direction
+        turned = s.spin * 360.0 * s.rotation_speed * np.asarray(firing, dtype=np.float64)
+        offsets = offsets - turned
     # th = psi - offset + 180 deg per (column, laser): its sine and cosine from the
     # columns' and the lasers' by the angle-difference identities (C + L trigonometric
     # calls instead of C * L; the same angles within 1e-15 rad)
     a = np.deg2rad(np.asarray(azimuth_deg, dtype=np.float64) + 180.0)[:, None]
     o = np.deg2rad(np.asarray(offsets, dtype=np.float64))[None, :]
     sin_a, cos_a, sin_o, cos_o = np.sin(a), np.cos(a), np.sin(o), np.cos(o)
+    sin_th = sin_a * cos_o - cos_a * sin_o
+    cos_th = cos_a * cos_o + sin_a * sin_o
     cp, sp = np.cos(elev)[None, :], np.sin(elev)[None, :]
     d = np.empty((C, L, 3), dtype=np.float64)
-    d[..., 0] = cp * (sin_a * cos_o - cos_a * sin_o)
+    d[..., 0] = cp * sin_th
     d[..., 1] = np.broadcast_to(sp, (C, L))
-    d[..., 2] = cp * (cos_a * cos_o + sin_a * sin_o)
+    d[..., 2] = cp * cos_th
     col = np.arange(column0, column0 + C, dtype=np.int64)
     total = C if columns is None else int(columns)
     origins = None
-    if s.beam_origin:  # on the column's azimuth psi + 180 deg: the sine and cosine of a above
+    n = float(table.beam_origin_m)
+    vo, ho = table.per_laser("vert_offset_m")[None, :], table.per_laser("horiz_offset_m")[None, :]
+    if n or vo.any() or ho.any():
         org = np.zeros((C, L, 3))
-        org[..., 0] = s.beam_origin * sin_a
-        org[..., 2] = s.beam_origin * cos_a
+        if n:  # Ouster: n out from the axis along the head's azimuth psi (+ what it turned)
+            if turned is None:
+                org[..., 0] += n * sin_a
+                org[..., 2] += n * cos_a
+            else:
+                u = np.deg2rad(turned)[None, :]
+                org[..., 0] += n * (sin_a * np.cos(u) + cos_a * np.sin(u))
+                org[..., 2] += n * (cos_a * np.cos(u) - sin_a * np.sin(u))
+        if vo.any():  # velodyne_pointcloud: vo along e_up = (sin p sin y, cos p, sin p cos y), y = th - 180
+            org[..., 0] -= vo * sp * sin_th
+            org[..., 1] += vo * cp
+            org[..., 2] -= vo * sp * cos_th
+        if ho.any():  # ... and ho along e_left = (-cos y, 0, sin y), 90 deg counter-clockwise of the beam
+            org[..., 0] += ho * cos_th
+            org[..., 2] -= ho * sin_th
         origins = org.reshape(-1, 3).astype(np.float32)
     if offsets.any():
         azimuth = np.mod(np.deg2rad(azimuth_deg[:, None] - offsets[None, :]), 2.0 * np.pi).ravel()
@@ -334,7 +434,7 @@ def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarr
         elevation=np.tile(elev, C),
         channel=np.tile(np.arange(L, dtype=np.uint16), C),
         ray_index=(np.arange(L, dtype=np.int64)[None, :] * total + col[:, None]).ravel(),
-        timestamp=(np.repeat(np.asarray(timestamp, dtype=np.float64), L) if spin is None else
+        timestamp=(np.repeat(np.asarray(timestamp, dtype=np.float64), L) if turned is None else
                    (np.asarray(timestamp, dtype=np.float64)[:, None] + np.asarray(firing)[None, :]).ravel()),
         origins=origins,
     )
@@ -342,20 +442,25 @@ def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarr
 
 def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "single"
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Column azimuths (C,) float64 deg in [0, 360) or the sector, and their absolute
-    firing times (C,) float64 s, of a single scan (``mode="single"``: the sector
-    start..end at frame ``frame``, times ``frame * frame_time + (psi - start) /
-    (360 * rotation_speed)``) or of frame ``frame`` of a range scan (``mode="range"``,
-    see :func:`range_scan_columns`; times ``k * res / (360 * rotation_speed)``).
+    """Column azimuths (C,) float64 deg and their absolute firing times (C,) float64 s, in
+    firing order, of a single scan (``mode="single"``: the sector at frame ``frame``,
+    :func:`single_scan_columns`, column k at ``frame * frame_time + k * res / (360 *
+    rotation_speed)``) or of frame ``frame`` of a range scan (``mode="range"``, see
+    :func:`range_scan_columns`: global column k at psi ``+-k * res`` mod 360, in [0, 360),
+    time ``k * res / (360 * rotation_speed)``). With ``cw`` psi falls with time.
 
     Raises:
         SettingsError: too many rays (:func:`check_ray_budget`).
     """
     if mode == "range":
         psi = range_scan_columns(s, frame, frame_time) * s.angle_resolution
-        return np.mod(psi, 360.0), psi / (360.0 * s.rotation_speed)
+        t = psi / (360.0 * s.rotation_speed)
+        return (wrap360(-psi) if s.rotation_direction == "cw" else np.mod(psi, 360.0)), t
     psi = single_scan_columns(s)
-    return psi, frame * frame_time + (psi - s.start_angle) / (360.0 * s.rotation_speed)
+    k = np.arange(psi.shape[0], dtype=np.float64) * s.angle_resolution
+    if s.rotation_direction != "cw":  # the original's arithmetic (the same times)
+        k = psi - s.start_angle
+    return psi, frame * frame_time + k / (360.0 * s.rotation_speed)
 
 
 def chunk_columns(s: LidarSettings, chunk_rays: int | None = None) -> int:
@@ -413,11 +518,52 @@ class Rotating(Sensor):
     def channel_elevations(self, s):
         return s.elevations_deg
 
+    def channel_rings(self, s):
+        """The table's ``ring`` where given (ouster-ros: beam index, 0 = top); an Ouster
+        table without one: the beam index; else the elevation rank, 0 = lowest
+        (velodyne_pointcloud's ``laser_ring``)."""
+        table = s.table
+        if table.ring:
+            return np.asarray(table.ring, dtype=np.uint16)
+        if table.vendor == "ouster":
+            return np.arange(table.lasers, dtype=np.uint16)
+        return elevation_rank(s.elevations_deg)
+
+    def range_offset(self, s):
+        """The beam origin's distance from the axis n (m): Ouster reports the path from
+        the beam origin plus n (see the module docstring); 0 without a beam origin."""
+        return s.beam_origin
+
     def returns(self, s, pattern, hits):
         return returns_mask(hits, s)
 
     def measure(self, s, pattern, r, rng):
         return noisy_range(rng, r, pattern.channel, s)
+
+    def detected(self, s, pattern, hits, r_noisy):
+        """``min_range`` on the measured range; with ``return_model="linear"`` also seed
+        002 Eq. 4-5 at the measured depth (:func:`~.physics.linear_return_mask`, theta from
+        ``hits.cos_incidence``)."""
+        keep = min_range_mask(s, r_noisy)
+        if s.return_model == "linear":
+            lin = linear_return_mask(hits.reflectivity, hits.cos_incidence, r_noisy, s.ref_max, s.max_range)
+            keep = lin if keep is None else keep & lin
+        return keep
+
+    def capabilities(self, s, camera=None):
+        """The sensor's capabilities with :class:`~..capabilities.Device` for a table of a
+        real unit's vendor (None for ``generic``): ``columns`` firings per turn is
+        ``1 / (rotation_speed * cycle_s)`` when the table has a firing cycle, else
+        ``360 / angle_resolution``."""
+        caps = super().capabilities(s, camera)
+        table = s.table
+        if table.vendor == "generic":
+            return caps
+        columns = 1.0 / (s.rotation_speed * table.cycle_s) if table.cycle_s > 0 else 360.0 / s.angle_resolution
+        device = Device(vendor=table.vendor, model=table.model, table=table, rotation_speed=float(s.rotation_speed),
+                        direction=s.rotation_direction, columns=float(columns), min_range=float(s.min_range),
+                        max_range=float(s.max_range))
+        return dataclasses.replace(caps, device=device)
 
 
 SENSOR = Rotating()

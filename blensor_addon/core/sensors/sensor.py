@@ -23,7 +23,7 @@ from ..result import FIELDS, ScanResult
 from ..settings import SensorSettings
 from .budget import CHUNK_RAYS, refuse_rays
 from .patterns import CameraFrame, RayPattern, angles_of, sweep_column_count, sweep_columns, sweep_count
-from .physics import assemble, frame_rng, returns_mask
+from .physics import assemble, elevation_rank, frame_rng, min_range_mask, returns_mask
 
 
 class Hits(Protocol):
@@ -182,6 +182,18 @@ class Sensor:
         (``ring``); default one channel at 0."""
         return np.zeros(1)
 
+    def channel_rings(self, s) -> np.ndarray:
+        """(L,) uint16 ring number of each channel as the vendor's driver numbers them;
+        default: the rank of :meth:`channel_elevations`, 0 = lowest (velodyne_pointcloud)."""
+        return elevation_rank(self.channel_elevations(s))
+
+    def range_offset(self, s) -> float:
+        """Metres the sensor adds to the path it measured along a ray (from the ray's
+        origin) when it reports the range; the points stay on the path. Default 0; an
+        Ouster reports the path from its beam origin plus the origin's distance from the
+        axis (Ouster's range convention, :mod:`.rotating`)."""
+        return 0.0
+
     def max_range(self, s) -> float:
         """Longest accumulated path cast (m)."""
         return float(s.max_range)
@@ -203,10 +215,12 @@ class Sensor:
 
     def detected(self, s, pattern: RayPattern, hits, r_noisy: np.ndarray) -> np.ndarray | None:
         """(N,) bool: which of the rays :meth:`returns` kept the receiver detects, given
-        their measured ranges ``r_noisy`` (N,) float64 m: seed 002 section II-D decides
-        at "its depth d (including Gaussian noise)"; a minimum range applies to the
-        measured range too. None (the default): all of them."""
-        return None
+        their measured ranges ``r_noisy`` (N,) float64 m as reported (noise and
+        :meth:`range_offset` included): seed 002 section II-D decides at "its depth d
+        (including Gaussian noise)"; a minimum range applies to the measured range too.
+        None: all of them. Default: those at or beyond the settings' ``min_range``
+        (:func:`~.physics.min_range_mask`; None if the settings have none or it is 0)."""
+        return min_range_mask(s, r_noisy)
 
     def finish(self, s, result: ScanResult) -> ScanResult:
         """Last changes to the result (default none)."""
@@ -235,8 +249,9 @@ class Sensor:
 
     def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """The scan's returns: cast :meth:`patterns` chunk by chunk, keep :meth:`returns`,
-        draw :meth:`measure` from the frame's generator, keep :meth:`detected`, assemble
-        the result. A sensor
+        draw :meth:`measure` from the frame's generator, keep :meth:`detected` (at the
+        reported measured range, :meth:`range_offset` added), assemble the result
+        (rings from :meth:`channel_rings`). A sensor
         that casts several passes (the Kinect) overrides this."""
         grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
         parts, rays = [], 0
@@ -254,12 +269,14 @@ class Sensor:
             hits = type(parts[0][1]).concat([h for _, h in parts])
         r = np.asarray(hits.range, dtype=np.float64)
         r_noisy = self.measure(s, pattern, r, frame_rng(s.seed, frame))
-        seen = self.detected(s, pattern, hits, r_noisy)
+        offset = float(self.range_offset(s))
+        seen = self.detected(s, pattern, hits, r_noisy + offset if offset else r_noisy)
         if seen is not None and not seen.all():
             pattern, hits, r = pattern.take(seen), hits.take(seen), r[seen]
             r_noisy = r if r_noisy is r else r_noisy[seen]
         return assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time, num_rays=rays,
-                        grid_shape=grid, channel_elevations=self.channel_elevations(s))
+                        grid_shape=grid, channel_elevations=self.channel_elevations(s),
+                        channel_rings=self.channel_rings(s), range_offset=offset)
 
     def scan(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """One scan: :meth:`trace`, then the sensor's metadata on the result

@@ -22,7 +22,7 @@ import numpy as np
 from ..settings import Preset, SensorSettings, setting
 from .budget import CHUNK_RAYS, MAX_PIXELS_SIDE, refuse_rays
 from .patterns import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
-from .physics import noise_mu_setting, noise_sigma_setting
+from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .sensor import Sensor
 
 PRESETS = {
@@ -54,7 +54,8 @@ class TofSettings(SensorSettings):
     """Settings of the ToF camera (reference 6.4).
 
     Attributes (units): preset; width, height (px, 1..16384); fov_h, fov_v (deg,
-    (0, 180)); max_range (m); noise_mu, noise_sigma (m); backfolding (bool);
+    (0, 180)); max_range (m); min_range (m, < max_range; measured ranges below it, after
+    backfolding, are not reported; 0 = none); noise_mu, noise_sigma (m); backfolding (bool);
     ambiguity_range (m, > 0); readout_time (s, [0, 1]: continuous time, rows read out
     top first over this time; 0 = global shutter).
     """
@@ -67,6 +68,7 @@ class TofSettings(SensorSettings):
     fov_v: float = setting(34.6, "Vertical FOV", "Vertical field of view", "deg", lo=0.0, hi=180.0,
                            lo_open=True, hi_open=True)
     max_range: float = setting(20.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
+    min_range: float = min_range_setting()
     noise_mu: float = noise_mu_setting("pixel")
     noise_sigma: float = noise_sigma_setting(0.004, "pixel")
     backfolding: bool = setting(False, "Backfolding", "Report the measured range modulo the ambiguity range "
@@ -74,6 +76,9 @@ class TofSettings(SensorSettings):
     ambiguity_range: float = setting(10.0, "Ambiguity range", "Range at which the phase wraps", "m", lo=0.0,
                                      hi=1e5, lo_open=True)
     readout_time: float = readout_setting()
+
+    def check(self) -> None:
+        check_min_range(self)
 
 
 def pixel_rows_per_chunk(width: int) -> int:
