@@ -69,10 +69,14 @@ def test_range_frames_tile_the_rotation():
     assert abs(len(cols[3]) * s.angle_resolution - 150.0) <= s.angle_resolution
     p = range_frame_pattern(s, 5, ft)
     assert p.timestamp.min() >= 5 * ft - 1e-12 and p.timestamp.max() < 6 * ft
-    # a sector restricts the columns of every frame
-    s2 = s.replace(start_angle=0.0, end_angle=90.0)
+    # a sector restricts the columns of every frame: [start, end) counter-clockwise, and
+    # (start, end] clockwise (issue 21: the head enters the sector at its end)
+    s2 = s.replace(start_angle=0.0, end_angle=90.0, rotation_direction="ccw")
     az = np.concatenate([np.rad2deg(range_frame_pattern(s2, f, ft).azimuth) for f in range(12)])
     assert az.max() < 90.0 and az.size > 0
+    s2 = s2.replace(rotation_direction="cw")
+    az = np.concatenate([np.rad2deg(range_frame_pattern(s2, f, ft).azimuth) for f in range(12)])
+    assert az.max() == pytest.approx(90.0) and az.min() > 0.0
 
 
 def test_reflectivity_limit_is_original_rule():

@@ -28,9 +28,10 @@ def state(bpy):
 @pytest.fixture
 def scene(bpy_mod, empty_scene):
     # the sensor at the origin looks down -Z; a level laser (elevation 0) at azimuth 0
-    # meets the centre of each cube's +Z face
+    # meets the centre of each cube's +Z face (the head turns clockwise, issue 21: a
+    # sector's one column is at its end angle)
     cam = add_camera(bpy_mod)
-    generic_sensor(cam, "0", angle_resolution=1.0, start_angle=0.0, end_angle=1.0)
+    generic_sensor(cam, "0", angle_resolution=1.0, start_angle=-1.0, end_angle=0.0)  # cw: one column at 0 deg
     hidden = cube(bpy_mod, "ViewportHidden", (0, 0, -5))       # face at z = -4
     hidden.hide_viewport = True
     hidden.hide_set(True)
@@ -53,7 +54,7 @@ def test_render_visibility_scans_the_viewport_hidden_object(bpy_mod, scene):
 
 def test_viewport_mode_leaves_out_a_collection_hidden_by_its_eye(bpy_mod, empty_scene):
     cam = add_camera(bpy_mod)
-    generic_sensor(cam, "0", angle_resolution=1.0, start_angle=0.0, end_angle=1.0)
+    generic_sensor(cam, "0", angle_resolution=1.0, start_angle=-1.0, end_angle=0.0)  # cw: one column at 0 deg
     coll = bpy_mod.data.collections.new("Eyed")
     bpy_mod.context.scene.collection.children.link(coll)
     ob = cube(bpy_mod, "InEyed", (0, 0, -5))
@@ -85,7 +86,7 @@ def test_motion_boxes_are_what_renders_and_leave_the_file_unchanged(bpy_mod, sce
 
 def test_subdivision_at_render_levels_and_viewport_only_disabled_modifier(bpy_mod, empty_scene):
     cam = add_camera(bpy_mod)
-    generic_sensor(cam, "0", angle_resolution=1.0, start_angle=0.0, end_angle=1.0)
+    generic_sensor(cam, "0", angle_resolution=1.0, start_angle=-1.0, end_angle=0.0)  # cw: one column at 0 deg
     ob = cube(bpy_mod, "Rounded", (0, 0, -5))
     sub = ob.modifiers.new("Subsurf", "SUBSURF")
     sub.levels, sub.render_levels = 0, 3

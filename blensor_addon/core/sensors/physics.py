@@ -68,8 +68,8 @@ def min_range_setting(default: float = 0.0):
     a unit reports (its datasheet's minimum range). A return whose *measured* range (noise
     included, as reported) is below it is not reported (:func:`min_range_mask`, applied by
     :meth:`~.sensor.Sensor.detected`). 0 = no minimum."""
-    return setting(default, "Min range", "Nearest range the unit reports (datasheet); nearer measured returns "
-                   "are dropped", "m", lo=0.0, hi=1e5, precision=3)
+    return setting(default, "Min range", "Nearest range the unit reports (datasheet); nearer measured "
+                   "returns are dropped", "m", lo=0.0, hi=1e5, precision=3)
 
 
 def check_min_range(s) -> None:

@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import SettingsError
 from ..settings import Preset, SensorSettings, check_less, check_table, setting
-from .physics import (check_min_range, interpolated_noise, min_range_setting, noise_mu_setting, noise_sigma_setting,
-                      ref_dist_setting, ref_limit_setting, ref_slope_setting)
+from .physics import (check_min_range, interpolated_noise, min_range_setting, noise_mu_setting,
+                      noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting)
 from .sensor import SweptSensor
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "

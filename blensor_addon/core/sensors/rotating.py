@@ -15,8 +15,11 @@ settings version 2 (old scenes keep it). A single scan sweeps the sector
 ``start_angle..end_angle``: ``ccw`` from the start (columns ``start + k res``), ``cw`` from
 the end (columns ``end - k res``), column k fired ``k res / (360 rotation_speed)`` s after
 the scan's start. A range scan's global column k fires at ``k res / (360 rotation_speed)``
-s at psi ``+-k res`` (mod 360); the sector keeps ``[start, end)`` (ccw) or ``(start, end]``
-(cw) of it.
+s at psi ``k res`` (ccw, the original's) or ``end - k res`` (cw: every turn is a single
+scan's sweep), mod 360; the sector keeps ``[start, end)`` (ccw) or ``(start, end]`` (cw)
+of it. An Ouster's column m has encoder angle ``2 pi (1 - m / W)`` in its lidar frame,
+which is its sensor frame turned 180 deg (``lidar_to_sensor_transform``): with the
+sector ``-180..180`` column m is at psi ``180 - m 360 / W``, the driver's column order.
 
 Per-laser calibration (the :class:`~.calibration.LaserTable` of the preset,
 :func:`~.rotating_presets.preset_table`, or the camera's imported ``calibration``), applied
@@ -74,8 +77,8 @@ from . import rotating_presets
 from .calibration import LaserTable
 from .patterns import RayPattern, sweep_column_count
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
-                      noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting,
-                      returns_mask)
+                      noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
+                      ref_slope_setting, returns_mask)
 from .rotating_presets import PRESETS, preset_table
 from .sensor import Sensor
 
@@ -98,7 +101,8 @@ class LidarSettings(SensorSettings):
         angle_resolution: azimuth step between columns (deg), in (0, 360].
         rotation_speed: spin rate (Hz), in (0, 1000].
         max_range: farthest accumulated path that returns (m), in (0, 100000].
-        start_angle, end_angle: azimuth sector (deg); start < end, end - start <= 360.
+        start_angle, end_angle: azimuth sector (deg); start < end, end - start <= 360; a
+            ``cw`` head sweeps it from the end, a ``ccw`` head from the start.
         noise_mu, noise_sigma: per-ray Gaussian range noise (m), sigma >= 0.
         bias_distribution: per-laser distance bias: ``"table"`` (the preset's calibrated
             table; presets without one draw Gaussian biases), ``"gaussian"`` or
@@ -107,6 +111,14 @@ class LidarSettings(SensorSettings):
         ref_dist, ref_limit, ref_slope: reflectivity limit (seed 000 Eq. 1): a hit at
             accumulated range d returns iff reflectivity > r_min(d), r_min = -1 for
             d < ref_dist, else ref_limit + ref_slope (d - ref_dist). Units m, 1, 1/m.
+        rotation_direction: ``cw`` (Velodyne, Ouster, Hesai; psi falls with time) or
+            ``ccw`` (BlenSor before settings version 2).
+        min_range: nearest measured range reported (m), in [0, max_range).
+        return_model: ``limit`` (seed 000 Eq. 1 above) or ``linear`` (seed 002 Eq. 4-5:
+            ``R0 cos(theta) >= ref_max * d / max_range`` at the measured depth d).
+        ref_max: R_L,max of seed 002 Eq. 5, in (0, 1].
+        calibration: an imported :class:`~.calibration.LaserTable` as JSON; empty: the
+            preset's table (:attr:`table`).
         seed, max_bounces, visibility: see :class:`SensorSettings`.
     """
 
@@ -235,7 +247,8 @@ def raw_distance(table: LaserTable, channel: np.ndarray, range_m: np.ndarray) ->
     laser's ``dist_correction`` to the raw distance (velodyne_pointcloud rawdata.cc:
     ``distance += corrections.dist_correction``), so the raw distance is ``range -
     distance_m[channel]``."""
-    return np.asarray(range_m, dtype=np.float64) - table.per_laser("distance_m")[np.asarray(channel, np.int64)]
+    correction = table.per_laser("distance_m")[np.asarray(channel, np.int64)]
+    return np.asarray(range_m, dtype=np.float64) - correction
 
 
 def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
@@ -293,13 +306,14 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
 
     The head turns ``360 * rotation_speed * frame_time`` degrees per frame (seed 000
     section 3.2; reference section 9); frame f covers the columns k with
-    ``k * res`` in ``[f * D, (f + 1) * D)``; column k looks at psi = ``k * res`` (``ccw``)
-    or ``-k * res`` (``cw``), mod 360. Unlike the original (which truncated each
+    ``k * res`` in ``[f * D, (f + 1) * D)``; column k looks at psi = ``k * res`` (``ccw``,
+    the original's) or ``end_angle - k * res`` (``cw``: each turn starts where a single
+    scan does, at the sector's end), mod 360. Unlike the original (which truncated each
     frame's count with ``int()`` and lost columns), consecutive frames tile the
     rotation exactly. Columns outside the sector are dropped (the original ignored the
     sector here): a ``ccw`` head keeps psi in ``[start_angle, end_angle)``, a ``cw`` head
-    (which enters the sector at its end) psi in ``(start_angle, end_angle]``, mod 360.
-    Returns (C,) int64.
+    the first ``end - start`` deg of each turn, psi in ``(start_angle, end_angle]``, mod
+    360. Returns (C,) int64.
 
     Raises:
         SettingsError: too many rays (:func:`check_ray_budget`).
@@ -316,7 +330,7 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
     width = s.end_angle - s.start_angle
     if width < 360.0:
         if s.rotation_direction == "cw":
-            keep = wrap360(s.end_angle + k * res) < width  # (end - psi) mod 360, psi = -k res
+            keep = wrap360(k * res) < width  # psi = end - k res: the first ``width`` deg of each turn
         else:
             keep = np.mod(np.mod(k * res, 360.0) - np.mod(s.start_angle, 360.0), 360.0) < width
         k = k[keep]
@@ -446,8 +460,9 @@ def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "s
     firing order, of a single scan (``mode="single"``: the sector at frame ``frame``,
     :func:`single_scan_columns`, column k at ``frame * frame_time + k * res / (360 *
     rotation_speed)``) or of frame ``frame`` of a range scan (``mode="range"``, see
-    :func:`range_scan_columns`: global column k at psi ``+-k * res`` mod 360, in [0, 360),
-    time ``k * res / (360 * rotation_speed)``). With ``cw`` psi falls with time.
+    :func:`range_scan_columns`: global column k at psi ``k * res`` (ccw) or ``end_angle -
+    k * res`` (cw), mod 360, in [0, 360), time ``k * res / (360 * rotation_speed)``). With
+    ``cw`` psi falls with time.
 
     Raises:
         SettingsError: too many rays (:func:`check_ray_budget`).
@@ -455,7 +470,7 @@ def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "s
     if mode == "range":
         psi = range_scan_columns(s, frame, frame_time) * s.angle_resolution
         t = psi / (360.0 * s.rotation_speed)
-        return (wrap360(-psi) if s.rotation_direction == "cw" else np.mod(psi, 360.0)), t
+        return (wrap360(s.end_angle - psi) if s.rotation_direction == "cw" else np.mod(psi, 360.0)), t
     psi = single_scan_columns(s)
     k = np.arange(psi.shape[0], dtype=np.float64) * s.angle_resolution
     if s.rotation_direction != "cw":  # the original's arithmetic (the same times)
@@ -559,10 +574,11 @@ class Rotating(Sensor):
         table = s.table
         if table.vendor == "generic":
             return caps
-        columns = 1.0 / (s.rotation_speed * table.cycle_s) if table.cycle_s > 0 else 360.0 / s.angle_resolution
-        device = Device(vendor=table.vendor, model=table.model, table=table, rotation_speed=float(s.rotation_speed),
-                        direction=s.rotation_direction, columns=float(columns), min_range=float(s.min_range),
-                        max_range=float(s.max_range))
+        columns = (1.0 / (s.rotation_speed * table.cycle_s) if table.cycle_s > 0
+                   else 360.0 / s.angle_resolution)
+        device = Device(vendor=table.vendor, model=table.model, table=table,
+                        rotation_speed=float(s.rotation_speed), direction=s.rotation_direction,
+                        columns=float(columns), min_range=float(s.min_range), max_range=float(s.max_range))
         return dataclasses.replace(caps, device=device)
 
 
