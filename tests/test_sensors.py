@@ -561,7 +561,7 @@ def test_panel_draws_every_setting_of_the_sensor(bpy_mod, empty_scene, stype):
 def test_every_result_carries_its_sensors_capabilities(bpy_mod, empty_scene):
     add_mesh(bpy_mod, "Wall", [(-50, 4, -50), (50, 4, -50), (50, 4, 50), (-50, 4, 50)], [(0, 1, 2, 3)])
     cam = add_camera(bpy_mod, rotation=UP)
-    # issue 21, section 2: the VLP-16 steps one 55.296 us firing sequence, 0.1990656 deg at 10 Hz: 1808 columns
+    # issue 21, section 2: the VLP-16 steps one 55.296 us firing sequence (0.1990656 deg at 10 Hz)
     for stype, values, timing, grid in [("rotating", {"preset": "vlp16"}, ("sweep", 0.1), (16, 1808)),
                                         ("planar", {}, ("sweep", 0.025), (1, 1080)),
                                         ("tof", {}, ("exposure", None), (144, 176)),

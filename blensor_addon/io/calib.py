@@ -128,7 +128,8 @@ _VELODYNE_EXTRA = ("dist_correction_x", "dist_correction_y", "focal_distance", "
                    "max_intensity", "two_pt_correction_available")
 
 
-def _velodyne_table(rows: list[dict], distance_resolution: float | None, model: str, source: str) -> LaserTable:
+def _velodyne_table(rows: list[dict], distance_resolution: float | None, model: str,
+                    source: str) -> LaserTable:
     """Build the table from per-laser dicts with the ROS YAML's keys and units (rad, m),
     already checked; rows sorted by laser id 0..L-1."""
     elev = [_deg(r["vert_correction"]) for r in rows]
@@ -170,19 +171,22 @@ def _check_velodyne_rows(rows: list[dict]) -> list[dict]:
         if k is None:
             raise SettingsError(f"calibration.lasers[{i}].laser_id", f"an integer in [0, {L - 1}]", None)
         if k in seen:
-            raise SettingsError(f"calibration.lasers[{i}].laser_id", "a laser id not used by another laser", k)
+            raise SettingsError(f"calibration.lasers[{i}].laser_id", "a laser id no other laser has", k)
         for key in ("vert_correction", "rot_correction"):
             if key not in r:
                 raise SettingsError(f"calibration.lasers[{i}].{key}", "an angle in radians", None)
-        r["vert_correction"] = _num(r["vert_correction"], f"lasers[{i}].vert_correction", "an angle in radians")
+        r["vert_correction"] = _num(r["vert_correction"], f"lasers[{i}].vert_correction",
+                                    "an angle in radians")
         if abs(r["vert_correction"]) > math.pi / 2:
             raise SettingsError(f"calibration.lasers[{i}].vert_correction", "in [-pi/2, pi/2] rad",
                                 r["vert_correction"])
         r["rot_correction"] = _num(r["rot_correction"], f"lasers[{i}].rot_correction", "an angle in radians")
         if abs(r["rot_correction"]) > math.pi:
-            raise SettingsError(f"calibration.lasers[{i}].rot_correction", "in [-pi, pi] rad", r["rot_correction"])
+            raise SettingsError(f"calibration.lasers[{i}].rot_correction", "in [-pi, pi] rad",
+                                r["rot_correction"])
         for key in ("dist_correction", "dist_correction_x", "dist_correction_y", "vert_offset_correction",
-                    "horiz_offset_correction", "focal_distance", "focal_slope", "min_intensity", "max_intensity"):
+                    "horiz_offset_correction", "focal_distance", "focal_slope", "min_intensity",
+                    "max_intensity"):
             if r.get(key) is not None:
                 r[key] = _num(r[key], f"lasers[{i}].{key}", "a number (m for distances)")
                 if key.endswith("correction") and abs(r[key]) > 100.0:
@@ -208,7 +212,8 @@ def parse_velodyne_yaml(text: str, name: str = "calibration.yaml") -> LaserTable
         doc = y.load(text)
     except YAMLError as exc:
         msg = " ".join(str(exc).split())
-        raise SettingsError("calibration", "a Velodyne calibration in YAML", f"{name} ({msg[:120]})") from None
+        raise SettingsError("calibration", "a Velodyne calibration in YAML",
+                            f"{name} ({msg[:120]})") from None
     if not isinstance(doc, dict):
         raise SettingsError("calibration", "a YAML mapping with a 'lasers' list (Velodyne ROS calibration)",
                             f"{name} ({type(doc).__name__})")
@@ -231,7 +236,8 @@ def parse_velodyne_yaml(text: str, name: str = "calibration.yaml") -> LaserTable
 #: db.xml per-laser element -> (ROS YAML key, factor to the YAML's unit)
 _DBXML_FIELDS = {"rotCorrection_": ("rot_correction", math.pi / 180.0),
                  "vertCorrection_": ("vert_correction", math.pi / 180.0),
-                 "distCorrection_": ("dist_correction", 0.01), "distCorrectionX_": ("dist_correction_x", 0.01),
+                 "distCorrection_": ("dist_correction", 0.01),
+                 "distCorrectionX_": ("dist_correction_x", 0.01),
                  "distCorrectionY_": ("dist_correction_y", 0.01),
                  "vertOffsetCorrection_": ("vert_offset_correction", 0.01),
                  "horizOffsetCorrection_": ("horiz_offset_correction", 0.01),
@@ -272,7 +278,7 @@ def parse_velodyne_xml(text: str, name: str = "db.xml") -> LaserTable:
             raise SettingsError(f"calibration.points_[{i}].id_", "a laser id", None)
         k = _int(fields["id_"], f"points_[{i}].id_", 0, 1023)
         if k in rows:
-            raise SettingsError(f"calibration.points_[{i}].id_", "a laser id not used by another laser", k)
+            raise SettingsError(f"calibration.points_[{i}].id_", "a laser id no other laser has", k)
         if "vertCorrection_" not in fields:
             raise SettingsError(f"calibration.points_[{i}].vertCorrection_", "an angle in degrees", None)
         row = {"laser_id": k}
@@ -343,7 +349,8 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
     except ValueError as exc:
         raise SettingsError("calibration", "an Ouster metadata file (JSON)", f"{name} ({exc})") from None
     if not isinstance(doc, dict):
-        raise SettingsError("calibration", "a JSON object (Ouster metadata)", f"{name} ({type(doc).__name__})")
+        raise SettingsError("calibration", "a JSON object (Ouster metadata)",
+                            f"{name} ({type(doc).__name__})")
 
     def section(key):
         v = doc.get(key)
@@ -371,9 +378,9 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
     az = _numbers(beams.get("beam_azimuth_angles", [0.0] * L), prefix + "beam_azimuth_angles", L)
     if any(abs(a) > 90.0 for a in alt):
         raise SettingsError(f"calibration.{prefix}beam_altitude_angles", "in [-90, 90] deg", alt)
-    if L > 1 and len(set(alt)) == 1:  # (ouster-sdk tests/metadata/malformed/complete_but_all_zeros_legacy.json)
-        raise SettingsError(f"calibration.{prefix}beam_altitude_angles", "the beams' elevations (not all equal)",
-                            alt)
+    if L > 1 and len(set(alt)) == 1:  # (ouster-sdk tests/metadata/malformed/complete_but_all_zeros*)
+        raise SettingsError(f"calibration.{prefix}beam_altitude_angles",
+                            "the beams' elevations (not all equal)", alt)
     if any(abs(a) > 180.0 for a in az):
         raise SettingsError(f"calibration.{prefix}beam_azimuth_angles", "in [-180, 180] deg", az)
     extra: dict = {}
@@ -384,7 +391,8 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
         extra["beam_to_lidar_transform"] = b2l
     if n_mm is None and b2l is not None:
         n_mm = b2l[3]  # the translation along x of the row-major 4x4 (mm)
-    n_mm = _num(n_mm if n_mm is not None else 0.0, prefix + "lidar_origin_to_beam_origin_mm", "a length in mm")
+    n_mm = _num(n_mm if n_mm is not None else 0.0, prefix + "lidar_origin_to_beam_origin_mm",
+                "a length in mm")
     if not 0.0 <= n_mm < 1000.0:
         raise SettingsError(f"calibration.{prefix}lidar_origin_to_beam_origin_mm", "in [0, 1000) mm", n_mm)
     extra["lidar_origin_to_beam_origin_mm"] = n_mm
@@ -404,7 +412,8 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
     elif mode is not None:
         cols = int(_MODE.match(str(mode)).group(1))
     if mode is not None and cols != int(_MODE.match(str(mode)).group(1)):
-        raise SettingsError(f"calibration.{fpre}columns_per_frame", f"the lidar mode's columns ({mode})", cols)
+        raise SettingsError(f"calibration.{fpre}columns_per_frame", f"the lidar mode's columns ({mode})",
+                            cols)
     if cols is not None:
         extra["columns_per_frame"] = cols
     for key, lo, hi in (("columns_per_packet", 1, 1024), ("pixels_per_column", 1, 1024)):
@@ -467,11 +476,13 @@ def parse_hesai_csv(text: str, name: str = "angle_correction.csv") -> LaserTable
             raise SettingsError(f"calibration.row[{i + 1}]", "channel, elevation, azimuth", ",".join(r))
         ch = _int(r[0].strip(), f"row[{i + 1}].channel", 1, L)
         if ch != i + 1:
-            raise SettingsError(f"calibration.row[{i + 1}].channel", f"channel {i + 1} (channels in order)", ch)
+            raise SettingsError(f"calibration.row[{i + 1}].channel", f"channel {i + 1} (channels in order)",
+                                ch)
         e = _num(r[1].strip(), f"row[{i + 1}].elevation", "an angle in degrees")
         a = _num(r[2].strip(), f"row[{i + 1}].azimuth", "an angle in degrees")
         if abs(e) > 90.0 or abs(a) > 180.0:
-            raise SettingsError(f"calibration.row[{i + 1}]", "elevation in [-90, 90] and azimuth in [-180, 180] deg",
+            raise SettingsError(f"calibration.row[{i + 1}]",
+                                "elevation in [-90, 90] and azimuth in [-180, 180] deg",
                                 ",".join(r))
         elev.append(round(e, _ANGLE_DIGITS))
         az.append(round(a, _ANGLE_DIGITS) + 0.0)

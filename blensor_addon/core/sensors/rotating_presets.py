@@ -89,8 +89,8 @@ HDL64E_S2_BIAS_M = (
 )
 
 _VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table", "bias_sigma": 0.078,
-             "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01, "rotation_direction": "cw", "min_range": 0.4,
-             "return_model": "limit"}
+             "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01, "rotation_direction": "cw",
+             "min_range": 0.4, "return_model": "limit"}
 _VELODYNE_SOURCE = "min_range: velodyne_pointcloud launch default (the datasheet gives none); noise: seed 000"
 
 
@@ -140,11 +140,13 @@ PRESETS: dict[str, Preset] = {
         "ros-drivers/velodyne velodyne_pointcloud/params/VLS128.yaml; firing: velodyne_pointcloud rawdata.h "
         "(53.3 us: 0.19188 deg at 10 Hz); Alpha Prime (VLS-128) datasheet (245 m); " + _VELODYNE_SOURCE),
     "os1_64": Preset("Ouster OS1-64", {
-        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0, **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
+        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
         "ouster-lidar/ouster-sdk tests/metadata/2_1_2_os1-991913000010-64.json (unit 991913000010); OS1 "
         "datasheet (120 m at 80 %, repeatability +-1.5 cm at SNR > 250); " + _OUSTER),
     "os1_128": Preset("Ouster OS1-128", {
-        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0, **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
+        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
         "ouster-lidar/ouster-sdk tests/pcaps/OS-1-128_v2.3.0_1024x10.json (unit 122201000998); OS1 datasheet "
         "(120 m at 80 %, repeatability +-1.5 cm at SNR > 250); " + _OUSTER),
     "os2_128": Preset("Ouster OS2-128", {
@@ -153,9 +155,9 @@ PRESETS: dict[str, Preset] = {
         "datasheet rev06 (240 m at 80 %); " + _OUSTER),
     "pandar64": Preset("Hesai Pandar64", {
         "angle_resolution": 0.2, "rotation_speed": 10.0, **_linear(200.0, 0.1, 0.3, 0.02)},
-        "HesaiTechnology/HesaiLidar_General_ROS config/Pandar64.csv, firing times from pandarGeneral_internal.cc "
-        "(55.56 us blocks: 0.2 deg at 10 Hz); Pandar64 user manual (200 m at 10 %, +-2 cm); min_range: "
-        "tier4/nebula pandar_64.hpp"),
+        "HesaiTechnology/HesaiLidar_General_ROS config/Pandar64.csv, firing times from "
+        "pandarGeneral_internal.cc (55.56 us blocks: 0.2 deg at 10 Hz); Pandar64 user manual (200 m at 10 %, "
+        "+-2 cm); min_range: tier4/nebula pandar_64.hpp"),
     "pandarxt32": Preset("Hesai PandarXT-32", {
         "angle_resolution": 0.18, "rotation_speed": 10.0, **_linear(120.0, 0.15, 0.05, 0.01)},
         "tier4/nebula calibration/PandarXT32.csv, firing times from HesaiLidar_General_ROS pandarXT.h (50 us "
