@@ -10,6 +10,7 @@ Python API (inside Blender or with pip ``bpy``)::
     blensor_addon.register()          # once, if not enabled as an add-on
     result = blensor_addon.scan(bpy.data.objects["Camera"], seed=0)
     blensor_addon.scan_range(cam, range(1, 11), "out/", formats=("npz", "evd", "pcd"))
+    blensor_addon.import_calibration(cam, "VLP16db.yaml")   # a unit's own calibration
 
 Extension points: :func:`register_sensor` and :func:`register_writer` add a sensor type
 or a file format from outside the package (pip-installed plug-ins use the entry-point
@@ -108,3 +109,29 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed=None, **kw
     """Scan ``frames`` into files in ``out_dir``; see :func:`blensor_addon.jobs.range_scan.scan_range`."""
     from .jobs.range_scan import scan_range as _scan_range
     return _scan_range(camera_object, frames, out_dir, formats, seed, **kwargs)
+
+
+def import_calibration(camera_object, path):
+    """Store the calibration file at ``path`` (Velodyne ROS ``.yaml`` or ``db.xml``,
+    Ouster metadata ``.json``, Hesai angle-correction ``.csv``; see
+    :mod:`blensor_addon.io.calib`) in the camera's ``calibration`` setting: the rotating
+    LiDAR then uses this unit's per-laser table instead of its preset's. Returns the
+    :class:`~blensor_addon.core.sensors.calibration.LaserTable`. The .blend on disk is
+    not changed (save it, or use ``blensor calib import``, which saves atomically).
+
+    Raises:
+        SettingsError: ``calibration`` / ``calibration.<field>`` naming what is wrong in
+        the file (the camera is unchanged), or ``camera``.
+    """
+    from .jobs.calib import import_calibration as _import
+    return _import(camera_object, path)
+
+
+def clear_calibration(camera_object) -> None:
+    """Drop the camera's imported calibration: its preset's table is used again.
+
+    Raises:
+        SettingsError (``camera``): not a camera with BlenSor's settings.
+    """
+    from .jobs.calib import store_calibration
+    store_calibration(camera_object, None)

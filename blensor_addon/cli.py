@@ -12,13 +12,17 @@
     blensor motion SCENE.blend [--frames A-B] [--out DIR] [--formats blensor,tum,kitti,json]
                    [--objects NAME,...] [--overwrite] [--quiet]
     blensor sensors [--json]
+    blensor calib import FILE [--camera NAME] SCENE.blend
     blensor --version
 
 ``--set NAME=VALUE`` (repeatable) overrides a setting of the camera's sensor for this run
 (``--set sensor_type=tof --set preset=sr4000 --set backfolding=true``); the .blend is
-not changed. ``blensor sensors`` lists every sensor type, its presets and its settings
-with unit, allowed range and default; ``blensor scan --help`` lists every ``--option``.
-Every command takes ``--formats`` (motion also ``--format``). stdout holds the command's
+not changed. ``blensor sensors`` lists every sensor type, its presets (each with its source)
+and its settings with unit, allowed range and default; ``blensor scan --help`` lists every
+``--option``. ``blensor calib import`` stores a unit's calibration file (Velodyne ROS YAML or
+db.xml, Ouster metadata JSON, Hesai angle-correction CSV) in a camera of the .blend and saves
+it atomically; a bad file changes nothing. Every command that writes scans, maps or poses
+takes ``--formats`` (motion also ``--format``). stdout holds the command's
 output only (Blender's "Read blend" line is dropped; ``--json``: one JSON document);
 names from the .blend are printed escaped (:func:`~.core.text.printable`).
 
@@ -133,6 +137,16 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sens = sub.add_parser("sensors", help="list sensor types, presets and settings")
     sens.add_argument("--json", action="store_true", help="print one JSON document")
+    cal = sub.add_parser("calib", help="import a rotating LiDAR unit's calibration into a camera")
+    cal_sub = cal.add_subparsers(dest="calib_command", metavar="import", required=True, parser_class=_Parser)
+    ci = cal_sub.add_parser("import", help="store a calibration file in a camera of a .blend (saved)",
+                            description="Read a unit's calibration (Velodyne ROS .yaml or db.xml, Ouster "
+                            "metadata .json, Hesai angle-correction .csv) and store it in the camera's "
+                            "calibration setting; the .blend is saved atomically. A bad file changes "
+                            "nothing.")
+    ci.add_argument("file", metavar="FILE", help="the calibration file")
+    ci.add_argument("--camera", help="camera object (default: the scene camera)")
+    ci.add_argument("blend", metavar="SCENE.blend", help="the .blend file (saved in place)")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
@@ -464,8 +478,8 @@ def cmd_sensors(args) -> int:
         return 0
     for entry in doc:
         say(f"{entry['type']}: {entry['label']} - {entry['description']}")
-        if entry["presets"]:
-            say("  presets: " + ", ".join(f"{k} ({p['label']})" for k, p in entry["presets"].items()))
+        for k, p in entry["presets"].items():  # issue 21: every preset names its source
+            say(f"  preset {k} ({p['label']})" + (f": {p['source']}" if p["source"] else ""))
         for st in entry["settings"]:
             unit = f" [{st['unit']}]" if st["unit"] else ""
             say(f"  {st['name']}{unit} = {st['default']}: {st['description']}; {st['allowed']}")
@@ -648,7 +662,28 @@ def cmd_info(args) -> int:
     return 0
 
 
-COMMANDS = {"scan": cmd_scan, "depth": cmd_depth, "motion": cmd_motion, "info": cmd_info, "sensors": cmd_sensors}
+def cmd_calib(args) -> int:
+    """``blensor calib import FILE [--camera NAME] SCENE.blend``: read the calibration
+    file first (a bad one: exit 2, the .blend untouched), then store its table in the
+    camera's ``calibration`` setting and save the .blend atomically
+    (:mod:`blensor_addon.jobs.calib`)."""
+    from .io.calib import read_calibration
+    from .jobs.calib import save_blend_atomically, store_calibration
+    table = read_calibration(args.file)
+    bpy = _open_blend(args.blend, libraries=False)
+    cam = _camera(bpy, args.camera)
+    store_calibration(cam, table)
+    with _stdout_dropped():  # (Blender prints "Info: Saved copy as ...")
+        save_blend_atomically(args.blend)
+    stype = getattr(cam.data.blensor, "sensor_type", "rotating")
+    note = "" if stype == "rotating" else f" (its sensor type is {stype}: used once it is rotating)"
+    say(f"blensor: calibration {table.model} ({table.lasers} lasers, {table.vendor}) from "
+        f"{Path(args.file).name} stored in camera '{cam.name}' of {args.blend}{note}")
+    return 0
+
+
+COMMANDS = {"scan": cmd_scan, "depth": cmd_depth, "motion": cmd_motion, "info": cmd_info,
+            "sensors": cmd_sensors, "calib": cmd_calib}
 
 
 #: options whose value may start with "-" (a negative frame or time): argparse takes

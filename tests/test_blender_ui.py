@@ -32,7 +32,8 @@ def test_settings_survive_save_and_reload_in_fresh_process(bpy_mod, empty_scene,
     empty_scene.collection.objects.link(obj)
     s = cam.blensor
     s.preset = "vlp16"   # applies the VLP-16 defaults
-    assert s.angle_resolution == pytest.approx(0.2) and s.max_range == pytest.approx(100.0)
+    # issue 21, section 2: one 55.296 us firing sequence at 10 Hz (was the datasheet's rounded 0.2 deg)
+    assert s.angle_resolution == pytest.approx(0.1990656) and s.max_range == pytest.approx(100.0)
     s.noise_sigma = 0.02
     s.seed = 42
     s.bias_distribution = "laplace"
@@ -55,7 +56,7 @@ def test_settings_survive_save_and_reload_in_fresh_process(bpy_mod, empty_scene,
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     got = json.loads(out.strip().splitlines()[-1])
-    assert got[0] == "vlp16" and got[1] == pytest.approx(0.2) and got[2] == pytest.approx(0.02)
+    assert got[0] == "vlp16" and got[1] == pytest.approx(0.1990656) and got[2] == pytest.approx(0.02)
     assert got[3:6] == [42, "laplace", 180.0] and got[6] is True and got[7] == pytest.approx(0.25)
 
 

@@ -64,7 +64,7 @@ def test_info_lists_cameras():
     res = run("info", CROSSING)
     assert res.returncode == 0
     assert "camera 'Velodyne' (scene camera)" in res.stdout and "preset: hdl64e_s2" in res.stdout
-    assert "64 lasers, -24.89..1.97 deg" in res.stdout
+    assert "64 lasers, -24.85..4.97 deg" in res.stdout  # issue 21: the 64e_s2.1-sztaki.yaml unit
 
 
 @pytest.mark.parametrize("args,needle", [

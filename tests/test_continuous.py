@@ -143,7 +143,7 @@ def test_vlp16_firing_offsets_against_a_cylinder(bpy_mod, empty_scene):
     cam.data.blensor.bias_distribution = "gaussian"
     cam.data.blensor.bias_sigma = 0.0
     r = blensor_addon.scan(cam, axes="blensor", frame=0)
-    res = float(np.float32(0.2))  # as stored in the Blender property
+    res = float(cam.data.blensor.angle_resolution)  # as stored (float32); issue 21: 0.1990656 deg, not 0.2
     col = r.ray_index.astype(np.int64) % r.grid_shape[1]
     k = r.channel.astype(np.int64)
     dt = k * 2.304e-6

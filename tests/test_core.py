@@ -10,7 +10,7 @@ import pytest
 
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.sensors.physics import frame_rng, reflectivity_limit
-from blensor_addon.core.sensors.rotating_presets import HDL64E_S2_BIAS_M, HDL64E_S2_ELEVATIONS_DEG
+from blensor_addon.core.sensors.rotating_presets import HDL64E_S2_BIAS_M, preset_table
 from blensor_addon.core.sensors.rotating import (LidarSettings,
                                                  make_pattern, noisy_range, range_scan_columns, scan_columns)
 from blensor_addon.core.settings import meta_of
@@ -53,7 +53,9 @@ def test_hdl64e_full_turn_matches_original_ray_count():
     col = int(round(90 / 0.1728))
     q = single_scan_pattern(s.replace(start_angle=90.0, end_angle=91.0), 0, 1 / 24)
     assert np.all(q.directions[:64, 0] < -0.9)
-    np.testing.assert_allclose(np.rad2deg(p.elevation[:64]), HDL64E_S2_ELEVATIONS_DEG, atol=1e-6)
+    # issue 21, section 1: the preset's elevations are a real unit's (64e_s2.1-sztaki.yaml)
+    np.testing.assert_allclose(np.rad2deg(p.elevation[:64]), preset_table("hdl64e_s2").elevation_deg,
+                               atol=1e-5)
     # timestamps: psi / (360 rps) within the turn, same for every laser of a column
     assert p.timestamp[64 * col] == pytest.approx(col * 0.1728 / 3600.0)
     assert np.all(p.timestamp[64 * col: 64 * col + 64] == p.timestamp[64 * col])

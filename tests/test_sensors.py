@@ -111,7 +111,8 @@ def test_os0_128_channels_fov_and_columns():
     s = sensor.settings(sensor.preset_values("os0_128"))
     from blensor_addon.core.sensors.rotating import single_scan_count
     e = s.elevations_deg
-    assert s.num_lasers == 128 and math.isclose(e.max() - e.min(), 90.0) and single_scan_count(s) == 1024
+    # issue 21, section 1: a real unit's beams (ouster-sdk OS-0-128-U1_v2.3.0_1024x10.json), not uniform +-45 deg
+    assert s.num_lasers == 128 and (e[0], e[-1]) == (45.75, -46.26) and single_scan_count(s) == 1024
     assert s.max_range == 50.0 and math.isclose(s.beam_origin, 0.02767)
     # seed 002: an 80 % target returns up to 50 m, a 40 % one to 25 m
     from blensor_addon.core.sensors.physics import reflectivity_limit
@@ -560,7 +561,8 @@ def test_panel_draws_every_setting_of_the_sensor(bpy_mod, empty_scene, stype):
 def test_every_result_carries_its_sensors_capabilities(bpy_mod, empty_scene):
     add_mesh(bpy_mod, "Wall", [(-50, 4, -50), (50, 4, -50), (50, 4, 50), (-50, 4, 50)], [(0, 1, 2, 3)])
     cam = add_camera(bpy_mod, rotation=UP)
-    for stype, values, timing, grid in [("rotating", {"preset": "vlp16"}, ("sweep", 0.1), (16, 1800)),
+    # issue 21, section 2: the VLP-16 steps one 55.296 us firing sequence (0.1990656 deg at 10 Hz)
+    for stype, values, timing, grid in [("rotating", {"preset": "vlp16"}, ("sweep", 0.1), (16, 1808)),
                                         ("planar", {}, ("sweep", 0.025), (1, 1080)),
                                         ("tof", {}, ("exposure", None), (144, 176)),
                                         ("kinect", {}, ("exposure", None), (480, 640))]:

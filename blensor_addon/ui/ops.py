@@ -1,5 +1,5 @@
 """Operators: single scan into point meshes, range scan to files, depth-map and motion
-exports, delete scans.
+exports, delete scans, import and clear a rotating LiDAR's calibration.
 
 The three exports write into their own subfolder of the camera's output folder
 (:func:`job_folder`: ``<out>/scan``, ``<out>/depth``, ``<out>/motion``), so one never
@@ -233,5 +233,59 @@ class BLENSOR_OT_delete_scans(bpy.types.Operator):
         return {"FINISHED"}
 
 
+_NO_CAMERA = "camera must be a camera object: make a camera active or set the scene camera"
+
+
+class BLENSOR_OT_import_calibration(bpy.types.Operator):
+    """Use a unit's calibration file (Velodyne .yaml or db.xml, Ouster .json, Hesai .csv) for this LiDAR"""
+
+    bl_idname = "blensor.import_calibration"
+    bl_label = "Import calibration"
+    bl_options = {"REGISTER", "UNDO"}
+
+    filepath: bpy.props.StringProperty(subtype="FILE_PATH")
+    filter_glob: bpy.props.StringProperty(default="*.yaml;*.yml;*.xml;*.json;*.csv", options={"HIDDEN"})
+
+    def invoke(self, context, _event):
+        context.window_manager.fileselect_add(self)
+        return {"RUNNING_MODAL"}
+
+    def execute(self, context):
+        from ..jobs.calib import import_calibration
+        cam = _camera(context)
+        if cam is None:
+            self.report({"ERROR"}, _NO_CAMERA)
+            return {"CANCELLED"}
+        try:
+            table = import_calibration(cam, bpy.path.abspath(self.filepath))
+        except BlensorError as exc:  # a bad file: the camera keeps its table
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"BlenSor: calibration {table.model} ({table.lasers} lasers) from "
+                              f"{table.source} in use")
+        return {"FINISHED"}
+
+
+class BLENSOR_OT_clear_calibration(bpy.types.Operator):
+    """Drop the imported calibration: the preset's laser table is used again"""
+
+    bl_idname = "blensor.clear_calibration"
+    bl_label = "Clear calibration"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context):
+        from ..jobs.calib import store_calibration
+        cam = _camera(context)
+        if cam is None:
+            self.report({"ERROR"}, _NO_CAMERA)
+            return {"CANCELLED"}
+        try:
+            store_calibration(cam, None)
+        except BlensorError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        return {"FINISHED"}
+
+
 CLASSES = (BLENSOR_OT_scan, BLENSOR_OT_scan_range, BLENSOR_OT_export_depth_map, BLENSOR_OT_export_motion,
-           BLENSOR_OT_delete_scans)
+           BLENSOR_OT_delete_scans, BLENSOR_OT_import_calibration, BLENSOR_OT_clear_calibration)

@@ -6,6 +6,21 @@ import bpy
 from .props import format_options
 
 
+def calibration_label(text: str) -> str:
+    """The panel's line for a ``calibration`` setting: the imported unit's model, laser
+    count and file, or that the preset's table is in use (or that the stored text is
+    not a laser table)."""
+    if not text:
+        return "Laser table: the preset's"
+    from ..core.errors import SettingsError
+    from ..core.sensors.calibration import LaserTable
+    try:
+        t = LaserTable.from_json(text)
+    except SettingsError:
+        return "Laser table: invalid calibration (clear or import again)"
+    return f"Laser table: {t.model} ({t.lasers} lasers, {t.source})"
+
+
 class BLENSOR_PT_sensor(bpy.types.Panel):
     """BlenSor panel of a camera (Properties editor, Object Data tab)."""
 
@@ -36,6 +51,12 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
             if show is not None and getattr(group, show[0]) != show[1]:
                 continue
             col.prop(group, f.name)
+        if any(f.name == "calibration" for f in dataclasses.fields(sensor.Settings)):  # laser table in use
+            row = layout.row(align=True)
+            row.label(text=calibration_label(group.calibration), icon="PRESET")
+            row.operator("blensor.import_calibration", text="", icon="IMPORT")
+            if group.calibration:
+                row.operator("blensor.clear_calibration", text="", icon="X")
         col = layout.column(align=True)
         for name in COMMON:
             col.prop(s, name)

@@ -1,13 +1,61 @@
-"""Presets of the rotating LiDAR and their per-laser tables (facts from the vendors'
-datasheets, manuals and published calibration files; each preset cites its source).
+"""Presets of the rotating LiDAR and their per-laser tables: real units, each citing its source.
 
-The sensor's mechanics are in :mod:`.rotating`; the per-laser tables of real units are
-:class:`~.calibration.LaserTable` files in ``tables/`` (:func:`~.calibration.packaged_table`).
+This module owns :data:`PRESETS` (setting values of each unit: rotation rate, azimuth step,
+ranges, noise, return model) and :func:`preset_table` (the unit's per-laser
+:class:`~.calibration.LaserTable`, read from ``tables/<preset>.json``). The sensor's
+mechanics are in :mod:`.rotating`; it reads every per-laser fact through
+:func:`preset_table` or a camera's imported ``calibration`` (:mod:`blensor_addon.io.calib`).
+
+Tables (``tables/*.json``, converted from the vendors' published files; the JSON's
+``source`` names repository, commit and path):
+
+- ``vlp16``, ``vlp32c``, ``hdl32e``, ``hdl64e_s2``, ``vls128``: ros-drivers/velodyne
+  ``velodyne_pointcloud/params/`` ``VLP16db.yaml``, ``VeloView-VLP-32C.yaml``, ``32db.yaml``,
+  ``64e_s2.1-sztaki.yaml`` (a calibrated HDL-64E S2.1: azimuth corrections -9.62..+8.79 deg
+  in this table's sign, i.e. ``rot_correction`` -8.79..+9.62 deg; beam origin offsets
+  0.105..0.213 m vertical, +-0.026 m horizontal; distance corrections 1.24..1.55 m),
+  ``VLS128.yaml``.
+- ``os0_128``, ``os1_64``, ``os1_128``, ``os2_128``: sensor metadata of real units in
+  ouster-lidar/ouster-sdk ``tests/`` (OS0-128: ``tests/pcaps/OS-0-128-U1_v2.3.0_1024x10.json``,
+  elevations +45.75..-46.26 deg, azimuth offsets -11.35..+11.24 deg, beam origin 27.67 mm).
+- ``pandar64``: HesaiTechnology/HesaiLidar_General_ROS ``config/Pandar64.csv``;
+  ``pandarxt32``: tier4/nebula ``calibration/PandarXT32.csv`` (a unit's angle correction;
+  the Hesai driver ships only the design angles for it).
+
+Firing times within a cycle (``firing_s``, ``cycle_s``): VLP-16 manual and velodyne_pointcloud
+``rawdata.cc`` (2.304 us apart, 55.296 us); VLP-32C from the driver's table (pairs, 2.304 us,
+55.296 us); HDL-32E from the HDL-32E manual (1.152 us apart, 46.08 us; the driver's table fires
+pairs, a copy of its VLP-32C table); HDL-64E S2 manual appendix G (0.728 us, blocks in unison);
+VLS-128 from the driver (``rawdata.h``: 2.665 us per group of 8, 53.3 us); Ouster: a column
+fires at once; Hesai from the drivers' offset tables (Pandar64 ``laser64Offset_``, 55.56 us;
+PandarXT-32 ``laserXTOffset``, 50 us).
+
+Preset values: the azimuth step is one firing cycle at the preset's rate
+(``cycle_s * 360 deg * rotation_speed``: HDL-32E 46.08 us -> 0.165888 deg at 10 Hz, 2170
+columns, 69,443 points per turn, instead of the datasheet's rounded 0.16 deg); Ouster's is
+360 deg / 1024 columns (lidar mode 1024x10). ``max_range`` from the datasheets;
+``min_range``: Velodyne's datasheets give none, so the ROS driver's default (0.4 m,
+velodyne_pointcloud ``launch/VLP16_points.launch``, ``32e_points.launch``,
+``VLP-32C_points.launch``, ``VLS128_points.launch``, ``64e_S3.launch``); Ouster 0.3 m (the
+minimum range of Rev 6 and earlier sensors, Ouster firmware user manual, "Minimum Range
+Threshold"); Hesai: tier4/nebula ``pandar_64.hpp`` (0.3 m), ``pandar_xt32.hpp`` (0.05 m).
+Ouster and Hesai presets detect with seed 002's linear model (Eq. 4-5: ``R0 cos(theta) >=
+ref_max * d / max_range``): OS0-128 50 m at 80 % (seed 002 section III, OS0 datasheet rev05),
+OS1 120 m at 80 % (OS1 datasheet), OS2 240 m at 80 % (OS2 datasheet); their ``ref_dist``,
+``ref_limit``, ``ref_slope`` give the same threshold under the limit model (without the
+cosine). Velodyne presets keep seed 000's limit model (Eq. 1).
+
+Azimuth sign of the tables (:mod:`blensor_addon.io.calib`): ``azimuth_deg[k]`` is the column's
+yaw minus laser k's yaw (deg, counter-clockwise seen from above): Velodyne ``-rot_correction``,
+Ouster ``beam_azimuth_angles``, Hesai ``Azimuth``.
 """
 from __future__ import annotations
 
 from ..settings import Preset
 
+#: The original BlenSor's HDL-64E S2 elevation table (reference section 6.1; seed 000
+#: section 5), kept for reference: the preset now uses a real unit's whole calibration
+#: (``tables/hdl64e_s2.json``).
 HDL64E_S2_ELEVATIONS_DEG = (
     -7.1143909, -6.8259001, 0.33287099, 0.66078597, -6.4908152, -6.0973902, -8.5282297, -8.1613369,
     -5.8425112, -5.4713659, -7.8512449, -7.5291781, -3.049051, -2.7686839, -5.053277, -4.7975101,
@@ -19,6 +67,8 @@ HDL64E_S2_ELEVATIONS_DEG = (
     -10.334768, -9.8352394, -13.229812, -12.896399, -9.3798056, -8.8888798, -12.372269, -11.969375,
 )
 
+#: Per-laser distance bias eps_bias,i of seed 000 Eq. 2 (the original's "fixed randomized
+#: array for reproducibility"), m; ``bias_distribution="table"`` of ``hdl64e_s2`` draws it.
 HDL64E_S2_BIAS_M = (
     0.023188431056485468, 0.018160539830319688, -0.082857233607375583, -0.064524698320918547,
     -0.093271246114693618, 0.043527643100361682, 0.02964170651252759, 0.022130151884228375,
@@ -38,90 +88,141 @@ HDL64E_S2_BIAS_M = (
     -0.14107381715154735, -0.064936750764770235, 0.034911820770082327, 0.065682492298063416,
 )
 
-HDL32E_ELEVATIONS_DEG = (
-    -30.67, -9.33, -29.33, -8.00, -28.00, -6.66, -26.66, -5.33, -25.33, -4.00, -24.00, -2.67,
-    -22.67, -1.33, -21.33, 0.00, -20.00, 1.33, -18.67, 2.67, -17.33, 4.00, -16.00, 5.33,
-    -14.67, 6.67, -13.33, 8.00, -12.00, 9.33, -10.67, 10.67,
-)
-
-VLP16_ELEVATIONS_DEG = (-15.0, 1.0, -13.0, 3.0, -11.0, 5.0, -9.0, 7.0,
-                        -7.0, 9.0, -5.0, 11.0, -3.0, 13.0, -1.0, 15.0)
-
-#: Ouster OS0-128: 128 beams spaced uniformly over the 90 deg vertical FOV (+45 deg first)
-OS0_128_ELEVATIONS_DEG = tuple(45.0 - 90.0 * k / 127.0 for k in range(128))
-
-OS0_128_AZIMUTH_OFFSETS_DEG = (
-    2.95, 0.852, -1.245, -3.343, 2.959, 0.862, -1.236, -3.334, 2.969, 0.871, -1.227, -3.324, 2.978, 0.88, -1.217, -3.315,
-    2.988, 0.89, -1.208, -3.305, 2.997, 0.899, -1.198, -3.296, 3.006, 0.909, -1.189, -3.287, 3.016, 0.918, -1.18, -3.277,
-    3.025, 0.927, -1.17, -3.268, 3.034, 0.937, -1.161, -3.259, 3.044, 0.946, -1.152, -3.249, 3.053, 0.955, -1.142, -3.24,
-    3.062, 0.965, -1.133, -3.23, 3.072, 0.974, -1.123, -3.221, 3.081, 0.984, -1.114, -3.212, 3.091, 0.993, -1.105, -3.202,
-    3.1, 1.002, -1.095, -3.193, 3.109, 1.012, -1.086, -3.184, 3.119, 1.021, -1.077, -3.174, 3.128, 1.03, -1.067, -3.165,
-    3.138, 1.04, -1.058, -3.155, 3.147, 1.049, -1.048, -3.146, 3.156, 1.059, -1.039, -3.137, 3.166, 1.068, -1.03, -3.127,
-    3.175, 1.077, -1.02, -3.118, 3.184, 1.087, -1.011, -3.109, 3.194, 1.096, -1.002, -3.099, 3.203, 1.105, -0.992, -3.09,
-    3.212, 1.115, -0.983, -3.08, 3.222, 1.124, -0.973, -3.071, 3.231, 1.134, -0.964, -3.062, 3.241, 1.143, -0.955, -3.052,
-)
-
-#: Firing sequences (continuous time): (time between firings s, lasers per sequence); laser
-#: k fires ``(k mod group) * step`` after its column's time.
-#: - VLP-16 user manual, "Firing Sequence Timing": 16 firings 2.304 us apart, recharge,
-#:   55.296 us per sequence; the data point index is the laser id (our channel order).
-#: - HDL-32E user manual: 32 firings 1.152 us apart, 46.08 us per sequence.
-#: - HDL-64E S2 user manual, appendix G (Ethernet transit timing table): the upper block
-#:   (lasers 0-31) and the lower block (32-63) fire in unison, laser k with laser 32 + k;
-#:   consecutive lasers of a block are 0.728 us apart (419.30, 418.57, 417.84, ... us).
-#: - Ouster OS0: every channel of a column fires at the column's time (per-beam azimuth
-#:   offsets instead), so no entry.
-FIRING = {"vlp16": (2.304e-6, 16), "hdl32e": (1.152e-6, 32), "hdl64e_s2": (0.728e-6, 32)}
-
-#: preset id -> per-laser tables (elevations deg, distance bias m or None, azimuth offsets deg
-#: or None, beam origin offset m)
-TABLES: dict[str, dict] = {
-    "hdl64e_s2": {"elevations": HDL64E_S2_ELEVATIONS_DEG, "bias": HDL64E_S2_BIAS_M},
-    "hdl32e": {"elevations": HDL32E_ELEVATIONS_DEG},
-    "vlp16": {"elevations": VLP16_ELEVATIONS_DEG},
-    "generic": {"elevations": None},
-    "os0_128": {"elevations": OS0_128_ELEVATIONS_DEG, "azimuth": OS0_128_AZIMUTH_OFFSETS_DEG,
-                "beam_origin": 0.02767},
-}
-
 _VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table", "bias_sigma": 0.078,
-             "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01}
+             "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01, "rotation_direction": "cw",
+             "min_range": 0.4, "return_model": "limit"}
+_VELODYNE_SOURCE = "min_range: velodyne_pointcloud launch default (the datasheet gives none); noise: seed 000"
+
+
+def _step(cycle_s: float, hz: float = 10.0) -> float:
+    """Azimuth step (deg) of one firing cycle ``cycle_s`` (s) at ``hz``."""
+    return round(cycle_s * 360.0 * hz, 7)
+
+
+def _linear(max_range: float, ref_max: float, min_range: float, noise_sigma: float) -> dict:
+    """Seed 002's linear return model (Eq. 5) for a unit that sees ``ref_max`` at
+    ``max_range``; the limit model's values give the same threshold (without cos)."""
+    return {"max_range": max_range, "min_range": min_range, "return_model": "linear", "ref_max": ref_max,
+            "ref_dist": 0.0, "ref_limit": 0.0, "ref_slope": round(ref_max / max_range, 9),
+            "noise_mu": 0.0, "noise_sigma": noise_sigma, "bias_distribution": "gaussian", "bias_sigma": 0.0,
+            "rotation_direction": "cw", "start_angle": 0.0, "end_angle": 360.0}
+
+
+_OUSTER_MIN = 0.3  # Ouster firmware user manual, "Minimum Range Threshold": the Rev 6 and earlier minimum
+_OUSTER = "Ouster firmware user manual (minimum range 0.3 m of Rev 6 and earlier sensors)"
 
 #: the order is the order of the stored enum (v0.1 files): append only
 PRESETS: dict[str, Preset] = {
-    "hdl64e_s2": Preset("Velodyne HDL-64E S2", {"angle_resolution": 0.1728, "rotation_speed": 10.0,
-                                                "max_range": 120.0, **_VELODYNE}, "reference 6.1"),
-    "hdl32e": Preset("Velodyne HDL-32E", {"angle_resolution": 0.16, "rotation_speed": 10.0, "max_range": 100.0,
-                                          **_VELODYNE}, "reference 6.1; HDL-32E datasheet"),
-    "vlp16": Preset("Velodyne VLP-16", {"angle_resolution": 0.2, "rotation_speed": 10.0, "max_range": 100.0,
-                                        **_VELODYNE}, "VLP-16 datasheet"),
+    "hdl64e_s2": Preset("Velodyne HDL-64E S2", {
+        "angle_resolution": 0.1728, "rotation_speed": 10.0, "max_range": 120.0, **_VELODYNE},
+        "ros-drivers/velodyne velodyne_pointcloud/params/64e_s2.1-sztaki.yaml (a calibrated unit); "
+        "0.1728 deg at 10 Hz, 120 m, bias table: reference 6.1; " + _VELODYNE_SOURCE),
+    "hdl32e": Preset("Velodyne HDL-32E", {
+        "angle_resolution": _step(46.08e-6), "rotation_speed": 10.0, "max_range": 100.0, **_VELODYNE},
+        "ros-drivers/velodyne velodyne_pointcloud/params/32db.yaml; HDL-32E manual (46.08 us firing cycle: "
+        "0.165888 deg at 10 Hz; 1.152 us per laser); HDL-32E datasheet (100 m); " + _VELODYNE_SOURCE),
+    "vlp16": Preset("Velodyne VLP-16", {
+        "angle_resolution": _step(55.296e-6), "rotation_speed": 10.0, "max_range": 100.0, **_VELODYNE},
+        "ros-drivers/velodyne velodyne_pointcloud/params/VLP16db.yaml; VLP-16 User Manual 63-9243 Rev D "
+        "(55.296 us firing sequence: 0.199066 deg at 10 Hz); VLP-16 datasheet (100 m); " + _VELODYNE_SOURCE),
     "generic": Preset("Generic rotating LiDAR", {}, "elevations typed by the user"),
-    "os0_128": Preset("Ouster OS0-128", {"angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
-                                         "max_range": 50.0, "start_angle": 0.0, "end_angle": 360.0,
-                                         "noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "gaussian",
-                                         "bias_sigma": 0.0, "ref_dist": 0.0, "ref_limit": 0.0,
-                                         "ref_slope": 0.016}, "seed 002; OS0 datasheet; Ouster metadata"),
+    "os0_128": Preset("Ouster OS0-128", {
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0, **_linear(50.0, 0.8, _OUSTER_MIN, 0.01)},
+        "ouster-lidar/ouster-sdk tests/pcaps/OS-0-128-U1_v2.3.0_1024x10.json (unit 122150000150); "
+        "seed 002 section III and the OS0 datasheet rev05 it cites (50 m at 80 %); " + _OUSTER),
+    # -- issue 21: real units appended (the stored enum index is the position here) -----------
+    "vlp32c": Preset("Velodyne VLP-32C", {
+        "angle_resolution": _step(55.296e-6), "rotation_speed": 10.0, "max_range": 200.0, **_VELODYNE},
+        "ros-drivers/velodyne velodyne_pointcloud/params/VeloView-VLP-32C.yaml; firing: velodyne_pointcloud "
+        "rawdata.cc (55.296 us: 0.199066 deg at 10 Hz); VLP-32C datasheet (200 m); " + _VELODYNE_SOURCE),
+    "vls128": Preset("Velodyne VLS-128", {
+        "angle_resolution": _step(53.3e-6), "rotation_speed": 10.0, "max_range": 245.0, **_VELODYNE},
+        "ros-drivers/velodyne velodyne_pointcloud/params/VLS128.yaml; firing: velodyne_pointcloud rawdata.h "
+        "(53.3 us: 0.19188 deg at 10 Hz); Alpha Prime (VLS-128) datasheet (245 m); " + _VELODYNE_SOURCE),
+    "os1_64": Preset("Ouster OS1-64", {
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
+        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
+        "ouster-lidar/ouster-sdk tests/metadata/2_1_2_os1-991913000010-64.json (unit 991913000010); OS1 "
+        "datasheet (120 m at 80 %, repeatability +-1.5 cm at SNR > 250); " + _OUSTER),
+    "os1_128": Preset("Ouster OS1-128", {
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
+        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
+        "ouster-lidar/ouster-sdk tests/pcaps/OS-1-128_v2.3.0_1024x10.json (unit 122201000998); OS1 datasheet "
+        "(120 m at 80 %, repeatability +-1.5 cm at SNR > 250); " + _OUSTER),
+    "os2_128": Preset("Ouster OS2-128", {
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0, **_linear(240.0, 0.8, _OUSTER_MIN, 0.01)},
+        "ouster-lidar/ouster-sdk tests/pcaps/OS-2-128-U1_v2.3.0_1024x10.json (unit 992210000957); OS2 "
+        "datasheet rev06 (240 m at 80 %); " + _OUSTER),
+    "pandar64": Preset("Hesai Pandar64", {
+        "angle_resolution": 0.2, "rotation_speed": 10.0, **_linear(200.0, 0.1, 0.3, 0.02)},
+        "HesaiTechnology/HesaiLidar_General_ROS config/Pandar64.csv, firing times from "
+        "pandarGeneral_internal.cc (55.56 us blocks: 0.2 deg at 10 Hz); Pandar64 user manual (200 m at 10 %, "
+        "+-2 cm); min_range: tier4/nebula pandar_64.hpp"),
+    "pandarxt32": Preset("Hesai PandarXT-32", {
+        "angle_resolution": 0.18, "rotation_speed": 10.0, **_linear(120.0, 0.15, 0.05, 0.01)},
+        "tier4/nebula calibration/PandarXT32.csv, firing times from HesaiLidar_General_ROS pandarXT.h (50 us "
+        "blocks: 0.18 deg at 10 Hz); PandarXT-32 user manual (120 m, 80 m at 10 %: ref_max 0.15 at 120 m, "
+        "+-1 cm); min_range: tier4/nebula pandar_xt32.hpp"),
 }
 
 
 def preset_table(preset: str, elevations: tuple = ()) -> "LaserTable":
-    """The :class:`~.calibration.LaserTable` of preset ``preset`` (``generic``: one built
-    from the typed ``elevations``, deg). The rotating sensor reads every per-laser fact
-    through this function (or the camera's imported ``calibration``).
+    """The :class:`~.calibration.LaserTable` of preset ``preset``: the packaged
+    ``tables/<preset>.json`` (cached), or for ``generic`` one built from the typed
+    ``elevations`` (deg; no azimuth offsets, all lasers firing at once). The rotating
+    sensor reads every per-laser fact through this function (or the camera's imported
+    ``calibration``).
 
     Raises:
-        SettingsError (``preset``): not a preset of the rotating LiDAR.
+        SettingsError (``preset``): not a preset of the rotating LiDAR;
+        (``elevations``) generic with no elevation.
     """
     from ..errors import SettingsError
-    from .calibration import LaserTable
-    if preset not in TABLES:
-        raise SettingsError("preset", "one of " + ", ".join(TABLES), preset)
-    t = TABLES[preset]
-    elev = tuple(elevations) if t["elevations"] is None else t["elevations"]
-    step, group = FIRING.get(preset, (0.0, 1))
-    vendor = "ouster" if preset.startswith("os") else "generic" if preset == "generic" else "velodyne"
-    return LaserTable(vendor=vendor, model=PRESETS[preset].label, source=PRESETS[preset].source,
-                      elevation_deg=elev, azimuth_deg=t.get("azimuth", ()),
-                      beam_origin_m=t.get("beam_origin", 0.0),
-                      firing_s=tuple((k % group) * step for k in range(len(elev))) if step else (),
-                      cycle_s=step * group)
+    from .calibration import LaserTable, packaged_table
+    if preset not in PRESETS:
+        raise SettingsError("preset", "one of " + ", ".join(PRESETS), preset)
+    if preset == "generic":
+        if not len(elevations):
+            raise SettingsError("elevations", "at least one laser elevation (deg)", tuple(elevations))
+        return LaserTable(vendor="generic", model=PRESETS[preset].label, source=PRESETS[preset].source,
+                          elevation_deg=tuple(float(e) for e in elevations))
+    return packaged_table(preset)
+
+
+def preset_bias_table(preset: str) -> tuple | None:
+    """The preset's calibrated per-laser distance bias (m, seed 000 Eq. 2), used by
+    ``bias_distribution="table"``: :data:`HDL64E_S2_BIAS_M` for ``hdl64e_s2``, else None."""
+    return HDL64E_S2_BIAS_M if preset == "hdl64e_s2" else None
+
+
+#: Firing sequences as ``(step s, group)`` (laser k fires ``(k mod group) * step`` after
+#: its column) of the three original Velodyne presets, for :mod:`.rotating` until it reads
+#: ``preset_table(...).firing_s`` (which holds every preset's, from the sources above).
+FIRING = {"vlp16": (2.304e-6, 16), "hdl32e": (1.152e-6, 32), "hdl64e_s2": (0.728e-6, 32)}
+
+
+def _legacy_tables() -> dict[str, dict]:
+    """The per-preset view :mod:`.rotating` read before issue 21 (``elevations`` deg or
+    None for generic, ``bias``, and for Ouster ``azimuth`` and ``beam_origin``), built
+    from the packaged tables; kept until :mod:`.rotating` reads :func:`preset_table`."""
+    out: dict[str, dict] = {}
+    for name in PRESETS:
+        if name == "generic":
+            out[name] = {"elevations": None}
+            continue
+        t = preset_table(name)
+        entry = {"elevations": t.elevation_deg}
+        if preset_bias_table(name) is not None:
+            entry["bias"] = preset_bias_table(name)
+        if t.vendor == "ouster":
+            entry["azimuth"] = t.azimuth_deg
+            entry["beam_origin"] = t.beam_origin_m
+        out[name] = entry
+    return out
+
+
+#: preset id -> per-laser tables (pre-issue-21 view, see :func:`_legacy_tables`)
+TABLES: dict[str, dict] = _legacy_tables()
+
+__all__ = ["PRESETS", "preset_table", "preset_bias_table", "TABLES", "FIRING", "HDL64E_S2_BIAS_M",
+           "HDL64E_S2_ELEVATIONS_DEG"]
