@@ -208,14 +208,20 @@ def line_columns(s, count: int, frame: int, frame_time: float, mode: str) -> tup
         angle_resolution``), timestamp (C,) float64 s.
     """
     dt = s.column_interval
+    rate = float(s.rotation_speed)
     i = np.arange(count, dtype=np.int64)
     col = i if s.rotation_direction == "ccw" else count - 1 - i
+
+    def times(k: np.ndarray) -> np.ndarray:  # (K, count): the period timing as the original wrote it
+        if s.sweep_timing == "period":
+            return (k[:, None] * count + i[None, :]) / (count * rate)
+        return k[:, None] / rate + (i * dt)[None, :]
+
     if mode != "range":
-        return col, frame * frame_time + i * dt
-    rate = float(s.rotation_speed)
+        return col, frame * frame_time + times(np.zeros(1, np.int64))[0]
     lo, hi = frame * frame_time, (frame + 1) * frame_time
     k = np.arange(int(math.floor(lo * rate)) - 1, int(math.floor(hi * rate)) + 1, dtype=np.int64)
-    t = (k[:, None] / rate + (i * dt)[None, :]).ravel()
+    t = times(k).ravel()
     tol = 1e-6 * dt + 8 * np.spacing(abs(hi))  # far below a column interval, above t's rounding
     keep = (t >= lo - tol) & (t < hi - tol)
     return np.tile(col, k.shape[0])[keep], t[keep]
