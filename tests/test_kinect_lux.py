@@ -182,6 +182,12 @@ def test_lux_minimum_range_and_the_2011_preset(bpy_mod, empty_scene):
     assert old.max_range == 90.0 and old.mirror == "inclined" and old.sweep_timing == "period"
     assert tuple(old.pitch_deg) == (1.6, 0.8, -0.8, -1.6) and old.min_range == 0.0
     assert math.isclose(old.column_interval * 340, 0.08)
+    from blensor_addon.core.sensors.line import line_columns
+    col, t = line_columns(old, 340, 3, 1 / 24, "single")  # the original's column times, bit for bit
+    assert np.array_equal(col, np.arange(340)) and np.array_equal(t, 3 / 24 + np.arange(340) / (340 * 12.5))
+    col, t = line_columns(old, 340, 5, 1 / 24, "range")
+    g = np.arange(math.ceil(5 / 24 * 4250 - 1e-9), math.ceil(6 / 24 * 4250 - 1e-9))
+    assert np.array_equal(col, g % 340) and np.array_equal(t, g / 4250.0)
 
 
 @pytest.mark.parametrize("preset", ["ibeo_lux", "ibeo_lux_2011"])
