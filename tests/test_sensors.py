@@ -139,7 +139,12 @@ def test_line_scanner_is_a_true_mirror_reflection(bpy_mod, empty_scene, backend)
     v, f = cylinder_mesh(R, -3.0, 3.0)
     add_mesh(bpy_mod, "Drum", v, f)
     cam = add_camera(bpy_mod, rotation=UP)
-    use(cam, "line", start_angle=0.0, end_angle=90.3, angle_resolution=0.25, noise_sigma=0.0, max_range=20.0)
+    # issue 21, section 1: the inclined 45 deg mirror of seed 000 Fig. 3 is now the
+    # ibeo_lux_2011 preset's (the LUX itself keeps each layer's elevation, see
+    # test_kinect_lux.py); this test keeps checking that geometry with that preset
+    use(cam, "line", preset="ibeo_lux_2011", start_angle=0.0, end_angle=90.3, angle_resolution=0.25,
+        noise_sigma=0.0, max_range=20.0)
+    assert cam.data.blensor.line.mirror == "inclined" and cam.data.blensor.line.rotation_direction == "ccw"
     r = blensor_addon.scan(cam, axes="blensor", backend=backend)
     assert r.grid_shape == (4, 360 + 1) and len(r) == 4 * 361
     xyz = r.xyz.astype(np.float64)
