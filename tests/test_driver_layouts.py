@@ -140,6 +140,10 @@ def test_a_partial_turn_is_not_destaggered_and_metadata_shifts_win(tmp_path):
     dev = ouster_device()
     r = grid_result(4, 5, [0, 9], device=dev)  # 5 of 8 columns: no whole turn
     assert pixel_shifts(r) is None
+    r = grid_result(4, 8, [0], device=dev)
+    assert list(pixel_shifts(r)) == [1, 0, -1, 2]  # round(az * 8 / 360), clockwise head
+    r = grid_result(4, 8, [0], device=dataclasses.replace(dev, direction="ccw"))
+    assert list(pixel_shifts(r)) == [-1, 0, 1, -2]  # the encoder angle grows with the column
     table = dataclasses.replace(dev.table, extra={"pixel_shift_by_row": [3, 2, 1, 0]})
     r = grid_result(4, 8, [0], device=dataclasses.replace(dev, table=table))
     assert list(pixel_shifts(r)) == [3, 2, 1, 0]

@@ -139,8 +139,10 @@ def xyzirt(result: ScanResult, noisy: bool, stamp: float, labels: bool = False) 
 def pixel_shifts(result: ScanResult) -> np.ndarray | None:
     """(rows,) int64 ``pixel_shift_by_row`` of the Ouster unit (its metadata's, else
     ``round(beam_azimuth_deg * columns / 360)``, the shift that puts every beam's
-    measurement of one azimuth into one column), or None when the packet is not one
-    whole turn (destaggering needs the full ring of columns)."""
+    measurement of one azimuth into one column: a beam fires along the column's encoder
+    angle minus its azimuth offset, and the encoder angle falls by 360 / columns deg a
+    column on a clockwise head; negated for a counter-clockwise one), or None when the
+    packet is not one whole turn (destaggering needs the full ring of columns)."""
     dev = device_of(result)
     rows, cols = result.grid_shape
     turn = int(round(float(dev.columns))) if dev.columns else capabilities_of(result).grid[1]
@@ -154,7 +156,8 @@ def pixel_shifts(result: ScanResult) -> np.ndarray | None:
     az = np.asarray(getattr(table, "azimuth_deg", ()) or np.zeros(rows), dtype=np.float64)
     if az.shape[0] != rows:
         return np.zeros(rows, np.int64)
-    return np.round(az * cols / 360.0).astype(np.int64)
+    sign = -1.0 if dev.direction == "ccw" else 1.0
+    return np.round(sign * az * cols / 360.0).astype(np.int64)
 
 
 def column_times(result: ScanResult) -> np.ndarray:
