@@ -194,6 +194,16 @@ def test_velodyne_time_is_relative_to_the_first_firing_of_the_last_packet(tmp_pa
                                                       "offsets": [16, 18], "itemsize": 22}))
     np.testing.assert_allclose(rec["time"], [-1776 * dt, 23 * dt], rtol=1e-6)
     assert msg.height == 1 and msg.point_step == 22 and list(rec["ring"]) == [0, 5]
+    # labels on request: appended after the 22 bytes
+    bag, _ = write_bag(tmp_path / "labels", [r], {"rosbag2.labels": "1"})
+    msg = bag["/blensor/points"][0][1]
+    assert [(f.name, f.offset, f.datatype) for f in msg.fields][6:] == [
+        ("object_id", 22, 6), ("instancer_id", 26, 6), ("instance_id", 30, 6), ("semantic", 34, 4)]
+    lab = np.frombuffer(msg.data.tobytes(), np.dtype({"names": ["object_id", "instancer_id", "semantic"],
+                                                      "formats": ["<u4", "<u4", "<u2"], "offsets": [22, 26, 34],
+                                                      "itemsize": 36}))
+    assert msg.point_step == 36 and list(lab["object_id"]) == [3, 4] and list(lab["instancer_id"]) == [0, 1]
+    assert list(lab["semantic"]) == [10, 10]
     # a generic sensor keeps the packet's start and times >= 0
     gen = grid_result(16, 1800, cells, device=dataclasses.replace(dev, vendor="generic"))
     bag, _ = write_bag(tmp_path / "generic", [gen])
