@@ -128,7 +128,7 @@ def test_scan_range_operator_runs_synchronously_in_background(bpy_mod, crossing,
     s.kitti_points, s.rosbag2_storage = "clean", "sqlite3"
     assert bpy_mod.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
     man = json.loads((tmp_path / "opts" / "scan" / "manifest.json").read_text())
-    assert man["options"]["kitti"] == {"points": "clean"}
+    assert man["options"]["kitti"]["points"] == "clean"
     assert man["options"]["rosbag2"]["storage"] == "sqlite3"
     assert (tmp_path / "opts" / "scan" / "rosbag2" / "rosbag2.db3").is_file()
 

@@ -13,6 +13,7 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.axes import ROS_FROM_BLENSOR, ros_pose
+from blensor_addon.core.classes import THING_CLASSES, asprs_classes
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import CROSSING, add_camera, add_mesh
@@ -56,7 +57,9 @@ def test_las_and_laz_read_back_with_laspy(run):
             xyz = np.stack([las.x, las.y, las.z], 1)
             assert np.abs(xyz - z[key].astype(np.float64)).max() <= 1e-4  # 0.1 mm
             assert np.array_equal(las.gps_time, z["timestamp"])
-            assert np.array_equal(las.classification, np.minimum(z["semantic"], 255))
+            # issue 21, section 3: ASPRS classes (road surface 11, ground 2, building 6, ...)
+            assert np.array_equal(las.classification, asprs_classes(z["semantic"]))
+            assert {11, 2, 6} <= set(np.unique(las.classification))
             assert np.array_equal(las.semantic, z["semantic"]) and np.array_equal(las.ring, z["ring"])
             assert np.array_equal(las.object_id, z["object_id"])
             assert np.array_equal(las.instancer_id, z["instancer_id"])
@@ -124,9 +127,14 @@ def test_kitti_sequence_as_semantickitti_loads_it(run):
         # KITTI axes (x forward, y left, z up) = the documented rotation of BlenSor's sensor frame
         np.testing.assert_allclose(scan[:, :3], z["xyz_noisy"].astype(np.float64) @ ROS_FROM_BLENSOR.T, atol=1e-5)
         assert np.array_equal(scan[:, 3], z["intensity"])
-        assert np.array_equal(label & 0xFFFF, z["semantic"])
+        # every car of the demo drives: moving-car (issue 21, section 3; tests/test_driver_layouts.py
+        # checks cars in view), the rest as labelled
+        assert np.array_equal(label & 0xFFFF, np.where(z["semantic"] == 10, 252, z["semantic"]))
+        # things carry their object id as instance; stuff (road, building, trees) 0
         direct = z["instancer_id"] == 0
-        assert np.array_equal((label >> 16)[direct], z["object_id"][direct])
+        thing = np.isin(z["semantic"], list(THING_CLASSES))
+        assert np.array_equal((label >> 16)[direct & thing], z["object_id"][direct & thing])
+        assert ((label >> 16)[~thing] == 0).all() and (~thing).sum() > 0.9 * len(label)
     poses = np.loadtxt(run / "poses.txt").reshape(-1, 3, 4)
     assert poses.shape[0] == 3
     np.testing.assert_allclose(poses[0], np.eye(4)[:3], atol=1e-12)
@@ -200,7 +208,7 @@ def test_cli_axes_and_manifest(tmp_path):
                           "--axes", "ros", "--option", "kitti.points=clean", "--quiet"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     man = json.loads((tmp_path / "manifest.json").read_text())
-    assert man["axes"] == "ros" and man["options"]["kitti"] == {"points": "clean"}
+    assert man["axes"] == "ros" and man["options"]["kitti"] == {"points": "clean", "poses": "start"}
     # continuous time (the demo's setting): frame 2 spans [2/24, 3/24) s, which sweeps 0 and 1 overlap
     assert man["packets"] == "sweep" and [e["frame"] for e in man["frames"]] == [0, 1]
     z = np.load(tmp_path / "scan00000.npz")

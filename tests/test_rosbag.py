@@ -10,6 +10,7 @@ import pytest
 from blensor_addon.core.axes import ros_pose
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import add_camera, add_mesh
+from test_driver_layouts import devices  # noqa: F401 - fixture: every rotating preset declares its Device
 
 
 def read_bag(path):
@@ -30,7 +31,7 @@ def quat_matrix(q):
 
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
-def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
+def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage, devices):
     cam = bpy_mod.data.objects["Velodyne"]
     # sweeps 1-3 (continuous time, the demo's setting): one message per revolution
     job = scan_range(cam, None, tmp_path, ("npz", "rosbag2"), options={"rosbag2.storage": storage},
@@ -39,14 +40,29 @@ def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
     ext = "mcap" if storage == "mcap" else "db3"
     assert sorted(p.name for p in (tmp_path / "rosbag2").iterdir()) == ["metadata.yaml", f"rosbag2.{ext}"]
     bag = read_bag(tmp_path / "rosbag2")
-    assert {k: len(v) for k, v in bag.items()} == {"/tf_static": 1, "/tf": 3, "/blensor/odom": 3,
+    # issue 21, section 3: /clock, and a /tf at the last sweep's end (its points' times reach it)
+    assert {k: len(v) for k, v in bag.items()} == {"/tf_static": 1, "/tf": 4, "/clock": 4, "/blensor/odom": 3,
                                                     "/blensor/points": 3}
+    assert [t for t, _, _ in bag["/clock"]] == [round(f * 0.1 * 1e9) for f in (1, 2, 3, 4)]
+    clock = bag["/clock"]
+    assert [m.clock.sec * 10**9 + m.clock.nanosec for _, m, _ in clock] == [t for t, _, _ in clock]
+    _, static, _ = bag["/tf_static"][0]
+    assert [(tr.header.frame_id, tr.child_frame_id) for tr in static.transforms] == [
+        ("base_link", "blensor_sensor"), ("blensor_sensor", "blensor_optical")]
+    from blensor_addon.core.sensors.rotating_presets import preset_table
+    dt = cam.data.blensor.angle_resolution / 3600  # s a column: HDL-64E S2 at 0.1728 deg (float32) and 10 Hz
     for i, f in enumerate((1, 2, 3)):
         z = np.load(tmp_path / f"scan{f:05d}.npz")
         t, msg, msgtype = bag["/blensor/points"][i]
-        assert msgtype == "sensor_msgs/msg/PointCloud2" and t == round(f * 0.1 * 1e9)
+        assert msgtype == "sensor_msgs/msg/PointCloud2"
         assert msg.header.frame_id == "blensor_sensor"
         assert msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec == t
+        # issue 21, section 3: velodyne_pointcloud stamps the cloud with its last data packet
+        # (6 columns of an HDL-64E) and gives each point's time relative to that packet's first firing
+        stamp = t / 1e9
+        firing = np.asarray(preset_table("hdl64e_s2").firing_s)
+        last_col = round((z["timestamp"] - firing[z["channel"]]).max() / dt)
+        assert math.isclose(stamp, (last_col // 6) * 6 * dt, abs_tol=2e-9), (stamp, last_col)
         assert [(fl.name, fl.offset, fl.datatype) for fl in msg.fields] == [
             ("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 12, 7), ("ring", 16, 4), ("time", 18, 7)]
         assert msg.point_step == 22 and msg.width == len(z["range"])
@@ -57,19 +73,20 @@ def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
         xyz = z["xyz_noisy"].astype(np.float64) @ ROS_FROM_BLENSOR.T
         np.testing.assert_allclose(np.stack([rec["x"], rec["y"], rec["z"]], 1), xyz, atol=1e-5)
         assert np.array_equal(rec["ring"], z["ring"]) and rec["i"].max() <= 255
-        np.testing.assert_allclose(rec["time"], z["timestamp"] - f * 0.1, atol=1e-6)
-        # the last column starts before the sweep's end; its lasers fire up to 31 x 0.728 us later
-        assert rec["time"].min() >= -1e-6 and rec["time"].max() < 0.1 + 31 * 0.728e-6
-        # the TF chain map -> blensor_sensor gives the sensor pose (REP-103 axes) within 1e-6 m
+        np.testing.assert_allclose(rec["time"], z["timestamp"] - stamp, atol=1e-6)
+        # nearly a whole sweep before the stamp; the last packet's 6 columns after it (+ 31 x 0.728 us)
+        assert -0.1 < rec["time"].min() < -0.099 and 0 <= rec["time"].max() < 6 * dt + 31 * 0.728e-6
+        # the TF chain odom -> base_link (-> sensor, identity by default) gives the sensor pose
         _, tf, _ = bag["/tf"][i]
         tr = tf.transforms[0]
-        assert (tr.header.frame_id, tr.child_frame_id) == ("map", "blensor_sensor")
+        assert (tr.header.frame_id, tr.child_frame_id) == ("odom", "base_link")
         T = ros_pose(z["sensor_to_world"])
         got = np.eye(4)
         got[:3, :3] = quat_matrix(tr.transform.rotation)
         got[:3, 3] = [tr.transform.translation.x, tr.transform.translation.y, tr.transform.translation.z]
         np.testing.assert_allclose(got, T, atol=1e-6)
         _, odom, _ = bag["/blensor/odom"][i]
+        assert (odom.header.frame_id, odom.child_frame_id) == ("odom", "base_link")
         np.testing.assert_allclose([odom.pose.pose.position.x, odom.pose.pose.position.y,
                                     odom.pose.pose.position.z], T[:3, 3], atol=1e-9)
     # the ego car drives: odometry's forward speed (REP-103 x) from the pose change

@@ -2,9 +2,11 @@
 
 The names and ids of SemanticKITTI's ``semantic-kitti.yaml`` (``labels``), so labels
 written by BlenSor (``ScanResult.semantic``, KITTI ``.label`` low 16 bits, LAS
-``classification`` where it fits) mean what the benchmark's tools expect. An object's
+``semantic`` extra dimension) mean what the benchmark's tools expect. An object's
 custom property ``blensor_label`` names its class; an instance without one takes its
-instancer's; no label is ``unlabeled`` (0).
+instancer's; no label is ``unlabeled`` (0). Also owns the class tables the writers derive
+from it: SemanticKITTI's thing classes (instance ids) and moving-* classes, and the
+ASPRS classification of LAS files (:data:`ASPRS_OF_SEMANTIC_KITTI`).
 """
 from __future__ import annotations
 
@@ -46,3 +48,71 @@ def semantic_of_objects(objects: list, classes: dict | None = None) -> np.ndarra
                                 f"{label!r} on object {o['name']!r}")
         out[o["id"]] = cid
     return out
+
+
+#: SemanticKITTI ``things`` (countable objects): the classes whose points carry an
+#: instance id in the dataset's ``.label`` files; every other class (``stuff``: road,
+#: sidewalk, parking, building, vegetation, terrain, ...; and unlabeled, outlier) has
+#: instance id 0 there (semantic-kitti.yaml; the panoptic benchmark's thing classes plus
+#: bus and on-rails, which the raw labels also give instances, and their moving-* ids)
+THING_CLASSES: frozenset = frozenset((10, 11, 13, 15, 16, 18, 20, 30, 31, 32, *range(252, 260)))
+
+#: static class id -> its moving-* class (semantic-kitti.yaml ids 252..259); a class
+#: without a moving variant (bicycle, motorcycle: their riders move) keeps its id
+MOVING_CLASS: dict[int, int] = {10: 252, 31: 253, 30: 254, 32: 255, 16: 256, 13: 257, 18: 258, 20: 259}
+
+#: ASPRS classification (LAS 1.4 R15, Table 17 "ASPRS Standard Point Classes"; codes
+#: 64-255 "user definable") of each SemanticKITTI class, for LAS ``classification``.
+#: Standard codes where one fits: 1 unclassified, 2 ground, 3 low vegetation, 5 high
+#: vegetation, 6 building, 7 low point (noise), 11 road surface. ASPRS has no class for
+#: vehicles, people, poles, signs or fences: they take user-definable codes 64-78
+#: (named in the file's Classification Lookup VLR), a moving-* class the code of its
+#: static class (the SemanticKITTI id, moving included, stays in the extra dimension
+#: ``semantic``). KITTI's ``terrain`` ("grass and all other horizontally spreading
+#: vegetation, including soil") is low vegetation (3); ``vegetation`` (trees' and
+#: bushes' foliage) and ``trunk`` are high vegetation (5); medium vegetation (4) is not
+#: used (the classes carry no height above ground).
+ASPRS_OF_SEMANTIC_KITTI: dict[int, int] = {
+    0: 1, 1: 7,  # unlabeled -> unclassified; outlier -> low point (noise)
+    40: 11, 44: 11, 60: 11,  # road, parking, lane-marking -> road surface
+    48: 2, 49: 2,  # sidewalk, other-ground -> ground
+    50: 6,  # building
+    70: 5, 71: 5, 72: 3,  # vegetation, trunk -> high vegetation; terrain -> low vegetation
+    10: 64, 252: 64, 11: 65, 13: 66, 257: 66, 15: 67, 16: 68, 256: 68, 18: 69, 258: 69, 20: 70, 259: 70,
+    30: 71, 254: 71, 31: 72, 253: 72, 32: 73, 255: 73,
+    51: 74, 52: 75, 80: 76, 81: 77, 99: 78,
+}
+
+#: names of the ASPRS codes :data:`ASPRS_OF_SEMANTIC_KITTI` uses (the LAS Classification
+#: Lookup VLR holds them; at most 15 characters each, letters, digits and spaces)
+ASPRS_NAMES: dict[int, str] = {
+    1: "Unclassified", 2: "Ground", 3: "Low Vegetation", 5: "High Vegetation", 6: "Building", 7: "Low Point",
+    11: "Road Surface", 64: "Car", 65: "Bicycle", 66: "Bus", 67: "Motorcycle", 68: "On rails", 69: "Truck",
+    70: "Other vehicle", 71: "Person", 72: "Bicyclist", 73: "Motorcyclist", 74: "Fence",
+    75: "Other structure", 76: "Pole", 77: "Traffic sign", 78: "Other object",
+}
+
+
+def asprs_classes(semantic: np.ndarray) -> np.ndarray:
+    """ASPRS classification (:data:`ASPRS_OF_SEMANTIC_KITTI`) of SemanticKITTI class
+    ids ``semantic`` (N,) uint16: (N,) uint8; an id the table does not hold (a custom
+    class table) is 1, unclassified."""
+    lut = np.ones(1 << 16, np.uint8)
+    for k, v in ASPRS_OF_SEMANTIC_KITTI.items():
+        lut[k] = v
+    return lut[np.asarray(semantic, dtype=np.uint16)]
+
+
+def moving_classes(semantic: np.ndarray, moving: np.ndarray) -> np.ndarray:
+    """SemanticKITTI class ids (N,) uint16 with the points of moving objects (``moving``
+    (N,) bool) in their moving-* class (:data:`MOVING_CLASS`); other ids unchanged."""
+    lut = np.arange(1 << 16, dtype=np.uint16)
+    for k, v in MOVING_CLASS.items():
+        lut[k] = v
+    sem = np.asarray(semantic, dtype=np.uint16)
+    return np.where(np.asarray(moving, dtype=bool), lut[sem], sem).astype(np.uint16)
+
+
+def is_thing(semantic: np.ndarray) -> np.ndarray:
+    """(N,) bool: the class ids ``semantic`` (N,) are :data:`THING_CLASSES`."""
+    return np.isin(np.asarray(semantic, dtype=np.uint16), np.fromiter(THING_CLASSES, np.uint16))

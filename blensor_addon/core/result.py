@@ -127,7 +127,9 @@ class ScanResult:
             or ``"world"``.
         sensor_to_world: (4, 4) float64 rigid pose of the sensor at the scan (scale removed).
         sensor: settings dict; objects: the object table, list of {"id", "name",
-            "label", "type"} (label: the object property ``blensor_label``).
+            "label", "type"} (label: the object property ``blensor_label``), with
+            ``"moving": True`` on the objects that move during the packet (a scanned
+            result; :meth:`blensor_addon.scene.timeline.Timeline.moving_ids`).
         num_rays: rays cast (returns + misses).
         grid_shape: (rows, cols) of the packet's grid (see ``ray_index``); None or ()
             for a pattern with no grid (:attr:`has_grid`).

@@ -351,6 +351,8 @@ class Scanner:
             ctx = TimelineContext(self.backend, tl, t0, t1, self.frame_of_reference, self.camera_frame,
                                   self._semantic_of(objects), held=step)
             result = self.sensor.scan(self.settings, ctx, frame=frame, frame_time=ftime, mode=mode)
+            moving = tl.moving_ids(t0, t1)  # the table's entries of moving objects get "moving": True
+            result.objects = [dict(o, moving=True) if o["id"] in moving else o for o in result.objects]
             digest = None
             if self.packet_hashes:  # now: the timeline keeps only recent steps
                 digest = step.geometry.hash() if held else tl.geometry_hash(t0, t1)

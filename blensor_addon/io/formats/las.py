@@ -8,14 +8,21 @@ coordinates until here, :meth:`ScanResult.points`: 0.1 mm at 10^7 m, where float
 round by 0.5 m); ``return_number`` and ``number_of_returns`` from the result's
 ``return_number`` and ``num_returns`` (1 and 1 for one return per pulse); ``gps_time`` =
 timestamp (s); ``intensity`` = intensity x 65535 (uint16); ``red``,
-``green``, ``blue`` = material colour x 257 (uint16); ``classification`` = semantic class
-id (SemanticKITTI ids, 0..255; the moving-* classes 252..259 above 255 are clipped to 255
-there and kept exactly in ``semantic``); ``point_source_id`` = instance index (low 16
-bits). Extra bytes: ``object_id``, ``instancer_id`` (uint32), ``semantic``, ``ring``
-(uint16), ``range`` and ``reflectivity`` (float32). Coordinates are the result's
-(sensor or world frame, in its axes). Points are ordered by ring (elevation rank, lowest
-first), each ring in firing order (see :func:`_build`); the npz, PLY and PCD keep the
-scan's own order.
+``green``, ``blue`` = material colour x 257 (uint16); ``classification`` = the ASPRS
+class of the point's SemanticKITTI class (:data:`~blensor_addon.core.classes.ASPRS_OF_SEMANTIC_KITTI`:
+1 unclassified, 2 ground (sidewalk, other-ground), 3 low vegetation (terrain), 5 high
+vegetation (vegetation, trunk), 6 building, 7 noise (outlier), 11 road surface (road,
+parking, lane-marking), user-definable 64-78 for vehicles, people, fence, other-structure,
+pole, traffic-sign, other-object), named in a Classification Lookup VLR (LAS 1.4 R15
+section 2.5.5); ``point_source_id`` = instance index (low 16 bits). Extra bytes:
+``object_id``, ``instancer_id`` (uint32), ``semantic`` (uint16, the SemanticKITTI id,
+moving-* classes included), ``ring`` (uint16), ``range`` and ``reflectivity``
+(float32). The header's global encoding sets the WKT bit (bit 4), which LAS 1.4 requires
+for point formats 6-10 (no CRS is written: coordinates are the scene's metres); the
+generating software is ``BlenSor <version>``. Coordinates are the result's (sensor or
+world frame, in its axes). Points are ordered by ring (elevation rank, lowest first),
+each ring in firing order (see :func:`_build`); the npz, PLY and PCD keep the scan's own
+order.
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ import io
 
 import numpy as np
 
+from ... import __version__
+from ...core.classes import ASPRS_NAMES, asprs_classes
 from ...core.result import ScanResult
 from ._base import Writer, clean_and_noisy
 
@@ -74,6 +83,9 @@ def _build(result: ScanResult, noisy: bool, other=None):
     import laspy
     xyz = result.points(noisy)  # float64; the float64 world coordinates when the result kept them
     header = laspy.LasHeader(point_format=7, version="1.4")
+    header.global_encoding.wkt = True  # LAS 1.4 R15 Table 4: required for point formats 6-10
+    header.generating_software = f"BlenSor {__version__}"
+    header.vlrs.append(_classification_lookup())
     header.scales = np.array([SCALE] * 3)
     # column by column: numpy's min(axis=0) of an (N, 3) array is 20x slower (1.2 ms a 50k-point cloud)
     offsets = np.floor([float(xyz[:, k].min()) for k in range(3)]) if len(xyz) else np.zeros(3)
@@ -97,7 +109,7 @@ def _build(result: ScanResult, noisy: bool, other=None):
         rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 65535)
         for k, name in enumerate(("red", "green", "blue")):
             rec[name] = result.color[:, k].astype(np.uint16) * 257
-        rec["classification"] = np.minimum(result.semantic, 255)
+        rec["classification"] = asprs_classes(result.semantic)
         rec["point_source_id"] = result.instance_id & 0xFFFF
         for name in ("object_id", "instancer_id", "semantic", "ring", "reflectivity"):
             rec[name] = getattr(result, name)
@@ -111,6 +123,18 @@ def _build(result: ScanResult, noisy: bool, other=None):
     rec["range"] = (result.range_noisy if noisy else result.range).take(order)
     points = laspy.ScaleAwarePointRecord(rec, header.point_format, header.scales, header.offsets)
     return laspy.LasData(header, points=points)
+
+
+def _classification_lookup():
+    """The Classification Lookup VLR (LAS 1.4 R15 section 2.5.5: user id ``LASF_Spec``,
+    record id 0; entries of uint8 class and a 15-byte name) naming the ASPRS codes
+    :data:`~blensor_addon.core.classes.ASPRS_NAMES`, so a viewer shows the
+    user-definable 64-78 by name."""
+    from laspy.vlrs.known import ClassificationLookupVlr
+    vlr = ClassificationLookupVlr()
+    for k, name in sorted(ASPRS_NAMES.items()):
+        vlr[k] = name
+    return vlr
 
 
 def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False, share: bool = False) -> bytes:

@@ -14,6 +14,12 @@ when points are in world coordinates. Results of image sensors (ToF, depth camer
 capabilities' ``organized``, :attr:`ScanResult.is_organized`) give organized clouds:
 WIDTH x HEIGHT = the image, row-major from the top row, NaN points where nothing
 returned (PCL's convention); other results (and sensors with no grid) unorganized ones.
+Ouster units (``capabilities.device.vendor == "ouster"``) write ouster-ros's point
+layout instead (:mod:`._layouts`: ``x y z intensity t reflectivity ring ambient range``,
+packed; then ``label semantic``), organized as the driver publishes it: WIDTH = the
+packet's columns (destaggered when the packet is one whole turn), HEIGHT = beams, row u =
+beam u (the top beam first), NaN x, y, z where nothing returned; ``t`` uint32 ns since the
+packet's start (a sweep's first column). PCL reads it into ``ouster_ros::Point``.
 The original wrote ASCII only, with fields ``x y z rgb label`` (reference section 10.2);
 clean and ``_noisy`` files are kept. World coordinates are float32: a world-frame scan
 far from the origin (float32 rounding over 1 mm, from 32 km) is warned about once per run.
@@ -29,6 +35,7 @@ from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
 from ...core.settings import setting
 from ._base import Float32Warning, Writer, clean_and_noisy
+from ._layouts import is_ouster, ouster_cloud
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
                       ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("semantic", "<u2"), ("rgb", "<f4")])
@@ -56,9 +63,38 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
     return rec
 
 
+#: the PCD fields of an Ouster unit's cloud: ouster-ros's Point, then the labels
+OUSTER_PCD = (("x", "F", 4), ("y", "F", 4), ("z", "F", 4), ("intensity", "F", 4), ("t", "U", 4),
+              ("reflectivity", "U", 2), ("ring", "U", 2), ("ambient", "U", 2), ("range", "U", 4),
+              ("label", "U", 4), ("semantic", "U", 2))
+
+
+def ouster_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
+    """(H * W,) packed records of :data:`OUSTER_PCD` (see the module docstring): the
+    ouster-ros cloud of the result's points (its frame and axes)."""
+    pts = result.xyz_noisy if noisy else result.xyz
+    start = float(result.frame * result.frame_time)
+    _, rec, _, _ = ouster_cloud(result, np.asarray(pts, dtype=np.float64), start, noisy, labels=True)
+    dtype = np.dtype([(n, "<f4" if t == "F" else f"<u{size}") for n, t, size in OUSTER_PCD])
+    out = np.empty(rec.shape[0], dtype)
+    for n, _, _ in OUSTER_PCD:
+        out[n] = rec[{"label": "object_id"}.get(n, n)]
+    return out
+
+
 def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> bytes:
     """The whole PCD file as bytes."""
-    rec = pcd_records(result, noisy)
+    ouster = is_ouster(result)
+    if ouster:
+        rec = ouster_records(result, noisy)
+        names = [f[0] for f in OUSTER_PCD]
+        sizes, types = [str(f[2]) for f in OUSTER_PCD], [f[1] for f in OUSTER_PCD]
+        height, width = result.grid_shape
+    else:
+        rec = pcd_records(result, noisy)
+        names = ["x", "y", "z", "intensity", "ring", "time", "label", "semantic", "rgb"]
+        sizes, types = "4 4 4 4 2 4 4 2 4".split(), "F F F F U F U U F".split()
+        width, height = (result.grid_shape[1], result.grid_shape[0]) if result.is_organized else (len(rec), 1)
     if result.frame_of_reference == "world":
         T = result.sensor_to_world
         x, y, z, w = quaternion_xyzw(T[:3, :3])
@@ -66,14 +102,13 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     else:
         vp = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
     n = len(rec)
-    width, height = (result.grid_shape[1], result.grid_shape[0]) if result.is_organized else (n, 1)
     header = (
         "# .PCD v0.7 - Point Cloud Data file format\n"
         "VERSION 0.7\n"
-        "FIELDS x y z intensity ring time label semantic rgb\n"
-        "SIZE 4 4 4 4 2 4 4 2 4\n"
-        "TYPE F F F F U F U U F\n"
-        "COUNT 1 1 1 1 1 1 1 1 1\n"
+        f"FIELDS {' '.join(names)}\n"
+        f"SIZE {' '.join(sizes)}\n"
+        f"TYPE {' '.join(types)}\n"
+        f"COUNT {' '.join('1' for _ in names)}\n"
         f"WIDTH {width}\n"
         f"HEIGHT {height}\n"
         "VIEWPOINT " + " ".join(f"{v:.9g}" for v in vp) + "\n"
@@ -83,6 +118,12 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     if binary:
         return header + rec.tobytes()
     buf = io.StringIO()
+    if ouster:
+        # floats with 9 significant digits round-trip float32 exactly
+        fmt = " ".join("%.9g" if t == "F" else "%d" for t in types) + "\n"
+        for row in zip(*(rec[k].tolist() for k in names)):
+            buf.write(fmt % row)
+        return header + buf.getvalue().encode("ascii")
     rgb_bits = rec["rgb"].view(np.uint32)
     cols = [rec["x"], rec["y"], rec["z"], rec["intensity"], rec["ring"], rec["time"], rec["label"],
             rec["semantic"]]

@@ -1,17 +1,31 @@
 """A ROS 2 bag (rosbag2, MCAP by default or sqlite3) through the ``rosbags`` library.
 
 Folder ``rosbag2/`` (written under a temporary name, renamed when the run ends; a
-cancelled run's bag holds its finished frames). REP-103 axes throughout; frames
-``map`` (Blender's world, ENU) and ``blensor_sensor`` (the sensor, x ahead, y left, z
-up); header stamps are the simulated time (frame x frame time; the clock starts at 0).
-Topics, per frame:
+cancelled run's bag holds its finished frames). REP-103 axes throughout. Frames (names
+are options): ``odom`` (Blender's world, ENU) -> ``base_link`` (the vehicle; option
+``base_to_sensor`` places the sensor on it, identity by default) -> ``blensor_sensor``
+(the sensor, x ahead, y left, z up) -> ``blensor_optical``. The clock starts at 0 and
+runs in simulated time (scene frame x frame time). Topics:
 
-- ``/blensor/points`` ``sensor_msgs/PointCloud2`` in velodyne_pointcloud's XYZIRT layout:
-  x, y, z (float32, m), intensity (float32: the 0..1 intensity x 255 rounded to a whole
-  number, as the driver's 8-bit values; the npz keeps it exact), ring (uint16, the
-  elevation rank, 0 = lowest), time (float32, s since the message stamp), point step 22
-  bytes; the stamp is the frame's start. Option ``points``: ``noisy`` (default) or
-  ``clean``.
+- ``/clock`` ``rosgraph_msgs/Clock``: the simulated time, once per frame (and at the
+  last packet's end), for ``use_sim_time`` nodes (``ros2 bag play`` replays it).
+- ``/tf_static`` ``tf2_msgs/TFMessage``: base_link -> sensor and sensor -> optical,
+  once, offered with tf2_ros's static QoS (reliable, transient local, keep last 1: in
+  ``metadata.yaml``'s ``offered_qos_profiles``), so ``ros2 bag play`` offers it to late
+  subscribers as a static broadcaster does.
+- ``/tf``: odom -> base_link at every frame's start, and at the last packet's end.
+- ``/blensor/points`` ``sensor_msgs/PointCloud2`` as the unit's driver publishes it
+  (:mod:`._layouts`): an Ouster unit's in ouster-ros's ``ouster_ros::Point`` layout
+  (x, y, z, intensity float32, t uint32 ns, reflectivity, ring, ambient uint16, range
+  uint32 mm; 48 bytes), organized (height = beams, width = columns, NaN where nothing
+  returned), stamped at the packet's start, ``t`` from it; every other sensor in
+  velodyne_pointcloud's XYZIRT (x, y, z, intensity float32: the 0..1 intensity x 255,
+  ring uint16, time float32 s; 22 bytes), where a Velodyne unit's message is stamped at
+  the first firing of its last data packet and ``time`` is relative to that (negative
+  for the earlier packets), as velodyne_pointcloud does; other sensors' at the packet's
+  start, ``time`` >= 0. Option ``labels``: the per-point labels object_id, instancer_id,
+  instance_id (uint32) and semantic (uint16) appended to each point. Option
+  ``points``: ``noisy`` (default) or ``clean``.
 - ``/blensor/scan`` ``sensor_msgs/LaserScan`` for sensors with one scan plane whose
   capabilities give its column angles (planar scanners with one plane; seed 004's 2D lidar
   output): one message per sweep (or part of a sweep) in the frame, ranges over every
@@ -20,11 +34,9 @@ Topics, per frame:
   nothing returned) and ``/blensor/depth/camera_info`` ``sensor_msgs/CameraInfo`` for
   image sensors (organized results with intrinsics: ToF, Kinect, depth camera), frame
   ``blensor_optical`` (x right, y down, z ahead).
-- ``/tf`` ``tf2_msgs/TFMessage``: map -> blensor_sensor at the frame's stamp;
-  ``/tf_static``: blensor_sensor -> blensor_optical, once.
-- ``/blensor/odom`` ``nav_msgs/Odometry``: the ground-truth pose of blensor_sensor in map,
-  with the twist (in blensor_sensor) from the pose change since the previous frame (the
-  first message: over its own packet, in continuous time).
+- ``/blensor/odom`` ``nav_msgs/Odometry``: the ground-truth pose of base_link in odom,
+  with the twist (in base_link) from the pose change since the previous frame (the first
+  message: over its own packet, in continuous time).
 """
 from __future__ import annotations
 
@@ -40,19 +52,16 @@ import numpy as np
 from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_sensor_pose, rotation_vector,
                           sensor_points)
 from ...core.errors import SettingsError
-from ...core.result import ScanResult
 from ...core.settings import setting
 from ._base import Writer, capabilities_of
+from ._layouts import is_ouster, ouster_cloud, velodyne_stamp, xyzirt
 
 SENSOR_FRAME = "blensor_sensor"
 OPTICAL_FRAME = "blensor_optical"
-WORLD_FRAME = "map"
+ODOM_FRAME = "odom"
+BASE_FRAME = "base_link"
 #: optical frame (x right, y down, z ahead) in the REP-103 sensor frame
 ROS_FROM_OPTICAL = ROS_FROM_BLENSOR @ np.diag([1.0, -1.0, -1.0])
-XYZIRT = (("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 12, 7), ("ring", 16, 4), ("time", 18, 7))
-XYZIRT_DTYPE = np.dtype({"names": ["x", "y", "z", "intensity", "ring", "time"],
-                         "formats": ["<f4", "<f4", "<f4", "<f4", "<u2", "<f4"],
-                         "offsets": [0, 4, 8, 12, 16, 18], "itemsize": 22})
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,31 +73,72 @@ def typestore():
     return get_typestore(Stores.ROS2_HUMBLE)
 
 
+def _frame_name_ok(name: str) -> bool:
+    """A tf2 frame id: non-empty, no whitespace, no leading ``/`` (tf2 refuses it)."""
+    return bool(name) and not name.startswith("/") and not any(c.isspace() for c in name)
+
+
+def static_qos():
+    """tf2_ros's static broadcaster QoS (``StaticBroadcasterQoS``: keep last 1, reliable,
+    transient local; deadline, lifespan and lease infinite, as rosbag2 records them) as
+    a ``rosbags`` Qos."""
+    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+    forever = QosTime(9223372036, 854775807)
+    return Qos(QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL, forever,
+               forever, QosLiveliness.AUTOMATIC, forever, False)
+
+
+def mount_matrix(xyzrpy) -> np.ndarray:
+    """(4, 4) float64 pose of the sensor in base_link from (x, y, z m, roll, pitch, yaw
+    deg): ``R = Rz(yaw) Ry(pitch) Rx(roll)`` (REP-103 fixed-axis roll, pitch, yaw)."""
+    x, y, z, r, p, w = (float(v) for v in xyzrpy)
+    r, p, w = np.deg2rad([r, p, w])
+    cr, sr, cp, sp, cw, sw = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(w), np.sin(w)
+    T = np.eye(4)
+    Rz = np.array([[cw, -sw, 0], [sw, cw, 0], [0, 0, 1]])
+    Ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+    T[:3, :3] = Rz @ Ry @ np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    T[:3, 3] = (x, y, z)
+    return T
+
+
 @dataclass(frozen=True)
 class Rosbag2Options:
     """Options of the rosbag2 writer: ``storage`` (``mcap`` or ``sqlite3``), ``points``
-    (``noisy`` or ``clean``)."""
+    (``noisy`` or ``clean``), ``labels`` (per-point labels in PointCloud2), the frame
+    names ``odom_frame``, ``base_frame``, ``sensor_frame`` and ``base_to_sensor`` (x, y,
+    z m, roll, pitch, yaw deg: the sensor's pose on base_link, the static transform).
+
+    Raises (constructor): SettingsError (``rosbag2.<option>``) for a frame name that is
+    empty, holds whitespace, starts with ``/`` or repeats another."""
 
     storage: str = setting("mcap", "Bag storage", "rosbag2 storage plugin", choices=("mcap", "sqlite3"))
     points: str = setting("noisy", "Bag points", "Which points go into PointCloud2", choices=("noisy", "clean"))
+    labels: bool = setting(False, "Bag labels", "Per-point labels (object_id, instancer_id, instance_id, "
+                           "semantic) in PointCloud2")
+    odom_frame: str = setting(ODOM_FRAME, "Odometry frame", "tf frame of the world (the odometry origin)")
+    base_frame: str = setting(BASE_FRAME, "Base frame", "tf frame of the vehicle carrying the sensor")
+    sensor_frame: str = setting(SENSOR_FRAME, "Sensor frame", "tf frame of the sensor (the points' frame_id)")
+    base_to_sensor: tuple = setting((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "Sensor mount",
+                                    "The sensor's pose on the base frame: x, y, z (m), roll, pitch, yaw (deg)",
+                                    lo=-1e4, hi=1e4, count=(6, 6))
 
-
-def xyzirt(result: ScanResult, noisy: bool, stamp: float) -> np.ndarray:
-    """(N,) records of the XYZIRT layout (REP-103 sensor frame)."""
-    rec = np.zeros(len(result), XYZIRT_DTYPE)
-    p = sensor_points(result, noisy, "ros")
-    rec["x"], rec["y"], rec["z"] = p[:, 0], p[:, 1], p[:, 2]
-    rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
-    rec["ring"] = result.ring
-    rec["time"] = result.timestamp - stamp
-    return rec
+    def __post_init__(self):
+        names = {}
+        for opt in ("odom_frame", "base_frame", "sensor_frame"):
+            v = getattr(self, opt)
+            if not _frame_name_ok(v) or v in names or v == OPTICAL_FRAME:
+                raise SettingsError(f"rosbag2.{opt}", "a tf frame id: not empty, no spaces, no leading '/', "
+                                    f"other than the other frames' ({', '.join(names) or OPTICAL_FRAME})", v)
+            names[v] = opt
 
 
 class Rosbag2Writer(Writer):
     """The ROS 2 bag (see the module docstring)."""
 
     name = "rosbag2"
-    description = "ROS 2 bag (rosbags; MCAP or sqlite3): PointCloud2 XYZIRT, LaserScan, Image, TF, Odometry"
+    description = ("ROS 2 bag (rosbags; MCAP or sqlite3): PointCloud2 in the driver's layout, LaserScan, "
+                   "Image, TF, Odometry, clock")
     files = "rosbag2/ (metadata.yaml, rosbag2.mcap or rosbag2.db3)"
     outputs = (r"rosbag2/metadata\.yaml", r"rosbag2/rosbag2\.(mcap|db3)")
     Options = Rosbag2Options
@@ -117,12 +167,17 @@ class Rosbag2Writer(Writer):
         self.bag.open()
         self._conns: dict = {}
         self._prev = None  # (stamp, ROS pose) of the previous frame
+        self._end = None  # (stamp, base pose) at the last packet's end (continuous time)
+        self._base_to_sensor = mount_matrix(self.options.base_to_sensor)
+        self._sensor_to_base = np.linalg.inv(self._base_to_sensor)
         self.frames = 0
 
     # -- messages -------------------------------------------------------------------------
     def _conn(self, topic: str, msgtype: str):
         if topic not in self._conns:
-            self._conns[topic] = self.bag.add_connection(topic, msgtype, typestore=self.ts)
+            qos = [static_qos()] if topic == "/tf_static" else []
+            self._conns[topic] = self.bag.add_connection(topic, msgtype, typestore=self.ts,
+                                                         offered_qos_profiles=qos)
         return self._conns[topic]
 
     def _put(self, topic: str, msg, stamp: float) -> None:
@@ -144,12 +199,29 @@ class Rosbag2Writer(Writer):
                                                       transform=tr)
 
     def _points(self, result, stamp):
-        rec = xyzirt(result, self.options.points == "noisy", stamp)
+        """``(stamp, PointCloud2)`` of the packet in its driver's layout (see the module
+        docstring; ``stamp``: the packet's start, s)."""
+        noisy = self.options.points == "noisy"
+        labels = self.options.labels
         PF = self.T["sensor_msgs/msg/PointField"]
-        fields = [PF(name=n, offset=o, datatype=d, count=1) for n, o, d in XYZIRT]
-        return self.T["sensor_msgs/msg/PointCloud2"](
-            header=self._header(stamp, SENSOR_FRAME), height=1, width=len(rec), fields=fields, is_bigendian=False,
-            point_step=22, row_step=22 * len(rec), data=rec.view(np.uint8), is_dense=True)
+        if is_ouster(result):
+            pts = sensor_points(result, noisy, "ros")
+            fields, rec, height, width = ouster_cloud(result, pts, stamp, noisy, labels)
+            dense = len(result) == rec.shape[0]  # a cell with no return holds NaN
+        else:
+            stamp = velodyne_stamp(result)
+            fields, rec = xyzirt(result, noisy, stamp, labels)
+            height, width, dense = 1, len(rec), True
+        step = rec.dtype.itemsize
+        return stamp, self.T["sensor_msgs/msg/PointCloud2"](
+            header=self._header(stamp, self.options.sensor_frame), height=height, width=width,
+            fields=[PF(name=n, offset=o, datatype=d, count=1) for n, o, d in fields], is_bigendian=False,
+            point_step=step, row_step=step * width, data=rec.view(np.uint8), is_dense=dense)
+
+    def _clock(self, stamp: float) -> None:
+        ns = int(round(stamp * 1e9))
+        self._put("/clock", self.T["rosgraph_msgs/msg/Clock"](clock=self.T["builtin_interfaces/msg/Time"](
+            sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)), stamp)
 
     def _laser_scans(self, result):
         """LaserScan messages of a one-plane swept sensor (see the module docstring),
@@ -178,7 +250,7 @@ class Rosbag2Writer(Writer):
         for seg in np.split(np.arange(cols), cut):
             a0 = first + col[seg[0]] * step
             out.append((float(stamps[seg[0]]), self.T["sensor_msgs/msg/LaserScan"](
-                header=self._header(float(stamps[seg[0]]), SENSOR_FRAME), angle_min=float(a0),
+                header=self._header(float(stamps[seg[0]]), self.options.sensor_frame), angle_min=float(a0),
                 angle_max=float(a0 + step * (seg.size - 1)), angle_increment=float(step),
                 time_increment=float(period / count), scan_time=float(period),
                 range_min=0.0, range_max=range_max, ranges=ranges[seg], intensities=inten[seg])))
@@ -223,27 +295,34 @@ class Rosbag2Writer(Writer):
         twist = G["geometry_msgs/msg/Twist"](linear=G["geometry_msgs/msg/Vector3"](x=lin[0], y=lin[1], z=lin[2]),
                                              angular=G["geometry_msgs/msg/Vector3"](x=ang[0], y=ang[1], z=ang[2]))
         return G["nav_msgs/msg/Odometry"](
-            header=self._header(stamp, WORLD_FRAME), child_frame_id=SENSOR_FRAME,
+            header=self._header(stamp, self.options.odom_frame), child_frame_id=self.options.base_frame,
             pose=G["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
             twist=G["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)))
 
     # -- life cycle ---------------------------------------------------------------------------
     def append(self, result):
+        o = self.options
         stamp = float(result.frame * result.frame_time)
-        T = ros_sensor_pose(result)
+        # odom -> base_link = (odom -> sensor) (base_link -> sensor)^-1
+        T = ros_sensor_pose(result) @ self._sensor_to_base
         if self.frames == 0:
             opt = np.eye(4)
             opt[:3, :3] = ROS_FROM_OPTICAL
-            self._put("/tf_static", self.T["tf2_msgs/msg/TFMessage"](
-                transforms=[self._transform(opt, stamp, SENSOR_FRAME, OPTICAL_FRAME)]), stamp)
+            self._put("/tf_static", self.T["tf2_msgs/msg/TFMessage"](transforms=[
+                self._transform(self._base_to_sensor, stamp, o.base_frame, o.sensor_frame),
+                self._transform(opt, stamp, o.sensor_frame, OPTICAL_FRAME)]), stamp)
+        self._clock(stamp)
         self._put("/tf", self.T["tf2_msgs/msg/TFMessage"](
-            transforms=[self._transform(T, stamp, WORLD_FRAME, SENSOR_FRAME)]), stamp)
+            transforms=[self._transform(T, stamp, o.odom_frame, o.base_frame)]), stamp)
         end = None
         if result.sensor_to_world_end is not None:
             Te = np.array(result.sensor_to_world_end, dtype=np.float64)
-            end = (stamp + float(result.frame_time), ros_pose(Te) if result.axes == "blensor" else Te)
+            end = (stamp + float(result.frame_time), (ros_pose(Te) if result.axes == "blensor" else Te)
+                   @ self._sensor_to_base)
+        self._end = end
         self._put("/blensor/odom", self._odometry(T, stamp, end), stamp)
-        self._put("/blensor/points", self._points(result, stamp), stamp)
+        t_points, points = self._points(result, stamp)
+        self._put("/blensor/points", points, t_points)
         for t, msg in self._laser_scans(result):
             self._put("/blensor/scan", msg, t)
         if result.is_organized and len(result.intrinsics) == 4:
@@ -254,6 +333,11 @@ class Rosbag2Writer(Writer):
         self.frames += 1
 
     def close(self, status):
+        if self._end is not None:  # tf at the last packet's end: its points' times reach it
+            t, T = self._end
+            self._clock(t)
+            self._put("/tf", self.T["tf2_msgs/msg/TFMessage"](
+                transforms=[self._transform(T, t, self.options.odom_frame, self.options.base_frame)]), t)
         self.bag.close()
         final = self.folder / "rosbag2"
         if final.exists():  # an earlier run's bag (overwrite/resume): replaced whole

@@ -1,0 +1,214 @@
+"""Point layouts of the vendors' ROS drivers, for the writers that reproduce what a real
+unit's driver publishes (PointCloud2 in rosbag2, PCD). Chosen from the result's
+capabilities (``capabilities.device.vendor``), never from the settings.
+
+- **velodyne_pointcloud XYZIRT** (ros-drivers/velodyne, ROS 2:
+  ``velodyne_pointcloud/src/lib/pointcloudXYZIRT.cpp``): x, y, z, intensity float32, ring
+  uint16, time float32; 22 bytes a point, unorganized. Its time convention
+  (:func:`velodyne_stamp`): the driver stamps a scan with its **last** data packet's
+  stamp (``velodyne_driver/src/driver/driver.cpp``: ``scan->header.stamp =
+  scan->packets.back().stamp``), the cloud takes that stamp, and a point's ``time`` is
+  its firing offset within its packet plus its packet's stamp minus the scan's
+  (``rawdata.cpp``: ``time = timing_offsets_[i][j] + time_diff_start_to_this_packet``):
+  seconds relative to the **first firing of the scan's last data packet**, negative for
+  every earlier packet. A data packet holds 384 / L columns of an L-laser unit (VLP-16:
+  12 blocks x 2 firing sequences; HDL-32E, VLP-32C: 12; HDL-64E: 6; VLS-128: 3).
+  Other devices (generic) keep the message stamp at the packet's start, ``time`` >= 0.
+- **ouster-ros Point** (ouster-lidar/ouster-ros ``include/ouster_ros/os_point.h``,
+  ``EIGEN_ALIGN16``: x, y, z float32 at 0, 4, 8 (PCL_ADD_POINT4D pads to 16), intensity
+  float32 at 16, t uint32 at 20, reflectivity uint16 at 24, ring uint16 at 26, ambient
+  uint16 at 28, range uint32 at 32; 48 bytes a point), organized as the driver publishes
+  it (``src/point_cloud_compose.h`` ``scan_to_cloud_f``, ``organized`` and ``destagger``
+  on, its defaults): height = beams, width = columns, row u = beam u (``ring = u``, the
+  top beam first); column v of row u holds measurement column ``(v - pixel_shift_by_row[u])
+  mod w`` (destaggered: a column is one azimuth); a cell with no return has NaN x, y, z
+  (``point_cloud_processor.h``: ``cartesianT(..., quiet_NaN)``) and zeros in range,
+  reflectivity, intensity (``is_dense`` false). ``t`` = ns since the scan's first column
+  (``ts = timestamp[col] - scan_ts``, 0 if earlier), the message stamp. Values: intensity
+  (Ouster's signal, photons) = the 0..1 intensity x 255 (no photon model); reflectivity =
+  the material reflectivity in % (0..100, Ouster's calibrated reflectivity of a diffuse
+  target); ambient 0 (no ambient light model); range = the range in mm.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.axes import sensor_points
+from ...core.result import ScanResult
+from ._base import capabilities_of
+
+#: PointField datatypes (sensor_msgs/PointField)
+FLOAT32, UINT32, UINT16 = 7, 6, 4
+_NP = {FLOAT32: "<f4", UINT32: "<u4", UINT16: "<u2"}
+
+#: velodyne_pointcloud XYZIRT: (name, offset, datatype)
+XYZIRT = (("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32), ("intensity", 12, FLOAT32),
+          ("ring", 16, UINT16), ("time", 18, FLOAT32))
+#: ouster-ros ouster_ros::Point: (name, offset, datatype), 48 bytes
+OUSTER = (("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32), ("intensity", 16, FLOAT32),
+          ("t", 20, UINT32), ("reflectivity", 24, UINT16), ("ring", 26, UINT16), ("ambient", 28, UINT16),
+          ("range", 32, UINT32))
+#: per-point labels appended when asked: object id, instancer id, instance index, class
+LABELS = (("object_id", UINT32), ("instancer_id", UINT32), ("instance_id", UINT32), ("semantic", UINT16))
+
+
+def layout(fields, step: int, labels: bool = False) -> tuple[tuple, np.dtype]:
+    """``(fields, dtype)``: the PointField triples (name, offset, datatype) and the numpy
+    record dtype of a layout of ``step`` bytes, with :data:`LABELS` appended after it
+    (packed; the step rounded up to 4 bytes) when ``labels``."""
+    fields = list(fields)
+    if labels:
+        off = step
+        for name, dt in LABELS:
+            fields.append((name, off, dt))
+            off += 4 if dt == UINT32 else 2
+        step = -(-off // 4) * 4
+    dtype = np.dtype({"names": [f[0] for f in fields], "formats": [_NP[f[2]] for f in fields],
+                      "offsets": [f[1] for f in fields], "itemsize": step})
+    return tuple(fields), dtype
+
+
+def device_of(result: ScanResult):
+    """The result's :class:`~blensor_addon.core.capabilities.Device`, or None."""
+    return capabilities_of(result).device
+
+
+def is_ouster(result: ScanResult) -> bool:
+    """The result is an Ouster unit's with a ray grid (the ouster-ros layout applies)."""
+    dev = device_of(result)
+    return dev is not None and dev.vendor == "ouster" and result.has_grid
+
+
+def _labels(rec: np.ndarray, result: ScanResult, rows=slice(None)) -> None:
+    for name, _ in LABELS:
+        rec[name][rows] = getattr(result, name)
+
+
+def first_column(result: ScanResult) -> tuple[int, float] | None:
+    """``(g0, dt)``: the global index of the packet's first grid column (columns counted
+    from t = 0, one every ``dt`` s) and the column period ``dt`` (s), from the device
+    (``columns`` a turn at ``rotation_speed``: ``dt = 1 / (columns * rotation_speed)``,
+    the first column firing at or after the packet's start) or else the capabilities'
+    sweep timing; None for a sensor that does not sweep."""
+    start = float(result.frame * result.frame_time)
+    caps = capabilities_of(result)
+    dev = caps.device
+    if dev is not None and dev.columns and dev.rotation_speed:
+        dt = 1.0 / (float(dev.columns) * float(dev.rotation_speed))
+        return int(np.ceil(start / dt - 1e-9)), dt
+    if caps.timing.kind == "sweep" and caps.grid is not None and caps.timing.period:
+        count = int(caps.grid[1])
+        return caps.timing.first_column(count, start), float(caps.timing.period) / count
+    return None
+
+
+def velodyne_stamp(result: ScanResult) -> float:
+    """The message stamp (s) velodyne_pointcloud gives the packet's points (see the module
+    docstring): the firing time of the first column of the last data packet, the one
+    holding the packet's last column, with ``384 / lasers`` columns a data packet
+    (:func:`first_column` numbers the columns); the packet's start (``frame *
+    frame_time``) for a result that is not a Velodyne's swept grid."""
+    start = float(result.frame * result.frame_time)
+    dev = device_of(result)
+    cols = first_column(result) if dev is not None and dev.vendor == "velodyne" and result.has_grid else None
+    if cols is None or not result.grid_shape[1]:
+        return start
+    g0, dt = cols
+    lasers = int(result.grid_shape[0])
+    per_packet = max(1, 384 // lasers) if lasers else 1
+    g_last = g0 + result.grid_shape[1] - 1
+    return float((g_last // per_packet) * per_packet * dt)
+
+
+def xyzirt(result: ScanResult, noisy: bool, stamp: float, labels: bool = False) -> tuple[tuple, np.ndarray]:
+    """``(fields, records)``: the (N,) XYZIRT records of ``result`` (REP-103 sensor frame,
+    points at their firing time), ``time`` = timestamp - ``stamp`` s; intensity = the
+    0..1 intensity x 255 rounded (the driver's 8-bit values); ring = ``result.ring``."""
+    fields, dtype = layout(XYZIRT, 22, labels)
+    rec = np.zeros(len(result), dtype)
+    p = sensor_points(result, noisy, "ros")
+    rec["x"], rec["y"], rec["z"] = p[:, 0], p[:, 1], p[:, 2]
+    rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
+    rec["ring"] = result.ring
+    rec["time"] = result.timestamp - stamp
+    if labels:
+        _labels(rec, result)
+    return fields, rec
+
+
+def pixel_shifts(result: ScanResult) -> np.ndarray | None:
+    """(rows,) int64 ``pixel_shift_by_row`` of the Ouster unit (its metadata's, else
+    ``round(beam_azimuth_deg * columns / 360)``, the shift that puts every beam's
+    measurement of one azimuth into one column: a beam fires along the column's encoder
+    angle minus its azimuth offset, and the encoder angle falls by 360 / columns deg a
+    column on a clockwise head; negated for a counter-clockwise one), or None when the
+    packet is not one whole turn (destaggering needs the full ring of columns)."""
+    dev = device_of(result)
+    rows, cols = result.grid_shape
+    turn = int(round(float(dev.columns))) if dev.columns else capabilities_of(result).grid[1]
+    if cols != turn:
+        return None
+    table = dev.table
+    extra = getattr(table, "extra", {}) or {}
+    given = extra.get("pixel_shift_by_row")
+    if given is not None and len(given) == rows:
+        return np.asarray(given, dtype=np.int64)
+    az = np.asarray(getattr(table, "azimuth_deg", ()) or np.zeros(rows), dtype=np.float64)
+    if az.shape[0] != rows:
+        return np.zeros(rows, np.int64)
+    sign = -1.0 if dev.direction == "ccw" else 1.0
+    return np.round(sign * az * cols / 360.0).astype(np.int64)
+
+
+def column_times(result: ScanResult) -> np.ndarray:
+    """(cols,) float64 s: firing time of each column of the packet's grid: the returns'
+    own times where a column has one (all beams of an Ouster column fire at its time),
+    else from the column numbering (:func:`first_column`)."""
+    rows, cols = result.grid_shape
+    first = first_column(result)
+    if first is not None:
+        out = (first[0] + np.arange(cols)) * first[1]
+    else:
+        out = np.full(cols, float(result.frame * result.frame_time))
+    if len(result):
+        out[result.ray_index.astype(np.int64) % cols] = result.timestamp
+    return out
+
+
+def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bool,
+                 labels: bool = False) -> tuple[tuple, np.ndarray, int, int]:
+    """``(fields, records, height, width)``: the organized ouster-ros cloud of an Ouster
+    result (see the module docstring); ``points`` (N, 3) float64 the returns' coordinates
+    (the caller's frame), ``stamp`` s the message stamp (``t`` counts from it). Records
+    are row-major: (height * width,)."""
+    fields, dtype = layout(OUSTER, 48, labels)
+    rows, cols = result.grid_shape
+    rec = np.zeros(rows * cols, dtype)
+    for k in ("x", "y", "z"):
+        rec[k] = np.nan
+    u = np.repeat(np.arange(rows, dtype=np.int64), cols)
+    src_col = np.tile(np.arange(cols, dtype=np.int64), rows)
+    shifts = pixel_shifts(result)
+    if shifts is not None:  # cloud column v of row u holds measurement column (v - shift_u) mod w
+        src_col = np.mod(src_col - shifts[u], cols)
+    rec["ring"] = u
+    ts = column_times(result)[src_col]
+    rec["t"] = np.round(np.clip(ts - stamp, 0.0, None) * 1e9).astype(np.uint64)
+    # the cell of every return: its row, and the column it is shown in
+    ri = result.ray_index.astype(np.int64)
+    r, c = ri // cols, ri % cols
+    if shifts is not None:
+        c = np.mod(c + shifts[r], cols)
+    cell = r * cols + c
+    rec["x"][cell], rec["y"][cell], rec["z"][cell] = points[:, 0], points[:, 1], points[:, 2]
+    rec["intensity"][cell] = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
+    rec["reflectivity"][cell] = np.round(np.clip(result.reflectivity, 0.0, 1.0) * 100.0)
+    rng = result.range_noisy if noisy else result.range
+    rec["range"][cell] = np.round(np.clip(rng, 0.0, None) * 1000.0)
+    if labels:
+        _labels(rec, result, cell)
+    return fields, rec, rows, cols
+
+
+__all__ = ["XYZIRT", "OUSTER", "LABELS", "layout", "is_ouster", "device_of", "first_column", "velodyne_stamp",
+           "xyzirt", "pixel_shifts", "column_times", "ouster_cloud"]
