@@ -109,11 +109,13 @@ class WriterNeeds:
             original wrote it), ``"sweep"`` when it needs whole sweeps, None for either.
         grid: the sensor must have a ray grid (range images).
         image: the sensor must be an image sensor (depth maps, organized image outputs).
+        device: the sensor must model a real unit (``Capabilities.device``; raw packets).
     """
 
     packets: str | None = None
     grid: bool = False
     image: bool = False
+    device: bool = False
 
 
 __all__ = ["TIMING_KINDS", "Timing", "Device", "Capabilities", "WriterNeeds"]
