@@ -13,10 +13,11 @@ LEGACY``; the same in the OS1 software user guides of firmware 1.13): a UDP payl
 - ``uint32`` block status, 0xFFFFFFFF for a valid column, 0 otherwise;
 
 all little-endian. Column m of a frame fires at encoder angle ``theta = 2 pi (1 - m / W)``
-in the lidar frame; the range is measured from the lidar origin through the beam origin:
+in the lidar frame; Ouster's range-to-XYZ formula places a return at
 ``xyz = n (cos theta, sin theta, 0) + (r - n) dir(theta - beam_azimuth, beam_altitude)``
-with ``n = lidar_origin_to_beam_origin_mm`` (Ouster's range-to-XYZ formula), so the packet
-range is BlenSor's range (from the beam origin) plus n.
+with ``n = lidar_origin_to_beam_origin_mm``: the range r is the path from the beam origin
+plus n, which is what BlenSor's ``range`` of an Ouster table holds (core/sensors/rotating.py,
+"beam_origin_m"): the packets carry it as it is, in mm.
 
 Reflectivity: ``round(100 * reflectivity)`` (Ouster's calibrated reflectivity, 0-100 for
 Lambertian targets); signal: ``round(100 * intensity)`` (BlenSor has no photon model);
@@ -106,8 +107,9 @@ class OusterEncoder:
     def measurement_ids(self, cols: FiringColumns) -> np.ndarray:
         """(C,) int64 unwrapped measurement ids ``frame * W + m`` of the columns: m from the
         column's encoder angle (``theta = psi - yaw(lidar_to_sensor)``, ``m = W (1 - theta / 2
-        pi)``), the frame from the column's time (``round(t * rotation_speed * W)`` columns
-        since scene time 0, frame = whole turns).
+        pi)``), the frame from the column's time: ``u = round(t * rotation_speed * W)`` columns
+        since scene time 0, ``frame * W + m = u + ((m - u) mod W)`` (the frame id counts the
+        turns, and grows where m wraps to 0).
 
         Raises:
             SettingsError (``formats``): column azimuths off the unit's W-column grid by more
@@ -122,7 +124,7 @@ class OusterEncoder:
                                 f"(azimuths multiples of 360/{W} deg)", f"columns {off:.2f} of a column off it")
         m = np.mod(np.round(exact).astype(np.int64), W)
         u = np.round(cols.time * self.device.rotation_speed * W).astype(np.int64)
-        return m + W * np.round((u - m) / W).astype(np.int64)
+        return u + np.mod(m - u, W)  # m - u is the head's phase, the same for every column
 
     def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
         """Queue ``cols``; returns the packets completed: (pcap time s, payload)."""
@@ -130,8 +132,7 @@ class OusterEncoder:
         if cols is None:
             return out
         ids = self.measurement_ids(cols)
-        n = self.device.table.beam_origin_m
-        rng_mm = np.where(cols.range > 0, np.round((cols.range + n) * 1000.0), 0)
+        rng_mm = np.where(cols.range > 0, np.round(cols.range * 1000.0), 0)
         rng_mm = np.where(rng_mm < 2 ** 20, rng_mm, 0).astype(np.uint32)
         refl = np.where(rng_mm > 0, np.clip(np.round(cols.reflectivity * 100.0), 0, 0xFFFF), 0).astype(np.uint16)
         sig = np.where(rng_mm > 0, np.clip(np.round(cols.intensity * 100.0), 0, 0xFFFF), 0).astype(np.uint16)

@@ -18,7 +18,10 @@ id (0x21 HDL-32E, 0x22 VLP-16, 0x28 VLP-32C).
   apart; distance unit 4 mm (VLP-32C manual; velodyne-decoder's bundled VLP-32C calibration:
   ``distance_resolution: 0.004``).
 
-Record k of a block is laser id k (the calibration's row, BlenSor's ``channel``).
+Record k of a block is laser id k (the calibration's row, BlenSor's ``channel``). The
+distance is the raw one the unit measures: the reported range less the laser's
+``dist_correction`` (``table.distance_m``), which the driver adds back (velodyne_pointcloud
+rawdata.cc ``distance += corrections.dist_correction``; core/sensors/rotating.py).
 Reflectivity: Velodyne's calibrated reflectivity, 0-100 for diffuse targets of 0-100 %
 (VLP-16 manual section 6.1): ``round(100 * reflectivity)``.
 """
@@ -120,6 +123,7 @@ class VelodyneEncoder:
         self.per_packet = BLOCKS * self.model.sequences
         self._pending: list[tuple] = []  # (time, psi, ranges (L,), refl (L,)) per column
         self._period = 1.0 / (device.rotation_speed * device.columns) if device.columns else self.model.cycle_s
+        self._dist = device.table.per_laser("distance_m")[None, :]
 
     def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
         """Queue ``cols`` and return the packets they complete: (pcap time s, payload)."""
@@ -159,7 +163,8 @@ class VelodyneEncoder:
         blocks["flag"] = BLOCK_FLAG
         psi = np.array([c[1] for c in cols[::m.sequences]])
         blocks["azimuth"] = azimuth_units(psi)
-        rng = np.stack([c[2] for c in cols])  # (columns, L)
+        rng = np.stack([c[2] for c in cols])  # (columns, L); 0 = no return
+        rng = np.where(rng > 0, rng - self._dist, 0.0)
         refl = np.stack([c[3] for c in cols])
         units = np.round(rng / self.unit)
         units = np.where((units > 0) & (units <= 0xFFFF), units, 0).astype(np.uint16)
