@@ -314,8 +314,13 @@ def test_the_plan_refuses_pcap_for_a_sensor_with_no_device():
     caps = Capabilities(timing=Timing("sweep", 0.1), grid=(16, 100))
     with pytest.raises(SettingsError, match="pcap needs a preset that models a real unit"):
         check_writers(caps, {"pcap": WRITERS["pcap"].needs}, "rotating")
-    check_writers(dataclasses.replace(caps, device=velodyne_device("VLP-16")), {"pcap": WRITERS["pcap"].needs},
-                  "rotating")
+    dev = velodyne_device("VLP-16")
+    check_writers(dataclasses.replace(caps, device=dev), {"pcap": WRITERS["pcap"].needs}, "rotating")
+    # the model and the spin are checked before anything is scanned
+    for bad, what in ((dataclasses.replace(dev, model="HDL-64E S2"), "pcap of a Velodyne VLP-16"),
+                      (dataclasses.replace(dev, direction="ccw"), "rotation_direction must be cw")):
+        with pytest.raises(SettingsError, match=what):
+            check_writers(dataclasses.replace(caps, device=bad), {"pcap": WRITERS["pcap"].needs}, "rotating")
 
 
 def test_ouster_refuses_columns_off_the_encoder_grid_and_unknown_modes(tmp_path):

@@ -53,8 +53,9 @@ def encoder_for(device, start_time: float):
     """The packet encoder of ``device`` and the name and bytes of its metadata file.
 
     Raises:
-        SettingsError (``formats``): no device, an unsupported vendor or model, or a head
-        spinning counter-clockwise.
+        SettingsError (``formats``): no device, an unsupported vendor or model (or an
+        Ouster lidar mode the firmware lacks); (``rotation_direction``) a head spinning
+        counter-clockwise.
     """
     if device is None:
         raise SettingsError("formats", "pcap of a sensor that models a real unit (presets "
@@ -63,16 +64,24 @@ def encoder_for(device, start_time: float):
     if device.vendor not in SUPPORTED:
         raise SettingsError("formats", "pcap of a " + " or ".join(SUPPORTED) + " unit",
                             f"{device.vendor} {device.model}".strip())
-    if device.direction != "cw":
-        raise SettingsError("rotation_direction", f"cw for pcap (a {device.model} spins clockwise; its "
-                            "receivers assume it)", device.direction)
     if device.vendor == "velodyne":
         from ..packets import velodyne
         enc = velodyne.VelodyneEncoder(device, start_time)
-        return enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
-    from ..packets import ouster
-    enc = ouster.OusterEncoder(device, start_time)
-    return enc, ouster.ENDPOINT, "scan.json", enc.metadata_json().encode()
+        out = enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
+    else:
+        from ..packets import ouster
+        enc = ouster.OusterEncoder(device, start_time)
+        out = enc, ouster.ENDPOINT, "scan.json", enc.metadata_json().encode()
+    if device.direction != "cw":
+        raise SettingsError("rotation_direction", f"cw for pcap (a {device.model} spins clockwise; its "
+                            "receivers assume it)", device.direction)
+    return out
+
+
+def check_sensor(caps) -> None:
+    """Refuse, when the job is planned, a sensor whose packets this writer cannot write
+    (:func:`encoder_for`'s errors); ``caps``: the sensor's Capabilities."""
+    encoder_for(caps.device, 0.0)
 
 
 class PcapFormat(Writer):
@@ -86,7 +95,7 @@ class PcapFormat(Writer):
     outputs = (r"scan\.pcap", r"scan\.yaml", r"scan\.json")
     Options = PcapOptions
     multi_frame = True
-    needs = WriterNeeds(grid=True, device=True)
+    needs = WriterNeeds(grid=True, device=True, check=check_sensor)
 
     def __init__(self, folder, options=None, run=None) -> None:
         super().__init__(folder, options, run)
