@@ -342,7 +342,8 @@ def test_ouster_refuses_columns_off_the_encoder_grid_and_unknown_modes(tmp_path)
 
 #: preset -> decoder, metadata file beside scan.pcap
 REAL_UNITS = {"vlp16": ("velodyne", "scan.yaml"), "hdl32e": ("velodyne", "scan.yaml"),
-              "vlp32c": ("velodyne", "scan.yaml"), "os1_64": ("ouster", "scan.json")}
+              "vlp32c": ("velodyne", "scan.yaml"), "os0_128": ("ouster", "scan.json"),
+              "os1_64": ("ouster", "scan.json"), "os1_128": ("ouster", "scan.json"), "os2_128": ("ouster", "scan.json")}
 
 
 @pytest.mark.parametrize("preset", list(REAL_UNITS))
