@@ -132,6 +132,7 @@ def synthetic_result(device: Device, col0: int, ncols: int, frame: int = 0, seed
     return ScanResult(
         timestamp=ts[lk, ck], azimuth=az[lk, ck], elevation=el[lk, ck], range=rng[lk, ck],
         range_noisy=noisy[lk, ck], xyz=xyz, xyz_noisy=xyz, object_id=np.ones(n), semantic=np.zeros(n),
-        instancer_id=np.zeros(n), instance_id=np.zeros(n), channel=lk, ring=ring[lk], ray_index=lk * ncols + ck,
+        instancer_id=np.zeros(n), instance_id=np.zeros(n), channel=lk, ring=ring[lk],
+        ray_index=lk * ncols + ck,
         reflectivity=refl, intensity=refl * 0.5, color=np.zeros((n, 3)), normal=-dirs,
         frame=frame, grid_shape=(L, ncols), capabilities=caps)

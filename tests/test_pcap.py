@@ -13,18 +13,15 @@ import math
 import os
 import struct
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+from conftest import ROOT
+from pcap_synth import ouster_device, ouster_meta, synthetic_result, velodyne_device
 
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.io.formats import WRITERS, make_options
 from blensor_addon.io.packets import velodyne as vpk
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "tests"))
-from pcap_synth import ouster_device, synthetic_result, velodyne_device  # noqa: E402
 
 DECODERS = ROOT / ".venv-decoders" / "bin" / "python"
 DECODE = ROOT / "tests" / "pcap_decode.py"
@@ -100,8 +97,8 @@ def compare_velodyne(device, truth: dict, dec: dict, bundled: bool = False) -> d
     de = np.zeros(1) if bundled else np.abs(np.arcsin(z / r) - truth["elevation"][b])
     assert de.max() < 1e-5, de.max()
     assert np.array_equal(dec["intensity"][a], np.round(100 * truth["reflectivity"][b]))
-    out = {"points": n, "range_m": float(dr.max()), "azimuth_deg": float(daz.max()), "time_s": float(dt.max()),
-           "elevation_rad": float(de.max())}
+    out = {"points": n, "range_m": float(dr.max()), "azimuth_deg": float(daz.max()),
+           "time_s": float(dt.max()), "elevation_rad": float(de.max())}
     if "xyz_noisy" in truth:  # REP-103 sensor-frame points: the driver's, within the range unit and
         # the azimuth's (0.0125 deg is 10 mm across at 46 m)
         dxyz = np.linalg.norm(np.stack([x, y, z], 1) - truth["xyz_noisy"][b], axis=1)
@@ -129,7 +126,8 @@ def compare_ouster(device, truth: dict, dec: dict) -> dict:
     assert dt.max() <= 1, dt.max()  # ns: the column of each return
     f, m, k = frame[pos], col[pos], truth["channel"].astype(np.int64)
     rng_mm = dec["range"][f, k, m]
-    assert (dec["range"] > 0).sum() == truth["timestamp"].size and (rng_mm > 0).all()  # every return, no other
+    # every return, and no other
+    assert (dec["range"] > 0).sum() == truth["timestamp"].size and (rng_mm > 0).all()
     dr = np.abs(rng_mm / 1000.0 - truth["range_noisy"])
     assert dr.max() <= 0.0005 + 1e-9, dr.max()  # 1 mm unit
     d = dec["direction"][f, k, m]
@@ -161,7 +159,8 @@ def compare_ouster(device, truth: dict, dec: dict) -> dict:
 def two_frames(device, **kw):
     """Two consecutive frames of ``device`` covering 2.05 turns, cut inside a packet."""
     n = int(device.columns)
-    return [synthetic_result(device, 0, n + 37, 0, **kw), synthetic_result(device, n + 37, n + 13, 1, seed=1, **kw)]
+    return [synthetic_result(device, 0, n + 37, 0, **kw),
+            synthetic_result(device, n + 37, n + 13, 1, seed=1, **kw)]
 
 
 # -- Velodyne --------------------------------------------------------------------------------------
@@ -201,8 +200,8 @@ def test_velodyne_distance_correction_round_trips(tmp_path):
     results = [synthetic_result(dev, 0, 2000, 0)]
     write_pcap(tmp_path, results)
     assert "dist_correction: -0.02" in (tmp_path / "scan.yaml").read_text()
-    compare_velodyne(dev, truth_of(results), decode("velodyne", tmp_path / "scan.pcap", tmp_path / "scan.yaml",
-                                                    tmp_path / "dec.npz"))
+    dec = decode("velodyne", tmp_path / "scan.pcap", tmp_path / "scan.yaml", tmp_path / "dec.npz")
+    compare_velodyne(dev, truth_of(results), dec)
 
 
 def test_velodyne_packet_bytes(tmp_path):
@@ -235,7 +234,8 @@ def test_velodyne_packet_bytes(tmp_path):
     # record k of a block's first half: laser k of its first column, clean range in 2 mm
     first = r.channel[:16], r.range[:16]
     assert np.array_equal(blocks["records"]["distance"][0, first[0]], np.round(first[1] / 0.002))
-    assert np.array_equal(blocks["records"]["distance"][0, 16 + r.channel[16:32]], np.round(r.range[16:32] / 0.002))
+    second = 16 + r.channel[16:32]
+    assert np.array_equal(blocks["records"]["distance"][0, second], np.round(r.range[16:32] / 0.002))
     yaml = (tmp_path / "scan.yaml").read_text()
     assert "distance_resolution: 0.002" in yaml and yaml.count("laser_id") == 16
 
@@ -269,7 +269,6 @@ def test_ouster_pcap_decodes_to_the_scan(tmp_path):
 
 def test_ouster_metadata_is_the_units(tmp_path):
     import json
-    from pcap_synth import ouster_meta
     dev = ouster_device()
     write_pcap(tmp_path, [synthetic_result(dev, 0, 64, 0, psi0=0.0)])
     meta, src = json.loads((tmp_path / "scan.json").read_text()), ouster_meta()
@@ -343,7 +342,8 @@ def test_ouster_refuses_columns_off_the_encoder_grid_and_unknown_modes(tmp_path)
 #: preset -> decoder, metadata file beside scan.pcap
 REAL_UNITS = {"vlp16": ("velodyne", "scan.yaml"), "hdl32e": ("velodyne", "scan.yaml"),
               "vlp32c": ("velodyne", "scan.yaml"), "os0_128": ("ouster", "scan.json"),
-              "os1_64": ("ouster", "scan.json"), "os1_128": ("ouster", "scan.json"), "os2_128": ("ouster", "scan.json")}
+              "os1_64": ("ouster", "scan.json"), "os1_128": ("ouster", "scan.json"),
+              "os2_128": ("ouster", "scan.json")}
 
 
 @pytest.mark.parametrize("preset", list(REAL_UNITS))
@@ -355,7 +355,8 @@ def test_a_real_scan_decodes_to_its_npz(bpy_mod, crossing, tmp_path, preset):
     from blensor_addon.core.sensors.rotating_presets import preset_table
     from blensor_addon.jobs.range_scan import scan_range
     if not (TABLES_DIR / f"{preset}.json").exists():
-        pytest.skip(f"the real units' tables and devices of issue 21 (tables/{preset}.json) are not on this branch")
+        pytest.skip(f"the real units' tables and devices of issue 21 (tables/{preset}.json) are not on this "
+                    "branch")
     kind, meta = REAL_UNITS[preset]
     cam = bpy_mod.data.objects["Velodyne"]
     # a 100 deg sector of the two sweeps that start in [0.1, 0.3) s: packets with gaps between turns
@@ -366,8 +367,9 @@ def test_a_real_scan_decodes_to_its_npz(bpy_mod, crossing, tmp_path, preset):
     for f in sorted(tmp_path.glob("scan*.npz")):
         with np.load(f) as z:
             first = z["return_number"] == 1 if "return_number" in z.files else slice(None)
-            parts.append({k: z[k][first] for k in ("timestamp", "azimuth", "elevation", "range", "range_noisy",
-                                                    "channel", "reflectivity", "xyz_noisy")})
+            keys = ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel", "reflectivity",
+                    "xyz_noisy")
+            parts.append({k: z[k][first] for k in keys})
     assert len(parts) == 2
     truth = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     table = preset_table(preset)

@@ -134,7 +134,8 @@ def firing_columns(result, device, clean: bool = False) -> FiringColumns:
     """
     table = device.table
     if not result.has_grid:
-        raise SettingsError("formats", "pcap of a sensor with a ray grid (lasers x columns)", result.grid_shape)
+        raise SettingsError("formats", "pcap of a sensor with a ray grid (lasers x columns)",
+                            result.grid_shape)
     rows, cols = result.grid_shape
     L = table.lasers
     if rows != L:

@@ -84,7 +84,7 @@ class OusterEncoder:
     """
 
     def __init__(self, device, start_time: float = 0.0) -> None:
-        if device.vendor != "ouster" or not device.model[:3] in ("OS0", "OS1", "OS2"):
+        if device.vendor != "ouster" or device.model[:3] not in ("OS0", "OS1", "OS2"):
             raise SettingsError("formats", "pcap of an Ouster OS0, OS1 or OS2", device.model)
         t = device.table
         self.device = device
@@ -92,9 +92,11 @@ class OusterEncoder:
         self.beams = t.lasers
         self.width = int(t.extra.get("columns_per_frame") or round(device.columns))
         self.mode = f"{self.width}x{int(round(device.rotation_speed))}"
-        if self.mode not in LIDAR_MODES or not math.isclose(device.rotation_speed, round(device.rotation_speed)):
+        whole = math.isclose(device.rotation_speed, round(device.rotation_speed))
+        if self.mode not in LIDAR_MODES or not whole:
             raise SettingsError("formats", "pcap of an Ouster lidar mode " + ", ".join(LIDAR_MODES)
-                                + " (columns x rotation speed)", f"{device.columns:g}x{device.rotation_speed:g}")
+                                + " (columns x rotation speed)",
+                                f"{device.columns:g}x{device.rotation_speed:g}")
         l2s = np.asarray(t.extra.get("lidar_to_sensor_transform", DEFAULT_LIDAR_TO_SENSOR), dtype=np.float64)
         self.lidar_to_sensor = l2s.reshape(4, 4)
         #: yaw of the lidar frame in the sensor frame (pi for every Ouster unit)
@@ -121,7 +123,8 @@ class OusterEncoder:
         off = float(np.max(np.abs(exact - np.round(exact)))) if len(cols) else 0.0
         if off > 0.05:
             raise SettingsError("formats", f"pcap of {self.device.model} columns on the unit's encoder grid "
-                                f"(azimuths multiples of 360/{W} deg)", f"columns {off:.2f} of a column off it")
+                                f"(azimuths multiples of 360/{W} deg)",
+                                f"columns {off:.2f} of a column off it")
         m = np.mod(np.round(exact).astype(np.int64), W)
         u = np.round(cols.time * self.device.rotation_speed * W).astype(np.int64)
         return u + np.mod(m - u, W)  # m - u is the head's phase, the same for every column
@@ -134,8 +137,9 @@ class OusterEncoder:
         ids = self.measurement_ids(cols)
         rng_mm = np.where(cols.range > 0, np.round(cols.range * 1000.0), 0)
         rng_mm = np.where(rng_mm < 2 ** 20, rng_mm, 0).astype(np.uint32)
-        refl = np.where(rng_mm > 0, np.clip(np.round(cols.reflectivity * 100.0), 0, 0xFFFF), 0).astype(np.uint16)
-        sig = np.where(rng_mm > 0, np.clip(np.round(cols.intensity * 100.0), 0, 0xFFFF), 0).astype(np.uint16)
+        refl = np.where(rng_mm > 0, np.clip(np.round(cols.reflectivity * 100.0), 0, 0xFFFF), 0)
+        sig = np.where(rng_mm > 0, np.clip(np.round(cols.intensity * 100.0), 0, 0xFFFF), 0)
+        refl, sig = refl.astype(np.uint16), sig.astype(np.uint16)
         stamps = np.round((self.start_time + cols.time) * 1e9).astype(np.uint64)
         for c in range(len(cols)):
             p, slot = divmod(int(ids[c]), COLUMNS_PER_PACKET)
@@ -186,7 +190,8 @@ class OusterEncoder:
             "beam_azimuth_angles": [float(v) for v in a],
             "build_rev": str(t.extra.get("build_rev", "v2.1.2")),
             "data_format": {"column_window": [0, W - 1], "columns_per_frame": W,
-                            "columns_per_packet": COLUMNS_PER_PACKET, "pixel_shift_by_row": [int(v) for v in shift],
+                            "columns_per_packet": COLUMNS_PER_PACKET,
+                            "pixel_shift_by_row": [int(v) for v in shift],
                             "pixels_per_column": self.beams, "udp_profile_lidar": "LEGACY",
                             "udp_profile_imu": "LEGACY"},
             "imu_to_sensor_transform": [float(v) for v in t.extra.get(

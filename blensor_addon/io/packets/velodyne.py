@@ -122,7 +122,8 @@ class VelodyneEncoder:
         self.start_time = float(start_time)
         self.per_packet = BLOCKS * self.model.sequences
         self._pending: list[tuple] = []  # (time, psi, ranges (L,), refl (L,)) per column
-        self._period = 1.0 / (device.rotation_speed * device.columns) if device.columns else self.model.cycle_s
+        self._period = (1.0 / (device.rotation_speed * device.columns) if device.columns
+                        else self.model.cycle_s)
         self._dist = device.table.per_laser("distance_m")[None, :]
 
     def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
@@ -198,7 +199,8 @@ def calibration_yaml(device) -> str:
     rot = -np.deg2rad(t.per_laser("azimuth_deg"))
     dist = t.per_laser("distance_m")
     vo, ho = t.per_laser("vert_offset_m"), t.per_laser("horiz_offset_m")
-    lines = [f"# {t.model or device.model}: written by BlenSor from its laser table ({t.source or 'no source'})",
+    lines = [f"# {t.model or device.model}: written by BlenSor from its laser table "
+             f"({t.source or 'no source'})",
              f"distance_resolution: {distance_unit(device, model)!r}", "lasers:"]
     for k in range(t.lasers):
         lines += [f"  - laser_id: {k}", f"    rot_correction: {float(rot[k])!r}",
