@@ -251,19 +251,20 @@ def test_pcap_is_byte_reproducible(tmp_path):
 
 # -- Ouster -----------------------------------------------------------------------------------------
 
-def test_ouster_pcap_decodes_to_the_scan(tmp_path):
+@pytest.mark.parametrize("profile", ["LEGACY", "RNG19_RFL8_SIG16_NIR16"])
+def test_ouster_pcap_decodes_to_the_scan(tmp_path, profile):
     dev = ouster_device()
     # column azimuths on the unit's 1024-column encoder grid, as every preset has them
     results = two_frames(dev, psi0=2 * math.pi * 100 / 1024)
-    w = write_pcap(tmp_path, results)
+    w = write_pcap(tmp_path, results, ouster_profile=profile)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.json", "scan.pcap"]
     dec = decode("ouster", tmp_path / "scan.pcap", tmp_path / "scan.json", tmp_path / "dec.npz")
-    assert str(dec["profile"]) == "LEGACY" and str(dec["lidar_mode"]) == "1024x10"
+    assert str(dec["profile"]) == profile and str(dec["lidar_mode"]) == "1024x10"
     # frames are whole turns: frame ids count them, measurement ids are the unit's columns
     assert list(dec["frame_id"]) == [0, 1, 2]
     assert w.packets * 16 - sum(r.grid_shape[1] for r in results) < 32  # only the first and last padded
     stats = compare_ouster(dev, truth_of(results), dec)
-    print(f"OS1-64: {stats}")
+    print(f"OS1-64 {profile}: {stats}")
     assert stats["points"] > 100_000
 
 
@@ -281,6 +282,18 @@ def test_ouster_metadata_is_the_units(tmp_path):
     data = (tmp_path / "scan.pcap").read_bytes()
     incl = struct.unpack_from("<I", data, 24 + 8)[0]
     assert incl == 42 + 16 * (16 + 64 * 12 + 4) and struct.unpack_from("!HH", data, 40 + 34) == (7502, 7502)
+    # the single-return profile: packet header (type 1, frame id, initialization id and serial
+    # number as the metadata), 16 columns of 12 + 64 x 12 bytes, a 32-byte footer
+    write_pcap(tmp_path / "rng19", [synthetic_result(dev, 0, 64, 0, psi0=0.0)],
+               ouster_profile="RNG19_RFL8_SIG16_NIR16")
+    meta = json.loads((tmp_path / "rng19" / "scan.json").read_text())
+    data = (tmp_path / "rng19" / "scan.pcap").read_bytes()
+    incl = struct.unpack_from("<I", data, 24 + 8)[0]
+    assert incl == 42 + 32 + 16 * (12 + 64 * 12) + 32
+    ptype, frame_id, init_sn = struct.unpack_from("<HHQ", data, 40 + 42)
+    assert (ptype, frame_id) == (1, 0)
+    assert meta["data_format"]["udp_profile_lidar"] == "RNG19_RFL8_SIG16_NIR16"
+    assert init_sn & 0xFFFFFF == meta["initialization_id"] and init_sn >> 24 == int(src["prod_sn"])
 
 
 # -- refusals ---------------------------------------------------------------------------------------
@@ -339,11 +352,12 @@ def test_ouster_refuses_columns_off_the_encoder_grid_and_unknown_modes(tmp_path)
 
 # -- a real scan --------------------------------------------------------------------------------------
 
-#: preset -> decoder, metadata file beside scan.pcap
-REAL_UNITS = {"vlp16": ("velodyne", "scan.yaml"), "hdl32e": ("velodyne", "scan.yaml"),
-              "vlp32c": ("velodyne", "scan.yaml"), "os0_128": ("ouster", "scan.json"),
-              "os1_64": ("ouster", "scan.json"), "os1_128": ("ouster", "scan.json"),
-              "os2_128": ("ouster", "scan.json")}
+RNG19 = {"pcap.ouster_profile": "RNG19_RFL8_SIG16_NIR16"}
+#: preset -> decoder, metadata file beside scan.pcap, pcap options
+REAL_UNITS = {"vlp16": ("velodyne", "scan.yaml", {}), "hdl32e": ("velodyne", "scan.yaml", {}),
+              "vlp32c": ("velodyne", "scan.yaml", {}), "os0_128": ("ouster", "scan.json", {}),
+              "os1_64": ("ouster", "scan.json", {}), "os1_128": ("ouster", "scan.json", RNG19),
+              "os2_128": ("ouster", "scan.json", RNG19)}
 
 
 @pytest.mark.parametrize("preset", list(REAL_UNITS))
@@ -357,11 +371,12 @@ def test_a_real_scan_decodes_to_its_npz(bpy_mod, crossing, tmp_path, preset):
     if not (TABLES_DIR / f"{preset}.json").exists():
         pytest.skip(f"the real units' tables and devices of issue 21 (tables/{preset}.json) are not on this "
                     "branch")
-    kind, meta = REAL_UNITS[preset]
+    kind, meta, options = REAL_UNITS[preset]
     cam = bpy_mod.data.objects["Velodyne"]
     # a 100 deg sector of the two sweeps that start in [0.1, 0.3) s: packets with gaps between turns
     job = scan_range(cam, None, tmp_path, ("npz", "pcap"), seed=3, time=(0.1, 0.3), preset=preset,
-                     start_angle=130.0, end_angle=230.0, axes="ros", frame_of_reference="sensor")
+                     start_angle=130.0, end_angle=230.0, axes="ros", frame_of_reference="sensor",
+                     options=options)
     assert job.status == "complete"
     parts = []
     for f in sorted(tmp_path.glob("scan*.npz")):

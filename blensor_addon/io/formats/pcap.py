@@ -9,8 +9,10 @@ would send it) holds the data packets of the unit the sensor models
   ``scan.yaml``, the unit's calibration in the ROS driver's YAML layout (the laser table in
   use), which velodyne_pointcloud and velodyne-decoder read.
 - Ouster OS0/OS1/OS2 (:mod:`blensor_addon.io.packets.ouster`): lidar data packets of the
-  LEGACY profile to port 7502; beside it ``scan.json``, the sensor metadata (beam
-  intrinsics, data format, lidar mode) that ouster-sdk and ouster-ros need to read them.
+  LEGACY profile (option ``ouster_profile=RNG19_RFL8_SIG16_NIR16``: the single-return
+  profile of firmware 2.2 on) to port 7502; beside it ``scan.json``, the sensor metadata
+  (beam intrinsics, data format, lidar mode) that ouster-sdk and ouster-ros need to read
+  them.
 
 The packets carry what the unit measures (``range_noisy``; option ``points=clean`` writes
 the ground-truth ``range``) at the packet format's resolution; the timestamps are scene time
@@ -41,15 +43,18 @@ SUPPORTED = {"velodyne": ("VLP-16", "VLP-32C", "HDL-32E"), "ouster": ("OS0-*", "
 @dataclass(frozen=True)
 class PcapOptions:
     """Options of the pcap writer: ``points`` (``noisy``: the measured range, ``clean``: the
-    true range) and ``start_time`` (UNIX time in s of scene time 0 in the timestamps)."""
+    true range), ``start_time`` (UNIX time in s of scene time 0 in the timestamps) and
+    ``ouster_profile`` (the lidar data profile of Ouster packets)."""
 
     points: str = setting("noisy", "Packet ranges", "Which range the packets carry: the measured (noisy) "
                           "or the true (clean) one", choices=("noisy", "clean"))
     start_time: float = setting(0.0, "Packet start time", "UNIX time of scene time 0 in the packets' "
                                 "timestamps", "s", lo=0.0, hi=4.0e9)
+    ouster_profile: str = setting("LEGACY", "Ouster profile", "Lidar data profile of Ouster packets "
+                                  "(udp_profile_lidar)", choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16"))
 
 
-def encoder_for(device, start_time: float):
+def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY"):
     """The packet encoder of ``device`` and the name and bytes of its metadata file.
 
     Raises:
@@ -70,7 +75,7 @@ def encoder_for(device, start_time: float):
         out = enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
     else:
         from ..packets import ouster
-        enc = ouster.OusterEncoder(device, start_time)
+        enc = ouster.OusterEncoder(device, start_time, ouster_profile)
         out = enc, ouster.ENDPOINT, "scan.json", enc.metadata_json().encode()
     if device.direction != "cw":
         raise SettingsError("rotation_direction", f"cw for pcap (a {device.model} spins clockwise; its "
@@ -109,7 +114,8 @@ class PcapFormat(Writer):
 
     def _open(self, result) -> None:
         device = capabilities_of(result).device
-        self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.options.start_time)
+        self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.options.start_time,
+                                                                       self.options.ouster_profile)
         self._device = device
         self._tmp = temp_name(self.path)
         self._f = open_exclusive(self._tmp, "wb", buffering=0)
