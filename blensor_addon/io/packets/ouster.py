@@ -162,7 +162,7 @@ class OusterEncoder:
         off = float(np.max(np.abs(exact - np.round(exact)))) if len(cols) else 0.0
         if off > 0.05:
             raise SettingsError("formats", f"pcap of {self.device.model} columns on the unit's encoder grid "
-                                f"(azimuths multiples of 360/{W} deg)",
+                                f"(azimuths multiples of 360/{W} deg: a sector whose ends are)",
                                 f"columns {off:.2f} of a column off it")
         m = np.mod(np.round(exact).astype(np.int64), W)
         u = np.round(cols.time * self.device.rotation_speed * W).astype(np.int64)
