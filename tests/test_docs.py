@@ -37,7 +37,7 @@ QUICK_START_FILES = ("scan00000.npz", "clean/scan00000.pcd", "noisy/scan00000.pc
 FORMAT_FILES = {
     "npz": (".npz",), "evd": (".evd",), "pcd": (".pcd",), "las": (".las",), "laz": (".laz",),
     "ply": (".ply",), "kitti": (".bin", "poses.txt"), "rosbag2": (".mcap", ".db3"),
-    "range_image": (".png",), "exr": (".exr",), "npy": (".npy",), "pfm": (".pfm",), "dmap": (".dmap",),
+    "range_image": (".png",), "pcap": (".pcap",), "exr": (".exr",), "npy": (".npy",), "pfm": (".pfm",), "dmap": (".dmap",),
 }
 MOTION_FILES = {"blensor": ("motion.txt",), "tum": (".tum",), "kitti": (".txt",), "json": (".json",)}
 #: README commands that depend on parts of issue 20 made on other branches: expected to

@@ -109,11 +109,17 @@ class WriterNeeds:
             original wrote it), ``"sweep"`` when it needs whole sweeps, None for either.
         grid: the sensor must have a ray grid (range images).
         image: the sensor must be an image sensor (depth maps, organized image outputs).
+        device: the sensor must model a real unit (``Capabilities.device``; raw packets).
+        check: None, or a function of the sensor's :class:`Capabilities` that raises
+            SettingsError for a sensor the format cannot serve (called when the job is
+            planned, before anything is scanned).
     """
 
     packets: str | None = None
     grid: bool = False
     image: bool = False
+    device: bool = False
+    check: object = None
 
 
 __all__ = ["TIMING_KINDS", "Timing", "Device", "Capabilities", "WriterNeeds"]

@@ -200,8 +200,9 @@ def check_writers(caps: Capabilities, needs: dict, sensor: str) -> None:
 
     Raises:
         SettingsError (``formats``): a format needing an image sensor for a sensor that
-            is not one, or a ray grid for a sensor without one (a pattern that never
-            repeats).
+            is not one, a ray grid for a sensor without one (a pattern that never
+            repeats), or a real unit (raw packets) for a sensor that models none; what
+            a format's own ``check`` raises.
     """
     for f, n in needs.items():
         if n is None:
@@ -212,6 +213,11 @@ def check_writers(caps: Capabilities, needs: dict, sensor: str) -> None:
         if n.grid and caps.grid is None:
             raise SettingsError("formats", f"formats without a ray grid ({f} needs one; sensor type {sensor} "
                                 "has a pattern with no grid)", f"{f} with sensor type {sensor}")
+        if n.device and caps.device is None:
+            raise SettingsError("formats", f"formats of real units' data ({f} needs a preset that models a "
+                                "real unit)", f"{f} with sensor type {sensor}")
+        if n.check is not None:
+            n.check(caps)
 
 
 def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Capabilities,

@@ -1,0 +1,178 @@
+"""pcap: the UDP packets a real unit would send during the run, in one capture file.
+
+``scan.pcap`` (libpcap, Ethernet / IPv4 / UDP, one record per packet, stamped when the unit
+would send it) holds the data packets of the unit the sensor models
+(``result.capabilities.device``, never the settings):
+
+- Velodyne VLP-16, VLP-32C, HDL-32E (:mod:`blensor_addon.io.packets.velodyne`): 1206-byte
+  data packets from 192.168.1.201 to port 2368, single (strongest) return; beside it
+  ``scan.yaml``, the unit's calibration in the ROS driver's YAML layout (the laser table in
+  use), which velodyne_pointcloud and velodyne-decoder read.
+- Ouster OS0/OS1/OS2 (:mod:`blensor_addon.io.packets.ouster`): lidar data packets of the
+  LEGACY profile (option ``ouster_profile=RNG19_RFL8_SIG16_NIR16``: the single-return
+  profile of firmware 2.2 on) to port 7502; beside it ``scan.json``, the sensor metadata
+  (beam intrinsics, data format, lidar mode) that ouster-sdk and ouster-ros need to read
+  them.
+
+The packets carry what the unit measures (``range_noisy``; option ``points=clean`` writes
+the ground-truth ``range``) at the packet format's resolution; the timestamps are scene time
+plus ``start_time`` (UNIX s). Packets run on across frames: the columns of a frame that do
+not fill a packet wait for the next frame, and the last packet is completed with firings of
+no return. Only first returns are written (the units' single-return modes).
+
+Refused in one line (SettingsError ``formats``): a sensor that models no real unit
+(``device`` None), a model without a packet encoder, a head spinning counter-clockwise
+(real Velodyne and Ouster heads turn clockwise; their receivers assume it).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ...core.capabilities import WriterNeeds
+from ...core.errors import SettingsError
+from ...core.settings import setting
+from ..atomic import atomic_write_bytes, open_exclusive, remove_quietly, temp_name
+from ..packets import firing_columns, pcap_header, pcap_record
+from ._base import Writer, capabilities_of
+
+#: the units this writer encodes, by vendor (``Device.vendor``)
+SUPPORTED = {"velodyne": ("VLP-16", "VLP-32C", "HDL-32E"), "ouster": ("OS0-*", "OS1-*", "OS2-*")}
+
+
+@dataclass(frozen=True)
+class PcapOptions:
+    """Options of the pcap writer: ``points`` (``noisy``: the measured range, ``clean``: the
+    true range), ``start_time`` (UNIX time in s of scene time 0 in the timestamps) and
+    ``ouster_profile`` (the lidar data profile of Ouster packets)."""
+
+    points: str = setting("noisy", "Packet ranges", "Which range the packets carry: the measured (noisy) "
+                          "or the true (clean) one", choices=("noisy", "clean"))
+    start_time: float = setting(0.0, "Packet start time", "UNIX time of scene time 0 in the packets' "
+                                "timestamps", "s", lo=0.0, hi=4.0e9)
+    ouster_profile: str = setting("LEGACY", "Ouster profile", "Lidar data profile of Ouster packets "
+                                  "(udp_profile_lidar)", choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16"))
+
+
+def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY"):
+    """The packet encoder of ``device`` and the name and bytes of its metadata file.
+
+    Raises:
+        SettingsError (``formats``): no device, an unsupported vendor or model (or an
+        Ouster lidar mode the firmware lacks); (``rotation_direction``) a head spinning
+        counter-clockwise.
+    """
+    if device is None:
+        raise SettingsError("formats", "pcap of a sensor that models a real unit (presets "
+                            + "; ".join(f"{v}: {', '.join(m)}" for v, m in SUPPORTED.items()) + ")",
+                            "a sensor with no device")
+    if device.vendor not in SUPPORTED:
+        raise SettingsError("formats", "pcap of a " + " or ".join(SUPPORTED) + " unit",
+                            f"{device.vendor} {device.model}".strip())
+    if device.vendor == "velodyne":
+        from ..packets import velodyne
+        enc = velodyne.VelodyneEncoder(device, start_time)
+        out = enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
+    else:
+        from ..packets import ouster
+        enc = ouster.OusterEncoder(device, start_time, ouster_profile)
+        out = enc, ouster.ENDPOINT, "scan.json", enc.metadata_json().encode()
+    if device.direction != "cw":
+        raise SettingsError("rotation_direction", f"cw for pcap (a {device.model} spins clockwise; its "
+                            "receivers assume it)", device.direction)
+    return out
+
+
+def check_sensor(caps) -> None:
+    """Refuse, when the job is planned, a sensor whose packets this writer cannot write
+    (:func:`encoder_for`'s errors); ``caps``: the sensor's Capabilities."""
+    encoder_for(caps.device, 0.0)
+
+
+class PcapFormat(Writer):
+    """One ``scan.pcap`` for the run and the unit's calibration or metadata beside it (see the
+    module docstring). The capture is written through a temporary file and renamed when the
+    run closes; a write that fails is rolled back to the packets before."""
+
+    name = "pcap"
+    description = "the raw UDP packets of the real unit (Velodyne, Ouster), one capture for the run"
+    files = "scan.pcap + scan.yaml (Velodyne calibration) or scan.json (Ouster metadata)"
+    outputs = (r"scan\.pcap", r"scan\.yaml", r"scan\.json")
+    Options = PcapOptions
+    multi_frame = True
+    needs = WriterNeeds(grid=True, device=True, check=check_sensor)
+
+    def __init__(self, folder, options=None, run=None) -> None:
+        super().__init__(folder, options, run)
+        self.path = self.folder / "scan.pcap"
+        self._f = None
+        self._tmp = None
+        self._end = 0
+        self._enc = None
+        self._ident = 0
+        self.packets = 0
+
+    def _open(self, result) -> None:
+        device = capabilities_of(result).device
+        self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.options.start_time,
+                                                                       self.options.ouster_profile)
+        self._device = device
+        self._tmp = temp_name(self.path)
+        self._f = open_exclusive(self._tmp, "wb", buffering=0)
+        self._put(pcap_header())
+
+    def _put(self, data: bytes) -> None:
+        try:
+            self._f.seek(self._end)
+            view = memoryview(data)
+            while view:
+                view = view[self._f.write(view):]
+        except BaseException:
+            try:
+                self._f.truncate(self._end)
+            except OSError:
+                pass
+            raise
+        self._end += len(data)
+
+    def _write_packets(self, packets) -> None:
+        recs = []
+        for stamp, payload in packets:
+            recs.append(pcap_record(stamp, payload, self._ep, self._ident))
+            self._ident += 1
+        if recs:
+            self._put(b"".join(recs))
+            self.packets += len(recs)
+
+    def append(self, result) -> None:
+        if self._enc is None:
+            self._open(result)
+        cols = firing_columns(result, self._device, clean=self.options.points == "clean")
+        self._write_packets(self._enc.add(cols))
+
+    def close(self, status) -> None:
+        if self._f is None:
+            return
+        self._write_packets(self._enc.finish())
+        if not self.packets:
+            self.discard()
+            return
+        f, self._f = self._f, None
+        try:
+            os.fsync(f.fileno())
+        finally:
+            f.close()
+        atomic_write_bytes(self.folder / self._meta_name, self._meta)
+        os.replace(self._tmp, self.path)
+
+    def discard(self) -> None:
+        if self._f is None:
+            return
+        f, self._f = self._f, None
+        try:
+            f.close()
+        finally:
+            remove_quietly(self._tmp)
+
+
+WRITER = PcapFormat

@@ -1,0 +1,184 @@
+"""Raw sensor packets: what a real unit sends over UDP, encoded from scan results (numpy only).
+
+This package owns the vendors' packet layouts (:mod:`.velodyne`, :mod:`.ouster`), the pcap
+container they are written in (:func:`pcap_header`, :func:`pcap_record`: classic libpcap,
+Ethernet / IPv4 / UDP) and :func:`firing_columns`, which turns a :class:`ScanResult` of a
+rotating LiDAR back into the unit's firing columns (one column = one firing of every laser:
+its time, its encoder azimuth, and per laser the measured range and reflectivity).
+
+Everything about the unit comes from ``result.capabilities.device``
+(:class:`~blensor_addon.core.capabilities.Device`), never from the sensor's settings.
+
+Angles: BlenSor's azimuth psi (``ScanResult.azimuth``) is counter-clockwise seen from above,
+0 straight ahead; Velodyne's packet azimuth is clockwise from ahead (velodyne_pointcloud puts
+a point at ``x = r cos(a), y = -r sin(a)`` in REP-103 axes), Ouster's encoder angle is
+counter-clockwise in the lidar frame, whose +x points backwards (Ouster's "Sensor Data"
+documentation, lidar_to_sensor_transform turns it by 180 deg).
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.errors import SettingsError
+
+#: libpcap's classic file header: magic (microsecond stamps), version 2.4, no zone
+#: correction, no accuracy, snapshot length, link type 1 (Ethernet)
+PCAP_MAGIC = 0xA1B2C3D4
+PCAP_SNAPLEN = 65535
+LINKTYPE_ETHERNET = 1
+ETHERTYPE_IPV4 = 0x0800
+#: sent to the broadcast addresses, as a Velodyne does by default (user manuals: destination
+#: 255.255.255.255); an Ouster sends to the host that configured it: the same here
+BROADCAST_MAC = b"\xff" * 6
+BROADCAST_IP = "255.255.255.255"
+
+
+def pcap_header() -> bytes:
+    """The 24-byte libpcap global header (little-endian, microsecond timestamps, Ethernet)."""
+    return struct.pack("<IHHiIII", PCAP_MAGIC, 2, 4, 0, 0, PCAP_SNAPLEN, LINKTYPE_ETHERNET)
+
+
+def _ip(text: str) -> bytes:
+    return bytes(int(v) for v in text.split("."))
+
+
+def _checksum(header: bytes) -> int:
+    """RFC 791 header checksum: one's complement of the one's complement sum of 16-bit words."""
+    s = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a unit's packets come from and go to: source MAC and IPv4, UDP ports."""
+
+    src_mac: bytes
+    src_ip: str
+    src_port: int
+    dst_port: int
+    dst_ip: str = BROADCAST_IP
+    dst_mac: bytes = BROADCAST_MAC
+
+
+def pcap_record(stamp: float, payload: bytes, ep: Endpoint, ident: int) -> bytes:
+    """One pcap record: a 16-byte record header (``stamp`` s since the UNIX epoch, split in
+    s and us) and an Ethernet II frame holding an IPv4 (no options, don't-fragment, TTL 64,
+    identification ``ident``) / UDP (checksum 0 = none, RFC 768) datagram with ``payload``.
+    Payloads above the Ethernet MTU (an Ouster packet of 128 beams, 24.9 kB) are written
+    as one unfragmented frame, as a capture with reassembly shows them."""
+    udp_len = 8 + len(payload)
+    ip_hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, ident & 0xFFFF, 0x4000, 64, 17, 0,
+                         _ip(ep.src_ip), _ip(ep.dst_ip))
+    ip_hdr = ip_hdr[:10] + struct.pack("!H", _checksum(ip_hdr)) + ip_hdr[12:]
+    frame = (ep.dst_mac + ep.src_mac + struct.pack("!H", ETHERTYPE_IPV4) + ip_hdr
+             + struct.pack("!HHHH", ep.src_port, ep.dst_port, udp_len, 0) + payload)
+    us = int(round(stamp * 1e6))
+    return struct.pack("<IIII", us // 1_000_000, us % 1_000_000, len(frame), len(frame)) + frame
+
+
+@dataclass
+class FiringColumns:
+    """A result's firings, one column per firing of every laser, in time order.
+
+    Attributes:
+        time: (C,) float64 s, when the column's first laser fired (scene time).
+        psi: (C,) float64 rad, BlenSor azimuth of the head (encoder) at that time,
+            unwrapped (consecutive columns differ by less than pi).
+        range: (L, C) float64 m, the range each laser measured, 0 where it had no return.
+        reflectivity: (L, C) float32 in [0, 1]; intensity: (L, C) float32 (0 where no return).
+    """
+
+    time: np.ndarray
+    psi: np.ndarray
+    range: np.ndarray
+    reflectivity: np.ndarray
+    intensity: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.time.shape[0])
+
+
+def direction_sign(device) -> int:
+    """+1 for a head spinning counter-clockwise seen from above (psi grows with time), -1
+    for clockwise (Velodyne, Ouster)."""
+    return 1 if device.direction == "ccw" else -1
+
+
+def firing_columns(result, device, clean: bool = False) -> FiringColumns:
+    """The firing columns of ``result`` (a rotating LiDAR's scan with a ray grid of
+    ``L x C`` = lasers x columns, ``ray_index = channel * C + column``), for ``device``.
+
+    Each column's time and encoder azimuth come from the returns of the lasers that fire
+    first in the cycle (``table.firing_s`` smallest; psi_col = azimuth + a_k,
+    ``a_k = table.azimuth_deg``), fitted as a straight line over the columns (the head turns
+    ``2 pi device.rotation_speed`` rad/s, so columns without any return still get their
+    time and azimuth). When no such laser returned, every return is used, its azimuth
+    corrected for the head's turn during its firing offset. Only first returns
+    (``return_number == 1``) are encoded.
+
+    Args:
+        clean: encode ``range`` (the ground truth) instead of ``range_noisy`` (what the unit
+            measures).
+    Returns:
+        :class:`FiringColumns`, or None when the result has no return (no column time to
+        place).
+    Raises:
+        SettingsError (``formats``): the result has no grid, or its rows are not the
+            table's lasers.
+    """
+    table = device.table
+    if not result.has_grid:
+        raise SettingsError("formats", "pcap of a sensor with a ray grid (lasers x columns)",
+                            result.grid_shape)
+    rows, cols = result.grid_shape
+    L = table.lasers
+    if rows != L:
+        raise SettingsError("formats", f"pcap of a {device.model} scan with {L} lasers (grid rows)", rows)
+    if not len(result):
+        return None
+    first = result.return_number == 1
+    ch = result.channel.astype(np.int64)[first]
+    col = (result.ray_index.astype(np.int64) % cols)[first]
+    t = result.timestamp[first]
+    az = result.azimuth.astype(np.float64)[first]
+    a_k = np.deg2rad(table.per_laser("azimuth_deg"))
+    fire = table.per_laser("firing_s")
+    sign = direction_sign(device)
+    spin = 2.0 * math.pi * device.rotation_speed  # rad/s
+    early = np.isclose(fire[ch], fire.min(), rtol=0.0, atol=1e-12)
+    if early.any():
+        t_a, psi_a, col_a = t[early] - fire[ch[early]], az[early] + a_k[ch[early]], col[early]
+    else:  # no return from the first lasers of a cycle: undo each laser's firing delay
+        t_a = t - fire[ch]
+        psi_a = az + a_k[ch] - sign * spin * fire[ch]
+        col_a = col
+    # column time: a straight line over the column index (least squares, exact for a grid
+    # of evenly spaced columns); one column: the period of the device's columns
+    if np.unique(col_a).size >= 2:
+        slope, icept = np.polyfit(col_a.astype(np.float64), t_a, 1)
+    else:
+        slope = 1.0 / (device.rotation_speed * device.columns) if device.columns else 0.0
+        icept = float(np.median(t_a - slope * col_a))
+    times = icept + slope * np.arange(cols, dtype=np.float64)
+    # encoder azimuth at those times: psi(t) = psi0 + sign * spin * t, psi0 by a circular mean
+    resid = psi_a - sign * spin * times[col_a]
+    psi0 = math.atan2(float(np.mean(np.sin(resid))), float(np.mean(np.cos(resid))))
+    psi = psi0 + sign * spin * times
+    shape = (L, cols)
+    rng = np.zeros(shape)
+    refl = np.zeros(shape, dtype=np.float32)
+    inten = np.zeros(shape, dtype=np.float32)
+    rvals = (result.range if clean else result.range_noisy)[first].astype(np.float64)
+    rng[ch, col] = np.maximum(rvals, 0.0)
+    refl[ch, col] = result.reflectivity[first]
+    inten[ch, col] = result.intensity[first]
+    return FiringColumns(times, psi, rng, refl, inten)
+
+
+__all__ = ["Endpoint", "FiringColumns", "pcap_header", "pcap_record", "firing_columns", "direction_sign"]

@@ -1,0 +1,264 @@
+"""Ouster lidar data packets (OS0, OS1, OS2) of the LEGACY and RNG19_RFL8_SIG16_NIR16
+profiles, and the sensor metadata JSON that reads them (numpy only).
+
+LEGACY (Ouster "Sensor Data" / "Lidar Data Format", firmware 2.x, ``udp_profile_lidar:
+LEGACY``; the same in the OS1 software user guides of firmware 1.13): a UDP payload to port
+7502 of 16 measurement blocks (columns), each
+
+- header: ``uint64`` timestamp (ns), ``uint16`` measurement id (column 0..W-1),
+  ``uint16`` frame id, ``uint32`` encoder count (0..90111, ``90112 m / W``);
+- one 12-byte channel data block per beam: ``uint32`` range (mm, low 20 bits),
+  ``uint16`` reflectivity, ``uint16`` signal photons, ``uint16`` near-infrared photons,
+  ``uint16`` unused;
+- ``uint32`` block status, 0xFFFFFFFF for a valid column, 0 otherwise;
+
+RNG19_RFL8_SIG16_NIR16 (firmware 2.2 on, "single return" profile): a 32-byte packet header
+(``uint16`` packet type 1, ``uint16`` frame id, 24-bit initialization id, 40-bit serial
+number, alert flags, shutdown and shot-limiting countdowns and status), 16 columns of a
+12-byte header (``uint64`` timestamp, ``uint16`` measurement id, ``uint16`` status, bit 0 =
+valid) and 12 bytes per beam (range: low 19 bits of a ``uint32``, mm; ``uint8``
+reflectivity; one reserved byte; ``uint16`` signal; ``uint16`` near-infrared; a reserved
+byte; ``uint8`` window), and a 32-byte packet footer, zero (firmware 2.x; 3.x puts a CRC-64
+in its last 8 bytes, which receivers do not check). The layouts are those ouster-sdk
+decodes (ouster_core/src/parsing.cpp, ``LEGACY_FIELD_INFO``, ``SINGLE_FIELD_INFO`` and the
+header fields of ``PacketFormat::Impl``).
+
+All little-endian. Column m of a frame fires at encoder angle ``theta = 2 pi (1 - m / W)``
+in the lidar frame; Ouster's range-to-XYZ formula places a return at
+``xyz = n (cos theta, sin theta, 0) + (r - n) dir(theta - beam_azimuth, beam_altitude)``
+with ``n = lidar_origin_to_beam_origin_mm``: the range r is the path from the beam origin
+plus n, which is what BlenSor's ``range`` of an Ouster table holds (core/sensors/rotating.py,
+"beam_origin_m"): the packets carry it as it is, in mm.
+
+Reflectivity: ``round(100 * reflectivity)`` (Ouster's calibrated reflectivity, 0-100 for
+Lambertian targets); signal: ``round(100 * intensity)`` (BlenSor has no photon model);
+near-infrared: 0.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ...core.errors import SettingsError
+from . import Endpoint, FiringColumns
+
+UDP_PORT = 7502
+COLUMNS_PER_PACKET = 16
+ENCODER_TICKS = 90112
+VALID = 0xFFFFFFFF
+#: lidar modes the firmware offers (columns x Hz)
+LIDAR_MODES = ("512x10", "512x20", "1024x10", "1024x20", "2048x10", "4096x5")
+#: the lidar data profiles written (``udp_profile_lidar``)
+PROFILES = ("LEGACY", "RNG19_RFL8_SIG16_NIR16")
+#: the initialization id of the packets and the metadata (any 24-bit value the two share)
+INIT_ID = 0x5B1E50
+#: Ouster's documented factory address range is link-local / DHCP; 169.254.x as a unit
+#: without DHCP takes; MAC in Ouster's OUI bc:0f:a7
+ENDPOINT = Endpoint(src_mac=b"\xbc\x0f\xa7\x00\x00\x01", src_ip="169.254.0.1",
+                    src_port=UDP_PORT, dst_port=UDP_PORT)
+#: the lidar frame turned by 180 deg about z into the sensor frame, the lidar origin 36.18 mm
+#: above the sensor frame's (Ouster metadata of OS1 units, e.g. ouster-sdk's test file
+#: ``tests/metadata/2_1_2_os1-991913000010-64_legacy.json``); used when the table has none
+DEFAULT_LIDAR_TO_SENSOR = (-1.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 36.18, 0.0, 0.0, 0.0, 1.0)
+
+
+def pixel_dtype() -> np.dtype:
+    """One beam's 12-byte channel data block."""
+    return np.dtype([("range", "<u4"), ("reflectivity", "<u2"), ("signal", "<u2"), ("near_ir", "<u2"),
+                     ("unused", "<u2")])
+
+
+def column_dtype(beams: int, profile: str = "LEGACY") -> np.dtype:
+    """One measurement block of ``beams`` beams: LEGACY 16 + 12 beams + 4 bytes,
+    RNG19_RFL8_SIG16_NIR16 12 + 12 beams bytes."""
+    if profile == "LEGACY":
+        return np.dtype([("timestamp", "<u8"), ("measurement_id", "<u2"), ("frame_id", "<u2"),
+                         ("encoder_count", "<u4"), ("px", pixel_dtype(), (beams,)), ("status", "<u4")])
+    px = np.dtype([("range", "<u4"), ("reflectivity", "u1"), ("reserved", "u1"), ("signal", "<u2"),
+                   ("near_ir", "<u2"), ("reserved2", "u1"), ("window", "u1")])
+    return np.dtype([("timestamp", "<u8"), ("measurement_id", "<u2"), ("status", "<u2"),
+                     ("px", px, (beams,))])
+
+
+#: the 32-byte packet header of the non-LEGACY profiles
+HEADER_DTYPE = np.dtype([("packet_type", "<u2"), ("frame_id", "<u2"), ("init_sn", "<u8"),
+                         ("alert_flags", "u1"), ("reserved", "V3"), ("countdown_thermal", "u1"),
+                         ("countdown_shot", "u1"), ("thermal_shutdown", "u1"), ("shot_limiting", "u1"),
+                         ("reserved2", "V12")])
+assert HEADER_DTYPE.itemsize == 32
+
+
+def prod_line(model: str) -> str:
+    """Ouster's product line name of a model: ``OS1-64`` -> ``OS-1-64``."""
+    return model.replace("OS", "OS-", 1) if model.startswith("OS") and not model.startswith("OS-") else model
+
+
+class OusterEncoder:
+    """Packs firing columns into lidar packets of 16 columns, across frames (columns
+    of a packet not filled by one frame wait for the next; :meth:`finish` sends the last
+    one with the missing columns marked invalid).
+
+    Args:
+        device: :class:`~blensor_addon.core.capabilities.Device` of an Ouster unit: its
+            table's elevations and azimuth offsets are the beam intrinsics, ``beam_origin_m``
+            Ouster's n; ``table.extra`` may hold ``columns_per_frame``,
+            ``pixel_shift_by_row``, ``lidar_to_sensor_transform``, ``imu_to_sensor_transform``,
+            ``prod_sn``, ``build_rev``.
+        start_time: UNIX time (s) of scene time 0.
+        profile: one of :data:`PROFILES`.
+    Raises:
+        SettingsError (``formats``): not an Ouster OS0/OS1/OS2, or columns x rotation speed
+        not one of the firmware's lidar modes (:data:`LIDAR_MODES`); (``pcap.ouster_profile``)
+        an unknown profile.
+    """
+
+    def __init__(self, device, start_time: float = 0.0, profile: str = "LEGACY") -> None:
+        if device.vendor != "ouster" or device.model[:3] not in ("OS0", "OS1", "OS2"):
+            raise SettingsError("formats", "pcap of an Ouster OS0, OS1 or OS2", device.model)
+        if profile not in PROFILES:
+            raise SettingsError("pcap.ouster_profile", "one of " + ", ".join(PROFILES), profile)
+        t = device.table
+        self.device = device
+        self.profile = profile
+        self.start_time = float(start_time)
+        try:
+            self.serial = int(str(t.extra.get("prod_sn", "0")))
+        except ValueError:
+            self.serial = 0
+        self.beams = t.lasers
+        self.width = int(t.extra.get("columns_per_frame") or round(device.columns))
+        self.mode = f"{self.width}x{int(round(device.rotation_speed))}"
+        whole = math.isclose(device.rotation_speed, round(device.rotation_speed))
+        if self.mode not in LIDAR_MODES or not whole:
+            raise SettingsError("formats", "pcap of an Ouster lidar mode " + ", ".join(LIDAR_MODES)
+                                + " (columns x rotation speed)",
+                                f"{device.columns:g}x{device.rotation_speed:g}")
+        l2s = np.asarray(t.extra.get("lidar_to_sensor_transform", DEFAULT_LIDAR_TO_SENSOR), dtype=np.float64)
+        self.lidar_to_sensor = l2s.reshape(4, 4)
+        #: yaw of the lidar frame in the sensor frame (pi for every Ouster unit)
+        self.l2s_yaw = math.atan2(self.lidar_to_sensor[1, 0], self.lidar_to_sensor[0, 0])
+        self.dtype = column_dtype(self.beams, profile)
+        self.range_max = 2 ** (20 if profile == "LEGACY" else 19)
+        self._packet = None  # index of the packet being filled
+        self._cols = np.zeros(COLUMNS_PER_PACKET, dtype=self.dtype)
+        self._last_time = 0.0
+
+    def measurement_ids(self, cols: FiringColumns) -> np.ndarray:
+        """(C,) int64 unwrapped measurement ids ``frame * W + m`` of the columns: m from the
+        column's encoder angle (``theta = psi - yaw(lidar_to_sensor)``, ``m = W (1 - theta / 2
+        pi)``), the frame from the column's time: ``u = round(t * rotation_speed * W)`` columns
+        since scene time 0, ``frame * W + m = u + ((m - u) mod W)`` (the frame id counts the
+        turns, and grows where m wraps to 0).
+
+        Raises:
+            SettingsError (``formats``): column azimuths off the unit's W-column grid by more
+            than 0.05 column (the packets could only place them on it).
+        """
+        W = self.width
+        theta = cols.psi - self.l2s_yaw
+        exact = W * (1.0 - theta / (2.0 * math.pi))
+        off = float(np.max(np.abs(exact - np.round(exact)))) if len(cols) else 0.0
+        if off > 0.05:
+            raise SettingsError("formats", f"pcap of {self.device.model} columns on the unit's encoder grid "
+                                f"(azimuths multiples of 360/{W} deg: a sector whose ends are)",
+                                f"columns {off:.2f} of a column off it")
+        m = np.mod(np.round(exact).astype(np.int64), W)
+        u = np.round(cols.time * self.device.rotation_speed * W).astype(np.int64)
+        return u + np.mod(m - u, W)  # m - u is the head's phase, the same for every column
+
+    def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
+        """Queue ``cols``; returns the packets completed: (pcap time s, payload)."""
+        out: list[tuple[float, bytes]] = []
+        if cols is None:
+            return out
+        ids = self.measurement_ids(cols)
+        rng_mm = np.where(cols.range > 0, np.round(cols.range * 1000.0), 0)
+        rng_mm = np.where(rng_mm < self.range_max, rng_mm, 0).astype(np.uint32)
+        top = 0xFFFF if self.profile == "LEGACY" else 0xFF
+        refl = np.where(rng_mm > 0, np.clip(np.round(cols.reflectivity * 100.0), 0, top), 0)
+        sig = np.where(rng_mm > 0, np.clip(np.round(cols.intensity * 100.0), 0, 0xFFFF), 0)
+        refl, sig = refl.astype(np.uint16 if top == 0xFFFF else np.uint8), sig.astype(np.uint16)
+        stamps = np.round((self.start_time + cols.time) * 1e9).astype(np.uint64)
+        for c in range(len(cols)):
+            p, slot = divmod(int(ids[c]), COLUMNS_PER_PACKET)
+            if self._packet is not None and p != self._packet:
+                out.append(self._emit())
+            if self._packet is None:
+                self._start(p)
+            rec = self._cols[slot]
+            rec["timestamp"] = stamps[c]
+            rec["status"] = VALID if self.profile == "LEGACY" else 1
+            px = rec["px"]
+            px["range"], px["reflectivity"], px["signal"] = rng_mm[:, c], refl[:, c], sig[:, c]
+            rec["px"] = px
+            self._cols[slot] = rec
+            self._last_time = float(cols.time[c])
+        return out
+
+    def _start(self, p: int) -> None:
+        W = self.width
+        self._packet = p
+        self._cols = np.zeros(COLUMNS_PER_PACKET, dtype=self.dtype)
+        ids = p * COLUMNS_PER_PACKET + np.arange(COLUMNS_PER_PACKET)
+        self._cols["measurement_id"] = ids % W
+        if self.profile == "LEGACY":
+            self._cols["frame_id"] = (ids // W) & 0xFFFF
+            self._cols["encoder_count"] = (ids % W) * (ENCODER_TICKS // W)
+
+    def _emit(self) -> tuple[float, bytes]:
+        payload = self._cols.tobytes()
+        if self.profile != "LEGACY":
+            head = np.zeros(1, dtype=HEADER_DTYPE)
+            head["packet_type"] = 1
+            head["frame_id"] = (self._packet * COLUMNS_PER_PACKET // self.width) & 0xFFFF
+            head["init_sn"] = INIT_ID | ((self.serial & (2 ** 40 - 1)) << 24)
+            payload = head.tobytes() + payload + bytes(32)
+        self._packet = None
+        return self.start_time + self._last_time, payload
+
+    def finish(self) -> list[tuple[float, bytes]]:
+        """The packet being filled, its missing columns invalid (none if empty)."""
+        return [self._emit()] if self._packet is not None else []
+
+    def metadata(self) -> dict:
+        """The sensor metadata (Ouster's flat JSON layout of firmware 2.x, the one
+        ``ouster-sdk`` and ``ouster-ros`` read for LEGACY packets)."""
+        t = self.device.table
+        W = self.width
+        a = t.per_laser("azimuth_deg")
+        shift = t.extra.get("pixel_shift_by_row")
+        if shift is None:  # whole columns the beam's azimuth offset amounts to, smallest 0
+            s = np.round(W * a / 360.0).astype(int)
+            shift = (s - s.min()).tolist()
+        return {
+            "beam_altitude_angles": [float(v) for v in t.elevation_deg],
+            "beam_azimuth_angles": [float(v) for v in a],
+            "build_rev": str(t.extra.get("build_rev", "v2.1.2")),
+            "data_format": {"column_window": [0, W - 1], "columns_per_frame": W,
+                            "columns_per_packet": COLUMNS_PER_PACKET,
+                            "pixel_shift_by_row": [int(v) for v in shift],
+                            "pixels_per_column": self.beams, "udp_profile_lidar": self.profile,
+                            "udp_profile_imu": "LEGACY"},
+            "initialization_id": INIT_ID,
+            "imu_to_sensor_transform": [float(v) for v in t.extra.get(
+                "imu_to_sensor_transform", (1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1))],
+            "json_calibration_version": 3,
+            "lidar_mode": self.mode,
+            "lidar_origin_to_beam_origin_mm": float(t.beam_origin_m * 1000.0),
+            "lidar_to_sensor_transform": [float(v) for v in self.lidar_to_sensor.ravel()],
+            "prod_line": prod_line(self.device.model),
+            "prod_sn": str(t.extra.get("prod_sn", "0")),
+            "status": "RUNNING",
+            "udp_port_lidar": UDP_PORT,
+            "udp_port_imu": UDP_PORT + 1,
+            "blensor_source": t.source,
+        }
+
+    def metadata_json(self) -> str:
+        """:meth:`metadata` as indented JSON text."""
+        return json.dumps(self.metadata(), indent=2) + "\n"
+
+
+__all__ = ["OusterEncoder", "UDP_PORT", "ENDPOINT", "LIDAR_MODES", "PROFILES", "column_dtype", "prod_line"]

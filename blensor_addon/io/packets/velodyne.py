@@ -1,0 +1,215 @@
+"""Velodyne data packets (VLP-16, VLP-32C, HDL-32E), single return, numpy only.
+
+Layout (VLP-16 User Manual 63-9243 Rev. E section 9 "Sensor Data"; HDL-32E User's Manual
+63-9113 and Application Note 63-9277 "Packet Structure & Timing Definition"; VLP-32C User
+Manual 63-9325): a 1206-byte UDP payload to port 2368 holding 12 data blocks of 100 bytes,
+each ``uint16 0xFFEE`` (bytes ``FF EE``), ``uint16 azimuth`` (0.01 deg, 0..35999, clockwise
+from ahead) and 32 channel records ``uint16 distance, uint8 reflectivity`` (little-endian;
+distance 0 = no return), then ``uint32`` timestamp (us past the top of the hour, of the first
+firing of the first block) and two factory bytes: return mode (0x37 strongest) and product
+id (0x21 HDL-32E, 0x22 VLP-16, 0x28 VLP-32C).
+
+- VLP-16: a block holds two firing sequences of the 16 lasers (records 0-15 and 16-31);
+  only the first sequence's azimuth is sent, the second is interpolated by the receiver.
+  Sequences are 55.296 us apart, lasers 2.304 us apart; distance unit 2 mm.
+- HDL-32E: one firing of the 32 lasers per block, 46.08 us per firing cycle, lasers
+  1.152 us apart; distance unit 2 mm.
+- VLP-32C: one firing per block, 55.296 us per cycle, laser pairs fire together 2.304 us
+  apart; distance unit 4 mm (VLP-32C manual; velodyne-decoder's bundled VLP-32C calibration:
+  ``distance_resolution: 0.004``).
+
+Record k of a block is laser id k (the calibration's row, BlenSor's ``channel``). The
+distance is the raw one the unit measures: the reported range less the laser's
+``dist_correction`` (``table.distance_m``), which the driver adds back (velodyne_pointcloud
+rawdata.cc ``distance += corrections.dist_correction``; core/sensors/rotating.py).
+Reflectivity: Velodyne's calibrated reflectivity, 0-100 for diffuse targets of 0-100 %
+(VLP-16 manual section 6.1): ``round(100 * reflectivity)``.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.errors import SettingsError
+from . import Endpoint, FiringColumns
+
+PACKET_SIZE = 1206
+BLOCKS = 12
+RECORDS = 32
+BLOCK_FLAG = b"\xff\xee"
+RETURN_STRONGEST = 0x37
+UDP_PORT = 2368
+#: factory default address of a Velodyne (user manuals: 192.168.1.201, destination
+#: port 2368); MAC in Velodyne's OUI 60:76:88
+ENDPOINT = Endpoint(src_mac=b"\x60\x76\x88\x00\x00\x01", src_ip="192.168.1.201",
+                    src_port=UDP_PORT, dst_port=UDP_PORT)
+
+RECORD_DTYPE = np.dtype([("distance", "<u2"), ("reflectivity", "u1")])
+BLOCK_DTYPE = np.dtype([("flag", "S2"), ("azimuth", "<u2"), ("records", RECORD_DTYPE, (RECORDS,))])
+assert BLOCK_DTYPE.itemsize == 100
+
+
+@dataclass(frozen=True)
+class Model:
+    """A Velodyne model's packet facts: product id byte, lasers, firing sequences per block,
+    distance unit (m), firing cycle (s) and laser spacing within it (s)."""
+
+    product_id: int
+    lasers: int
+    sequences: int
+    distance_unit: float
+    cycle_s: float
+    laser_step_s: float
+
+
+#: model name (``Device.model``) -> packet facts (sources: the module docstring)
+MODELS = {
+    "VLP-16": Model(0x22, 16, 2, 0.002, 55.296e-6, 2.304e-6),
+    "HDL-32E": Model(0x21, 32, 1, 0.002, 46.08e-6, 1.152e-6),
+    "VLP-32C": Model(0x28, 32, 1, 0.004, 55.296e-6, 2.304e-6),
+}
+
+
+def model_of(device) -> Model:
+    """The :class:`Model` of ``device``.
+
+    Raises:
+        SettingsError (``formats``): not a Velodyne model with a packet encoder, or a laser
+        table whose laser count is not the model's.
+    """
+    m = MODELS.get(device.model)
+    if m is None:
+        raise SettingsError("formats", "pcap of a Velodyne " + ", ".join(MODELS), device.model)
+    if device.table.lasers != m.lasers:
+        raise SettingsError("formats", f"pcap of a {device.model} table with {m.lasers} lasers",
+                            device.table.lasers)
+    return m
+
+
+def distance_unit(device, model: Model) -> float:
+    """The distance unit (m) of the packets: the table's ``extra["distance_resolution"]``
+    (a calibration file's ``distance_resolution``) or the model's."""
+    return float(device.table.extra.get("distance_resolution", model.distance_unit))
+
+
+def azimuth_units(psi: np.ndarray) -> np.ndarray:
+    """Velodyne azimuth (uint16, 0.01 deg, clockwise from ahead, 0..35999) of BlenSor
+    azimuths ``psi`` (rad, counter-clockwise)."""
+    deg = np.mod(-np.rad2deg(np.asarray(psi, dtype=np.float64)), 360.0)
+    return (np.round(deg * 100.0).astype(np.int64) % 36000).astype(np.uint16)
+
+
+class VelodyneEncoder:
+    """Packs firing columns into data packets of one model, across frames: columns that do
+    not fill a packet wait for the next frame's (:meth:`add`); :meth:`finish` completes the
+    last packet with firings of no return (distance 0) at the azimuths the head turns to.
+
+    Args:
+        device: the :class:`~blensor_addon.core.capabilities.Device` (a model of
+            :data:`MODELS`).
+        start_time: UNIX time (s) of scene time 0 (the packets' timestamps and the pcap's).
+    Raises:
+        SettingsError: see :func:`model_of`.
+    """
+
+    def __init__(self, device, start_time: float = 0.0) -> None:
+        self.device = device
+        self.model = model_of(device)
+        self.unit = distance_unit(device, self.model)
+        self.start_time = float(start_time)
+        self.per_packet = BLOCKS * self.model.sequences
+        self._pending: list[tuple] = []  # (time, psi, ranges (L,), refl (L,)) per column
+        self._period = (1.0 / (device.rotation_speed * device.columns) if device.columns
+                        else self.model.cycle_s)
+        self._dist = device.table.per_laser("distance_m")[None, :]
+
+    def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
+        """Queue ``cols`` and return the packets they complete: (pcap time s, payload)."""
+        out: list[tuple[float, bytes]] = []
+        if cols is None:
+            return out
+        for c in range(len(cols)):
+            col = (float(cols.time[c]), float(cols.psi[c]), cols.range[:, c], cols.reflectivity[:, c])
+            if self._pending and col[0] - self._pending[-1][0] > 1.5 * self._period:
+                out += self.finish()  # a gap (a sector scan): the next column starts a packet
+            self._pending.append(col)
+            if len(self._pending) == self.per_packet:
+                out.append(self._packet(self._pending))
+                self._pending = []
+        return out
+
+    def finish(self) -> list[tuple[float, bytes]]:
+        """The last, partial packet completed with no-return firings (none if empty)."""
+        if not self._pending:
+            return []
+        t, psi = self._pending[-1][0], self._pending[-1][1]
+        L = self.model.lasers
+        turn = 2.0 * math.pi * self.device.rotation_speed * (1 if self.device.direction == "ccw" else -1)
+        k = 1
+        while len(self._pending) < self.per_packet:
+            self._pending.append((t + k * self._period, psi + turn * k * self._period, np.zeros(L),
+                                  np.zeros(L, dtype=np.float32)))
+            k += 1
+        packet = self._packet(self._pending)
+        self._pending = []
+        return [packet]
+
+    def _packet(self, cols: list) -> tuple[float, bytes]:
+        m = self.model
+        L = m.lasers
+        blocks = np.zeros(BLOCKS, dtype=BLOCK_DTYPE)
+        blocks["flag"] = BLOCK_FLAG
+        psi = np.array([c[1] for c in cols[::m.sequences]])
+        blocks["azimuth"] = azimuth_units(psi)
+        rng = np.stack([c[2] for c in cols])  # (columns, L); 0 = no return
+        rng = np.where(rng > 0, rng - self._dist, 0.0)
+        refl = np.stack([c[3] for c in cols])
+        units = np.round(rng / self.unit)
+        units = np.where((units > 0) & (units <= 0xFFFF), units, 0).astype(np.uint16)
+        byte = np.where(units > 0, np.clip(np.round(refl * 100.0), 0, 255), 0).astype(np.uint8)
+        rec = blocks["records"]  # (BLOCKS, 32)
+        rec["distance"] = units.reshape(BLOCKS, m.sequences * L)
+        rec["reflectivity"] = byte.reshape(BLOCKS, m.sequences * L)
+        blocks["records"] = rec
+        t0 = self.start_time + cols[0][0]
+        stamp_us = int(round(t0 * 1e6)) % 3_600_000_000
+        payload = blocks.tobytes() + struct.pack("<IBB", stamp_us, RETURN_STRONGEST, m.product_id)
+        assert len(payload) == PACKET_SIZE
+        # the unit sends the packet once its last firing is done
+        return self.start_time + cols[-1][0] + m.cycle_s, payload
+
+
+def calibration_yaml(device) -> str:
+    """The unit's calibration in the ROS velodyne driver's YAML layout (``distance_resolution``
+    and per laser ``laser_id``, ``rot_correction``, ``vert_correction`` (rad),
+    ``dist_correction``, ``vert_offset_correction``, ``horiz_offset_correction`` (m)), which
+    velodyne_pointcloud and velodyne-decoder read. ``rot_correction = -azimuth_deg`` in rad:
+    the table's ``a_k`` is counter-clockwise (:mod:`~blensor_addon.core.sensors.calibration`)
+    and Velodyne's azimuth clockwise.
+
+    Raises:
+        SettingsError: see :func:`model_of`.
+    """
+    model = model_of(device)
+    t = device.table
+    el = np.deg2rad(t.per_laser("elevation_deg"))
+    rot = -np.deg2rad(t.per_laser("azimuth_deg"))
+    dist = t.per_laser("distance_m")
+    vo, ho = t.per_laser("vert_offset_m"), t.per_laser("horiz_offset_m")
+    lines = [f"# {t.model or device.model}: written by BlenSor from its laser table "
+             f"({t.source or 'no source'})",
+             f"distance_resolution: {distance_unit(device, model)!r}", "lasers:"]
+    for k in range(t.lasers):
+        lines += [f"  - laser_id: {k}", f"    rot_correction: {float(rot[k])!r}",
+                  f"    vert_correction: {float(el[k])!r}", f"    dist_correction: {float(dist[k])!r}",
+                  f"    vert_offset_correction: {float(vo[k])!r}",
+                  f"    horiz_offset_correction: {float(ho[k])!r}"]
+    lines.append(f"num_lasers: {t.lasers}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["MODELS", "Model", "PACKET_SIZE", "UDP_PORT", "ENDPOINT", "VelodyneEncoder", "model_of",
+           "azimuth_units", "calibration_yaml", "BLOCK_DTYPE"]

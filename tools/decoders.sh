@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The vendors' decoders for tests/test_pcap.py: .venv-decoders with velodyne-decoder and
+# ouster-sdk, pinned in tools/decoders.txt. Their own environment: both need numpy 2, which
+# bpy 4.2-5.0 (numpy 1.x) cannot share. Idempotent (a stamp of tools/decoders.txt); prints
+# the environment's folder as its last line. About 30 s and 60 MB on first run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+VENV=.venv-decoders
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "decoders: $PY not found (set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+stamp=$VENV/.blensor-decoders
+want=$( (cat tools/decoders.txt; "$PY" --version) | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x "$VENV/bin/python" ]; then
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -m pip install -q -r tools/decoders.txt 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -c "import velodyne_decoder, ouster.sdk.core, numpy" \
+    || { echo "decoders: velodyne-decoder or ouster-sdk did not install into $VENV" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi
+echo "$VENV"
