@@ -326,8 +326,10 @@ def test_calib_import_stores_the_table_in_the_blend_atomically(tmp_path):
     # the rest of the camera's settings are those of the original file
     before = next(c for c in json.loads(run("info", CROSSING, "--json").stdout)["cameras"]
                   if c["name"] == "Velodyne")
-    assert {k: v for k, v in cam["settings"].items() if k != "calibration"} == \
-        {k: v for k, v in before["settings"].items() if k != "calibration"}
+    # ("elevations" is the resolved table's: the imported one's)
+    assert {k: v for k, v in cam["settings"].items() if k not in ("calibration", "elevations")} == \
+        {k: v for k, v in before["settings"].items() if k not in ("calibration", "elevations")}
+    assert cam["settings"]["elevations"] == list(read_calibration(OS0).elevation_deg)
 
 
 @pytest.mark.parametrize("args,needle", [

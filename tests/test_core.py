@@ -47,9 +47,13 @@ def test_hdl64e_full_turn_matches_original_ray_count():
     assert len(p) == 133312  # 2083 columns x 64 lasers (reference 6.1)
     assert p.directions.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(p.directions, axis=1), 1.0, atol=1e-6)
-    # azimuth 0 looks down -Z; +90 deg turns toward -X (reference section 2)
-    first = p.directions[:64]
-    assert np.all(first[:, 2] < 0) and np.allclose(first[:, 0], 0, atol=1e-6)
+    # azimuth 0 looks down -Z; +90 deg turns toward -X (reference section 2); laser k fires
+    # along psi - a_k (issue 21: the unit's azimuth corrections, -9.6..+8.8 deg)
+    a = np.deg2rad(preset_table("hdl64e_s2").azimuth_deg)
+    first = p.directions[:64].astype(np.float64)
+    assert np.all(first[:, 2] < 0)
+    np.testing.assert_allclose(first[:, 0] / np.hypot(first[:, 0], first[:, 2]), np.sin(a), atol=1e-6)
+    assert np.ptp(a) > np.deg2rad(17.0)
     col = int(round(90 / 0.1728))
     q = single_scan_pattern(s.replace(start_angle=90.0, end_angle=91.0), 0, 1 / 24)
     assert np.all(q.directions[:64, 0] < -0.9)
@@ -73,11 +77,12 @@ def test_range_frames_tile_the_rotation():
     assert p.timestamp.min() >= 5 * ft - 1e-12 and p.timestamp.max() < 6 * ft
     # a sector restricts the columns of every frame: [start, end) counter-clockwise, and
     # (start, end] clockwise (issue 21: the head enters the sector at its end)
+    # (the column azimuths psi: each laser's own is psi - a_k, the unit's azimuth correction)
     s2 = s.replace(start_angle=0.0, end_angle=90.0, rotation_direction="ccw")
-    az = np.concatenate([np.rad2deg(range_frame_pattern(s2, f, ft).azimuth) for f in range(12)])
-    assert az.max() < 90.0 and az.size > 0
+    az = np.concatenate([scan_columns(s2, f, ft, "range")[0] for f in range(12)])
+    assert az.max() < 90.0 and az.min() >= 0.0 and az.size > 0
     s2 = s2.replace(rotation_direction="cw")
-    az = np.concatenate([np.rad2deg(range_frame_pattern(s2, f, ft).azimuth) for f in range(12)])
+    az = np.concatenate([scan_columns(s2, f, ft, "range")[0] for f in range(12)])
     assert az.max() == pytest.approx(90.0) and az.min() > 0.0
 
 

@@ -51,7 +51,7 @@ def ros_points(pattern, d):
 def test_column_azimuth_turns_with_the_spin_direction(direction, sign):
     # issue 21, section 1: every preset turned counter-clockwise seen from above (psi grew
     # with time); Velodyne and Ouster heads turn clockwise: psi falls at 360 f deg/s.
-    s = lidar("vlp16", rotation_direction=direction, start_angle=-30.0, end_angle=30.0)
+    s = lidar("vlp16", rotation_direction=direction, start_angle=-30.0, end_angle=30.0, angle_resolution=0.2)
     for mode, frame in (("single", 3), ("range", 2), ("range", 4)):
         az, t = scan_columns(s, frame, 1 / 24, mode)
         assert len(az) > 20
@@ -64,7 +64,7 @@ def test_column_azimuth_turns_with_the_spin_direction(direction, sign):
 
 
 def test_cw_range_scan_sector_and_tiling():
-    s = lidar("vlp16", start_angle=0.0, end_angle=90.0)  # cw by default
+    s = lidar("vlp16", start_angle=0.0, end_angle=90.0, angle_resolution=0.2)  # cw by default
     assert s.rotation_direction == "cw"
     az = np.concatenate([scan_columns(s, f, 1 / 24, "range")[0] for f in range(12)])
     # a cw head keeps (start, end]: psi in (0, 90]

@@ -69,17 +69,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..capabilities import Device
 from ..errors import SettingsError
 from ..settings import SensorSettings, setting
 from .budget import CHUNK_RAYS, ray_limit
-from ..capabilities import Device
-from . import rotating_presets
 from .calibration import LaserTable
 from .patterns import RayPattern, sweep_column_count
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
                       noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
                       ref_slope_setting, returns_mask)
-from .rotating_presets import PRESETS, preset_table
+from .rotating_presets import PRESETS, preset_bias_table, preset_table
 from .sensor import Sensor
 
 BIAS_DISTRIBUTIONS = ("table", "gaussian", "laplace")
@@ -209,14 +208,14 @@ class LidarSettings(SensorSettings):
 
         ``table`` uses the preset's calibrated bias table where it has one with one entry
         per laser (HDL-64E S2: the original's "fixed randomized array for
-        reproducibility", ``rotating_presets.TABLES[preset]["bias"]``); otherwise biases
+        reproducibility", ``rotating_presets.preset_bias_table(preset)``); otherwise biases
         are drawn from ``N(0, bias_sigma)`` or ``Laplace(0, bias_sigma)`` with a generator
         seeded by ``seed`` alone, so they stay the same in every frame ("This bias remains
         the same in each rotation", seed 000 section 3.2). The original drew a shared,
         unseeded table and gave the HDL-32E the first 32 HDL-64E entries (reference
         section 14.13); both are fixed here.
         """
-        table = getattr(rotating_presets, "TABLES", {}).get(self.preset, {}).get("bias")
+        table = preset_bias_table(self.preset)
         if self.bias_distribution == "table" and table is not None and len(table) == self.num_lasers:
             return np.asarray(table, dtype=np.float64)
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(self.seed), 0xB1A5])))

@@ -53,20 +53,6 @@ from __future__ import annotations
 
 from ..settings import Preset
 
-#: The original BlenSor's HDL-64E S2 elevation table (reference section 6.1; seed 000
-#: section 5), kept for reference: the preset now uses a real unit's whole calibration
-#: (``tables/hdl64e_s2.json``).
-HDL64E_S2_ELEVATIONS_DEG = (
-    -7.1143909, -6.8259001, 0.33287099, 0.66078597, -6.4908152, -6.0973902, -8.5282297, -8.1613369,
-    -5.8425112, -5.4713659, -7.8512449, -7.5291781, -3.049051, -2.7686839, -5.053277, -4.7975101,
-    -2.382966, -2.114002, -4.4367881, -4.0757122, -1.727937, -1.447062, -3.7842851, -3.4226439,
-    1.023782, 1.339875, -0.99049801, -0.69775897, 1.690992, 1.971796, -0.346425, -0.041912999,
-    -22.617477, -22.217125, -11.351527, -10.776211, -21.743774, -21.196053, -24.893286, -24.263714,
-    -20.664749, -20.016045, -23.745707, -23.065102, -16.414013, -16.014454, -19.424471, -19.10091,
-    -15.493717, -15.014058, -18.650002, -18.154394, -14.466367, -13.827651, -17.592127, -16.994211,
-    -10.334768, -9.8352394, -13.229812, -12.896399, -9.3798056, -8.8888798, -12.372269, -11.969375,
-)
-
 #: Per-laser distance bias eps_bias,i of seed 000 Eq. 2 (the original's "fixed randomized
 #: array for reproducibility"), m; ``bias_distribution="table"`` of ``hdl64e_s2`` draws it.
 HDL64E_S2_BIAS_M = (
@@ -108,6 +94,10 @@ def _linear(max_range: float, ref_max: float, min_range: float, noise_sigma: flo
             "rotation_direction": "cw", "start_angle": 0.0, "end_angle": 360.0}
 
 
+#: Ouster's column order: with a cw spin, column m of a turn from -180 to 180 deg sits at psi =
+#: 180 - m 360 / W, Ouster's encoder angle 2 pi (1 - m / W) in its lidar frame (turned 180 deg
+#: from the sensor frame by lidar_to_sensor_transform): ouster-ros's column m
+_OUSTER_SECTOR = {"start_angle": -180.0, "end_angle": 180.0}
 _OUSTER_MIN = 0.3  # Ouster firmware user manual, "Minimum Range Threshold": the Rev 6 and earlier minimum
 _OUSTER = "Ouster firmware user manual (minimum range 0.3 m of Rev 6 and earlier sensors)"
 
@@ -127,7 +117,8 @@ PRESETS: dict[str, Preset] = {
         "(55.296 us firing sequence: 0.199066 deg at 10 Hz); VLP-16 datasheet (100 m); " + _VELODYNE_SOURCE),
     "generic": Preset("Generic rotating LiDAR", {}, "elevations typed by the user"),
     "os0_128": Preset("Ouster OS0-128", {
-        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0, **_linear(50.0, 0.8, _OUSTER_MIN, 0.01)},
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
+        **_linear(50.0, 0.8, _OUSTER_MIN, 0.01), **_OUSTER_SECTOR},
         "ouster-lidar/ouster-sdk tests/pcaps/OS-0-128-U1_v2.3.0_1024x10.json (unit 122150000150); "
         "seed 002 section III and the OS0 datasheet rev05 it cites (50 m at 80 %); " + _OUSTER),
     # -- issue 21: real units appended (the stored enum index is the position here) -----------
@@ -141,16 +132,17 @@ PRESETS: dict[str, Preset] = {
         "(53.3 us: 0.19188 deg at 10 Hz); Alpha Prime (VLS-128) datasheet (245 m); " + _VELODYNE_SOURCE),
     "os1_64": Preset("Ouster OS1-64", {
         "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
-        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
+        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015), **_OUSTER_SECTOR},
         "ouster-lidar/ouster-sdk tests/metadata/2_1_2_os1-991913000010-64.json (unit 991913000010); OS1 "
         "datasheet (120 m at 80 %, repeatability +-1.5 cm at SNR > 250); " + _OUSTER),
     "os1_128": Preset("Ouster OS1-128", {
         "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
-        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015)},
+        **_linear(120.0, 0.8, _OUSTER_MIN, 0.015), **_OUSTER_SECTOR},
         "ouster-lidar/ouster-sdk tests/pcaps/OS-1-128_v2.3.0_1024x10.json (unit 122201000998); OS1 datasheet "
         "(120 m at 80 %, repeatability +-1.5 cm at SNR > 250); " + _OUSTER),
     "os2_128": Preset("Ouster OS2-128", {
-        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0, **_linear(240.0, 0.8, _OUSTER_MIN, 0.01)},
+        "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
+        **_linear(240.0, 0.8, _OUSTER_MIN, 0.01), **_OUSTER_SECTOR},
         "ouster-lidar/ouster-sdk tests/pcaps/OS-2-128-U1_v2.3.0_1024x10.json (unit 992210000957); OS2 "
         "datasheet rev06 (240 m at 80 %); " + _OUSTER),
     "pandar64": Preset("Hesai Pandar64", {
@@ -195,34 +187,4 @@ def preset_bias_table(preset: str) -> tuple | None:
     return HDL64E_S2_BIAS_M if preset == "hdl64e_s2" else None
 
 
-#: Firing sequences as ``(step s, group)`` (laser k fires ``(k mod group) * step`` after
-#: its column) of the three original Velodyne presets, for :mod:`.rotating` until it reads
-#: ``preset_table(...).firing_s`` (which holds every preset's, from the sources above).
-FIRING = {"vlp16": (2.304e-6, 16), "hdl32e": (1.152e-6, 32), "hdl64e_s2": (0.728e-6, 32)}
-
-
-def _legacy_tables() -> dict[str, dict]:
-    """The per-preset view :mod:`.rotating` read before issue 21 (``elevations`` deg or
-    None for generic, ``bias``, and for Ouster ``azimuth`` and ``beam_origin``), built
-    from the packaged tables; kept until :mod:`.rotating` reads :func:`preset_table`."""
-    out: dict[str, dict] = {}
-    for name in PRESETS:
-        if name == "generic":
-            out[name] = {"elevations": None}
-            continue
-        t = preset_table(name)
-        entry = {"elevations": t.elevation_deg}
-        if preset_bias_table(name) is not None:
-            entry["bias"] = preset_bias_table(name)
-        if t.vendor == "ouster":
-            entry["azimuth"] = t.azimuth_deg
-            entry["beam_origin"] = t.beam_origin_m
-        out[name] = entry
-    return out
-
-
-#: preset id -> per-laser tables (pre-issue-21 view, see :func:`_legacy_tables`)
-TABLES: dict[str, dict] = _legacy_tables()
-
-__all__ = ["PRESETS", "preset_table", "preset_bias_table", "TABLES", "FIRING", "HDL64E_S2_BIAS_M",
-           "HDL64E_S2_ELEVATIONS_DEG"]
+__all__ = ["PRESETS", "preset_table", "preset_bias_table", "HDL64E_S2_BIAS_M"]
