@@ -655,6 +655,10 @@ def cmd_info(args) -> int:
             if "elevations" in d and len(d["elevations"]) > 4:
                 d["elevations"] = f"{len(d['elevations'])} lasers, {min(d['elevations']):.2f}.." \
                                   f"{max(d['elevations']):.2f} deg"
+            if d.get("calibration"):  # the imported table's JSON: what it is, not its kilobytes
+                from .core.sensors.calibration import LaserTable
+                t = LaserTable.from_json(d["calibration"])
+                d["calibration"] = f"{t.model or t.vendor} ({t.lasers} lasers), imported from {t.source}"
             for k, v in d.items():
                 say(f"  {k}: {v}")
         except SettingsError as exc:

@@ -145,3 +145,15 @@ def random_cast(out_path, **env_extra):
         env.pop("BLENSOR_RT_NO_AVX", None)
     subprocess.run([sys.executable, "-c", RANDOM_CAST_SCRIPT, str(out_path)], check=True, env=env)
     return np.load(out_path)
+
+
+def point_norm(r, channel, preset="hdl64e_s2"):
+    """|point| in the sensor frame of returns at range ``r`` (m) of lasers ``channel`` of a
+    preset whose beams leave from Velodyne's vertical/horizontal origin offsets: the offset
+    is perpendicular to its beam (velodyne_pointcloud rawdata.cc), so |p|^2 = r^2 + vo^2 +
+    ho^2 (issue 21: the HDL-64E S2 preset is a calibrated unit with offsets up to 0.21 m)."""
+    from blensor_addon.core.sensors.rotating_presets import preset_table
+    t = preset_table(preset)
+    o2 = t.per_laser("vert_offset_m") ** 2 + t.per_laser("horiz_offset_m") ** 2
+    r = np.asarray(r, dtype=np.float64)
+    return np.sqrt(r * r + o2[np.asarray(channel, dtype=np.int64)])

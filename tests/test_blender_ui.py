@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import blensor_addon
-from conftest import CROSSING, ROOT, add_camera
+from conftest import CROSSING, ROOT, add_camera, point_norm
 
 
 def test_register_unregister_register(bpy_mod):
@@ -76,7 +76,9 @@ def test_scan_operator_makes_point_meshes_and_leaves_scene_unchanged(bpy_mod, cr
     attrs["range"].data.foreach_get("value", rng)
     co = np.empty(n * 3, np.float32)
     scan.data.vertices.foreach_get("co", co)
-    np.testing.assert_allclose(np.linalg.norm(co.reshape(-1, 3), axis=1), rng, rtol=1e-5)
+    ch = np.empty(n, np.int32)
+    attrs["channel"].data.foreach_get("value", ch)
+    np.testing.assert_allclose(np.linalg.norm(co.reshape(-1, 3), axis=1), point_norm(rng, ch), rtol=1e-5)
     # placed at the sensor, in the camera's axes (the demo camera stores REP-103: x ahead =
     # the camera's -Z, y left = its -X, z up = its +Y), so the points sit on the scene
     assert cam.data.blensor.axes == "ros"

@@ -330,6 +330,9 @@ def test_calib_import_stores_the_table_in_the_blend_atomically(tmp_path):
     assert {k: v for k, v in cam["settings"].items() if k not in ("calibration", "elevations")} == \
         {k: v for k, v in before["settings"].items() if k not in ("calibration", "elevations")}
     assert cam["settings"]["elevations"] == list(read_calibration(OS0).elevation_deg)
+    # the text listing names the table in one line, not its 6 kB of JSON
+    text = run("info", scene).stdout
+    assert f"  calibration: OS0-128 (128 lasers), imported from {OS0.name}\n" in text and len(text) < 4000
 
 
 @pytest.mark.parametrize("args,needle", [

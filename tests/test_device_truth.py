@@ -127,9 +127,17 @@ def test_scenes_saved_before_version_2_keep_ccw_and_new_cameras_spin_cw(bpy_mod,
     bpy_mod.ops.wm.open_mainfile(filepath=str(ROOT / "tests" / "data" / "v01_scene.blend"))  # version 0
     p = bpy_mod.data.objects["Lidar"].data.blensor
     assert (p.rotation_direction, p.axes, p.settings_version) == ("ccw", "blensor", 2)
-    bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))  # saved at settings version 1
+    # the demo scene, rebuilt at version 2, spins cw; stored as a version-1 camera that
+    # never stored a direction (as every file saved before version 2), it loads ccw
+    bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))
     p = bpy_mod.data.objects["Velodyne"].data.blensor
-    assert (p.rotation_direction, p.axes, p.time_model) == ("ccw", "ros", "continuous")
+    assert (p.rotation_direction, p.settings_version) == ("cw", 2)
+    p.property_unset("rotation_direction")
+    p.settings_version = 1
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "v1.blend"))
+    bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "v1.blend"))
+    p = bpy_mod.data.objects["Velodyne"].data.blensor
+    assert (p.rotation_direction, p.axes, p.time_model, p.settings_version) == ("ccw", "ros", "continuous", 2)
     # a new camera spins cw, kept through save and load
     bpy_mod.ops.wm.read_factory_settings(use_empty=True)
     cam = add_camera(bpy_mod, "New")

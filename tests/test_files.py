@@ -13,7 +13,7 @@ import blensor_addon
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.io.formats.evd import EVD_DTYPE, read_evd
 from blensor_addon.jobs.range_scan import scan_range
-from conftest import CROSSING
+from conftest import CROSSING, point_norm
 
 
 @pytest.fixture
@@ -51,10 +51,11 @@ def test_range_scan_writes_all_formats(velodyne, tmp_path):
     assert z["xyz"].shape == (n, 3) and z["xyz"].dtype == np.float32
     assert z["timestamp"].dtype == np.float64 and z["object_id"].dtype == np.uint32
     assert z["timestamp"].min() >= 2 / 24 and z["timestamp"].max() < 3 / 24
-    np.testing.assert_allclose(np.linalg.norm(z["xyz"], axis=1), z["range"], rtol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(z["xyz"], axis=1), point_norm(z["range"], z["channel"]), rtol=1e-5)
     assert "objects" not in z.files  # the object table is written once, in the manifest
     names = {o["id"]: o["name"] for o in man["objects"]}
-    assert {names[i] for i in np.unique(z["object_id"])} >= {"Road", "Pavement", "Car.1", "TreeCrown"}
+    seen = {names[i] for f in (1, 2, 3) for i in np.unique(np.load(tmp_path / f"scan{f:05d}.npz")["object_id"])}
+    assert seen >= {"Road", "Pavement", "Car.1", "TreeCrown"}
     assert json.loads(str(z["sensor"]))["seed"] == 3
 
     # EVD: int32 N + N * 120-byte '<14dQ' records per frame, int32 -1 at the end

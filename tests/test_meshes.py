@@ -14,6 +14,7 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.result import FIELDS
+from conftest import point_norm
 
 #: Fields that a point mesh must carry as attributes (at least; every other result field
 #: present as an attribute is checked the same way).
@@ -111,13 +112,14 @@ def test_scan_operator_meshes_hold_the_results_values(bpy_mod, crossing, frame_o
     assert seen_clean == seen_noisy, seen_clean ^ seen_noisy
     assert REQUIRED <= seen_clean, REQUIRED - seen_clean
     if frame_of_reference == "sensor":
-        # placed at the sensor; the rays start at its origin: |point| is the (noisy) range
+        # placed at the sensor; the rays start at their beam origins: |point| is the (noisy)
+        # range with the origin offset across the beam (point_norm)
         for obj in (clean, noisy):
             np.testing.assert_allclose(np.array(obj.matrix_world), result.sensor_to_world, atol=1e-6)
         co = np.empty(len(result) * 3, np.float32)
         noisy.data.vertices.foreach_get("co", co)
-        np.testing.assert_allclose(np.linalg.norm(co.reshape(-1, 3), axis=1), np.abs(result.range_noisy),
-                                   rtol=2e-5, atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(co.reshape(-1, 3), axis=1),
+                                   point_norm(np.abs(result.range_noisy), result.channel), rtol=2e-5, atol=1e-5)
     else:
         for obj in (clean, noisy):
             np.testing.assert_allclose(np.array(obj.matrix_world), np.eye(4), atol=0)

@@ -470,6 +470,9 @@ def test_every_sensor_scans_from_the_panel_and_into_files(bpy_mod, empty_scene, 
             hit[z["ray_index"]] = True
             assert np.array_equal(np.isfinite(x).ravel(), hit) and 0 < hit.sum() < rows * cols
             np.testing.assert_allclose(x.ravel()[z["ray_index"]], z["xyz"][:, 0])
+        elif values.get("preset", "").startswith("os"):  # issue 21: ouster-ros's organized cloud
+            assert pc.metadata.height == 128 and pc.points == 128 * pc.metadata.width
+            assert np.isfinite(pc.pc_data["x"]).sum() == len(z["range"])
         else:
             assert pc.points == len(z["range"]) and pc.metadata.height == 1
     blocks = read_evd(tmp_path / "scan.evd")

@@ -148,13 +148,15 @@ PRESETS: dict[str, Preset] = {
     "pandar64": Preset("Hesai Pandar64", {
         "angle_resolution": 0.2, "rotation_speed": 10.0, **_linear(200.0, 0.1, 0.3, 0.02)},
         "HesaiTechnology/HesaiLidar_General_ROS config/Pandar64.csv, firing times from "
-        "pandarGeneral_internal.cc (55.56 us blocks: 0.2 deg at 10 Hz); Pandar64 user manual (200 m at 10 %, "
-        "+-2 cm); min_range: tier4/nebula pandar_64.hpp"),
+        "pandarGeneral_internal.cc (55.56 us blocks: 0.2 deg at 10 Hz); ranges 0.3-200 m: tier4/nebula "
+        "pandar_64.hpp; 200 m at 10 % as the Pandar40 family's channel table gives its middle channels (the "
+        "Pandar64 manual's own figure not checked), noise +-2 cm"),
     "pandarxt32": Preset("Hesai PandarXT-32", {
         "angle_resolution": 0.18, "rotation_speed": 10.0, **_linear(120.0, 0.15, 0.05, 0.01)},
         "tier4/nebula calibration/PandarXT32.csv, firing times from HesaiLidar_General_ROS pandarXT.h (50 us "
-        "blocks: 0.18 deg at 10 Hz); PandarXT-32 user manual (120 m, 80 m at 10 %: ref_max 0.15 at 120 m, "
-        "+-1 cm); min_range: tier4/nebula pandar_xt32.hpp"),
+        "blocks: 0.18 deg at 10 Hz); 120 m instrument range, 80 m at 10 % for the central "
+        "channels as the PandarXT-16 manual's channel table gives them (ref_max 0.15 at 120 m), +-1 cm; "
+        "min_range: tier4/nebula pandar_xt32.hpp"),
 }
 
 
