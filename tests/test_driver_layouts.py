@@ -16,26 +16,6 @@ from blensor_addon.core.result import ScanResult
 from blensor_addon.core.sensors.calibration import LaserTable
 
 
-@pytest.fixture
-def devices(monkeypatch):
-    """Every rotating preset's capabilities declare its Device (what the rotating presets
-    do after issue 21's merge; added here where they do not yet): vendor and table from
-    ``preset_table``, ``columns`` = 360 / angle_resolution."""
-    from blensor_addon.core.sensors import rotating
-    from blensor_addon.core.sensors.rotating_presets import preset_table
-    original = rotating.Rotating.capabilities
-
-    def capabilities(self, s, camera=None):
-        caps = original(self, s, camera)
-        if caps.device is None and s.preset != "generic":
-            t = preset_table(s.preset)
-            caps = dataclasses.replace(caps, device=Device(t.vendor, t.model, t, s.rotation_speed,
-                                                           s.rotation_direction, 360.0 / s.angle_resolution,
-                                                           s.min_range, s.max_range))
-        return caps
-    monkeypatch.setattr(rotating.Rotating, "capabilities", capabilities)
-
-
 def grid_result(rows, cols, cells, *, device, frame=1, frame_time=0.1, times=None, **kw):
     """A swept result on a rows x cols grid with returns in ``cells`` (ray indices
     ``row * cols + col``); return k at range 2 + k m along +x of the REP-103 sensor frame."""
@@ -367,7 +347,7 @@ def test_kitti_poses_at_the_sweep_start_or_end(bpy_mod, crossing, tmp_path):
     assert abs(end[1, 0, 3] - start[1, 0, 3]) > 0.05
 
 
-def test_os0_128_sweep_in_the_bag_and_pcd_is_128_rows_by_1024(bpy_mod, crossing, tmp_path, devices):
+def test_os0_128_sweep_in_the_bag_and_pcd_is_128_rows_by_1024(bpy_mod, crossing, tmp_path):
     # the rotating preset of a real Ouster unit, whole sweeps: the organized ouster-ros cloud
     import open3d as o3d
 

@@ -365,12 +365,8 @@ def test_a_real_scan_decodes_to_its_npz(bpy_mod, crossing, tmp_path, preset):
     """Real Blender, the demo scene, the real unit's preset: the npz and the pcap of one run,
     the pcap read back by the vendor's decoder, every return of the npz found in it."""
     from blensor_addon.core.capabilities import Device
-    from blensor_addon.core.sensors.calibration import TABLES_DIR
     from blensor_addon.core.sensors.rotating_presets import preset_table
     from blensor_addon.jobs.range_scan import scan_range
-    if not (TABLES_DIR / f"{preset}.json").exists():
-        pytest.skip(f"the real units' tables and devices of issue 21 (tables/{preset}.json) are not on this "
-                    "branch")
     kind, meta, options = REAL_UNITS[preset]
     cam = bpy_mod.data.objects["Velodyne"]
     # a 90 deg sector of the two sweeps that start in [0.1, 0.3) s: packets with gaps between turns

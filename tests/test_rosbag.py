@@ -10,7 +10,6 @@ import pytest
 from blensor_addon.core.axes import ros_pose
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import add_camera, add_mesh
-from test_driver_layouts import devices  # noqa: F401 - fixture: every rotating preset declares its Device
 
 
 def read_bag(path):
@@ -31,7 +30,7 @@ def quat_matrix(q):
 
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
-def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage, devices):
+def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
     cam = bpy_mod.data.objects["Velodyne"]
     # sweeps 1-3 (continuous time, the demo's setting): one message per revolution
     job = scan_range(cam, None, tmp_path, ("npz", "rosbag2"), options={"rosbag2.storage": storage},

@@ -58,8 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..settings import Preset, SensorSettings, check_less, setting
-from .budget import CHUNK_RAYS
-from .patterns import RayPattern, angles_of, sweep_column_count
+from .patterns import sweep_column_count
 from .physics import (noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
                       ref_slope_setting)
 from .sensor import SweptSensor
@@ -250,25 +249,11 @@ class Line(SweptSensor):
         return flat_mirror_directions(angle_deg, s.pitch_deg)
 
     def grid_shape(self, s, frame, frame_time, mode, camera):
-        return (self.lasers(s), int(line_columns(s, self.columns(s), frame, frame_time, mode)[0].shape[0]))
+        return (self.lasers(s), int(self.column_times(s, frame, frame_time, mode)[0].shape[0]))
 
-    def patterns(self, s, frame, frame_time, mode, camera):
-        """The columns of :func:`line_columns` (firing order), ``lasers`` rays each;
-        ``ray_index = layer * C + position`` in that order."""
-        col, stamp = line_columns(s, self.columns(s), frame, frame_time, mode)
-        L = self.lasers(s)
-        C = col.shape[0]
-        step = max(1, CHUNK_RAYS // L)
-        for i in range(0, max(1, C), step):
-            c = col[i:i + step]
-            d = self.directions(s, s.start_angle + c * s.angle_resolution).reshape(-1, 3)
-            az, el = angles_of(d)
-            local = np.arange(i, i + c.shape[0], dtype=np.int64)
-            yield RayPattern(
-                directions=d.astype(np.float32), azimuth=az, elevation=el,
-                channel=np.tile(np.arange(L, dtype=np.uint16), c.shape[0]),
-                ray_index=(np.arange(L, dtype=np.int64)[None, :] * C + local[:, None]).ravel(),
-                timestamp=np.repeat(stamp[i:i + step], L))
+    def column_times(self, s, frame, frame_time, mode):
+        """:func:`line_columns`: the columns in firing order and their times."""
+        return line_columns(s, self.columns(s), frame, frame_time, mode)
 
     def measure(self, s, pattern, r, rng):
         """``r + bias[layer] + N(noise_mu, noise_sigma)``, quantized to

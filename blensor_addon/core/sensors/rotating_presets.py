@@ -51,7 +51,12 @@ Ouster ``beam_azimuth_angles``, Hesai ``Azimuth``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..settings import Preset
+
+if TYPE_CHECKING:
+    from .calibration import LaserTable
 
 #: Per-laser distance bias eps_bias,i of seed 000 Eq. 2 (the original's "fixed randomized
 #: array for reproducibility"), m; ``bias_distribution="table"`` of ``hdl64e_s2`` draws it.
@@ -160,7 +165,7 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def preset_table(preset: str, elevations: tuple = ()) -> "LaserTable":
+def preset_table(preset: str, elevations: tuple = ()) -> LaserTable:
     """The :class:`~.calibration.LaserTable` of preset ``preset``: the packaged
     ``tables/<preset>.json`` (cached), or for ``generic`` one built from the typed
     ``elevations`` (deg; no azimuth offsets, all lasers firing at once). The rotating

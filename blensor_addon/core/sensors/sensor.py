@@ -326,8 +326,16 @@ class SweptSensor(Sensor):
             refuse_rays(rows * cols, "rotation_speed", s.rotation_speed, grows=True, unit="Hz")
         return rows * cols
 
+    def column_times(self, s, frame: int, frame_time: float, mode: str) -> tuple[np.ndarray, np.ndarray]:
+        """The scan's columns in firing order, (C,) int64 indices into the sweep, and
+        their firing times (C,) float64 s. Default: :func:`~.patterns.sweep_columns`, the
+        columns spread evenly over the sweep period."""
+        return sweep_columns(self.columns(s), s.rotation_speed, frame, frame_time, mode)
+
     def patterns(self, s, frame, frame_time, mode, camera):
-        col, stamp = sweep_columns(self.columns(s), s.rotation_speed, frame, frame_time, mode)
+        """The columns of :meth:`column_times`, :meth:`lasers` rays each; ``ray_index =
+        laser * C + position`` in firing order."""
+        col, stamp = self.column_times(s, frame, frame_time, mode)
         L = self.lasers(s)
         C = col.shape[0]
         step = max(1, CHUNK_RAYS // L)
