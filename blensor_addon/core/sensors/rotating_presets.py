@@ -32,7 +32,7 @@ PandarXT-32 ``laserXTOffset``, 50 us).
 
 Preset values: the azimuth step is one firing cycle at the preset's rate
 (``cycle_s * 360 deg * rotation_speed``: HDL-32E 46.08 us -> 0.165888 deg at 10 Hz, 2170
-columns, 69,443 points per turn, instead of the datasheet's rounded 0.16 deg); Ouster's is
+columns, 69,440 points per turn, instead of the datasheet's rounded 0.16 deg); Ouster's is
 360 deg / 1024 columns (lidar mode 1024x10). ``max_range`` from the datasheets;
 ``min_range``: Velodyne's datasheets give none, so the ROS driver's default (0.4 m,
 velodyne_pointcloud ``launch/VLP16_points.launch``, ``32e_points.launch``,
