@@ -657,8 +657,7 @@ def cmd_info(args) -> int:
                                   f"{max(d['elevations']):.2f} deg"
             if d.get("calibration"):  # the imported table's JSON: what it is, not its kilobytes
                 from .core.sensors.calibration import LaserTable
-                t = LaserTable.from_json(d["calibration"])
-                d["calibration"] = f"{t.model or t.vendor} ({t.lasers} lasers), imported from {t.source}"
+                d["calibration"] = "imported: " + LaserTable.from_json(d["calibration"]).summary()
             for k, v in d.items():
                 say(f"  {k}: {v}")
         except SettingsError as exc:
@@ -676,13 +675,12 @@ def cmd_calib(args) -> int:
     table = read_calibration(args.file)
     bpy = _open_blend(args.blend, libraries=False)
     cam = _camera(bpy, args.camera)
-    store_calibration(cam, table)
+    table = store_calibration(cam, table)  # completed by the camera's preset (jobs.calib)
     with _stdout_dropped():  # (Blender prints "Info: Saved copy as ...")
         save_blend_atomically(args.blend)
     stype = getattr(cam.data.blensor, "sensor_type", "rotating")
     note = "" if stype == "rotating" else f" (its sensor type is {stype}: used once it is rotating)"
-    say(f"blensor: calibration {table.model} ({table.lasers} lasers, {table.vendor}) from "
-        f"{Path(args.file).name} stored in camera '{cam.name}' of {args.blend}{note}")
+    say(f"blensor: calibration {table.summary()} stored in camera '{cam.name}' of {args.blend}{note}")
     return 0
 
 

@@ -326,13 +326,19 @@ def test_calib_import_stores_the_table_in_the_blend_atomically(tmp_path):
     # the rest of the camera's settings are those of the original file
     before = next(c for c in json.loads(run("info", CROSSING, "--json").stdout)["cameras"]
                   if c["name"] == "Velodyne")
-    # ("elevations" is the resolved table's: the imported one's)
-    assert {k: v for k, v in cam["settings"].items() if k not in ("calibration", "elevations")} == \
-        {k: v for k, v in before["settings"].items() if k not in ("calibration", "elevations")}
+    # ("elevations" is the resolved table's: the imported one's; the file's lidar mode 1024x10 sets the
+    # grid, and the full turn becomes Ouster's -180..180 deg)
+    grid = {"angle_resolution": 360 / 1024, "rotation_speed": 10.0, "start_angle": -180.0, "end_angle": 180.0}
+    changed = ("calibration", "elevations", *grid)
+    assert {k: v for k, v in cam["settings"].items() if k not in changed} == \
+        {k: v for k, v in before["settings"].items() if k not in changed}
+    assert {k: cam["settings"][k] for k in grid} == grid
+    assert before["settings"]["angle_resolution"] == pytest.approx(0.1728)
     assert cam["settings"]["elevations"] == list(read_calibration(OS0).elevation_deg)
     # the text listing names the table in one line, not its 6 kB of JSON
     text = run("info", scene).stdout
-    assert f"  calibration: OS0-128 (128 lasers), imported from {OS0.name}\n" in text and len(text) < 4000
+    assert f"  calibration: imported: OS0-128 (128 lasers, ouster) from {OS0.name}\n" in text
+    assert len(text) < 4000
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -375,7 +381,7 @@ def test_python_api_and_panel_import_and_clear(crossing, bpy_mod, tmp_path):
     _sensor, s = read_sensor(cam)
     assert LaserTable.from_json(s.calibration) == t
     assert calibration_label(cam.data.blensor.calibration) == \
-        "Laser table: Velodyne 16-laser calibration (16 lasers, VLP16db.yaml)"
+        "Laser table: Velodyne 16-laser calibration (16 lasers, velodyne) from VLP16db.yaml"
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(SettingsError, match="calibration.beam_altitude_angles"):

@@ -216,9 +216,9 @@ def test_ouster_range_includes_the_beam_origin_offset(bpy_mod, empty_scene):
     add_mesh(bpy_mod, "Cyl", *cylinder_mesh(R, -20, 20, segments=3600))
     bpy_mod.data.objects["Cyl"].rotation_euler = (math.pi / 2, 0, 0)
     cam = add_camera(bpy_mod)
-    generic_sensor(cam, "0", angle_resolution=1.0)
+    generic_sensor(cam, "0", angle_resolution=360 / 512)  # an Ouster table: a lidar mode's grid (512x10)
     r = blensor_addon.scan(cam, axes="ros", calibration=ouster_table(n).to_json())
-    assert len(r) == 3 * 360
+    assert len(r) == 3 * 512
     mid = r.channel == 1
     np.testing.assert_allclose(r.range[mid], R, atol=2e-4)
     np.testing.assert_allclose(r.range_noisy, r.range)
@@ -245,10 +245,11 @@ def test_ouster_range_includes_the_beam_origin_offset(bpy_mod, empty_scene):
 
 
 def test_rings_follow_the_vendor_driver():
-    s = LidarSettings(preset="os0_128").validate()
+    s = lidar("os0_128")
     rings = ROT.channel_rings(s)
     assert rings[np.argmax(s.elevations_deg)] == 0 and rings[np.argmin(s.elevations_deg)] == 127
-    s = LidarSettings(preset="generic", calibration=ouster_table(ring=(2, 0, 1)).to_json()).validate()
+    s = LidarSettings(preset="generic", calibration=ouster_table(ring=(2, 0, 1)).to_json(),
+                      angle_resolution=360 / 1024).validate()
     assert list(ROT.channel_rings(s)) == [2, 0, 1]  # the table's own
     s = LidarSettings(preset="vlp16").validate()  # velodyne_pointcloud: by elevation, 0 = lowest
     assert list(ROT.channel_rings(s)[:4]) == [0, 8, 1, 9]
@@ -363,13 +364,14 @@ def test_capabilities_name_the_device():
     assert (d.vendor, d.direction, d.rotation_speed) == ("velodyne", "cw", 10.0)
     assert (d.min_range, d.max_range) == (0.5, 100.0)
     assert d.table.lasers == 16 and d.table is LidarSettings(preset="vlp16").table
-    if d.table.cycle_s:
-        assert d.columns == pytest.approx(1.0 / (10.0 * d.table.cycle_s))
-    else:
-        assert d.columns == pytest.approx(360.0 / 0.2)
+    # the grid cast: 360 / angle_resolution columns a turn (the preset's step is one 55.296 us cycle)
+    assert d.columns == 360.0 / lidar("vlp16").angle_resolution == pytest.approx(1e6 / 552.96, rel=1e-6)
     d = ROT.capabilities(lidar("os0_128", rotation_direction="ccw")).device
-    assert (d.vendor, d.direction) == ("ouster", "ccw") and d.columns == pytest.approx(1024.0)
+    assert (d.vendor, d.direction) == ("ouster", "ccw") and d.columns == 1024.0
     assert ROT.capabilities(LidarSettings(preset="generic").validate()).device is None
+    # issue 21 review: columns were 1 / (rotation_speed cycle_s) whatever the step cast (2170.14 here)
     t = LaserTable(vendor="velodyne", model="X", elevation_deg=(0.0,), cycle_s=46.08e-6)
     d = ROT.capabilities(LidarSettings(preset="generic", calibration=t.to_json()).validate()).device
-    assert d.model == "X" and d.columns == pytest.approx(1e6 / 460.8)  # 2170.14 firings a turn at 10 Hz
+    assert d.model == "X" and d.columns == pytest.approx(360.0 / 0.1728)  # 2083.33: the default step
+    d = ROT.capabilities(lidar("hdl32e", angle_resolution=0.5)).device
+    assert d.columns == 720.0 and ROT.capabilities(lidar("hdl32e")).device.columns == pytest.approx(2170.1389)

@@ -53,8 +53,8 @@ class Device:
         table: the :class:`~blensor_addon.core.sensors.calibration.LaserTable` in use
             (the preset's packaged one or the camera's imported calibration).
         rotation_speed: spin rate (Hz); direction: ``"cw"`` or ``"ccw"`` seen from above.
-        columns: firings (columns) per full turn (float: a Velodyne's 46.08 us cycle at
-            10 Hz gives 2170.14 per turn).
+        columns: columns per full turn of the grid cast, ``360 / angle_resolution`` (float:
+            the HDL-32E preset's one 46.08 us cycle at 10 Hz, 0.165888 deg, gives 2170.14).
         min_range, max_range: m, the ranges the unit reports.
     """
 

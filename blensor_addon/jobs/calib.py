@@ -4,7 +4,17 @@ import``, the panel's "Import calibration" and :func:`blensor_addon.import_calib
 A calibration file is read into a :class:`~..core.sensors.calibration.LaserTable` by
 :mod:`..io.calib`; this module puts the table's JSON into the camera's ``calibration``
 setting (a rotating LiDAR's setting, on ``camera.data.blensor``; empty means the preset's
-table) and saves the .blend atomically: Blender writes a temporary sibling, which is
+table) and saves the .blend atomically.
+
+What the file lacks comes from the camera's preset when it is the same kind of unit
+(:meth:`~..core.sensors.calibration.LaserTable.completed_by`: same vendor and laser count):
+the model (a Velodyne YAML names none; the pcap writer needs "VLP-16"), the firing times
+and the firing cycle (no Velodyne or Hesai calibration file holds them). An Ouster
+metadata file's ``lidar_mode`` ("2048x10") sets the camera's ``angle_resolution`` (360 /
+columns) and ``rotation_speed``, and a full-turn sector becomes Ouster's -180..180 deg (its
+column order, as the Ouster presets sweep it).
+
+The .blend is saved atomically: Blender writes a temporary sibling, which is
 fsynced and renamed over the file, so the .blend on disk is the old one or the new one,
 never half of either.
 """
@@ -15,6 +25,8 @@ from pathlib import Path
 
 from ..core.errors import SettingsError
 from ..core.sensors.calibration import LaserTable
+from ..core.sensors.rotating import check_ouster_mode
+from ..core.sensors.rotating_presets import PRESETS, preset_table
 
 
 def _settings(camera_object):
@@ -34,15 +46,61 @@ def _settings(camera_object):
     return props
 
 
-def store_calibration(camera_object, table: LaserTable | None) -> None:
-    """Set the camera's ``calibration`` setting to ``table`` (its JSON); None clears it
-    (the preset's table is used again). The .blend on disk is not changed.
+def completed_table(table: LaserTable, preset: str) -> LaserTable:
+    """``table`` completed by preset ``preset``'s table
+    (:meth:`~..core.sensors.calibration.LaserTable.completed_by`: model, firing times and
+    cycle where the file has none, when vendor and laser count match); ``table`` itself
+    for ``generic`` or a name that is not a rotating preset."""
+    if preset not in PRESETS or preset == "generic":
+        return table
+    return table.completed_by(preset_table(preset))
+
+
+def ouster_grid(table: LaserTable) -> tuple[float, float] | None:
+    """(angle_resolution deg, rotation_speed Hz) of an Ouster table's ``lidar_mode``
+    (``extra["lidar_mode"]``, "columns x Hz"): ``(360 / columns, Hz)``; None for another
+    vendor or a file without a lidar mode.
 
     Raises:
-        SettingsError (``camera``): see :func:`_settings`.
+        SettingsError (``calibration.lidar_mode``): not one of Ouster's lidar modes.
+    """
+    mode = table.extra.get("lidar_mode") if table.vendor == "ouster" else None
+    if not mode:
+        return None
+    try:
+        columns, hz = (int(v) for v in str(mode).split("x"))
+        check_ouster_mode(360.0 / columns, float(hz))
+    except (ValueError, ZeroDivisionError, SettingsError):
+        from ..core.sensors.rotating_presets import OUSTER_LIDAR_MODES
+        raise SettingsError("calibration.lidar_mode", "an Ouster lidar mode (" + ", ".join(
+            f"{w}x{r}" for w, r in OUSTER_LIDAR_MODES) + ")", mode) from None
+    return 360.0 / columns, float(hz)
+
+
+def store_calibration(camera_object, table: LaserTable | None) -> LaserTable | None:
+    """Set the camera's ``calibration`` setting to ``table`` completed by the camera's
+    preset (:func:`completed_table`); an Ouster table's lidar mode sets
+    ``angle_resolution`` and ``rotation_speed`` (:func:`ouster_grid`), and a full-turn
+    sector becomes -180..180 deg (Ouster's column order). None clears the calibration (the
+    preset's table is used again; nothing else changes). Returns the table stored (or
+    None). The .blend on disk is not changed; on an error nothing is changed.
+
+    Raises:
+        SettingsError (``camera``): see :func:`_settings`; (``calibration.lidar_mode``)
+        an Ouster table whose lidar mode is not one of the firmware's.
     """
     props = _settings(camera_object)
-    props.calibration = "" if table is None else table.to_json()
+    if table is None:
+        props.calibration = ""
+        return None
+    table = completed_table(table, props.preset)
+    grid = ouster_grid(table)
+    if grid is not None:
+        props.angle_resolution, props.rotation_speed = grid
+        if abs(props.end_angle - props.start_angle - 360.0) < 1e-6:
+            props.start_angle, props.end_angle = -180.0, 180.0
+    props.calibration = table.to_json()
+    return table
 
 
 def stored_calibration(camera_object) -> LaserTable | None:
@@ -58,8 +116,8 @@ def stored_calibration(camera_object) -> LaserTable | None:
 
 def import_calibration(camera_object, path) -> LaserTable:
     """Read the calibration file at ``path`` (:func:`..io.calib.read_calibration`) and
-    store it in the camera (:func:`store_calibration`); returns the table. The file is
-    read before anything is changed.
+    store it in the camera (:func:`store_calibration`); returns the table stored (completed
+    by the camera's preset). The file is read before anything is changed.
 
     Raises:
         SettingsError: ``calibration`` / ``calibration.<field>`` (a bad file, the camera
@@ -67,9 +125,7 @@ def import_calibration(camera_object, path) -> LaserTable:
     """
     from ..io.calib import read_calibration
     _settings(camera_object)
-    table = read_calibration(path)
-    store_calibration(camera_object, table)
-    return table
+    return store_calibration(camera_object, read_calibration(path))
 
 
 def save_blend_atomically(path) -> None:
@@ -118,4 +174,5 @@ def _is_compressed(path: Path) -> bool:
     return head == b"\x28\xb5\x2f\xfd" or head[:2] == b"\x1f\x8b"
 
 
-__all__ = ["store_calibration", "stored_calibration", "import_calibration", "save_blend_atomically"]
+__all__ = ["completed_table", "ouster_grid", "store_calibration",
+           "stored_calibration", "import_calibration", "save_blend_atomically"]

@@ -261,8 +261,7 @@ class BLENSOR_OT_import_calibration(bpy.types.Operator):
         except BlensorError as exc:  # a bad file: the camera keeps its table
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        self.report({"INFO"}, f"BlenSor: calibration {table.model} ({table.lasers} lasers) from "
-                              f"{table.source} in use")
+        self.report({"INFO"}, f"BlenSor: calibration {table.summary()} in use")
         return {"FINISHED"}
 
 

@@ -18,7 +18,7 @@ def calibration_label(text: str) -> str:
         t = LaserTable.from_json(text)
     except SettingsError:
         return "Laser table: invalid calibration (clear or import again)"
-    return f"Laser table: {t.model} ({t.lasers} lasers, {t.source})"
+    return "Laser table: " + t.summary()
 
 
 class BLENSOR_PT_sensor(bpy.types.Panel):

@@ -23,7 +23,12 @@ default axes) is upgraded when the file is loaded (:func:`upgrade_settings`): ``
 ``frame``), and the typed ``depth_formats`` / ``motion_formats`` strings become sets.
 Version 2 made the rotating LiDAR spin clockwise seen from above, as Velodyne and Ouster
 heads do (``rotation_direction="cw"``): a camera stored before it that never stored a
-``rotation_direction`` keeps the counter-clockwise spin it scanned with (``ccw``).
+``rotation_direction`` keeps the counter-clockwise spin it scanned with (``ccw``). Version 2
+also made the line scanner's ``ibeo_lux`` the real unit (layers, 200 m, 4 cm steps, the
+vertical mirror, cw, the mirror timing) and gave the Kinect 0.06 px of disparity noise: a
+camera stored before it scans its line group as BlenSor 2011's LUX (preset
+``ibeo_lux_2011``, its stored values kept, the values it never stored as that scanner had
+them: :data:`LINE_BEFORE_V2`) and its Kinect group with the noise it never stored as 0 px.
 Cameras made since are stamped with the current version when the file is saved.
 """
 from __future__ import annotations
@@ -42,6 +47,13 @@ from ..core.sensors import COMMON, SENSORS, SensorSettings
 #: versions (before REP-103 became the default axes); 1: before the rotating LiDAR spun
 #: clockwise (issue 21)
 SETTINGS_VERSION = 2
+
+#: line-scanner values a camera stored before version 2 scanned with where it stored none
+#: (the defaults then, BlenSor 2011's LUX: reference 6.2); its preset becomes ``ibeo_lux_2011``
+LINE_BEFORE_V2 = {"max_range": 90.0, "min_range": 0.0, "range_resolution": 0.0, "mirror": "inclined",
+                  "sweep_timing": "period", "rotation_direction": "ccw"}
+#: Kinect values of a camera stored before version 2, where it stored none (the defaults then)
+KINECT_BEFORE_V2 = {"noise_sigma": 0.0}
 
 
 def _description(meta) -> str:
@@ -301,8 +313,10 @@ def upgrade_camera(cam) -> bool:
     :data:`SETTINGS_VERSION` (0 -> 1: ``axes`` and ``time_model`` it never stored are
     stored as the values it scanned with, ``"blensor"`` and ``"frame"``; the typed
     ``depth_formats`` / ``motion_formats`` strings become sets; below 2: a
-    ``rotation_direction`` it never stored is stored as ``"ccw"``). Returns whether it
-    changed anything; a camera already at the version (or newer) is left as it is."""
+    ``rotation_direction`` it never stored is stored as ``"ccw"``, the line and Kinect
+    groups keep their 2011 behaviour (:func:`_upgrade_line_v2`, :data:`KINECT_BEFORE_V2`)).
+    Returns whether it changed anything; a camera already at the version (or newer) is
+    left as it is."""
     from ..io.formats import MOTION_FORMATS, WRITERS
     p = cam.blensor
     version = p.settings_version
@@ -317,10 +331,45 @@ def upgrade_camera(cam) -> bool:
             old = _old_flags(p, name, registry)
             if old:
                 setattr(p, name, old)
-    if version < 2 and not p.is_property_set("rotation_direction"):
-        p.rotation_direction = "ccw"  # the spin it scanned with; cw became the default in version 2
+    if version < 2:
+        if not p.is_property_set("rotation_direction"):
+            p.rotation_direction = "ccw"  # the spin it scanned with; cw became the default in version 2
+        if isinstance(getattr(p, "line", None), bpy.types.PropertyGroup):
+            _upgrade_line_v2(p.line)
+        if isinstance(getattr(p, "kinect", None), bpy.types.PropertyGroup):
+            _store_unset(p.kinect, KINECT_BEFORE_V2)
     p.settings_version = SETTINGS_VERSION
     return True
+
+
+def _store_unset(group, values: dict) -> None:
+    """Store ``values`` (name -> value) on ``group`` where it stored none."""
+    for name, value in values.items():
+        if not group.is_property_set(name):
+            setattr(group, name, value)
+
+
+def _upgrade_line_v2(group) -> None:
+    """A line group stored before version 2: its preset (none stored, or ``ibeo_lux``, the
+    only one then, whose layers were the 2011 ones) becomes ``ibeo_lux_2011`` without
+    applying that preset's values (the raw enum index is stored, so the update callback
+    does not overwrite what the camera stored); the values it never stored become those it
+    scanned with (:data:`LINE_BEFORE_V2`)."""
+    from ..core.sensors.line import PRESETS as LINE_PRESETS
+    if not group.is_property_set("preset") or group.preset == "ibeo_lux":
+        raw = _idprops(group)
+        raw["preset"] = list(LINE_PRESETS).index("ibeo_lux_2011")
+    _store_unset(group, LINE_BEFORE_V2)
+
+
+def _idprops(group):
+    """The ID-property group holding ``group``'s stored values, made if it has none yet
+    (Blender 5.0 keeps add-on properties apart from custom properties)."""
+    get = getattr(group, "bl_system_properties_get", None)
+    if get is None:
+        return group
+    raw = get()
+    return raw if raw is not None else get(do_create=True)
 
 
 def upgrade_settings() -> int:

@@ -18,7 +18,7 @@ Ouster: ``theta_encoder - 2 pi beam_azimuth / 360``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,8 @@ from ..errors import SettingsError
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
 
 VENDORS = ("generic", "velodyne", "ouster", "hesai")
+#: most lasers (channels) a table, a rotating sensor and a calibration file may have
+MAX_LASERS = 1024
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,6 @@ class LaserTable:
         ring: (L,) ring number the vendor's driver gives laser k (velodyne_pointcloud:
             rank by elevation, 0 = lowest; ouster-ros: beam index, 0 = top); empty: rank by
             elevation.
-        intensity_scale: reserved for vendor intensity mappings (1.0).
         extra: anything else the file said that a writer needs (Ouster
             ``pixel_shift_by_row``, ``columns_per_frame``, ``lidar_mode``,
             ``lidar_to_sensor_transform``; Velodyne ``distance_resolution``), JSON values.
@@ -77,7 +78,6 @@ class LaserTable:
     firing_s: tuple = ()
     cycle_s: float = 0.0
     ring: tuple = ()
-    intensity_scale: float = 1.0
     extra: dict = field(default_factory=dict, hash=False, compare=False)
 
     PER_LASER = ("elevation_deg", "azimuth_deg", "distance_m", "vert_offset_m", "horiz_offset_m", "firing_s",
@@ -96,10 +96,10 @@ class LaserTable:
 
     def check(self) -> None:
         """Raise SettingsError (``calibration.<field>``) unless every per-laser field has
-        0 or L finite entries, elevations lie in [-90, 90] deg, 1 <= L <= 1024."""
+        0 or L finite entries, elevations lie in [-90, 90] deg, 1 <= L <= :data:`MAX_LASERS`."""
         L = self.lasers
-        if not 1 <= L <= 1024:
-            raise SettingsError("calibration.elevation_deg", "1 to 1024 laser elevations", L)
+        if not 1 <= L <= MAX_LASERS:
+            raise SettingsError("calibration.elevation_deg", f"1 to {MAX_LASERS} laser elevations", L)
         if self.vendor not in VENDORS:
             raise SettingsError("calibration.vendor", "one of " + ", ".join(VENDORS), self.vendor)
         for name in self.PER_LASER:
@@ -115,6 +115,43 @@ class LaserTable:
         if not (np.isfinite(self.cycle_s) and 0.0 <= self.cycle_s < 1.0):
             raise SettingsError("calibration.cycle_s", "in [0, 1) s", self.cycle_s)
 
+    @property
+    def names_model(self) -> bool:
+        """Whether :attr:`model` names a unit: not empty, not just the vendor, and not the
+        placeholder a calibration reader gives a file that names no model (a Velodyne ROS
+        YAML or db.xml: "Velodyne 16-laser calibration"; a Hesai CSV: "Hesai 32-channel
+        calibration"; Ouster metadata without ``prod_line``: "Ouster")."""
+        m = self.model.strip().lower()
+        v = self.vendor.lower()
+        return bool(m) and m != v and m not in (f"{v} {self.lasers}-laser calibration",
+                                                f"{v} {self.lasers}-channel calibration")
+
+    def completed_by(self, base: "LaserTable") -> "LaserTable":
+        """This table (a unit's imported calibration) with what it lacks taken from
+        ``base`` (the preset's table of the same unit type): when vendor and laser count
+        match, ``base``'s ``model`` where this one names none (:attr:`names_model`; a
+        Velodyne YAML does not, the pcap writer needs "VLP-16"), ``firing_s`` where this
+        one has none and ``cycle_s`` where it is 0 (no calibration file of Velodyne or
+        Hesai holds firing times). Everything else is this table's; a table of another
+        vendor or laser count is returned unchanged."""
+        if base.vendor != self.vendor or base.lasers != self.lasers:
+            return self
+        changes = {}
+        if not self.names_model and base.model:
+            changes["model"] = base.model
+        if not self.firing_s and base.firing_s:
+            changes["firing_s"] = base.firing_s
+        if not self.cycle_s and base.cycle_s:
+            changes["cycle_s"] = base.cycle_s
+        return replace(self, **changes) if changes else self
+
+    def summary(self) -> str:
+        """One line naming the table: model (or vendor), laser count, vendor and source,
+        e.g. ``"VLP-16 (16 lasers, velodyne) from VLP16db.yaml"`` (what ``blensor info``,
+        ``blensor calib import``, the panel and its import operator print)."""
+        head = f"{self.model or self.vendor} ({self.lasers} lasers, {self.vendor})"
+        return f"{head} from {self.source}" if self.source else head
+
     def per_laser(self, name: str) -> np.ndarray:
         """(L,) float64 of a per-laser field, zeros where the table has none."""
         v = getattr(self, name)
@@ -123,7 +160,7 @@ class LaserTable:
     def to_json(self) -> str:
         """The table as compact JSON (what the ``calibration`` setting stores)."""
         d = {k: getattr(self, k) for k in ("vendor", "model", "source", *self.PER_LASER, "beam_origin_m",
-                                           "cycle_s", "intensity_scale")}
+                                           "cycle_s")}
         d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items() if v not in ((), "")}
         if self.extra:
             d["extra"] = self.extra
@@ -143,8 +180,8 @@ class LaserTable:
                                 f"{text[:60]}... ({exc})") from None
         if not isinstance(d, dict):
             raise SettingsError("calibration", "a JSON object", type(d).__name__)
-        known = {"vendor", "model", "source", *cls.PER_LASER, "beam_origin_m", "cycle_s", "intensity_scale",
-                 "extra"}
+        d.pop("intensity_scale", None)  # (written, always 1.0, before the field was removed: never read)
+        known = {"vendor", "model", "source", *cls.PER_LASER, "beam_origin_m", "cycle_s", "extra"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise SettingsError("calibration", "the keys " + ", ".join(sorted(known)), ", ".join(unknown))
@@ -174,4 +211,4 @@ def packaged_table(name: str) -> LaserTable:
     return t
 
 
-__all__ = ["LaserTable", "VENDORS", "TABLES_DIR", "packaged_table"]
+__all__ = ["LaserTable", "VENDORS", "MAX_LASERS", "TABLES_DIR", "packaged_table"]

@@ -47,7 +47,7 @@ import numpy as np
 from ..settings import Preset, SensorSettings, check_less, setting
 from .budget import MAX_PIXELS_SIDE, refuse_rays
 from .patterns import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
-from .physics import assemble, frame_rng
+from .physics import assemble, check_min_range, frame_rng, min_range_setting
 from .sensor import Sensor
 
 PRESETS = {
@@ -64,8 +64,9 @@ class KinectSettings(SensorSettings):
     """Settings of the structured-light camera. Attributes (units): preset; width,
     height (px, 1..16384); fov_h (deg, (0, 180)); baseline (m, > 0); min_depth,
     max_depth (m, depth Z limits); min_range (m, nearest measured range along the pixel
-    ray, 0 = none); noise_sigma (px, disparity noise); subpixel (disparity steps per
-    pixel, 1..64); dot_density (fraction of pixels that are dots, (0, 1])."""
+    ray, 0 = none, less than max_depth); noise_sigma (px, disparity noise); subpixel
+    (disparity steps per pixel, 1..64); dot_density (fraction of pixels that are dots,
+    (0, 1])."""
 
     preset: str = setting("kinect_v1", "Sensor", "Sensor model; choosing one sets its values",
                           choices=tuple(PRESETS))
@@ -77,8 +78,7 @@ class KinectSettings(SensorSettings):
                               hi=10.0, lo_open=True, precision=4)
     min_depth: float = setting(0.7, "Min depth", "Nearest valid depth", "m", lo=0.0, hi=1e4)
     max_depth: float = setting(6.0, "Max depth", "Farthest valid depth", "m", lo=0.0, hi=1e4, lo_open=True)
-    min_range: float = setting(0.0, "Min range", "Nearest measured range along the pixel ray "
-                               "(0: min_depth only)", "m", lo=0.0, hi=1e5)
+    min_range: float = min_range_setting()
     noise_sigma: float = setting(0.06, "Noise sigma", "Disparity noise per pixel, before the quantization",
                                  "px", lo=0.0, hi=100.0, precision=4)
     subpixel: int = setting(8, "Subpixel steps", "Disparity steps per pixel (quantization)", lo=1, hi=64)
@@ -87,6 +87,7 @@ class KinectSettings(SensorSettings):
 
     def check(self) -> None:
         check_less("min_depth", self.min_depth, "max_depth", self.max_depth, "m")
+        check_min_range(self, "max_depth")
 
     @property
     def focal_px(self) -> float:
@@ -143,10 +144,6 @@ class Kinect(Sensor):
 
     def intrinsics(self, s, camera):
         return pinhole_intrinsics(s.width, s.height, *self.view(s))
-
-    def detected(self, s, pattern, hits, r_noisy):
-        """Measured ranges of at least ``min_range`` (m); None when it is 0."""
-        return (r_noisy >= s.min_range) if s.min_range > 0 else None
 
     def trace(self, s, ctx, *, frame, frame_time, mode):
         """Two casts (camera, then projector; see the module docstring)."""

@@ -58,9 +58,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..settings import Preset, SensorSettings, check_less, setting
-from .patterns import sweep_column_count
-from .physics import (noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
-                      ref_slope_setting)
+from .patterns import ROTATION_DIRECTIONS, sweep_column_count
+from .physics import (check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting,
+                      ref_dist_setting, ref_limit_setting, ref_slope_setting)
 from .sensor import SweptSensor
 
 #: the unit's layers, layer 0 the lowest (deg; see the module docstring)
@@ -71,7 +71,6 @@ IBEO_LUX_2011_BIAS_M = (0.015798891682948433, 0.030289711937446478, 0.0448322638
                         0.022628361223111119)
 MIRRORS = ("vertical", "inclined")
 SWEEP_TIMINGS = ("mirror", "period")
-ROTATION_DIRECTIONS = ("cw", "ccw")
 
 _COMMON = {"angle_resolution": 0.25, "rotation_speed": 12.5, "start_angle": -50.0, "end_angle": 35.0,
            "noise_mu": 0.0, "noise_sigma": 0.03, "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.005333333}
@@ -98,7 +97,8 @@ class LineSettings(SensorSettings):
     """Settings of the mirror line scanner (module docstring; reference 6.2).
 
     Attributes (units): preset; angle_resolution (deg, column step, (0, 90]);
-    rotation_speed (Hz, sweeps per second, (0, 1000]); max_range, min_range (m);
+    rotation_speed (Hz, sweeps per second, (0, 1000]); max_range, min_range (m, min_range <
+    max_range);
     range_resolution (m, step of the reported range, 0 = not quantized); start_angle,
     end_angle (deg, -180..180, start < end); noise_mu, noise_sigma (m); ref_dist,
     ref_limit, ref_slope: reflectivity limit (seed 000 Eq. 1); mirror (``vertical``,
@@ -113,8 +113,7 @@ class LineSettings(SensorSettings):
     rotation_speed: float = setting(12.5, "Sweep rate", "Sweeps (scans) per second", "Hz",
                                     lo=0.0, hi=1000.0, lo_open=True)
     max_range: float = setting(200.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
-    min_range: float = setting(0.3, "Min range", "Nearest return the unit reports (measured range)", "m",
-                               lo=0.0, hi=1e5)
+    min_range: float = min_range_setting(0.3)
     range_resolution: float = setting(0.04, "Range resolution", "Step of the reported range "
                                       "(0: not quantized)", "m", lo=0.0, hi=10.0)
     start_angle: float = setting(-50.0, "Start angle", "Rightmost column's angle", "deg", lo=-180.0, hi=180.0)
@@ -138,6 +137,7 @@ class LineSettings(SensorSettings):
 
     def check(self) -> None:
         check_less("start_angle", self.start_angle, "end_angle", self.end_angle, "deg")
+        check_min_range(self)
 
     @property
     def pitch_deg(self) -> np.ndarray:
@@ -265,10 +265,6 @@ class Line(SweptSensor):
         if s.range_resolution > 0:
             out = np.round(out / s.range_resolution) * s.range_resolution
         return out
-
-    def detected(self, s, pattern, hits, r_noisy):
-        """Returns at a measured range of at least ``min_range`` (m); None when it is 0."""
-        return (r_noisy >= s.min_range) if s.min_range > 0 else None
 
 
 SENSOR = Line()

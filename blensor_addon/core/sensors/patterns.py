@@ -18,6 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: spin (or sweep) direction of a turning head or mirror seen from above (+Y in BlenSor's
+#: sensor frame, +Z in REP-103): ``cw`` (Velodyne, Ouster, Hesai, the Ibeo LUX) or ``ccw``
+#: (BlenSor before settings version 2); the rotating LiDAR's and the line scanner's
+#: ``rotation_direction`` choices
+ROTATION_DIRECTIONS = ("cw", "ccw")
+
 
 @dataclass
 class RayPattern:

@@ -72,10 +72,12 @@ def min_range_setting(default: float = 0.0):
                    "returns are dropped", "m", lo=0.0, hi=1e5, precision=3)
 
 
-def check_min_range(s) -> None:
-    """Raise SettingsError (``min_range``) unless ``s.min_range < s.max_range`` (m)."""
-    if not s.min_range < s.max_range:
-        raise SettingsError("min_range", f"less than max_range ({s.max_range:g} m)", s.min_range)
+def check_min_range(s, max_name: str = "max_range") -> None:
+    """Raise SettingsError (``min_range``) unless ``s.min_range`` is less than the
+    setting ``max_name`` of ``s`` (m; ``max_range``, the Kinect's ``max_depth``)."""
+    hi = getattr(s, max_name)
+    if not s.min_range < hi:
+        raise SettingsError("min_range", f"less than {max_name} ({hi:g} m)", s.min_range)
 
 
 def min_range_mask(s, r_measured: np.ndarray) -> np.ndarray | None:

@@ -48,8 +48,24 @@ them for the same raw data):
   its packet is ``range_noisy - distance_m`` (:func:`raw_distance`).
 - ``ring``: the table's (ouster-ros: the beam index, 0 = top) where given, else for an
   Ouster table the beam index, else the elevation rank, 0 = lowest (velodyne_pointcloud).
-- ``cycle_s``: the firing cycle; with it a turn has ``1 / (rotation_speed cycle_s)``
-  firings (:class:`~..capabilities.Device` ``columns``).
+- ``cycle_s``: the firing cycle (the presets' ``angle_resolution`` is one cycle at their
+  rate). The grid cast has ``360 / angle_resolution`` columns a turn, whatever the table
+  (:class:`~..capabilities.Device` ``columns``).
+
+Not modelled: Velodyne's two-point distance correction (``dist_correction_x``,
+``dist_correction_y``; the HDL-64E S2 tables have it). Where ``two_pt_correction_available``,
+velodyne_pointcloud (rawdata.cc) corrects x and y apart, each interpolated linearly from
+``dist_correction_x`` at |x| = 2.4 m (``dist_correction_y`` at |y| = 1.93 m) to
+``dist_correction`` at 25.04 m, so it changes points nearer than about 25 m along x or y
+(the hdl64e_s2 table: by up to 0.12 m near the sensor). BlenSor places every point
+with ``distance_m`` alone; the imported fields are kept in the table's ``extra``.
+
+Azimuth step and the unit (:meth:`LidarSettings.check`): a Velodyne or Hesai preset's
+``angle_resolution`` is one firing cycle of the unit at its rate; another step is accepted
+(the grid is the user's), but then the sensor is no longer the unit (a VLP-16 fires every
+55.296 us whatever the step). A table of an Ouster is held to Ouster's lidar modes
+(:data:`~.rotating_presets.OUSTER_LIDAR_MODES`): ``360 / angle_resolution`` columns at
+``rotation_speed`` must be one of them (the firmware has no other grid).
 
 Returns (seed 000 Eq. 1-2; seed 002 section II-D, Eq. 4-5): ``return_model="limit"``
 drops hits whose reflectivity is below the limit at the clean range (Eq. 1);
@@ -73,20 +89,17 @@ from ..capabilities import Device
 from ..errors import SettingsError
 from ..settings import SensorSettings, setting
 from .budget import CHUNK_RAYS, ray_limit
-from .calibration import LaserTable
-from .patterns import RayPattern, sweep_column_count
+from .calibration import MAX_LASERS, LaserTable
+from .patterns import ROTATION_DIRECTIONS, RayPattern, sweep_column_count
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
-                      noise_mu_setting, noise_sigma_setting, ref_dist_setting, ref_limit_setting,
-                      ref_slope_setting, returns_mask)
-from .rotating_presets import PRESETS, preset_bias_table, preset_table
+                      min_range_setting, noise_mu_setting, noise_sigma_setting, ref_dist_setting,
+                      ref_limit_setting, ref_slope_setting, returns_mask)
+from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, preset_bias_table, preset_table
 from .sensor import Sensor
 
 BIAS_DISTRIBUTIONS = ("table", "gaussian", "laplace")
-#: spin direction seen from above (+Z in REP-103, +Y in BlenSor's sensor frame)
-ROTATION_DIRECTIONS = ("cw", "ccw")
 #: ``limit``: seed 000 Eq. 1; ``linear``: seed 002 Eq. 4-5
 RETURN_MODELS = ("limit", "linear")
-MAX_LASERS = 1024
 
 
 @dataclass(frozen=True)
@@ -97,7 +110,10 @@ class LidarSettings(SensorSettings):
         preset: one of :data:`PRESETS`; sets the laser tables (and, when chosen in the
             panel or with ``preset=``, the values of the preset).
         elevations: laser elevations (deg) for ``generic``; ignored by the other presets.
-        angle_resolution: azimuth step between columns (deg), in (0, 360].
+        angle_resolution: azimuth step between columns (deg), in (0, 360]; a Velodyne or
+            Hesai preset's is one firing cycle of the unit at its rate (another step is
+            accepted but is not the unit's); with an Ouster table ``360 / angle_resolution``
+            and ``rotation_speed`` must be a lidar mode (:meth:`check`).
         rotation_speed: spin rate (Hz), in (0, 1000].
         max_range: farthest accumulated path that returns (m), in (0, 100000].
         start_angle, end_angle: azimuth sector (deg); start < end, end - start <= 360; a
@@ -147,8 +163,7 @@ class LidarSettings(SensorSettings):
     rotation_direction: str = setting("cw", "Rotation", "Spin direction seen from above: cw (Velodyne, "
                                       "Ouster, Hesai) or ccw (BlenSor before settings version 2)",
                                       choices=ROTATION_DIRECTIONS)
-    min_range: float = setting(0.0, "Min range", "Nearest return the unit reports (datasheet)", "m",
-                               lo=0.0, hi=1e5)
+    min_range: float = min_range_setting()
     return_model: str = setting("limit", "Return model", "Which returns are detected: limit (seed 000 Eq. 1, "
                                 "reflectivity limit by range) or linear (seed 002 Eq. 4-5: R0 cos(theta) >= "
                                 "ref_max * d / max_range at the measured range)", choices=RETURN_MODELS)
@@ -159,11 +174,17 @@ class LidarSettings(SensorSettings):
                                show_if=("calibration", "\0never"))
 
     def check(self) -> None:
+        """Refuse (SettingsError, one line naming the setting): a sector that is empty or
+        more than one turn (``end_angle``); ``min_range`` not below ``max_range``; a stored
+        ``calibration`` that is not a valid table; with an Ouster table, a grid that is not
+        one of Ouster's lidar modes (:func:`check_ouster_mode`). A Velodyne or Hesai table
+        takes any step (only the preset's is the unit's: see the module docstring)."""
         if not (self.start_angle < self.end_angle <= self.start_angle + 360.0):
             raise SettingsError("end_angle", f"in ({self.start_angle:g}, {self.start_angle + 360.0:g}] deg"
                                 " (greater than start_angle, at most one turn)", self.end_angle)
         check_min_range(self)
-        _ = self.table  # a stored calibration that is not a valid table: refused here, naming it
+        if self.table.vendor == "ouster":  # (a stored calibration that is not a valid table: refused here)
+            check_ouster_mode(self.angle_resolution, self.rotation_speed)
 
     @property
     def table(self) -> LaserTable:
@@ -230,6 +251,31 @@ class LidarSettings(SensorSettings):
         d = super().to_dict()
         d["elevations"] = [float(v) for v in self.elevations_deg]
         return d
+
+
+def check_ouster_mode(angle_resolution: float, rotation_speed: float) -> str:
+    """The Ouster lidar mode (``"1024x10"``) of ``360 / angle_resolution`` columns (deg
+    step) at ``rotation_speed`` (Hz), within 1e-6 relative (a float32 setting holds 360 /
+    1024 exactly).
+
+    Raises:
+        SettingsError: ``rotation_speed`` (the columns are a mode's, the rate is not one of
+        its rates) or ``angle_resolution`` (no mode has these columns), listing the modes
+        (:data:`~.rotating_presets.OUSTER_LIDAR_MODES`: ouster-sdk ``lidar_mode``).
+    """
+    columns = 360.0 / float(angle_resolution)
+    modes = ", ".join(f"{w}x{hz}" for w, hz in OUSTER_LIDAR_MODES)
+    rates = [hz for w, hz in OUSTER_LIDAR_MODES if math.isclose(columns, w, rel_tol=1e-6)]
+    for hz in rates:
+        if math.isclose(float(rotation_speed), hz, rel_tol=1e-6):
+            return f"{round(columns)}x{hz}"
+    if rates:
+        raise SettingsError("rotation_speed", f"{' or '.join(f'{hz:g}' for hz in rates)} Hz with "
+                            f"{round(columns)} columns (Ouster lidar modes, columns x Hz: {modes})",
+                            rotation_speed)
+    steps = ", ".join(f"{360.0 / w:.10g}" for w in sorted({w for w, _ in OUSTER_LIDAR_MODES}))
+    raise SettingsError("angle_resolution", f"360 deg / the columns of an Ouster lidar mode ({steps} deg; "
+                        f"modes, columns x Hz: {modes})", angle_resolution)
 
 
 @functools.lru_cache(maxsize=32)
@@ -566,15 +612,14 @@ class Rotating(Sensor):
 
     def capabilities(self, s, camera=None):
         """The sensor's capabilities with :class:`~..capabilities.Device` for a table of a
-        real unit's vendor (None for ``generic``): ``columns`` firings per turn is
-        ``1 / (rotation_speed * cycle_s)`` when the table has a firing cycle, else
-        ``360 / angle_resolution``."""
+        real unit's vendor (None for ``generic``): ``columns`` is the grid actually cast,
+        ``360 / angle_resolution`` columns a turn (float; 2170.14 for the HDL-32E preset's
+        0.165888 deg), whatever the table's ``cycle_s``."""
         caps = super().capabilities(s, camera)
         table = s.table
         if table.vendor == "generic":
             return caps
-        columns = (1.0 / (s.rotation_speed * table.cycle_s) if table.cycle_s > 0
-                   else 360.0 / s.angle_resolution)
+        columns = 360.0 / s.angle_resolution
         device = Device(vendor=table.vendor, model=table.model, table=table,
                         rotation_speed=float(s.rotation_speed), direction=s.rotation_direction,
                         columns=float(columns), min_range=float(s.min_range), max_range=float(s.max_range))

@@ -30,10 +30,15 @@ VLS-128 from the driver (``rawdata.h``: 2.665 us per group of 8, 53.3 us); Ouste
 fires at once; Hesai from the drivers' offset tables (Pandar64 ``laser64Offset_``, 55.56 us;
 PandarXT-32 ``laserXTOffset``, 50 us).
 
-Preset values: the azimuth step is one firing cycle at the preset's rate
+Preset values: a Velodyne's azimuth step is one firing cycle at the preset's rate
 (``cycle_s * 360 deg * rotation_speed``: HDL-32E 46.08 us -> 0.165888 deg at 10 Hz, 2170
-columns, 69,440 points per turn, instead of the datasheet's rounded 0.16 deg); Ouster's is
-360 deg / 1024 columns (lidar mode 1024x10). ``max_range`` from the datasheets;
+columns, 69,440 points per turn, instead of the datasheet's rounded 0.16 deg); Hesai's are the
+datasheets' horizontal resolutions at 10 Hz (Pandar64 0.2 deg, PandarXT-32 0.18 deg); Ouster's
+is 360 deg / 1024 columns (lidar mode 1024x10; :data:`OUSTER_LIDAR_MODES` lists the others
+a user may choose). Only the preset's step is the unit's: a user may change it (the grid
+cast is then ``360 / angle_resolution`` columns a turn), except with an Ouster table, whose
+grid must be a lidar mode. Velodyne presets sweep the full turn 0..360 deg, Ouster's
+-180..180 deg. ``max_range`` from the datasheets;
 ``min_range``: Velodyne's datasheets give none, so the ROS driver's default (0.4 m,
 velodyne_pointcloud ``launch/VLP16_points.launch``, ``32e_points.launch``,
 ``VLP-32C_points.launch``, ``VLS128_points.launch``, ``64e_S3.launch``); Ouster 0.3 m (the
@@ -79,9 +84,10 @@ HDL64E_S2_BIAS_M = (
     -0.14107381715154735, -0.064936750764770235, 0.034911820770082327, 0.065682492298063416,
 )
 
+#: the full turn 0..360 deg: choosing a Velodyne preset after an Ouster one (-180..180) resets the sector
 _VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table", "bias_sigma": 0.078,
              "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01, "rotation_direction": "cw",
-             "min_range": 0.4, "return_model": "limit"}
+             "min_range": 0.4, "return_model": "limit", "start_angle": 0.0, "end_angle": 360.0}
 _VELODYNE_SOURCE = "min_range: velodyne_pointcloud launch default (the datasheet gives none); noise: seed 000"
 
 
@@ -98,6 +104,11 @@ def _linear(max_range: float, ref_max: float, min_range: float, noise_sigma: flo
             "noise_mu": 0.0, "noise_sigma": noise_sigma, "bias_distribution": "gaussian", "bias_sigma": 0.0,
             "rotation_direction": "cw", "start_angle": 0.0, "end_angle": 360.0}
 
+
+#: Ouster's lidar modes (columns per turn, Hz): ouster-lidar/ouster-sdk ``lidar_mode``
+#: (ouster_client/include/ouster/types.h: MODE_512x10 .. MODE_4096x5, "4096x5 only available on
+#: select sensors"); a rotating sensor with an Ouster table is held to them (rotating.check_ouster_mode)
+OUSTER_LIDAR_MODES = ((512, 10), (512, 20), (1024, 10), (1024, 20), (2048, 10), (4096, 5))
 
 #: Ouster's column order: with a cw spin, column m of a turn from -180 to 180 deg sits at psi =
 #: 180 - m 360 / W, Ouster's encoder angle 2 pi (1 - m / W) in its lidar frame (turned 180 deg
@@ -150,18 +161,21 @@ PRESETS: dict[str, Preset] = {
         **_linear(240.0, 0.8, _OUSTER_MIN, 0.01), **_OUSTER_SECTOR},
         "ouster-lidar/ouster-sdk tests/pcaps/OS-2-128-U1_v2.3.0_1024x10.json (unit 992210000957); OS2 "
         "datasheet rev06 (240 m at 80 %); " + _OUSTER),
+    # Hesai steps: the datasheets' horizontal resolutions at 10 Hz (Pandar64 0.2 deg, PandarXT-32
+    # 0.18 deg); the firing blocks give 0.200016 deg (55.56 us) and 0.18 deg (50 us)
     "pandar64": Preset("Hesai Pandar64", {
         "angle_resolution": 0.2, "rotation_speed": 10.0, **_linear(200.0, 0.1, 0.3, 0.02)},
         "HesaiTechnology/HesaiLidar_General_ROS config/Pandar64.csv, firing times from "
-        "pandarGeneral_internal.cc (55.56 us blocks: 0.2 deg at 10 Hz); ranges 0.3-200 m: tier4/nebula "
+        "pandarGeneral_internal.cc (55.56 us blocks: 0.200016 deg at 10 Hz); 0.2 deg: the Pandar64 "
+        "datasheet's horizontal resolution at 10 Hz; ranges 0.3-200 m: tier4/nebula "
         "pandar_64.hpp; 200 m at 10 % as the Pandar40 family's channel table gives its middle channels (the "
         "Pandar64 manual's own figure not checked), noise +-2 cm"),
     "pandarxt32": Preset("Hesai PandarXT-32", {
         "angle_resolution": 0.18, "rotation_speed": 10.0, **_linear(120.0, 0.15, 0.05, 0.01)},
         "tier4/nebula calibration/PandarXT32.csv, firing times from HesaiLidar_General_ROS pandarXT.h (50 us "
-        "blocks: 0.18 deg at 10 Hz); 120 m instrument range, 80 m at 10 % for the central "
-        "channels as the PandarXT-16 manual's channel table gives them (ref_max 0.15 at 120 m), +-1 cm; "
-        "min_range: tier4/nebula pandar_xt32.hpp"),
+        "blocks: 0.18 deg at 10 Hz, the PandarXT-32 datasheet's horizontal resolution at 10 Hz); 120 m "
+        "instrument range, 80 m at 10 % for the central channels as the PandarXT-16 manual's channel "
+        "table gives them (ref_max 0.15 at 120 m), +-1 cm; min_range: tier4/nebula pandar_xt32.hpp"),
 }
 
 
@@ -194,4 +208,4 @@ def preset_bias_table(preset: str) -> tuple | None:
     return HDL64E_S2_BIAS_M if preset == "hdl64e_s2" else None
 
 
-__all__ = ["PRESETS", "preset_table", "preset_bias_table", "HDL64E_S2_BIAS_M"]
+__all__ = ["PRESETS", "OUSTER_LIDAR_MODES", "preset_table", "preset_bias_table", "HDL64E_S2_BIAS_M"]
