@@ -11,8 +11,10 @@ calibration file, no range limits): x, y, z (m, REP-103), intensity, time (s, ab
 the scan's stamp plus the point's time), column, ring; and ``model``, the model the
 decoder detected from the packets' product id.
 ouster: every LidarScan ouster-sdk reads (``PcapScanSource`` with the metadata): range
-(mm), reflectivity, signal (staggered, rows = beams), xyz (m, sensor frame, XYZLut), the
-beams' unit directions, column timestamps (ns), measurement ids, frame ids and status.
+(mm), reflectivity, signal (staggered, rows = beams), the same three destaggered by
+ouster-sdk's ``destagger`` with the metadata's ``pixel_shift_by_row`` (``*_destaggered``:
+what ouster-ros publishes as an organized cloud), xyz (m, sensor frame, XYZLut), the beams'
+unit directions, column timestamps (ns), measurement ids, frame ids and status.
 """
 import sys
 
@@ -45,8 +47,9 @@ def ouster(pcap, meta, out):
     source = open_source(pcap, meta=[meta], collate=False)
     info = source.sensor_info[0]
     lut = core.XYZLut(info, use_extrinsics=False)
-    fields = {k: [] for k in ("range", "reflectivity", "signal", "xyz", "direction", "timestamp",
-                              "measurement_id", "frame_id", "status")}
+    staggered = ("range", "reflectivity", "signal")
+    fields = {k: [] for k in (*staggered, *(f"{k}_destaggered" for k in staggered), "xyz", "direction",
+                              "timestamp", "measurement_id", "frame_id", "status")}
     for frames in source:
         scan = frames[0]
         if scan is None:
@@ -55,6 +58,8 @@ def ouster(pcap, meta, out):
         fields["range"].append(rng)
         fields["reflectivity"].append(scan.field(core.ChanField.REFLECTIVITY).astype(np.int64))
         fields["signal"].append(scan.field(core.ChanField.SIGNAL).astype(np.int64))
+        for k in staggered:
+            fields[f"{k}_destaggered"].append(core.destagger(info, np.ascontiguousarray(fields[k][-1])))
         fields["xyz"].append(lut(scan))
         base = np.where(rng > 0, rng, 1000).astype(np.uint32)  # the beam's direction: 1 m further
         fields["direction"].append(lut(base + 1000) - lut(base))

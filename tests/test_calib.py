@@ -112,9 +112,27 @@ def test_ouster_metadata_nested_layout_equals_the_flat_one():
     assert t.elevation_deg == tuple(nested["beam_intrinsics"]["beam_altitude_angles"])
     # the same unit's numbers in the legacy flat layout (as the sensor's firmware 2.0 wrote it)
     flat = {**nested["beam_intrinsics"], **nested["sensor_info"], **nested["lidar_intrinsics"],
-            "lidar_mode": nested["config_params"]["lidar_mode"], "data_format": nested["lidar_data_format"]}
+            **nested["imu_intrinsics"], "lidar_mode": nested["config_params"]["lidar_mode"],
+            "data_format": nested["lidar_data_format"]}
     f = parse_ouster_json(json.dumps(flat), OS1.name)
     assert f == t and f.extra == t.extra
+    assert t.extra["imu_to_sensor_transform"] == nested["imu_intrinsics"]["imu_to_sensor_transform"]
+
+
+def test_ouster_imu_to_sensor_transform_reaches_scan_json():
+    # issue 21 review, item 5: the OusterEncoder's metadata takes extra["imu_to_sensor_transform"],
+    # which the parser dropped: scan.json had the identity instead of the unit's IMU position
+    from blensor_addon.core.capabilities import Device
+    from blensor_addon.io.packets.ouster import OusterEncoder
+    doc = json.loads(OS0.read_text())
+    t = read_calibration(OS0)
+    assert t.extra["imu_to_sensor_transform"] == doc["imu_to_sensor_transform"]
+    meta = OusterEncoder(Device("ouster", t.model, t, 10.0, "cw", 1024.0)).metadata()
+    assert meta["imu_to_sensor_transform"] == doc["imu_to_sensor_transform"]
+    assert meta["imu_to_sensor_transform"][3] == 6.253  # mm, not the identity
+    bad = dict(doc, imu_to_sensor_transform=[1, 0, 0])
+    with pytest.raises(SettingsError, match="calibration.imu_to_sensor_transform must be 16 numbers"):
+        parse_ouster_json(json.dumps(bad), "bad.json")
 
 
 def test_hesai_csv_reads_angle_corrections():

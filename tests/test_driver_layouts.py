@@ -74,7 +74,9 @@ OUSTER_FIELDS = [("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 16, 7), ("
 def test_ouster_pointcloud2_is_ouster_ros_point_organized_and_destaggered(tmp_path):
     # issue 21, section 3: ouster-ros's Point (os_point.h, EIGEN_ALIGN16: 48 bytes), height =
     # beams, width = columns, row u = beam u, destaggered by pixel_shift_by_row, NaN where no return
-    dev = ouster_device()  # 8 columns a turn: shifts round(az * 8 / 360) = 1, 0, -1, 2
+    # 8 columns a turn: shifts round(az * 8 / 360) = 1, 0, -1, 2, less the smallest (as a real
+    # unit's metadata: all >= 0) = 2, 1, 0, 3
+    dev = ouster_device()
     cells = np.array([0 * 8 + 0, 0 * 8 + 7, 1 * 8 + 3, 2 * 8 + 0, 3 * 8 + 6])
     r = grid_result(4, 8, cells, device=dev)
     bag, conns = write_bag(tmp_path, [r])
@@ -87,20 +89,21 @@ def test_ouster_pointcloud2_is_ouster_ros_point_organized_and_destaggered(tmp_pa
                    "offsets": [f[1] for f in OUSTER_FIELDS], "itemsize": 48})
     rec = np.frombuffer(msg.data.tobytes(), dt).reshape(4, 8)
     assert (rec["ring"] == np.arange(4)[:, None]).all() and (rec["ambient"] == 0).all()
-    # measurement (row, col) -> cloud (row, (col + shift) mod 8): (0,0)->(0,1), (0,7)->(0,0),
-    # (1,3)->(1,3), (2,0)->(2,7), (3,6)->(3,0)
-    where = [(0, 1), (0, 0), (1, 3), (2, 7), (3, 0)]
+    # measurement (row, col) -> cloud (row, (col + shift) mod 8): (0,0)->(0,2), (0,7)->(0,1),
+    # (1,3)->(1,4), (2,0)->(2,0), (3,6)->(3,1)
+    where = [(0, 2), (0, 1), (1, 4), (2, 0), (3, 1)]
     got = np.zeros((4, 8), bool)
     for k, (u, v) in enumerate(where):
         got[u, v] = True
         assert rec["x"][u, v] == 2.0 + k and rec["z"][u, v] == 0.5  # noisy points by default
         assert rec["range"][u, v] == round((2.5 + k) * 1000)
+        # the packets' scales (ouster_reflectivity, ouster_signal): 100 x reflectivity, 100 x intensity
         assert rec["reflectivity"][u, v] == round(r.reflectivity[k] * 100)
-        assert rec["intensity"][u, v] == round(r.intensity[k] * 255)
+        assert rec["intensity"][u, v] == round(r.intensity[k] * 100)
     assert np.isnan(rec["x"][~got]).all() and (rec["range"][~got] == 0).all()
     assert (rec["reflectivity"][~got] == 0).all() and np.isfinite(rec["x"][got]).all()
     # t: ns since the stamp of the measurement column shown there (column c fires at c x 12.5 ms)
-    src = (np.arange(8)[None, :] - np.array([1, 0, -1, 2])[:, None]) % 8
+    src = (np.arange(8)[None, :] - np.array([2, 1, 0, 3])[:, None]) % 8
     assert np.array_equal(rec["t"], np.round(src * 0.1 / 8 * 1e9).astype(np.uint32))
     # labels on request, appended after the 48 bytes
     bag, _ = write_bag(tmp_path / "labels", [r], {"rosbag2.labels": "true", "rosbag2.points": "clean"})
@@ -112,7 +115,7 @@ def test_ouster_pointcloud2_is_ouster_ros_point_organized_and_destaggered(tmp_pa
                           "offsets": [8, 48, 60], "itemsize": 64})
     lab = np.frombuffer(msg.data.tobytes(), lab_dtype).reshape(4, 8)
     assert [int(lab["object_id"][u, v]) for u, v in where] == [3, 4, 5, 6, 7]
-    assert lab["object_id"][~got].max() == 0 and lab["semantic"][0, 1] == 10 and lab["z"][0, 1] == 0.0
+    assert lab["object_id"][~got].max() == 0 and lab["semantic"][0, 2] == 10 and lab["z"][0, 2] == 0.0
 
 
 def test_a_partial_turn_is_not_destaggered_and_metadata_shifts_win(tmp_path):
@@ -121,12 +124,18 @@ def test_a_partial_turn_is_not_destaggered_and_metadata_shifts_win(tmp_path):
     r = grid_result(4, 5, [0, 9], device=dev)  # 5 of 8 columns: no whole turn
     assert pixel_shifts(r) is None
     r = grid_result(4, 8, [0], device=dev)
-    assert list(pixel_shifts(r)) == [1, 0, -1, 2]  # round(az * 8 / 360), clockwise head
+    # round(az * 8 / 360) less the smallest (issue 21 review: the shifts scan.json holds), clockwise head
+    assert list(pixel_shifts(r)) == [2, 1, 0, 3]
     r = grid_result(4, 8, [0], device=dataclasses.replace(dev, direction="ccw"))
-    assert list(pixel_shifts(r)) == [-1, 0, 1, -2]  # the encoder angle grows with the column
+    assert list(pixel_shifts(r)) == [1, 2, 3, 0]  # the encoder angle grows with the column
     table = dataclasses.replace(dev.table, extra={"pixel_shift_by_row": [3, 2, 1, 0]})
     r = grid_result(4, 8, [0], device=dataclasses.replace(dev, table=table))
     assert list(pixel_shifts(r)) == [3, 2, 1, 0]
+    # shifts measured for another column count (the table's columns_per_frame) do not apply
+    table = dataclasses.replace(dev.table, extra={"pixel_shift_by_row": [3, 2, 1, 0],
+                                                  "columns_per_frame": 16})
+    r = grid_result(4, 8, [0], device=dataclasses.replace(dev, table=table))
+    assert list(pixel_shifts(r)) == [2, 1, 0, 3]
 
 
 def test_ouster_pcd_is_the_ouster_point_organized(tmp_path):
@@ -147,8 +156,8 @@ def test_ouster_pcd_is_the_ouster_point_organized(tmp_path):
         pc = o3d.t.io.read_point_cloud(str(tmp_path / "o.pcd"))  # Open3D's PCD reader, every field
         pos = pc.point.positions.numpy()
         assert pos.shape == (32, 3)
-        # (0,0)->(0,1), (1,3)->(1,3), (3,6)->(3,0): clean points, row-major
-        idx = [0 * 8 + 1, 1 * 8 + 3, 3 * 8 + 0]
+        # (0,0)->(0,2), (1,3)->(1,4), (3,6)->(3,1): clean points, row-major
+        idx = [0 * 8 + 2, 1 * 8 + 4, 3 * 8 + 1]
         np.testing.assert_array_equal(pos[idx, 0], [2.0, 3.0, 4.0])
         assert np.isnan(np.delete(pos, idx, 0)).all()
         assert np.array_equal(pc.point["ring"].numpy().ravel(), np.repeat(np.arange(4), 8))
@@ -366,7 +375,8 @@ def test_os0_128_sweep_in_the_bag_and_pcd_is_128_rows_by_1024(bpy_mod, crossing,
                                                       "offsets": [0, 20, 26, 32], "itemsize": 48}))
     hit = np.isfinite(rec["x"])
     assert hit.sum() == len(z["range"]) > 10_000
-    mm = np.round(z["range_noisy"] * 1000).astype(np.uint32)
+    # round(1000 x range) of the stored float32 range, in float64: the packets' (ouster_range_mm)
+    mm = np.round(z["range_noisy"].astype(np.float64) * 1000).astype(np.uint32)
     assert np.array_equal(np.sort(rec["range"][hit]), np.sort(mm))
     assert np.array_equal(rec["ring"].reshape(128, 1024), np.repeat(np.arange(128), 1024).reshape(128, 1024))
     assert rec["t"].min() == 0 and rec["t"].max() == round(1023 * 0.1 / 1024 * 1e9)

@@ -94,7 +94,9 @@ def test_pcd_opens_in_open3d_and_pypcd4(velodyne, tmp_path):
         # ring is the elevation rank (0 = lowest laser), channel the calibration index
         order = np.argsort(np.asarray(json.loads(str(z["sensor"]))["elevations"]), kind="stable")
         assert np.array_equal(arr["ring"], np.argsort(order)[z["channel"]])
-        np.testing.assert_allclose(arr["intensity"], z["intensity"])
+        # a Velodyne unit's intensity is its calibrated reflectivity byte, as in its packets and as
+        # velodyne_pointcloud publishes it (issue 21 review: the PCD had the 0..1 intensity)
+        np.testing.assert_array_equal(arr["intensity"], np.round(100 * z["reflectivity"].astype(np.float64)))
     # colours survive Open3D's rgb unpacking
     pc = o3d.io.read_point_cloud(str(tmp_path / "clean" / "scan00005.pcd"))
     np.testing.assert_allclose(np.asarray(pc.colors) * 255, z["color"], atol=0.51)

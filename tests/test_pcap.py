@@ -96,7 +96,8 @@ def compare_velodyne(device, truth: dict, dec: dict, bundled: bool = False) -> d
     assert daz.max() <= VELODYNE_AZIMUTH_TOL_DEG, daz.max()
     de = np.zeros(1) if bundled else np.abs(np.arcsin(z / r) - truth["elevation"][b])
     assert de.max() < 1e-5, de.max()
-    assert np.array_equal(dec["intensity"][a], np.round(100 * truth["reflectivity"][b]))
+    # Velodyne's calibrated reflectivity byte: round(100 x reflectivity), of the stored float32 value
+    assert np.array_equal(dec["intensity"][a], np.round(100 * truth["reflectivity"][b].astype(np.float64)))
     out = {"points": n, "range_m": float(dr.max()), "azimuth_deg": float(daz.max()),
            "time_s": float(dt.max()), "elevation_rad": float(de.max())}
     if "xyz_noisy" in truth:  # REP-103 sensor-frame points: the driver's, within the range unit and
@@ -146,7 +147,8 @@ def compare_ouster(device, truth: dict, dec: dict) -> dict:
     exp += l2s
     dxyz = np.linalg.norm(dec["xyz"][f, k, m] - exp, axis=1)
     assert dxyz.max() < 0.0006, dxyz.max()  # the 1 mm range unit
-    assert np.array_equal(dec["reflectivity"][f, k, m], np.round(100 * truth["reflectivity"]))
+    refl = np.round(100 * truth["reflectivity"].astype(np.float64))
+    assert np.array_equal(dec["reflectivity"][f, k, m], refl)
     out = {"points": int(want.size), "range_m": float(dr.max()), "azimuth_deg": float(daz.max()),
            "time_s": float(dt.max()) * 1e-9, "elevation_rad": float(de.max()), "xyz_m": float(dxyz.max())}
     if "xyz_noisy" in truth:  # REP-103 sensor-frame points: ouster-sdk's, less the lidar origin's height
@@ -296,6 +298,22 @@ def test_ouster_metadata_is_the_units(tmp_path):
     assert init_sn & 0xFFFFFF == meta["initialization_id"] and init_sn >> 24 == int(src["prod_sn"])
 
 
+def test_ouster_metadata_follows_the_grid_cast():
+    # issue 21 review: the encoder's width is the grid's columns (Device.columns), not the table's
+    # columns_per_frame, and the table's pixel shifts (measured for 1024 columns) are not reused at
+    # 2048: the default ones of that width, as the driver-layout cloud takes them
+    from blensor_addon.io.packets.ouster import OusterEncoder, pixel_shift_by_row
+    dev = dataclasses.replace(ouster_device(), columns=2048.0)
+    meta = OusterEncoder(dev).metadata()
+    assert meta["lidar_mode"] == "2048x10" and meta["data_format"]["columns_per_frame"] == 2048
+    s = np.round(2048 * np.asarray(ouster_meta()["beam_azimuth_angles"]) / 360.0).astype(int)
+    assert meta["data_format"]["pixel_shift_by_row"] == list(s - s.min())
+    assert list(pixel_shift_by_row(dev.table, 1024)) == ouster_meta()["data_format"]["pixel_shift_by_row"]
+    # the sample unit's own shifts at 1024 are this same rule: round(W a / 360) less the smallest
+    s = np.round(1024 * np.asarray(ouster_meta()["beam_azimuth_angles"]) / 360.0).astype(int)
+    assert np.abs((s - s.min()) - ouster_meta()["data_format"]["pixel_shift_by_row"]).max() <= 1
+
+
 # -- refusals ---------------------------------------------------------------------------------------
 
 def _with_device(result, device):
@@ -306,6 +324,9 @@ def _with_device(result, device):
 @pytest.mark.parametrize("change, field, words", [
     (lambda d: None, "formats", "models a real unit"),
     (lambda d: dataclasses.replace(d, model="HDL-64E S2"), "formats", "VLP-16, HDL-32E, VLP-32C"),
+    # issue 21 review, item 6: an imported table's model names no unit: the message says what to do
+    (lambda d: dataclasses.replace(d, model="Velodyne 16-laser calibration"), "formats",
+     "import it over a VLP-16/HDL-32E/VLP-32C preset"),
     (lambda d: dataclasses.replace(d, vendor="hesai", model="Pandar64"), "formats", "velodyne or ouster"),
     (lambda d: dataclasses.replace(d, direction="ccw"), "rotation_direction", "cw for pcap"),
 ])
@@ -390,3 +411,188 @@ def test_a_real_scan_decodes_to_its_npz(bpy_mod, crossing, tmp_path, preset):
     stats = (compare_velodyne if kind == "velodyne" else compare_ouster)(device, truth, dec)
     print(f"{preset} on scenes/crossing.blend: {stats}")
     assert stats["points"] > 2000
+
+
+# -- the packets and the driver layouts agree (issue 21 review) ----------------------------------------
+
+def packet_stamps(pcap) -> np.ndarray:
+    """(P,) int64: the data packets' own timestamps (us past the hour) of a Velodyne pcap."""
+    data = pcap.read_bytes()
+    pos, out = 24, []
+    while pos < len(data):
+        incl = struct.unpack_from("<I", data, pos + 8)[0]
+        payload = data[pos + 16 + 42:pos + 16 + incl]
+        out.append(struct.unpack_from("<I", payload, 1200)[0])
+        pos += 16 + incl
+    return np.asarray(out, dtype=np.int64)
+
+
+def test_velodyne_packets_start_on_the_grid_velodyne_stamp_counts(tmp_path):
+    # issue 21 review, item 3: velodyne_stamp (XYZIRT's time origin) takes packets that start at
+    # global columns multiple of 384 / L from t = 0; the encoder started its first packet at the run's
+    # first column (754 for vlp16 --frames 1-3 on scenes/crossing.blend), so no packet it wrote had the
+    # stamp the clouds' times count from. Now the first packet is padded with no-return firings.
+    from blensor_addon.io.formats._layouts import velodyne_stamp
+    dev = velodyne_device("VLP-16")
+    dt = 1.0 / (dev.rotation_speed * dev.columns)
+    frame_time = 753.5 * dt  # frame f starts at global column ceil(753.5 f)
+    results = [dataclasses.replace(synthetic_result(dev, a, b - a, f), frame_time=frame_time)
+               for f, a, b in ((1, 754, 1507), (2, 1507, 2261))]
+    write_pcap(tmp_path, results)
+    stamps = packet_stamps(tmp_path / "scan.pcap")
+    cols = stamps * 1e-6 / dt
+    np.testing.assert_allclose(cols, np.round(cols), atol=0.02)
+    assert (np.round(cols).astype(int) % 24 == 0).all() and round(cols[0]) == 744  # 754 = 744 + 10
+    assert round(cols[-1]) == 2256 and stamps.size == (2256 - 744) // 24 + 1
+    for r in results:  # each cloud's stamp is the stamp of a packet BlenSor wrote: the last one's
+        us = round(velodyne_stamp(r) * 1e6)
+        assert us in stamps, (us, stamps[:3])
+        g_last = r.ray_index.max() % r.grid_shape[1] + round(r.timestamp.min() / dt)
+        assert us == stamps[np.searchsorted(stamps, round(g_last * dt * 1e6), "right") - 1]
+    # the padding is firings of no return: the decoder finds every return and nothing else
+    dec = decode("velodyne", tmp_path / "scan.pcap", tmp_path / "scan.yaml", tmp_path / "dec.npz")
+    compare_velodyne(dev, truth_of(results), dec)
+
+
+def test_velodyne_encoder_pads_gaps_at_their_own_columns():
+    dev = velodyne_device("HDL-32E")
+    enc = vpk.VelodyneEncoder(dev)
+    r = synthetic_result(dev, 5, 30, 0, hole=0)  # columns 5..34: packets 0 (5..11), 1, 2 (24..34)
+    from blensor_addon.io.packets import firing_columns
+    out = enc.add(firing_columns(r, dev)) + enc.finish()
+    assert len(out) == 3
+    blocks = [np.frombuffer(p[:1200], dtype=vpk.BLOCK_DTYPE) for _, p in out]
+    # packet 0: blocks 0-4 are columns 0-4 of no return, at their own azimuths (360 x 10 Hz x 46.08 us
+    # = 0.166 deg a column, clockwise: 16.59 units of 0.01 deg)
+    dist = [b["records"]["distance"] for b in blocks]
+    assert (dist[0][:5] == 0).all() and (dist[0][5:] > 0).all()
+    az = np.concatenate([b["azimuth"] for b in blocks]).astype(float)
+    step = np.mod(np.diff(az), 36000)
+    assert np.abs(step - 16.5888).max() <= 1.0  # every block one column on, padding included
+    assert (dist[2][11:] == 0).all() and (dist[2][:11] > 0).all()  # column 35: no return
+
+
+def _match_by_time(t_ref: np.ndarray, t: np.ndarray, tol: float) -> np.ndarray:
+    """Index into ``t_ref`` of the nearest time of each of ``t`` (asserted within ``tol`` s)."""
+    o = np.argsort(t_ref)
+    pos = np.clip(np.searchsorted(t_ref[o], t), 1, t_ref.size - 1)
+    left, right = o[pos - 1], o[pos]
+    best = np.where(np.abs(t_ref[left] - t) <= np.abs(t_ref[right] - t), left, right)
+    assert np.abs(t_ref[best] - t).max() <= tol
+    return best
+
+
+def test_a_real_vlp16_run_pcap_bag_and_pcd_agree(bpy_mod, crossing, tmp_path):
+    # issue 21 review, items 1 and 3 on real Blender (vlp16, frames 1-3 of scenes/crossing.blend, the
+    # first at global column 754): velodyne_pointcloud publishes the packet's reflectivity byte as
+    # intensity: velodyne-decoder's intensity of BlenSor's pcap is the bag's XYZIRT and the PCD's
+    # intensity (it was round(255 x intensity) in the bag and 0..1 in the PCD); every cloud is stamped
+    # at the first firing of a packet the pcap holds (its last).
+    from open3d.t.io import read_point_cloud
+
+    from blensor_addon.jobs.range_scan import scan_range
+    from test_driver_layouts import read_bag
+    cam = bpy_mod.data.objects["Velodyne"]
+    job = scan_range(cam, [1, 2, 3], tmp_path, ("npz", "pcap", "rosbag2", "pcd"), seed=5, preset="vlp16",
+                     packets="frame", max_range=40.0)
+    assert job.status == "complete"
+    zs = [np.load(tmp_path / f"scan{f:05d}.npz") for f in (1, 2, 3)]
+    bag, _ = read_bag(tmp_path / "rosbag2")
+    msgs = [m for _, m in bag["/blensor/points"]]
+    assert len(msgs) == 3
+    xyzirt = np.dtype({"names": ["intensity", "ring", "time"], "formats": ["<f4", "<u2", "<f4"],
+                       "offsets": [12, 16, 18], "itemsize": 22})
+    stamps_us = packet_stamps(tmp_path / "scan.pcap")
+    # frame 1 starts at global column ceil((1 / 24 s) / 55.296 us) = 754; its packet at column 744
+    dt = 55.296e-6
+    assert stamps_us[0] == round(744 * dt * 1e6) and zs[0]["timestamp"].min() >= 754 * dt - 1e-9
+    times, inten_bag, inten_pcd, rings = [], [], [], []
+    for f, z, msg in zip((1, 2, 3), zs, msgs):
+        rec = np.frombuffer(msg.data.tobytes(), xyzirt)
+        assert rec.size == z["range"].size  # the npz's order
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        assert round(stamp * 1e6) in stamps_us, stamp
+        np.testing.assert_allclose(stamp + rec["time"].astype(np.float64), z["timestamp"], atol=1e-6)
+        pcd = read_point_cloud(str(tmp_path / "noisy" / f"scan{f:05d}.pcd"))
+        first = z["return_number"] == 1 if "return_number" in z.files else np.ones(rec.size, bool)
+        times.append(z["timestamp"][first])
+        inten_bag.append(rec["intensity"][first])
+        inten_pcd.append(pcd.point["intensity"].numpy().ravel()[first])
+        rings.append(rec["ring"][first])
+    times, inten_bag, inten_pcd, rings = (np.concatenate(v) for v in (times, inten_bag, inten_pcd, rings))
+    np.testing.assert_array_equal(inten_pcd, inten_bag)
+    dec = decode("velodyne", tmp_path / "scan.pcap", tmp_path / "scan.yaml", tmp_path / "dec.npz")
+    assert dec["x"].size == times.size > 2000
+    idx = _match_by_time(times, dec["time"], VELODYNE_TIME_TOL_S)  # VLP-16 lasers fire 2.3 us apart
+    assert np.array_equal(dec["ring"], rings[idx])
+    assert np.array_equal(dec["intensity"], inten_bag[idx])  # the driver's intensity, and BlenSor's
+    assert inten_bag.max() > 30 and (inten_bag == np.round(inten_bag)).all()
+    print(f"vlp16 frames 1-3: {times.size} returns, pcap intensity = bag = PCD, {stamps_us.size} packets "
+          f"from global column 744")
+
+
+def _one_ouster_turn(dev):
+    """One whole turn of ``dev`` (global columns W..2W-1, frame 1), column c at Ouster's
+    measurement id c (psi0 = pi: the lidar frame is the sensor frame turned by 180 deg)."""
+    W = int(dev.columns)
+    r = synthetic_result(dev, W, W, 1, psi0=math.pi)
+    return dataclasses.replace(r, frame_time=1.0 / dev.rotation_speed)
+
+
+@pytest.mark.parametrize("shifts", ["metadata", "none"])
+def test_ouster_organized_cloud_is_the_destaggered_decode_of_the_pcap(tmp_path, shifts):
+    # issue 21 review, items 1 and 2: ouster-ros destaggers with the metadata's pixel_shift_by_row and
+    # publishes signal as intensity and reflectivity as it is; BlenSor's organized cloud (rosbag2
+    # PointCloud2 and PCD) is ouster-sdk's destaggered decode of BlenSor's pcap + scan.json. With a
+    # table that has no shifts, scan.json had round(W a / 360) less its smallest and the cloud the
+    # same without, and the cloud's intensity was 255 x intensity against the packets' 100 x.
+    from blensor_addon.core.axes import sensor_points
+    from blensor_addon.io.formats._layouts import ouster_cloud
+    from blensor_addon.io.formats.pcd import ouster_records
+    dev = ouster_device()
+    if shifts == "none":
+        extra = {k: v for k, v in dev.table.extra.items() if k != "pixel_shift_by_row"}
+        dev = dataclasses.replace(dev, table=dataclasses.replace(dev.table, extra=extra))
+    r = _one_ouster_turn(dev)
+    r = dataclasses.replace(r, capabilities=dataclasses.replace(r.capabilities, device=dev))
+    write_pcap(tmp_path, [r])
+    dec = decode("ouster", tmp_path / "scan.pcap", tmp_path / "scan.json", tmp_path / "dec.npz")
+    assert dec["range_destaggered"].shape == (1, 64, 1024) and list(dec["frame_id"]) == [1]
+    _, rec, h, w = ouster_cloud(r, sensor_points(r, True, "ros"), 0.1, True)
+    assert (h, w) == (64, 1024)
+    rec = rec.reshape(h, w)
+    assert (rec["range"] > 0).sum() == len(r) > 50_000
+    np.testing.assert_array_equal(rec["range"], dec["range_destaggered"][0])
+    np.testing.assert_array_equal(rec["intensity"], dec["signal_destaggered"][0])
+    np.testing.assert_array_equal(rec["reflectivity"], dec["reflectivity_destaggered"][0])
+    pcd = ouster_records(r, noisy=True).reshape(h, w)
+    np.testing.assert_array_equal(pcd["intensity"], dec["signal_destaggered"][0])
+    assert rec["intensity"].max() > 20  # round(100 x intensity) of intensities up to 0.5
+
+
+def test_a_real_os1_64_turn_bag_and_pcd_are_the_destaggered_pcap(bpy_mod, crossing, tmp_path):
+    # issue 21 review, items 1 and 2 on real Blender: one whole turn of the os1_64 preset; the bag's
+    # and the PCD's organized clouds hold ouster-sdk's destaggered range, signal and reflectivity
+    from open3d.t.io import read_point_cloud
+
+    from blensor_addon.jobs.range_scan import scan_range
+    from test_driver_layouts import read_bag
+    cam = bpy_mod.data.objects["Velodyne"]
+    job = scan_range(cam, None, tmp_path, ("pcap", "rosbag2", "pcd"), seed=5, time=(0.1, 0.2),
+                     preset="os1_64", max_range=50.0)
+    assert job.status == "complete"
+    dec = decode("ouster", tmp_path / "scan.pcap", tmp_path / "scan.json", tmp_path / "dec.npz")
+    assert dec["range_destaggered"].shape == (1, 64, 1024)
+    bag, _ = read_bag(tmp_path / "rosbag2")
+    (msg,) = [m for _, m in bag["/blensor/points"]]
+    dt = np.dtype({"names": ["intensity", "reflectivity", "range"], "formats": ["<f4", "<u2", "<u4"],
+                   "offsets": [16, 24, 32], "itemsize": 48})
+    rec = np.frombuffer(msg.data.tobytes(), dt).reshape(msg.height, msg.width)
+    assert (rec["range"] > 0).sum() > 10_000
+    np.testing.assert_array_equal(rec["range"], dec["range_destaggered"][0])
+    np.testing.assert_array_equal(rec["intensity"], dec["signal_destaggered"][0])
+    np.testing.assert_array_equal(rec["reflectivity"], dec["reflectivity_destaggered"][0])
+    pcd = read_point_cloud(str(tmp_path / "noisy" / "scan00001.pcd"))
+    np.testing.assert_array_equal(pcd.point["intensity"].numpy().reshape(64, 1024),
+                                  dec["signal_destaggered"][0])
+    print(f"os1_64 one turn: {(rec['range'] > 0).sum()} returns, 64 x 1024 cells = the destaggered pcap")

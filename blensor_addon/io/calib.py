@@ -64,6 +64,9 @@ from pathlib import Path
 from ..core.errors import SettingsError
 from ..core.sensors.calibration import LaserTable
 
+#: most lasers (beams, channels) a table may have (LaserTable.check's bound).
+#: TODO(lead): import MAX_LASERS from core/sensors/calibration.py once wt-corefix adds it there.
+MAX_LASERS = 1024
 #: largest calibration file read (bytes): a 128-laser YAML is 30 kB, a db.xml 50 kB
 MAX_BYTES = 16 * 1024 * 1024
 #: extensions -> format
@@ -163,8 +166,8 @@ def _velodyne_table(rows: list[dict], distance_resolution: float | None, model: 
 def _check_velodyne_rows(rows: list[dict]) -> list[dict]:
     """Check ids (0..L-1, each once) and angles; return the rows sorted by id."""
     L = len(rows)
-    if not 1 <= L <= 1024:
-        raise SettingsError("calibration.lasers", "a list of 1 to 1024 lasers", L)
+    if not 1 <= L <= MAX_LASERS:
+        raise SettingsError("calibration.lasers", f"a list of 1 to {MAX_LASERS} lasers", L)
     seen: dict[int, dict] = {}
     for i, r in enumerate(rows):
         k = _int(r.get("laser_id"), f"lasers[{i}].laser_id", 0, L - 1) if "laser_id" in r else None
@@ -222,7 +225,7 @@ def parse_velodyne_yaml(text: str, name: str = "calibration.yaml") -> LaserTable
         raise SettingsError("calibration.lasers", "a list of per-laser mappings", type(lasers).__name__)
     rows = _check_velodyne_rows([dict(r) for r in lasers])
     if doc.get("num_lasers") is not None:
-        n = _int(doc["num_lasers"], "num_lasers", 1, 1024)
+        n = _int(doc["num_lasers"], "num_lasers", 1, MAX_LASERS)
         if n != len(rows):
             raise SettingsError("calibration.num_lasers", f"the number of lasers listed ({len(rows)})", n)
     res = doc.get("distance_resolution")
@@ -334,7 +337,9 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
     ``extra`` keeps what a writer of Ouster's formats needs: ``lidar_mode``,
     ``columns_per_frame``, ``columns_per_packet``, ``pixels_per_column``,
     ``pixel_shift_by_row``, ``column_window``, ``udp_profile_lidar``,
-    ``lidar_to_sensor_transform`` and ``beam_to_lidar_transform`` (row-major 4x4, mm),
+    ``lidar_to_sensor_transform``, ``imu_to_sensor_transform`` and
+    ``beam_to_lidar_transform`` (row-major 4x4, mm; the pcap writer's ``scan.json`` gives
+    the unit's own),
     ``lidar_origin_to_beam_origin_mm``, ``prod_line``, ``prod_sn``, ``build_rev``.
     ``cycle_s`` is one column's period, ``1 / (rate * columns)`` of the lidar mode;
     every beam of a column fires at once (``firing_s`` zeros).
@@ -373,8 +378,8 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
     prefix = "beam_intrinsics." if nested else ""
     alt = _numbers(beams["beam_altitude_angles"], prefix + "beam_altitude_angles")
     L = len(alt)
-    if not 1 <= L <= 1024:
-        raise SettingsError(f"calibration.{prefix}beam_altitude_angles", "1 to 1024 beams", L)
+    if not 1 <= L <= MAX_LASERS:
+        raise SettingsError(f"calibration.{prefix}beam_altitude_angles", f"1 to {MAX_LASERS} beams", L)
     az = _numbers(beams.get("beam_azimuth_angles", [0.0] * L), prefix + "beam_azimuth_angles", L)
     if any(abs(a) > 90.0 for a in alt):
         raise SettingsError(f"calibration.{prefix}beam_altitude_angles", "in [-90, 90] deg", alt)
@@ -416,7 +421,7 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
                             cols)
     if cols is not None:
         extra["columns_per_frame"] = cols
-    for key, lo, hi in (("columns_per_packet", 1, 1024), ("pixels_per_column", 1, 1024)):
+    for key, lo, hi in (("columns_per_packet", 1, 1024), ("pixels_per_column", 1, MAX_LASERS)):
         if fmt.get(key) is not None:
             extra[key] = _int(fmt[key], fpre + key, lo, hi)
     if extra.get("pixels_per_column", L) != L:
@@ -435,6 +440,11 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
         extra["lidar_to_sensor_transform"] = _numbers(
             intr["lidar_to_sensor_transform"],
             ("lidar_intrinsics." if nested else "") + "lidar_to_sensor_transform", 16)
+    imu = section("imu_intrinsics") if nested else doc
+    if imu.get("imu_to_sensor_transform") is not None:
+        extra["imu_to_sensor_transform"] = _numbers(
+            imu["imu_to_sensor_transform"],
+            ("imu_intrinsics." if nested else "") + "imu_to_sensor_transform", 16)
     for key in ("prod_line", "prod_sn", "build_rev"):
         if info.get(key) is not None:
             extra[key] = str(info[key])
@@ -468,8 +478,8 @@ def parse_hesai_csv(text: str, name: str = "angle_correction.csv") -> LaserTable
                             ",".join(rows[0]))
     body = rows[1:]
     L = len(body)
-    if not 1 <= L <= 1024:
-        raise SettingsError("calibration.channels", "1 to 1024 channels", L)
+    if not 1 <= L <= MAX_LASERS:
+        raise SettingsError("calibration.channels", f"1 to {MAX_LASERS} channels", L)
     elev, az = [], []
     for i, r in enumerate(body):
         if len(r) < 3:

@@ -12,7 +12,13 @@ capabilities (``capabilities.device.vendor``), never from the settings.
   (``rawdata.cpp``: ``time = timing_offsets_[i][j] + time_diff_start_to_this_packet``):
   seconds relative to the **first firing of the scan's last data packet**, negative for
   every earlier packet. A data packet holds 384 / L columns of an L-laser unit (VLP-16:
-  12 blocks x 2 firing sequences; HDL-32E, VLP-32C: 12; HDL-64E: 6; VLS-128: 3).
+  12 blocks x 2 firing sequences; HDL-32E, VLP-32C: 12; HDL-64E: 6; VLS-128: 3), and the
+  packets start at global columns that are multiples of it, as the pcap writer's packets
+  do (:func:`~..packets.velodyne.columns_per_packet`, :func:`~..packets.velodyne.packet_first_column`).
+  ``intensity``: a Velodyne unit's is the packet's calibrated reflectivity byte, which
+  velodyne_pointcloud publishes as it is (``round(100 x reflectivity)``, 0-100 for diffuse
+  targets: :func:`~..packets.velodyne.velodyne_reflectivity_byte`); any other sensor's the
+  0..1 intensity x 255, rounded.
   Other devices (generic) keep the message stamp at the packet's start, ``time`` >= 0.
 - **ouster-ros Point** (ouster-lidar/ouster-ros ``include/ouster_ros/os_point.h``,
   ``EIGEN_ALIGN16``: x, y, z float32 at 0, 4, 8 (PCL_ADD_POINT4D pads to 16), intensity
@@ -24,10 +30,15 @@ capabilities (``capabilities.device.vendor``), never from the settings.
   mod w`` (destaggered: a column is one azimuth); a cell with no return has NaN x, y, z
   (``point_cloud_processor.h``: ``cartesianT(..., quiet_NaN)``) and zeros in range,
   reflectivity, intensity (``is_dense`` false). ``t`` = ns since the scan's first column
-  (``ts = timestamp[col] - scan_ts``, 0 if earlier), the message stamp. Values: intensity
-  (Ouster's signal, photons) = the 0..1 intensity x 255 (no photon model); reflectivity =
-  the material reflectivity in % (0..100, Ouster's calibrated reflectivity of a diffuse
-  target); ambient 0 (no ambient light model); range = the range in mm.
+  (``ts = timestamp[col] - scan_ts``, 0 if earlier), the message stamp. Values, those of
+  the unit's packets (:mod:`..packets.ouster`): intensity = the packets' signal,
+  ``round(100 x intensity)`` (:func:`~..packets.ouster.ouster_signal`, no photon model);
+  reflectivity = Ouster's calibrated reflectivity, ``round(100 x reflectivity)``, 0-100 for
+  a diffuse target (:func:`~..packets.ouster.ouster_reflectivity`); ambient 0 (no ambient
+  light model); range = the range in mm (:func:`~..packets.ouster.ouster_range_mm`). The
+  shifts are the metadata's
+  (:func:`~..packets.ouster.pixel_shift_by_row`), so the cloud is ouster-sdk's destaggered
+  decode of the pcap writer's packets.
 """
 from __future__ import annotations
 
@@ -35,6 +46,8 @@ import numpy as np
 
 from ...core.axes import sensor_points
 from ...core.result import ScanResult
+from ..packets.ouster import ouster_range_mm, ouster_reflectivity, ouster_signal, pixel_shift_by_row
+from ..packets.velodyne import packet_first_column, velodyne_reflectivity_byte
 from ._base import capabilities_of
 
 #: PointField datatypes (sensor_msgs/PointField)
@@ -105,8 +118,9 @@ def first_column(result: ScanResult) -> tuple[int, float] | None:
 def velodyne_stamp(result: ScanResult) -> float:
     """The message stamp (s) velodyne_pointcloud gives the packet's points (see the module
     docstring): the firing time of the first column of the last data packet, the one
-    holding the packet's last column, with ``384 / lasers`` columns a data packet
-    (:func:`first_column` numbers the columns); the packet's start (``frame *
+    holding the packet's last column, data packets starting at multiples of ``384 /
+    lasers`` global columns (:func:`~..packets.velodyne.packet_first_column`, as the pcap
+    writer's; :func:`first_column` numbers the columns); the packet's start (``frame *
     frame_time``) for a result that is not a Velodyne's swept grid."""
     start = float(result.frame * result.frame_time)
     dev = device_of(result)
@@ -114,21 +128,36 @@ def velodyne_stamp(result: ScanResult) -> float:
     if cols is None or not result.grid_shape[1]:
         return start
     g0, dt = cols
-    lasers = int(result.grid_shape[0])
-    per_packet = max(1, 384 // lasers) if lasers else 1
     g_last = g0 + result.grid_shape[1] - 1
-    return float((g_last // per_packet) * per_packet * dt)
+    return float(packet_first_column(g_last, int(result.grid_shape[0])) * dt)
+
+
+def is_velodyne(result: ScanResult) -> bool:
+    """The result is a Velodyne unit's (``capabilities.device.vendor == "velodyne"``)."""
+    dev = device_of(result)
+    return dev is not None and dev.vendor == "velodyne"
+
+
+def xyzirt_intensity(result: ScanResult) -> np.ndarray:
+    """(N,) float32 ``intensity`` of the XYZIRT points (and of the PCD points of a
+    Velodyne unit): a Velodyne unit's calibrated reflectivity byte as its driver publishes
+    it (:func:`~..packets.velodyne.velodyne_reflectivity_byte`: ``round(100 x
+    reflectivity)``, the byte in its packets); any other sensor's 0..1 intensity x 255,
+    rounded (an 8-bit value)."""
+    if is_velodyne(result):
+        return velodyne_reflectivity_byte(result.reflectivity).astype(np.float32)
+    return np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0).astype(np.float32)
 
 
 def xyzirt(result: ScanResult, noisy: bool, stamp: float, labels: bool = False) -> tuple[tuple, np.ndarray]:
     """``(fields, records)``: the (N,) XYZIRT records of ``result`` (REP-103 sensor frame,
-    points at their firing time), ``time`` = timestamp - ``stamp`` s; intensity = the
-    0..1 intensity x 255 rounded (the driver's 8-bit values); ring = ``result.ring``."""
+    points at their firing time), ``time`` = timestamp - ``stamp`` s; intensity:
+    :func:`xyzirt_intensity`; ring = ``result.ring``."""
     fields, dtype = layout(XYZIRT, 22, labels)
     rec = np.zeros(len(result), dtype)
     p = sensor_points(result, noisy, "ros")
     rec["x"], rec["y"], rec["z"] = p[:, 0], p[:, 1], p[:, 2]
-    rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
+    rec["intensity"] = xyzirt_intensity(result)
     rec["ring"] = result.ring
     rec["time"] = result.timestamp - stamp
     if labels:
@@ -137,27 +166,19 @@ def xyzirt(result: ScanResult, noisy: bool, stamp: float, labels: bool = False) 
 
 
 def pixel_shifts(result: ScanResult) -> np.ndarray | None:
-    """(rows,) int64 ``pixel_shift_by_row`` of the Ouster unit (its metadata's, else
-    ``round(beam_azimuth_deg * columns / 360)``, the shift that puts every beam's
-    measurement of one azimuth into one column: a beam fires along the column's encoder
-    angle minus its azimuth offset, and the encoder angle falls by 360 / columns deg a
-    column on a clockwise head; negated for a counter-clockwise one), or None when the
-    packet is not one whole turn (destaggering needs the full ring of columns)."""
+    """(rows,) int64 ``pixel_shift_by_row`` of the Ouster unit, the ones its metadata
+    (the pcap writer's ``scan.json``) gives: :func:`~..packets.ouster.pixel_shift_by_row`
+    (the table's, else the shift that puts every beam's measurement of one azimuth into
+    one column, smallest 0); zeros when the table's beams are not the grid's rows; None
+    when the packet is not one whole turn (destaggering needs the full ring of columns)."""
     dev = device_of(result)
     rows, cols = result.grid_shape
     turn = int(round(float(dev.columns))) if dev.columns else capabilities_of(result).grid[1]
     if cols != turn:
         return None
-    table = dev.table
-    extra = getattr(table, "extra", {}) or {}
-    given = extra.get("pixel_shift_by_row")
-    if given is not None and len(given) == rows:
-        return np.asarray(given, dtype=np.int64)
-    az = np.asarray(getattr(table, "azimuth_deg", ()) or np.zeros(rows), dtype=np.float64)
-    if az.shape[0] != rows:
+    if dev.table.lasers != rows:
         return np.zeros(rows, np.int64)
-    sign = -1.0 if dev.direction == "ccw" else 1.0
-    return np.round(sign * az * cols / 360.0).astype(np.int64)
+    return pixel_shift_by_row(dev.table, cols, dev.direction)
 
 
 def column_times(result: ScanResult) -> np.ndarray:
@@ -201,14 +222,14 @@ def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bo
         c = np.mod(c + shifts[r], cols)
     cell = r * cols + c
     rec["x"][cell], rec["y"][cell], rec["z"][cell] = points[:, 0], points[:, 1], points[:, 2]
-    rec["intensity"][cell] = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
-    rec["reflectivity"][cell] = np.round(np.clip(result.reflectivity, 0.0, 1.0) * 100.0)
+    rec["intensity"][cell] = ouster_signal(result.intensity)
+    rec["reflectivity"][cell] = ouster_reflectivity(result.reflectivity)
     rng = result.range_noisy if noisy else result.range
-    rec["range"][cell] = np.round(np.clip(rng, 0.0, None) * 1000.0)
+    rec["range"][cell] = ouster_range_mm(rng)
     if labels:
         _labels(rec, result, cell)
     return fields, rec, rows, cols
 
 
-__all__ = ["XYZIRT", "OUSTER", "LABELS", "layout", "is_ouster", "device_of", "first_column", "velodyne_stamp",
-           "xyzirt", "pixel_shifts", "column_times", "ouster_cloud"]
+__all__ = ["XYZIRT", "OUSTER", "LABELS", "layout", "is_ouster", "is_velodyne", "device_of", "first_column",
+           "velodyne_stamp", "xyzirt", "xyzirt_intensity", "pixel_shifts", "column_times", "ouster_cloud"]

@@ -17,8 +17,14 @@ would send it) holds the data packets of the unit the sensor models
 The packets carry what the unit measures (``range_noisy``; option ``points=clean`` writes
 the ground-truth ``range``) at the packet format's resolution; the timestamps are scene time
 plus ``start_time`` (UNIX s). Packets run on across frames: the columns of a frame that do
-not fill a packet wait for the next frame, and the last packet is completed with firings of
-no return. Only first returns are written (the units' single-return modes).
+not fill a packet wait for the next frame. Velodyne packets lie on the unit's grid: they start
+at global columns that are multiples of ``384 / lasers`` from scene time 0 (the first packet
+of a run, the last, and those across a gap are completed with firings of no return at their
+own columns), so their stamps are the ones velodyne_pointcloud's per-point ``time`` in
+BlenSor's rosbag2 refers to; Ouster packets hold 16 measurement columns, those of a frame
+the run did not scan marked invalid. Only first returns are written (the units'
+single-return modes). The packets' intensity fields use the scales of BlenSor's own
+driver-layout clouds (:mod:`blensor_addon.io.packets`).
 
 Refused in one line (SettingsError ``formats``): a sensor that models no real unit
 (``device`` None), a model without a packet encoder, a head spinning counter-clockwise

@@ -3,7 +3,9 @@
 Files: ``clean/scan<frame:05d>.pcd`` (ground truth) and ``noisy/scan<frame:05d>.pcd``
 (what a real sensor gives), in two folders so a folder loader never mixes them.
 Fields: ``x y z intensity ring time label semantic rgb``:
-x, y, z float32 m (result frame); intensity float32 (reflectivity x |cos incidence|);
+x, y, z float32 m (result frame); intensity float32 (reflectivity x |cos incidence|, 0..1;
+a Velodyne unit's: the calibrated reflectivity byte its packets carry and
+velodyne_pointcloud publishes, ``round(100 x reflectivity)``, :func:`._layouts.xyzirt_intensity`);
 ring uint16 elevation rank of the laser, 0 = lowest (as velodyne_pointcloud publishes
 it; the npz keeps ``channel``, the calibration index); semantic uint16 class id;
 time float32 s since the frame's time ``frame * frame_time``
@@ -35,7 +37,7 @@ from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
 from ...core.settings import setting
 from ._base import Float32Warning, Writer, clean_and_noisy
-from ._layouts import is_ouster, ouster_cloud
+from ._layouts import is_ouster, is_velodyne, ouster_cloud, xyzirt_intensity
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
                       ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("semantic", "<u2"), ("rgb", "<f4")])
@@ -46,7 +48,7 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
     rec = np.empty(len(result), dtype=PCD_DTYPE)
     pts = result.xyz_noisy if noisy else result.xyz
     rec["x"], rec["y"], rec["z"] = pts[:, 0], pts[:, 1], pts[:, 2]
-    rec["intensity"] = result.intensity
+    rec["intensity"] = xyzirt_intensity(result) if is_velodyne(result) else result.intensity
     rec["ring"] = result.ring
     rec["time"] = result.timestamp - result.frame * result.frame_time
     rec["label"] = result.object_id

@@ -16,10 +16,11 @@ runs in simulated time (scene frame x frame time). Topics:
 - ``/tf``: odom -> base_link at every frame's start, and at the last packet's end.
 - ``/blensor/points`` ``sensor_msgs/PointCloud2`` as the unit's driver publishes it
   (:mod:`._layouts`): an Ouster unit's in ouster-ros's ``ouster_ros::Point`` layout
-  (x, y, z, intensity float32, t uint32 ns, reflectivity, ring, ambient uint16, range
-  uint32 mm; 48 bytes), organized (height = beams, width = columns, NaN where nothing
+  (x, y, z, intensity float32 (the packets' signal), t uint32 ns, reflectivity, ring,
+  ambient uint16, range uint32 mm; 48 bytes), organized (height = beams, width = columns, NaN where nothing
   returned), stamped at the packet's start, ``t`` from it; every other sensor in
-  velodyne_pointcloud's XYZIRT (x, y, z, intensity float32: the 0..1 intensity x 255,
+  velodyne_pointcloud's XYZIRT (x, y, z, intensity float32: a Velodyne unit's calibrated
+  reflectivity byte, the one in its packets, others' 0..1 intensity x 255,
   ring uint16, time float32 s; 22 bytes), where a Velodyne unit's message is stamped at
   the first firing of its last data packet and ``time`` is relative to that (negative
   for the earlier packets), as velodyne_pointcloud does; other sensors' at the packet's

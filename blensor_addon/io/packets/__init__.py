@@ -6,6 +6,12 @@ Ethernet / IPv4 / UDP) and :func:`firing_columns`, which turns a :class:`ScanRes
 rotating LiDAR back into the unit's firing columns (one column = one firing of every laser:
 its time, its encoder azimuth, and per laser the measured range and reflectivity).
 
+Value scales: one function per vendor and field (:func:`.velodyne.velodyne_reflectivity_byte`;
+:func:`.ouster.ouster_reflectivity`, :func:`.ouster.ouster_signal`; their modules' docstrings
+cite the vendors' definitions), used by the packet encoders and by the driver point layouts
+(:mod:`..formats._layouts`: rosbag2 PointCloud2 and PCD), so the vendor's decoder reading
+the pcap gives the intensities BlenSor's own driver-layout clouds hold.
+
 Everything about the unit comes from ``result.capabilities.device``
 (:class:`~blensor_addon.core.capabilities.Device`), never from the sensor's settings.
 

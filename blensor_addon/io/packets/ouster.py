@@ -30,9 +30,21 @@ with ``n = lidar_origin_to_beam_origin_mm``: the range r is the path from the be
 plus n, which is what BlenSor's ``range`` of an Ouster table holds (core/sensors/rotating.py,
 "beam_origin_m"): the packets carry it as it is, in mm.
 
-Reflectivity: ``round(100 * reflectivity)`` (Ouster's calibrated reflectivity, 0-100 for
-Lambertian targets); signal: ``round(100 * intensity)`` (BlenSor has no photon model);
-near-infrared: 0.
+Scales (one per field, the packets' and ouster-ros's alike, :func:`ouster_reflectivity`,
+:func:`ouster_signal`): ``reflectivity`` is Ouster's calibrated reflectivity, 0-100 for
+Lambertian targets of 0-100 % reflectivity, 101-255 for retro-reflectors (Ouster "Sensor
+Data" documentation, "Calibrated Reflectivity"): ``round(100 * reflectivity)`` of BlenSor's
+material reflectivity, clipped to 0..255; ``signal`` (photons; BlenSor has no photon model)
+is ``round(100 * intensity)`` of BlenSor's intensity (reflectivity x |cos incidence|),
+clipped to 0..65535; near-infrared: 0. ouster-ros publishes the signal as the point's
+``intensity`` and the reflectivity as its ``reflectivity`` (``point_cloud_compose.h``), so
+BlenSor's ouster-ros clouds (:mod:`..formats._layouts`) carry these same numbers.
+
+Pixel shifts (:func:`pixel_shift_by_row`): the table's ``pixel_shift_by_row`` when it was
+measured for the grid's columns, else ``round(W a_k / 360)`` less its smallest value (a real
+unit's are all >= 0: ouster-sdk's sample ``2_1_2_os1-991913000010-64_legacy.json`` has
+``19, 13, 6, 0, ...`` for azimuths ``3.07, 0.90, -1.26, -3.38, ...`` deg at W = 1024): the
+metadata's ``data_format.pixel_shift_by_row`` and the destaggered ouster-ros cloud use the same.
 """
 from __future__ import annotations
 
@@ -90,6 +102,49 @@ HEADER_DTYPE = np.dtype([("packet_type", "<u2"), ("frame_id", "<u2"), ("init_sn"
 assert HEADER_DTYPE.itemsize == 32
 
 
+def ouster_reflectivity(reflectivity) -> np.ndarray:
+    """(N,) uint8: Ouster's calibrated reflectivity of BlenSor reflectivities ``reflectivity``
+    (N,) float in [0, 1] (1 = a 100 % Lambertian target): ``round(100 * reflectivity)`` clipped
+    to 0..255 (module docstring). The packets' ``reflectivity`` and ouster-ros's."""
+    r = np.asarray(reflectivity, dtype=np.float64)
+    return np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
+
+
+def ouster_range_mm(range_m) -> np.ndarray:
+    """(N,) uint32: Ouster's ``range`` field (mm) of ranges ``range_m`` (N,) float m
+    (Ouster's convention, module docstring): ``round(1000 range)`` of the float64 value, 0
+    where there is no return (range <= 0). The packets' ``range`` and ouster-ros's."""
+    r = np.asarray(range_m, dtype=np.float64)
+    return np.where(r > 0, np.round(r * 1000.0), 0).astype(np.uint32)
+
+
+def ouster_signal(intensity) -> np.ndarray:
+    """(N,) uint16: the ``signal`` field (photons) of BlenSor intensities ``intensity`` (N,)
+    float (reflectivity x |cos incidence|, 0..1): ``round(100 * intensity)`` clipped to
+    0..65535 (module docstring). The packets' ``signal`` and ouster-ros's ``intensity``."""
+    v = np.asarray(intensity, dtype=np.float64)
+    return np.clip(np.round(v * 100.0), 0, 0xFFFF).astype(np.uint16)
+
+
+def pixel_shift_by_row(table, columns: int, direction: str = "cw") -> np.ndarray:
+    """(L,) int64 ``pixel_shift_by_row`` of an Ouster ``table`` on a grid of ``columns``
+    columns a turn: the table's (``extra["pixel_shift_by_row"]``, one per beam) when it has
+    no ``columns_per_frame`` or that is ``columns``; else the whole columns each beam's
+    azimuth offset ``a_k`` amounts to, ``s_k = round(columns a_k / 360)`` (negated for a head
+    spinning counter-clockwise, whose encoder angle grows with the column), less the
+    smallest ``s_k`` (module docstring). Destaggering puts measurement column
+    ``(v - shift_k) mod columns`` of beam k in column v (ouster-sdk ``destagger``)."""
+    L = table.lasers
+    extra = getattr(table, "extra", {}) or {}
+    given = extra.get("pixel_shift_by_row")
+    measured_for = extra.get("columns_per_frame")
+    if given is not None and len(given) == L and (measured_for is None or int(measured_for) == int(columns)):
+        return np.asarray(given, dtype=np.int64)
+    sign = -1.0 if direction == "ccw" else 1.0
+    s = np.round(sign * table.per_laser("azimuth_deg") * int(columns) / 360.0).astype(np.int64)
+    return s - s.min() if s.size else s
+
+
 def prod_line(model: str) -> str:
     """Ouster's product line name of a model: ``OS1-64`` -> ``OS-1-64``."""
     return model.replace("OS", "OS-", 1) if model.startswith("OS") and not model.startswith("OS-") else model
@@ -128,7 +183,8 @@ class OusterEncoder:
         except ValueError:
             self.serial = 0
         self.beams = t.lasers
-        self.width = int(t.extra.get("columns_per_frame") or round(device.columns))
+        # the grid actually cast (Device.columns); a table's own columns when the device has none
+        self.width = int(round(device.columns) or t.extra.get("columns_per_frame") or 0)
         self.mode = f"{self.width}x{int(round(device.rotation_speed))}"
         whole = math.isclose(device.rotation_speed, round(device.rotation_speed))
         if self.mode not in LIDAR_MODES or not whole:
@@ -174,12 +230,11 @@ class OusterEncoder:
         if cols is None:
             return out
         ids = self.measurement_ids(cols)
-        rng_mm = np.where(cols.range > 0, np.round(cols.range * 1000.0), 0)
+        rng_mm = ouster_range_mm(cols.range)
         rng_mm = np.where(rng_mm < self.range_max, rng_mm, 0).astype(np.uint32)
-        top = 0xFFFF if self.profile == "LEGACY" else 0xFF
-        refl = np.where(rng_mm > 0, np.clip(np.round(cols.reflectivity * 100.0), 0, top), 0)
-        sig = np.where(rng_mm > 0, np.clip(np.round(cols.intensity * 100.0), 0, 0xFFFF), 0)
-        refl, sig = refl.astype(np.uint16 if top == 0xFFFF else np.uint8), sig.astype(np.uint16)
+        refl = np.where(rng_mm > 0, ouster_reflectivity(cols.reflectivity), 0)
+        sig = np.where(rng_mm > 0, ouster_signal(cols.intensity), 0).astype(np.uint16)
+        refl = refl.astype(np.uint16 if self.profile == "LEGACY" else np.uint8)
         stamps = np.round((self.start_time + cols.time) * 1e9).astype(np.uint64)
         for c in range(len(cols)):
             p, slot = divmod(int(ids[c]), COLUMNS_PER_PACKET)
@@ -228,10 +283,7 @@ class OusterEncoder:
         t = self.device.table
         W = self.width
         a = t.per_laser("azimuth_deg")
-        shift = t.extra.get("pixel_shift_by_row")
-        if shift is None:  # whole columns the beam's azimuth offset amounts to, smallest 0
-            s = np.round(W * a / 360.0).astype(int)
-            shift = (s - s.min()).tolist()
+        shift = pixel_shift_by_row(t, W, self.device.direction)
         return {
             "beam_altitude_angles": [float(v) for v in t.elevation_deg],
             "beam_azimuth_angles": [float(v) for v in a],
@@ -261,4 +313,5 @@ class OusterEncoder:
         return json.dumps(self.metadata(), indent=2) + "\n"
 
 
-__all__ = ["OusterEncoder", "UDP_PORT", "ENDPOINT", "LIDAR_MODES", "PROFILES", "column_dtype", "prod_line"]
+__all__ = ["OusterEncoder", "UDP_PORT", "ENDPOINT", "LIDAR_MODES", "PROFILES", "column_dtype", "prod_line",
+           "ouster_range_mm", "ouster_reflectivity", "ouster_signal", "pixel_shift_by_row"]

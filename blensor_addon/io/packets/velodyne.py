@@ -21,9 +21,25 @@ id (0x21 HDL-32E, 0x22 VLP-16, 0x28 VLP-32C).
 Record k of a block is laser id k (the calibration's row, BlenSor's ``channel``). The
 distance is the raw one the unit measures: the reported range less the laser's
 ``dist_correction`` (``table.distance_m``), which the driver adds back (velodyne_pointcloud
-rawdata.cc ``distance += corrections.dist_correction``; core/sensors/rotating.py).
-Reflectivity: Velodyne's calibrated reflectivity, 0-100 for diffuse targets of 0-100 %
-(VLP-16 manual section 6.1): ``round(100 * reflectivity)``.
+rawdata.cc ``distance += corrections.dist_correction``;
+:func:`~blensor_addon.core.sensors.rotating.raw_distance`).
+
+Reflectivity scale (:func:`velodyne_reflectivity_byte`, the one scale of every output of a
+Velodyne unit): the byte is Velodyne's calibrated reflectivity, 0-100 for diffuse targets of
+0-100 % reflectivity, 101-255 for retro-reflectors (VLP-16 manual section 6.1 "Calibrated
+Reflectivity"): ``round(100 * reflectivity)`` of BlenSor's material reflectivity, clipped to
+0..255. velodyne_pointcloud publishes that byte as the point's ``intensity``
+(rawdata.cc: ``intensity = raw->blocks[i].data[k + 2]``), so the XYZIRT PointCloud2 and
+the PCD of a Velodyne unit carry the same number (:mod:`..formats._layouts`).
+
+Packets on the unit's grid (:func:`columns_per_packet`): a data packet holds ``384 / L``
+firing columns of an L-laser unit and the packets of a run start at global columns that
+are multiples of it, counted from scene time 0 (global column g fires at ``g / (columns
+rotation_speed)`` s, the rotating sensor's range-scan columns). The first packet of a run,
+and the first after a gap (a sector scan), is padded before its first column with firings
+of no return at their own columns' times and azimuths, so every packet's timestamp is the
+time of a grid column, the one velodyne_pointcloud's time convention refers to
+(:func:`~blensor_addon.io.formats._layouts.velodyne_stamp`).
 """
 from __future__ import annotations
 
@@ -34,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import SettingsError
+from ...core.sensors.rotating import raw_distance
 from . import Endpoint, FiringColumns
 
 PACKET_SIZE = 1206
@@ -73,16 +90,47 @@ MODELS = {
 }
 
 
+#: laser records a Velodyne data packet holds (12 blocks of 32): 384 / L firing columns of L lasers
+RECORDS_PER_PACKET = BLOCKS * RECORDS
+
+
+def velodyne_reflectivity_byte(reflectivity) -> np.ndarray:
+    """(N,) uint8: Velodyne's calibrated reflectivity byte of BlenSor reflectivities
+    ``reflectivity`` (N,) float in [0, 1] (material reflectivity, 1 = a 100 % diffuse
+    target): ``round(100 * reflectivity)`` clipped to 0..255 (VLP-16 manual section 6.1: 0-100
+    diffuse, 101-255 retro-reflectors). The packets' reflectivity byte and the intensity
+    velodyne_pointcloud publishes (XYZIRT, PCD)."""
+    r = np.asarray(reflectivity, dtype=np.float64)
+    return np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
+
+
+def columns_per_packet(lasers: int) -> int:
+    """Firing columns in one data packet of an ``lasers``-laser Velodyne: ``384 / lasers``
+    (12 blocks of 32 records; VLP-16: 24, two firing sequences a block; HDL-32E, VLP-32C:
+    12; HDL-64E: 6; VLS-128: 3), at least 1."""
+    return max(1, RECORDS_PER_PACKET // int(lasers)) if lasers else 1
+
+
+def packet_first_column(column, lasers: int):
+    """The global column (int or int array) that starts the data packet holding global
+    column ``column``: packets start at multiples of :func:`columns_per_packet` (see the
+    module docstring)."""
+    per = columns_per_packet(lasers)
+    return (column // per) * per
+
+
 def model_of(device) -> Model:
     """The :class:`Model` of ``device``.
 
     Raises:
-        SettingsError (``formats``): not a Velodyne model with a packet encoder, or a laser
-        table whose laser count is not the model's.
+        SettingsError (``formats``): not a Velodyne model with a packet encoder (an imported
+        calibration: import it over a VLP-16, HDL-32E or VLP-32C preset, which keeps the
+        preset's model), or a laser table whose laser count is not the model's.
     """
     m = MODELS.get(device.model)
     if m is None:
-        raise SettingsError("formats", "pcap of a Velodyne " + ", ".join(MODELS), device.model)
+        raise SettingsError("formats", "pcap of a Velodyne " + ", ".join(MODELS) + " (for an imported "
+                            "calibration: import it over a " + "/".join(MODELS) + " preset)", device.model)
     if device.table.lasers != m.lasers:
         raise SettingsError("formats", f"pcap of a {device.model} table with {m.lasers} lasers",
                             device.table.lasers)
@@ -103,9 +151,13 @@ def azimuth_units(psi: np.ndarray) -> np.ndarray:
 
 
 class VelodyneEncoder:
-    """Packs firing columns into data packets of one model, across frames: columns that do
-    not fill a packet wait for the next frame's (:meth:`add`); :meth:`finish` completes the
-    last packet with firings of no return (distance 0) at the azimuths the head turns to.
+    """Packs firing columns into data packets of one model, across frames, on the unit's
+    packet grid (module docstring): global column ``g = round(time * rotation_speed *
+    columns)`` goes to slot ``g mod P`` of packet ``g // P`` (P = :func:`columns_per_packet`);
+    a packet's columns that no frame fired (before the run's first column, after its last,
+    across a gap) are firings of no return (distance 0) at their own times and azimuths.
+    Columns of a packet not filled by one frame wait for the next (:meth:`add`);
+    :meth:`finish` sends the last packet.
 
     Args:
         device: the :class:`~blensor_addon.core.capabilities.Device` (a model of
@@ -121,41 +173,63 @@ class VelodyneEncoder:
         self.unit = distance_unit(device, self.model)
         self.start_time = float(start_time)
         self.per_packet = BLOCKS * self.model.sequences
-        self._pending: list[tuple] = []  # (time, psi, ranges (L,), refl (L,)) per column
+        assert self.per_packet == columns_per_packet(self.model.lasers)
+        self._packet_index: int | None = None  # the packet being filled (its global index)
+        self._slots: dict[int, tuple] = {}  # slot -> (time, psi, ranges (L,), refl (L,))
         self._period = (1.0 / (device.rotation_speed * device.columns) if device.columns
                         else self.model.cycle_s)
-        self._dist = device.table.per_laser("distance_m")[None, :]
+        self._turn = 2.0 * math.pi * device.rotation_speed * (1 if device.direction == "ccw" else -1)
+
+    def global_columns(self, cols: FiringColumns) -> np.ndarray:
+        """(C,) int64: the global column of each firing column, ``round(time / period)``
+        (period = ``1 / (rotation_speed * columns)`` s; column g fires at ``g * period``)."""
+        return np.round(np.asarray(cols.time, dtype=np.float64) / self._period).astype(np.int64)
 
     def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
-        """Queue ``cols`` and return the packets they complete: (pcap time s, payload)."""
+        """Queue ``cols`` and return the packets they complete: (pcap time s, payload).
+
+        Raises:
+            SettingsError (``formats``): two columns on one column of the unit's grid (a
+            scan finer than the device's ``columns`` a turn).
+        """
         out: list[tuple[float, bytes]] = []
         if cols is None:
             return out
+        g = self.global_columns(cols)
         for c in range(len(cols)):
-            col = (float(cols.time[c]), float(cols.psi[c]), cols.range[:, c], cols.reflectivity[:, c])
-            if self._pending and col[0] - self._pending[-1][0] > 1.5 * self._period:
-                out += self.finish()  # a gap (a sector scan): the next column starts a packet
-            self._pending.append(col)
-            if len(self._pending) == self.per_packet:
-                out.append(self._packet(self._pending))
-                self._pending = []
+            p, slot = divmod(int(g[c]), self.per_packet)
+            if self._packet_index is not None and p != self._packet_index:
+                out += self.finish()  # the packet is done (the next column is in a later one)
+            self._packet_index = p
+            if slot in self._slots:
+                raise SettingsError("formats", f"pcap of {self.device.model} columns on the unit's "
+                                    f"firing grid (one every {self._period * 1e6:.3f} us)",
+                                    f"two columns at {float(cols.time[c]):.9f} s")
+            self._slots[slot] = (float(cols.time[c]), float(cols.psi[c]), cols.range[:, c],
+                                 cols.reflectivity[:, c])
+            if slot == self.per_packet - 1:
+                out += self.finish()
         return out
 
     def finish(self) -> list[tuple[float, bytes]]:
-        """The last, partial packet completed with no-return firings (none if empty)."""
-        if not self._pending:
+        """The packet being filled, its empty slots firings of no return at their own
+        columns (none if empty)."""
+        if not self._slots:
+            self._packet_index = None
             return []
-        t, psi = self._pending[-1][0], self._pending[-1][1]
+        k0 = min(self._slots)
+        t0, psi0 = self._slots[k0][0], self._slots[k0][1]
         L = self.model.lasers
-        turn = 2.0 * math.pi * self.device.rotation_speed * (1 if self.device.direction == "ccw" else -1)
-        k = 1
-        while len(self._pending) < self.per_packet:
-            self._pending.append((t + k * self._period, psi + turn * k * self._period, np.zeros(L),
-                                  np.zeros(L, dtype=np.float32)))
-            k += 1
-        packet = self._packet(self._pending)
-        self._pending = []
-        return [packet]
+        cols = []
+        for k in range(self.per_packet):
+            if k in self._slots:
+                cols.append(self._slots[k])
+            else:
+                dt = (k - k0) * self._period
+                cols.append((t0 + dt, psi0 + self._turn * dt, np.zeros(L), np.zeros(L, dtype=np.float32)))
+        self._slots = {}
+        self._packet_index = None
+        return [self._packet(cols)]
 
     def _packet(self, cols: list) -> tuple[float, bytes]:
         m = self.model
@@ -165,11 +239,12 @@ class VelodyneEncoder:
         psi = np.array([c[1] for c in cols[::m.sequences]])
         blocks["azimuth"] = azimuth_units(psi)
         rng = np.stack([c[2] for c in cols])  # (columns, L); 0 = no return
-        rng = np.where(rng > 0, rng - self._dist, 0.0)
+        laser = np.broadcast_to(np.arange(L), rng.shape)
+        rng = np.where(rng > 0, raw_distance(self.device.table, laser, rng), 0.0)
         refl = np.stack([c[3] for c in cols])
         units = np.round(rng / self.unit)
         units = np.where((units > 0) & (units <= 0xFFFF), units, 0).astype(np.uint16)
-        byte = np.where(units > 0, np.clip(np.round(refl * 100.0), 0, 255), 0).astype(np.uint8)
+        byte = np.where(units > 0, velodyne_reflectivity_byte(refl), 0).astype(np.uint8)
         rec = blocks["records"]  # (BLOCKS, 32)
         rec["distance"] = units.reshape(BLOCKS, m.sequences * L)
         rec["reflectivity"] = byte.reshape(BLOCKS, m.sequences * L)
@@ -212,4 +287,5 @@ def calibration_yaml(device) -> str:
 
 
 __all__ = ["MODELS", "Model", "PACKET_SIZE", "UDP_PORT", "ENDPOINT", "VelodyneEncoder", "model_of",
-           "azimuth_units", "calibration_yaml", "BLOCK_DTYPE"]
+           "azimuth_units", "calibration_yaml", "BLOCK_DTYPE", "velodyne_reflectivity_byte",
+           "columns_per_packet", "packet_first_column", "RECORDS_PER_PACKET"]
