@@ -62,11 +62,9 @@ import re
 from pathlib import Path
 
 from ..core.errors import SettingsError
-from ..core.sensors.calibration import LaserTable
+from ..core.sensors.calibration import MAX_LASERS, LaserTable
 
 #: most lasers (beams, channels) a table may have (LaserTable.check's bound).
-#: TODO(lead): import MAX_LASERS from core/sensors/calibration.py once wt-corefix adds it there.
-MAX_LASERS = 1024
 #: largest calibration file read (bytes): a 128-laser YAML is 30 kB, a db.xml 50 kB
 MAX_BYTES = 16 * 1024 * 1024
 #: extensions -> format

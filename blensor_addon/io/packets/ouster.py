@@ -54,6 +54,7 @@ import math
 import numpy as np
 
 from ...core.errors import SettingsError
+from ...core.sensors.rotating_presets import OUSTER_LIDAR_MODES
 from . import Endpoint, FiringColumns
 
 UDP_PORT = 7502
@@ -61,7 +62,8 @@ COLUMNS_PER_PACKET = 16
 ENCODER_TICKS = 90112
 VALID = 0xFFFFFFFF
 #: lidar modes the firmware offers (columns x Hz)
-LIDAR_MODES = ("512x10", "512x20", "1024x10", "1024x20", "2048x10", "4096x5")
+#: the firmware's lidar modes, "WxHz" (:data:`~..core.sensors.rotating_presets.OUSTER_LIDAR_MODES`)
+LIDAR_MODES = tuple(f"{w}x{hz}" for w, hz in OUSTER_LIDAR_MODES)
 #: the lidar data profiles written (``udp_profile_lidar``)
 PROFILES = ("LEGACY", "RNG19_RFL8_SIG16_NIR16")
 #: the initialization id of the packets and the metadata (any 24-bit value the two share)
