@@ -64,6 +64,73 @@ def remove_quietly(path: Path) -> None:
         pass
 
 
+class StagedFile:
+    """A file built in place under a unique temporary sibling of ``path``
+    (:func:`temp_name`, created exclusively, unbuffered: bytes are in the file when
+    :meth:`put` returns) and renamed over ``path`` by :meth:`commit`; :meth:`discard`
+    deletes it. The writers that append a run's packets to one file (EVD, pcap) keep it
+    whole after every append and roll a failed append back with :meth:`truncate`.
+
+    Raises (constructor): FileExistsError/OSError if the temporary file cannot be created.
+    """
+
+    def __init__(self, path) -> None:
+        self.path = Path(path)
+        self.tmp = temp_name(self.path)
+        self._f = open_exclusive(self.tmp, "wb", buffering=0)
+
+    @property
+    def closed(self) -> bool:
+        """True once committed or discarded."""
+        return self._f is None
+
+    def put(self, offset: int, *parts) -> None:
+        """Write the buffers ``parts`` one after the other from byte ``offset`` (no copy
+        of them is made: an EVD block is tens of MB).
+
+        Raises:
+            OSError: the write failed (ENOSPC); the caller rolls back (:meth:`truncate`).
+        """
+        f = self._f
+        f.seek(offset)
+        for data in parts:
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[f.write(view):]
+
+    def truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes (a rollback; needs no free space)."""
+        self._f.truncate(size)
+
+    def commit(self, before_rename=None) -> None:
+        """Fsync and close the file, call ``before_rename()`` (a file written beside it
+        first), then rename it to ``path`` (idempotent).
+
+        Raises:
+            OSError: fsync or rename failed; the temporary file is left for inspection.
+        """
+        if self._f is None:
+            return
+        f, self._f = self._f, None
+        try:
+            os.fsync(f.fileno())
+        finally:
+            f.close()
+        if before_rename is not None:
+            before_rename()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        """Close and delete the temporary file (idempotent)."""
+        if self._f is None:
+            return
+        f, self._f = self._f, None
+        try:
+            f.close()
+        finally:
+            remove_quietly(self.tmp)
+
+
 @contextmanager
 def atomic_open(path, mode: str = "wb"):
     """Open a unique temporary sibling of ``path`` for writing; on success fsync and

@@ -24,7 +24,6 @@ every finished frame and the terminator.
 """
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import numpy as np
 
 from ...core.capabilities import WriterNeeds
 from ...core.result import ScanResult
-from ..atomic import open_exclusive, remove_quietly, temp_name
+from ..atomic import StagedFile
 from ._base import Writer
 
 RECORD = struct.Struct("<14dQ")
@@ -90,27 +89,15 @@ class EvdWriter:
     """
 
     def __init__(self, path) -> None:
-        self.path = Path(path)
-        self.tmp = temp_name(self.path)
-        self._f = open_exclusive(self.tmp, "wb", buffering=0)
+        self._file = StagedFile(path)
+        self.path, self.tmp = self._file.path, self._file.tmp
         self._end = 0  # offset of the terminator = end of the last whole block
         self.blocks = 0
         try:
-            self._put(0, TERMINATOR)
+            self._file.put(0, TERMINATOR)
         except BaseException:
             self.discard()
             raise
-
-    def _put(self, offset: int, *parts) -> None:
-        """Write the buffers ``parts`` one after the other from ``offset`` (no copy of
-        them is made: a block is tens of MB)."""
-        f = self._f
-        f.seek(offset)
-        for data in parts:
-            view = memoryview(data).cast("B")
-            while view:
-                n = f.write(view)
-                view = view[n:]
 
     def write(self, result: ScanResult) -> None:
         """Append one block (a frame) and the terminator.
@@ -120,7 +107,7 @@ class EvdWriter:
         """
         rec = evd_records(result)
         try:
-            self._put(self._end, struct.pack("<i", len(rec)), rec, TERMINATOR)
+            self._file.put(self._end, struct.pack("<i", len(rec)), rec, TERMINATOR)
         except BaseException:
             self._rollback()
             raise
@@ -129,8 +116,8 @@ class EvdWriter:
 
     def _rollback(self) -> None:
         try:  # overwriting 4 allocated bytes needs no free space
-            self._f.truncate(self._end + 4)
-            self._put(self._end, TERMINATOR)
+            self._file.truncate(self._end + 4)
+            self._file.put(self._end, TERMINATOR)
         except OSError:
             pass
 
@@ -141,24 +128,11 @@ class EvdWriter:
         Raises:
             OSError: fsync or rename failed; the temporary file is left for inspection.
         """
-        if self._f is None:
-            return
-        f, self._f = self._f, None
-        try:
-            os.fsync(f.fileno())
-        finally:
-            f.close()
-        os.replace(self.tmp, self.path)
+        self._file.commit()
 
     def discard(self) -> None:
         """Close and delete the temporary file (idempotent)."""
-        if self._f is None:
-            return
-        f, self._f = self._f, None
-        try:
-            f.close()
-        finally:
-            remove_quietly(self.tmp)
+        self._file.discard()
 
     def __enter__(self):
         return self

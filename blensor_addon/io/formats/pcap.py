@@ -32,13 +32,12 @@ Refused in one line (SettingsError ``formats``): a sensor that models no real un
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ...core.capabilities import WriterNeeds
 from ...core.errors import SettingsError
 from ...core.settings import setting
-from ..atomic import atomic_write_bytes, open_exclusive, remove_quietly, temp_name
+from ..atomic import StagedFile, atomic_write_bytes
 from ..packets import firing_columns, pcap_header, pcap_record
 from ._base import Writer, capabilities_of
 
@@ -111,8 +110,7 @@ class PcapFormat(Writer):
     def __init__(self, folder, options=None, run=None) -> None:
         super().__init__(folder, options, run)
         self.path = self.folder / "scan.pcap"
-        self._f = None
-        self._tmp = None
+        self._file = None  # the StagedFile, from the first packet on
         self._end = 0
         self._enc = None
         self._ident = 0
@@ -123,19 +121,16 @@ class PcapFormat(Writer):
         self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.options.start_time,
                                                                        self.options.ouster_profile)
         self._device = device
-        self._tmp = temp_name(self.path)
-        self._f = open_exclusive(self._tmp, "wb", buffering=0)
+        self._file = StagedFile(self.path)
         self._put(pcap_header())
 
     def _put(self, data: bytes) -> None:
+        """Append ``data``; a failed write (ENOSPC) is cut back to the packets before."""
         try:
-            self._f.seek(self._end)
-            view = memoryview(data)
-            while view:
-                view = view[self._f.write(view):]
+            self._file.put(self._end, data)
         except BaseException:
             try:
-                self._f.truncate(self._end)
+                self._file.truncate(self._end)
             except OSError:
                 pass
             raise
@@ -157,28 +152,17 @@ class PcapFormat(Writer):
         self._write_packets(self._enc.add(cols))
 
     def close(self, status) -> None:
-        if self._f is None:
+        if self._file is None or self._file.closed:
             return
         self._write_packets(self._enc.finish())
         if not self.packets:
             self.discard()
             return
-        f, self._f = self._f, None
-        try:
-            os.fsync(f.fileno())
-        finally:
-            f.close()
-        atomic_write_bytes(self.folder / self._meta_name, self._meta)
-        os.replace(self._tmp, self.path)
+        self._file.commit(before_rename=lambda: atomic_write_bytes(self.folder / self._meta_name, self._meta))
 
     def discard(self) -> None:
-        if self._f is None:
-            return
-        f, self._f = self._f, None
-        try:
-            f.close()
-        finally:
-            remove_quietly(self._tmp)
+        if self._file is not None:
+            self._file.discard()
 
 
 WRITER = PcapFormat
