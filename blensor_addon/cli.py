@@ -242,14 +242,10 @@ def _stderr_held():
         os.dup2(held.fileno(), 2)
         try:
             yield
-        except BaseException:
+        finally:  # an exception goes on from here, and what was held is dropped
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            raise
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
         held.seek(0)
         text = held.read(1 << 16)
     if text.strip():

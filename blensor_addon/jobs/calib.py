@@ -26,7 +26,7 @@ from pathlib import Path
 from ..core.errors import SettingsError
 from ..core.sensors.calibration import LaserTable
 from ..core.sensors.rotating import check_ouster_mode
-from ..core.sensors.rotating_presets import PRESETS, preset_table
+from ..core.sensors.rotating_presets import OUSTER_LIDAR_MODES, PRESETS, preset_table
 
 
 def _settings(camera_object):
@@ -71,7 +71,6 @@ def ouster_grid(table: LaserTable) -> tuple[float, float] | None:
         columns, hz = (int(v) for v in str(mode).split("x"))
         check_ouster_mode(360.0 / columns, float(hz))
     except (ValueError, ZeroDivisionError, SettingsError):
-        from ..core.sensors.rotating_presets import OUSTER_LIDAR_MODES
         raise SettingsError("calibration.lidar_mode", "an Ouster lidar mode (" + ", ".join(
             f"{w}x{r}" for w, r in OUSTER_LIDAR_MODES) + ")", mode) from None
     return 360.0 / columns, float(hz)

@@ -15,6 +15,10 @@ from ..core.errors import BlensorError, SettingsError
 from .props import format_option_values, ordered_formats
 
 
+#: the one line every operator reports when there is no camera to work on
+_NO_CAMERA = "camera must be a camera object: make a camera active or set the scene camera"
+
+
 def _camera(context):
     obj = context.active_object
     if obj is not None and obj.type == "CAMERA":
@@ -53,7 +57,7 @@ class BLENSOR_OT_scan(bpy.types.Operator):
         from ..scene.scanner import scan
         cam = _camera(context)
         if cam is None:
-            self.report({"ERROR"}, "camera must be a camera object: make a camera active or set the scene camera")
+            self.report({"ERROR"}, _NO_CAMERA)
             return {"CANCELLED"}
         s = cam.data.blensor
         try:
@@ -82,7 +86,7 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         from ..jobs.range_scan import RangeScanJob
         cam = _camera(context)
         if cam is None:
-            raise BlensorError("camera must be a camera object: make a camera active or set the scene camera")
+            raise BlensorError(_NO_CAMERA)
         s = cam.data.blensor
         scene = context.scene
         if not _formats(s):
@@ -176,7 +180,7 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
         from ..jobs.depth import export_depth
         cam = _camera(context)
         if cam is None:
-            self.report({"ERROR"}, "camera must be a camera object: make a camera active or set the scene camera")
+            self.report({"ERROR"}, _NO_CAMERA)
             return {"CANCELLED"}
         s = cam.data.blensor
         scene = context.scene
@@ -232,8 +236,6 @@ class BLENSOR_OT_delete_scans(bpy.types.Operator):
         self.report({"INFO"}, f"BlenSor: deleted {n} scan objects")
         return {"FINISHED"}
 
-
-_NO_CAMERA = "camera must be a camera object: make a camera active or set the scene camera"
 
 
 class BLENSOR_OT_import_calibration(bpy.types.Operator):

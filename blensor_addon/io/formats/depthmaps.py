@@ -145,6 +145,8 @@ class _DepthWriter(Writer):
 
 
 class ExrWriter(_DepthWriter):
+    """One OpenEXR file a frame: z, range, object id and a returned mask as 32-bit float channels."""
+
     name = "exr"
     description = ("depth maps: 32-bit float OpenEXR (lossless ZIP), R = z, G = range, B = object id, "
                    "A = returned")
@@ -156,6 +158,8 @@ class ExrWriter(_DepthWriter):
 
 
 class NpyWriter(_DepthWriter):
+    """Three .npy arrays a frame: z and range (H, W) float32 m, object id (H, W) uint32."""
+
     name = "npy"
     description = "depth maps: z, range and object id as .npy arrays"
     files = "depth<frame:05d>_z.npy, _range.npy, _object_id.npy"
@@ -166,6 +170,8 @@ class NpyWriter(_DepthWriter):
 
 
 class PfmWriter(_DepthWriter):
+    """One portable float map a frame: z (H, W) float32 m."""
+
     name = "pfm"
     description = "depth maps: portable float map of z"
     files = "depth<frame:05d>.pfm"
@@ -176,6 +182,8 @@ class PfmWriter(_DepthWriter):
 
 
 class DmapWriter(_DepthWriter):
+    """The original BlenSor's .dmap a frame: radial ranges as float64 m."""
+
     name = "dmap"
     description = "depth maps: the original's .dmap (float64 radial distances)"
     files = "depth<frame:05d>.dmap"
