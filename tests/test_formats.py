@@ -365,11 +365,11 @@ def test_several_returns_per_ray_reach_las_npz_and_ply(tmp_path):
     from blensor_addon.io.formats.npz import npz_bytes
     from blensor_addon.io.formats.ply import ply_bytes
     one = synthetic()
-    assert np.array_equal(one.return_number, np.ones(6, np.uint8)) and one.num_returns.dtype == np.uint8
+    assert np.array_equal(one.return_number, np.ones(6, np.uint8)) and one.number_of_returns.dtype == np.uint8
     assert "return_number" not in np.load(io.BytesIO(npz_bytes(one))).files  # one return: not stored
     rn, nr = np.array([1, 2, 1, 1, 2, 3]), np.array([2, 2, 1, 3, 3, 3])
-    r = synthetic(extra={"return_number": rn, "num_returns": nr})
-    assert r.return_number.dtype == np.uint8 and np.array_equal(r.num_returns, nr)
+    r = synthetic(extra={"return_number": rn, "number_of_returns": nr})
+    assert r.return_number.dtype == np.uint8 and np.array_equal(r.number_of_returns, nr)
     (tmp_path / "m.las").write_bytes(las_bytes(r))
     las = laspy.read(tmp_path / "m.las")
     order = np.argsort(r.ring, kind="stable")  # LAS: by ring
@@ -379,10 +379,10 @@ def test_several_returns_per_ray_reach_las_npz_and_ply(tmp_path):
     (tmp_path / "m.npz").write_bytes(npz_bytes(r))
     z = np.load(tmp_path / "m.npz")
     assert z.files[:18] == list(FIELDS)  # today's fields first, in their order
-    assert z["return_number"].dtype == np.uint8 and np.array_equal(z["num_returns"], nr)
+    assert z["return_number"].dtype == np.uint8 and np.array_equal(z["number_of_returns"], nr)
     (tmp_path / "m.ply").write_bytes(ply_bytes(r))
     v = plyfile.PlyData.read(str(tmp_path / "m.ply"))["vertex"].data
-    assert np.array_equal(v["return_number"], rn) and v.dtype["num_returns"] == np.uint8
+    assert np.array_equal(v["return_number"], rn) and v.dtype["number_of_returns"] == np.uint8
     with pytest.raises(ValueError, match="extra\\['return_number'\\] has shape"):
         synthetic(extra={"return_number": rn[:3]})
 

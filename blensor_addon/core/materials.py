@@ -5,7 +5,7 @@ is numpy so the lookup is one vectorised gather per scan.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +28,13 @@ class MaterialTable:
         inst_mesh (I,) int32: mesh of each instance.
         inst_slot_offset (I+1,) int64: first row of each instance in ``slot_material``.
         slot_material (S,) int32: material row of each slot of each instance.
+        transmission (M,) float32 in [0, 1]: glass share (Glass BSDF: 1; Principled BSDF:
+            its Transmission Weight); 0: opaque. None: every material opaque.
+        ior (M,) float32 >= 1: index of refraction of a glass material (1.45 default).
+        alpha (M,) float32 in [0, 1]: coverage; a path passes a surface with probability
+            1 - alpha (drawn, seeded). None: every material 1.
+    Texture and wavelength (issue 22, section 1) are filled in by the scene layer; see
+    :meth:`reflectivity_at`.
     """
 
     reflectivity: np.ndarray
@@ -39,6 +46,34 @@ class MaterialTable:
     inst_mesh: np.ndarray
     inst_slot_offset: np.ndarray
     slot_material: np.ndarray
+    transmission: np.ndarray | None = None
+    ior: np.ndarray | None = None
+    alpha: np.ndarray | None = None
+    #: extra per-material data of the material evaluator (textures, UVs, spectra)
+    extra: dict = field(default_factory=dict)
+
+    def reflectivity_at(self, rows: np.ndarray, instance: np.ndarray, primitive: np.ndarray, bary: np.ndarray,
+                        wavelength: float | None = None) -> np.ndarray:
+        """(N,) float32 reflectivity of each hit: material rows ``rows`` (N,) int32 (from
+        :meth:`lookup`) of the hits on (instance, primitive) (N,) int32 at barycentrics
+        ``bary`` (N, 2) float32; ``wavelength`` nm picks a library entry's reflectance
+        (None: the material's own). CONTRACT STUB: ``reflectivity[rows]``."""
+        return self.reflectivity[rows]
+
+    def has_optics(self) -> bool:
+        """Some material is glass (``transmission`` > 0) or not fully opaque (``alpha`` < 1)."""
+        return bool((self.transmission is not None and (self.transmission > 0).any())
+                    or (self.alpha is not None and (self.alpha < 1).any()))
+
+    def optics(self, instance: np.ndarray, primitive: np.ndarray) -> tuple:
+        """(transmission, ior, alpha) (H,) float32 of the hits (instance, primitive) (H,)
+        int32 >= 0 (see the attributes)."""
+        rows = self.lookup(instance, primitive)
+        n = rows.shape[0]
+        t = np.zeros(n, np.float32) if self.transmission is None else self.transmission[rows]
+        ior = np.full(n, 1.45, np.float32) if self.ior is None else self.ior[rows]
+        a = np.ones(n, np.float32) if self.alpha is None else self.alpha[rows]
+        return t, ior, a
 
     def lookup(self, instance: np.ndarray, primitive: np.ndarray) -> np.ndarray:
         """Material row for each hit.

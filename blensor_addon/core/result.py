@@ -37,13 +37,13 @@ FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
 
 #: per-point fields a result may carry in ``extra`` (name -> (dtype, trailing shape,
 #: default value or None)); written after the :data:`FIELDS` by the writers that write
-#: every field, and only when the result holds them. ``return_number`` and ``num_returns``
+#: every field, and only when the result holds them. ``return_number`` and ``number_of_returns``
 #: (uint8, 1-based, LAS's convention): the return's rank along its ray and the returns
 #: the ray gave; a sensor with one return per ray does not store them (every point is
 #: return 1 of 1, their default).
 EXTRA_FIELDS: dict[str, tuple[str, tuple[int, ...], object]] = {
     "return_number": ("u1", (), 1),
-    "num_returns": ("u1", (), 1),
+    "number_of_returns": ("u1", (), 1),
     "xyz_deskewed": ("<f4", (3,), None),
     "xyz_noisy_deskewed": ("<f4", (3,), None),
     "xyz_sensor": ("<f4", (3,), None),
@@ -144,7 +144,7 @@ class ScanResult:
             top, optical frame x right, y down, z ahead); () for other sensors.
         extra: further per-return arrays by name, N rows each, every one registered in
             :data:`EXTRA_FIELDS` (cast to its dtype): ``return_number`` and
-            ``num_returns`` (N,) uint8 for sensors with several returns per ray; ``xyz_deskewed``
+            ``number_of_returns`` (N,) uint8 for sensors with several returns per ray; ``xyz_deskewed``
             and ``xyz_noisy_deskewed`` (N, 3) float32 m: the points in the sensor frame
             at the packet's start (setting ``deskew``); ``xyz_sensor`` and
             ``xyz_noisy_sensor`` (N, 3) float32 m: a world-frame scan's points in the
@@ -266,9 +266,9 @@ class ScanResult:
         return self.values("return_number")
 
     @property
-    def num_returns(self) -> np.ndarray:
+    def number_of_returns(self) -> np.ndarray:
         """(N,) uint8 returns of each point's ray (1 without several returns per ray)."""
-        return self.values("num_returns")
+        return self.values("number_of_returns")
 
     def values(self, name: str) -> np.ndarray:
         """Per-point field ``name``: one of :data:`FIELDS`, or of :data:`EXTRA_FIELDS`

@@ -51,6 +51,9 @@ class Meta:
         count: (min, max) list length of ``floats``.
         show_if: (other setting, value): the panel shows this setting only then.
         precision: digits shown in the panel.
+        group: the panel section (and ``blensor sensors`` heading) the setting belongs
+            to; ``""``: the sensor's own settings, drawn first. Settings of one group are
+            drawn together, groups in the order their first setting is declared.
     """
 
     label: str
@@ -65,6 +68,7 @@ class Meta:
     count: tuple = (1, 1024)
     show_if: tuple | None = None
     precision: int = 3
+    group: str = ""
 
     def allowed(self) -> str:
         """Human-readable allowed values, e.g. ``"in (0, 360] deg"``."""
@@ -173,7 +177,7 @@ class Meta:
 
 def setting(default: Any, label: str, description: str, unit: str = "", *, lo=None, hi=None,
             lo_open=False, hi_open=False, choices: tuple = (), kind: str | None = None,
-            count: tuple = (1, 1024), show_if: tuple | None = None, precision: int = 3):
+            count: tuple = (1, 1024), show_if: tuple | None = None, precision: int = 3, group: str = ""):
     """A dataclass field carrying :class:`Meta`; ``kind`` is inferred from the default
     (bool, int, float; a str with ``choices`` is an enum; a tuple is ``floats``)."""
     if kind is None:
@@ -188,7 +192,7 @@ def setting(default: Any, label: str, description: str, unit: str = "", *, lo=No
         else:
             kind = "enum" if choices else "text"
     meta = Meta(label, description, unit, kind, lo, hi, lo_open, hi_open, tuple(choices), count, show_if,
-                precision)
+                precision, group)
     return dataclasses.field(default=default, metadata={"blensor": meta})
 
 

@@ -44,6 +44,13 @@ class TraceResult:
         normal (N, 3) float32: unit geometric normal of the final surface (world).
         last_dir (N, 3) float32: direction of the final segment (world).
         bounces (N,) uint8: mirror reflections along the path.
+        bary (N, 2) float32: barycentrics (b1, b2) of the hit on the final triangle
+            (:class:`~.base.ClosestHits`), 0 on a miss.
+        ray (N,) int64: the cast ray each row belongs to; rows 0..n-1 are the n rays'
+            first path ends in ray order, rows after them the extra path ends of rays
+            that glass or alpha split (``optics``), ``arange`` without them.
+        weight (N,) float32 in [0, 1]: the path's one-way transmission (product of its
+            Fresnel and alpha shares; 1 without splits).
     """
 
     range: np.ndarray
@@ -53,8 +60,11 @@ class TraceResult:
     normal: np.ndarray
     last_dir: np.ndarray
     bounces: np.ndarray
+    bary: np.ndarray
+    ray: np.ndarray
+    weight: np.ndarray
 
-    _FIELDS = ("range", "hit", "instance", "primitive", "normal", "last_dir", "bounces")
+    _FIELDS = ("range", "hit", "instance", "primitive", "normal", "last_dir", "bounces", "bary", "ray", "weight")
 
     def take(self, idx: np.ndarray) -> "TraceResult":
         """The rays ``idx`` (int array or bool mask), in order."""
@@ -68,8 +78,9 @@ class TraceResult:
 
 def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_range: float,
           is_mirror: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-          max_bounces: int = 8, time: np.ndarray | None = None) -> TraceResult:
-    """Cast rays and follow mirror reflections.
+          max_bounces: int = 8, time: np.ndarray | None = None, optics=None,
+          rng: np.random.Generator | None = None) -> TraceResult:
+    """Cast rays and follow mirror reflections (and, with ``optics``, glass and alpha).
 
     Args:
         backend: ray caster holding the scene.
@@ -82,6 +93,10 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         time: (N,) float32 fraction of the geometry's time step at which each ray is
             cast (see :meth:`Backend.intersect`), or None (0). Every segment of a ray is
             cast at its time: reflections happen where the mirror is at that time.
+        optics: maps (instance (H,) int32, primitive (H,) int32) to (transmission (H,)
+            float32 in [0, 1], ior (H,) float32, alpha (H,) float32 in [0, 1]) of the hit
+            surfaces' materials; None: every non-mirror surface is opaque (no splits).
+        rng: the generator of the alpha draws (with ``optics``).
     Raises:
         ValueError: time is not (N,).
     """
@@ -97,7 +112,9 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
     got = h.instance >= 0
     # first segment: the hit arrays are the result as they are (no copies per ray)
     total = h.t.astype(np.float64)
-    inst, prim, normal = h.instance, h.primitive, h.normal
+    inst, prim, normal, bary = h.instance, h.primitive, h.normal, h.uv
+    ray = np.arange(n, dtype=np.int64)
+    weight = np.ones(n, np.float32)
     last_dir = d
     bounces = np.zeros(n, np.uint8)
     mir = is_mirror(inst[got], prim[got]) if is_mirror is not None else None
@@ -107,8 +124,8 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             hit = got.copy()
             hit[np.flatnonzero(got)[mir]] = False
         total[~hit] = np.inf
-        return TraceResult(total, hit, inst, prim, normal, last_dir, bounces)
-    inst, prim, normal, last_dir = inst.copy(), prim.copy(), normal.copy(), d.copy()
+        return TraceResult(total, hit, inst, prim, normal, last_dir, bounces, bary, ray, weight)
+    inst, prim, normal, last_dir, bary = inst.copy(), prim.copy(), normal.copy(), d.copy(), bary.copy()
     hit = np.zeros(n, bool)
     idx = np.flatnonzero(got)
     hit[idx[~mir]] = True
@@ -134,6 +151,7 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         inst[idx] = cur_h.instance[g]
         prim[idx] = cur_h.primitive[g]
         normal[idx] = cur_h.normal[g]
+        bary[idx] = cur_h.uv[g]
         last_dir[idx] = cur_d[g]
         mir = is_mirror(cur_h.instance[g], cur_h.primitive[g])
         hit[idx[~mir]] = True
@@ -141,4 +159,4 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         if bounce == max_bounces or not mir.any():
             break
     total[~hit] = np.inf
-    return TraceResult(total, hit, inst, prim, normal, last_dir, bounces)
+    return TraceResult(total, hit, inst, prim, normal, last_dir, bounces, bary, ray, weight)

@@ -27,7 +27,9 @@ class CastHits:
     normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
     instance_id (uint32), semantic (uint16), time (float64 s): the ray's firing time,
     segment (int32): the step it was cast in (index into the context's pose segments,
-    so its pose is taken from the very step that cast it).
+    so its pose is taken from the very step that cast it), ray (int64): the cast ray the
+    row belongs to, weight (float32): the path's one-way transmission (see
+    :class:`~blensor_addon.core.sensors.sensor.Hits`).
 
     Hits made by :meth:`scatter` (rays cast in several steps) are put in ray order only
     when asked: a field is scattered when first read (a sensor reads a few, such as
@@ -37,7 +39,7 @@ class CastHits:
     """
 
     FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
-              "instance_id", "semantic", "time", "segment")
+              "instance_id", "semantic", "time", "segment", "ray", "weight")
 
     def __init__(self, **arrays) -> None:
         self._scatter = None
@@ -229,11 +231,14 @@ class TimelineContext:
         """(N, 3) sensor position (world, m) at each ray's time."""
         return self._by_segment(hits, lambda sg, s, i: sg.position(s))
 
-    def cast(self, origins, directions, max_range, max_bounces, times=None) -> CastHits:
+    def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
+             wavelength=None) -> CastHits:
         """:meth:`ScanContext.cast <blensor_addon.core.sensors.sensor.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time (the held step: all), from
-        the sensor pose then."""
+        the sensor pose then. ``split``, ``rng``, ``wavelength``: see the protocol.
+        CONTRACT: split is not implemented yet (every surface opaque)."""
+        self._split, self._rng, self._wavelength = bool(split), rng, wavelength
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
         t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
@@ -281,10 +286,12 @@ class TimelineContext:
         mat = mats.lookup(tr.instance, tr.primitive)
         object_id, instancer_id, instance_id, semantic = snap.labels(tr.instance, self.semantic)
         time = t[idx]
-        return CastHits(range=tr.range, hit=tr.hit, reflectivity=mats.reflectivity[mat], normal=tr.normal,
+        refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary, getattr(self, "_wavelength", None))
+        return CastHits(range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
                         last_dir=tr.last_dir, color=mats.color[mat], object_id=object_id,
                         instancer_id=instancer_id, instance_id=instance_id, semantic=semantic, time=time,
-                        segment=np.full(time.shape[0], seg, np.int32))
+                        segment=np.full(time.shape[0], seg, np.int32),
+                        ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=tr.weight)
 
     def surface(self, pattern, hits) -> dict:
         n_world, cos_inc = facing_normals(hits.normal, hits.last_dir)

@@ -57,10 +57,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..settings import Preset, SensorSettings, check_less, setting
+from ..settings import Preset, check_less, setting
 from .patterns import ROTATION_DIRECTIONS, sweep_column_count
 from .physics import (check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting,
                       ref_dist_setting, ref_limit_setting, ref_slope_setting)
+from .returns import ReturnSettings
 from .sensor import SweptSensor
 
 #: the unit's layers, layer 0 the lowest (deg; see the module docstring)
@@ -93,7 +94,7 @@ TABLES = {"ibeo_lux": {"pitch": IBEO_LUX_LAYER_DEG, "bias": (0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
-class LineSettings(SensorSettings):
+class LineSettings(ReturnSettings):
     """Settings of the mirror line scanner (module docstring; reference 6.2).
 
     Attributes (units): preset; angle_resolution (deg, column step, (0, 90]);

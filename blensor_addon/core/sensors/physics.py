@@ -89,8 +89,8 @@ def min_range_mask(s, r_measured: np.ndarray) -> np.ndarray | None:
     return np.asarray(r_measured, dtype=np.float64) >= lo
 
 
-def linear_return_mask(reflectivity: np.ndarray, cos_incidence: np.ndarray, d_measured: np.ndarray,
-                       ref_max: float, max_range: float) -> np.ndarray:
+def linear_return_mask(reflectivity: np.ndarray, cos_incidence: np.ndarray | None, d_measured: np.ndarray,
+                       ref_max: float, max_range: float, lam: np.ndarray | None = None) -> np.ndarray:
     """(N,) bool: seed 002 section II-D, Eq. 4-5: a return is detected iff the Lambertian
     reflectance ``R(theta) = R0 cos(theta)`` (Eq. 4) reaches the range capability
     ``R_L(d) = ref_max * d / max_range`` (Eq. 5) at the measured depth ``d`` (noise
@@ -98,13 +98,15 @@ def linear_return_mask(reflectivity: np.ndarray, cos_incidence: np.ndarray, d_me
     of reflectivity 0 never returns.
 
     Args: reflectivity R0 (N,) in [0, 1]; cos_incidence (N,) in [0, 1]; d_measured (N,)
-    float64 m; ref_max (R_L,max, in (0, 1]); max_range (d_max, m). Example: R0 = 0.5 at
+    float64 m; ref_max (R_L,max, in (0, 1]); max_range (d_max, m); lam (N,) float64: R0
+    cos(theta) already summed over a beam's footprint (an echo's ``energy``), used instead
+    of ``reflectivity * cos_incidence`` when given. Example: R0 = 0.5 at
     60 deg incidence with ref_max 0.8, max_range 50 m returns out to 0.25 / 0.8 * 50 =
     15.625 m.
     """
     d = np.asarray(d_measured, dtype=np.float64)
     r0 = np.asarray(reflectivity, dtype=np.float64)
-    lam = r0 * np.asarray(cos_incidence, dtype=np.float64)
+    lam = r0 * np.asarray(cos_incidence, dtype=np.float64) if lam is None else np.asarray(lam, np.float64)
     return (r0 > 0.0) & (d <= max_range) & (lam >= ref_max * d / max_range)
 
 
@@ -135,15 +137,19 @@ def returns_mask(hits, s) -> np.ndarray:
     range (seed 000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``,
     ``ref_limit``, ``ref_slope``; with ``return_model == "linear"`` (seed 002 Eq. 4-5,
     decided at the measured range by :func:`linear_return_mask`) only the first two
-    tests apply here.
+    tests apply here. Echo hits (:func:`~.sensor.echo_hits`) are judged by the
+    reflectivity that comes back (``hits.returned``: glass, footprint share, atmosphere)
+    instead of the surface's.
 
     A surface of reflectivity 0 sends nothing back, whatever the model: below
     ``ref_dist`` Eq. 1's limit is -1, so the original returned it (issue 21, section 1).
     """
-    ok = hits.hit & (hits.range <= s.max_range) & (hits.reflectivity > 0.0)
+    refl = getattr(hits, "returned", None)
+    refl = hits.reflectivity if refl is None else refl
+    ok = hits.hit & (hits.range <= s.max_range) & (refl > 0.0)
     if getattr(s, "return_model", "limit") == "linear":
         return ok
-    ok &= hits.reflectivity > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
+    ok &= refl > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
     return ok
 
 
@@ -180,7 +186,8 @@ def _rings(pattern: RayPattern, channel_elevations, channel_rings) -> np.ndarray
 def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx: ScanContext, s, *,
              frame: int, frame_time: float, num_rays: int, grid_shape: tuple,
              channel_elevations: np.ndarray | None = None, channel_rings: np.ndarray | None = None,
-             range_offset: float = 0.0) -> ScanResult:
+             range_offset: float = 0.0, intensity: np.ndarray | None = None,
+             extra: dict | None = None) -> ScanResult:
     """Build a :class:`ScanResult` from the returning rays.
 
     Args:
@@ -194,6 +201,10 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         range_offset: m added to the reported ranges (``range``, ``range_noisy``) but not
             to the points: Ouster reports the range from the beam origin plus the beam
             origin's distance from the axis (:meth:`~.sensor.Sensor.range_offset`).
+        intensity (N,) float: the returns' intensity (the return physics' model), or
+            None: seed 002 Eq. 4, reflectivity x cos(incidence).
+        extra: per-return fields (name -> (N,) array of
+            :data:`~blensor_addon.core.result.EXTRA_FIELDS`) put in ``result.extra``.
     Points: ``origin + unit(direction) * r`` (``r_noisy`` for the noisy points) in the
     sensor frame, then in the output frame.
     """
@@ -216,7 +227,7 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         return out, (out if noiseless else ctx.sensor_points_to(frame, xyz_n, hits, world[1]))
 
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
-    extra = {}
+    extra = dict(extra or {})
     world = to("world") if ctx.frame_of_reference == "world" else (None, None)
     if s.deskew:  # from the world points when made already (not rotated twice)
         d, d_n = to("start", world)
@@ -245,7 +256,7 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
         ring=_rings(pattern, channel_elevations, channel_rings),
         ray_index=pattern.ray_index,
         reflectivity=hits.reflectivity,
-        intensity=hits.reflectivity * surf["cos_inc"],
+        intensity=hits.reflectivity * surf["cos_inc"] if intensity is None else intensity,
         color=surf["color"],
         normal=surf["normal"],
         frame=int(frame),

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ..settings import Preset, SensorSettings, check_less, check_table, setting
+from ..settings import Preset, check_less, check_table, setting
 from .physics import (check_min_range, interpolated_noise, min_range_setting, noise_mu_setting,
                       noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting)
+from .returns import ReturnSettings
 from .sensor import SweptSensor
 
 HOKUYO_UTM30LX_TABLE = ("(2.0,0,0.00933) (3.0,0,0.008) (4.5,0,0.006) (6,0,0.01) (9,0,0.015) (10.5,0,0.0175) "
@@ -69,7 +70,7 @@ PRESETS = {
 
 
 @dataclass(frozen=True)
-class PlanarSettings(SensorSettings):
+class PlanarSettings(ReturnSettings):
     """Settings of a planar scanner (reference 6.3; seed 001 section 3.1).
 
     Attributes (units): preset; elevations (deg, one per scan plane, 1..64 in

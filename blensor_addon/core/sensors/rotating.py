@@ -87,13 +87,14 @@ import numpy as np
 
 from ..capabilities import Device
 from ..errors import SettingsError
-from ..settings import SensorSettings, setting
+from ..settings import setting
 from .budget import CHUNK_RAYS, ray_limit
 from .calibration import MAX_LASERS, LaserTable
 from .patterns import ROTATION_DIRECTIONS, RayPattern, sweep_column_count
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
                       min_range_setting, noise_mu_setting, noise_sigma_setting, ref_dist_setting,
                       ref_limit_setting, ref_slope_setting, returns_mask)
+from .returns import ReturnSettings
 from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, preset_bias_table, preset_table
 from .sensor import Sensor
 
@@ -103,7 +104,7 @@ RETURN_MODELS = ("limit", "linear")
 
 
 @dataclass(frozen=True)
-class LidarSettings(SensorSettings):
+class LidarSettings(ReturnSettings):
     """Settings of one rotating LiDAR (seed 000 section 3.2; reference section 6.1).
 
     Attributes (units):
@@ -134,7 +135,8 @@ class LidarSettings(SensorSettings):
         ref_max: R_L,max of seed 002 Eq. 5, in (0, 1].
         calibration: an imported :class:`~.calibration.LaserTable` as JSON; empty: the
             preset's table (:attr:`table`).
-        seed, max_bounces, visibility: see :class:`SensorSettings`.
+        seed, max_bounces, visibility: see :class:`~..settings.SensorSettings`; the return
+            physics (wavelength, divergence, returns, weather): :class:`~.returns.ReturnSettings`.
     """
 
     preset: str = setting("hdl64e_s2", "Sensor", "Sensor model; choosing one sets its values",
@@ -606,7 +608,10 @@ class Rotating(Sensor):
         ``hits.cos_incidence``)."""
         keep = min_range_mask(s, r_noisy)
         if s.return_model == "linear":
-            lin = linear_return_mask(hits.reflectivity, hits.cos_incidence, r_noisy, s.ref_max, s.max_range)
+            energy = getattr(hits, "energy", None)  # an echo's R0 cos(theta) over its footprint
+            lin = linear_return_mask(getattr(hits, "returned", hits.reflectivity),
+                                     hits.cos_incidence if energy is None else None, r_noisy, s.ref_max,
+                                     s.max_range, lam=energy)
             keep = lin if keep is None else keep & lin
         return keep
 

@@ -23,24 +23,57 @@ from ..result import FIELDS, ScanResult
 from ..settings import SensorSettings
 from .budget import CHUNK_RAYS, refuse_rays
 from .patterns import CameraFrame, RayPattern, angles_of, sweep_column_count, sweep_columns, sweep_count
+from . import beam, intensity, weather
 from .physics import assemble, elevation_rank, frame_rng, min_range_mask, returns_mask
+from .returns import STAGE_BEAM, STAGE_CAST, STAGE_WEATHER, Returns, ReturnSettings, stage_rng
 
 
 class Hits(Protocol):
-    """What :meth:`ScanContext.cast` returns for N rays (duck-typed).
+    """What :meth:`ScanContext.cast` returns for N rays (duck-typed): N rows, or with
+    ``split=True`` N + E rows (rows N.. are the extra path ends of rays that glass or a
+    material's alpha split, after the N rays' first path ends, in ray order).
 
     Attributes:
         range (N,) float64 m: accumulated path to the final surface (through mirrors).
         hit (N,) bool: ended on a non-mirror surface within the range limit.
-        reflectivity (N,) float32 in [0, 1] of that surface's material (0 if none).
+        reflectivity (N,) float32 in [0, 1] of that surface's material at the hit (its
+            texture and the sensor's wavelength included; 0 if none).
         cos_incidence (N,) float64 in [0, 1]: cosine of the angle between the final ray
             segment and the surface normal (seed 002 Eq. 4's cos theta).
+        ray (N,) int64: the ray of each row (``arange(N)`` for the first N rows).
+        weight (N,) float32 in [0, 1]: the path's one-way transmission (product of the
+            Fresnel and alpha shares along it; 1 without glass).
+        On the echo hits of :func:`echo_hits`: returned, energy (N,) float64 (see
+            :class:`~.returns.Returns`).
     Methods: ``take(idx)`` -> Hits of those rays; ``concat(list)`` (class method).
     """
 
     range: np.ndarray
     hit: np.ndarray
     reflectivity: np.ndarray
+
+
+def echo_hits(hits, ret: Returns):
+    """The hits of the returns ``ret`` (K rows: ``hits.take(ret.row)``) with the returns'
+    ``range``, ``returned`` and ``energy``; a weather return's surface fields cleared
+    (object, instancer and instance id 0, semantic
+    :data:`~.weather.WEATHER_SEMANTIC`, reflectivity 0, normal and colour 0), so the
+    sensor's :meth:`Sensor.returns` and :meth:`Sensor.detected` judge echoes as they judge
+    single rays."""
+    echo = hits.take(ret.row)
+    echo.range = ret.range
+    echo.returned = ret.returned
+    echo.energy = ret.energy
+    echo.reflectivity = np.asarray(ret.reflectivity, dtype=np.float32)
+    w = np.flatnonzero(ret.weather)
+    if w.size:
+        for name in ("object_id", "instancer_id", "instance_id"):
+            getattr(echo, name)[w] = 0
+        echo.semantic[w] = weather.WEATHER_SEMANTIC
+        echo.normal[w] = 0.0
+        echo.color[w] = 0
+        echo.hit[w] = True
+    return echo
 
 
 class ScanContext(Protocol):
@@ -53,10 +86,15 @@ class ScanContext(Protocol):
         ``"world"``; objects: the object table; camera: :class:`CameraFrame` of the
         Blender camera (used by the depth sensor).
     Methods:
-        cast(origins, directions, max_range, max_bounces, times=None) -> Hits: origins
-            (N, 3) (or None: all at the sensor origin) and unit directions (N, 3) float64
-            in the sensor frame (m); times (N,) float64 absolute firing times (s): in
-            continuous time the sensor pose and the scene are taken at each ray's time.
+        cast(origins, directions, max_range, max_bounces, times=None, split=False,
+            rng=None, wavelength=None) -> Hits: origins (N, 3) (or None: all at the sensor
+            origin) and unit directions (N, 3) float64 in the sensor frame (m); times (N,)
+            float64 absolute firing times (s): in continuous time the sensor pose and the
+            scene are taken at each ray's time; split: glass splits paths and alpha lets
+            them pass (extra rows, see :class:`Hits`), else every surface is opaque as
+            before issue 22; rng: the generator of the alpha draws (split only);
+            wavelength: nm, for the materials' library reflectance (None: the
+            materials' own reflectivity).
         sensor_points_to(frame, xyz, hits, world=None) -> (N, 3) float64: points given
             in the sensor frame at each ray's firing time, in ``"world"`` or in the sensor
             frame at the packet's start (``"start"``, deskewed); ``world``: the same
@@ -75,7 +113,8 @@ class ScanContext(Protocol):
     camera: CameraFrame | None
 
     def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int,
-             times: np.ndarray | None = None): ...
+             times: np.ndarray | None = None, split: bool = False, rng: np.random.Generator | None = None,
+             wavelength: float | None = None): ...
 
     def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
                          world: np.ndarray | None = None) -> np.ndarray: ...
@@ -244,15 +283,19 @@ class Sensor:
             Timing("exposure", exposure=float(self.exposure_time(s)))
         grid = tuple(int(v) for v in self.grid_shape(s, 0, 1.0, "single", camera))
         deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if getattr(s, "deskew", False) else ()
+        multi = ("return_number", "number_of_returns") if getattr(s, "multi_return", False) else ()
         return Capabilities(timing=timing, grid=grid, organized=bool(self.organized),
-                            fields=(*FIELDS, *deskew, *self.extra_fields), max_range=self.reported_range(s))
+                            fields=(*FIELDS, *deskew, *multi, *self.extra_fields), max_range=self.reported_range(s))
 
     def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
-        """The scan's returns: cast :meth:`patterns` chunk by chunk, keep :meth:`returns`,
-        draw :meth:`measure` from the frame's generator, keep :meth:`detected` (at the
-        reported measured range, :meth:`range_offset` added), assemble the result
-        (rings from :meth:`channel_rings`). A sensor
+        """The scan's returns. A sensor with :class:`~.returns.ReturnSettings` is traced
+        beam by beam (:meth:`trace_beams`); any other casts :meth:`patterns` chunk by
+        chunk, keeps :meth:`returns`, draws :meth:`measure` from the frame's generator,
+        keeps :meth:`detected` (at the reported measured range, :meth:`range_offset`
+        added) and assembles the result (rings from :meth:`channel_rings`). A sensor
         that casts several passes (the Kinect) overrides this."""
+        if isinstance(s, ReturnSettings):
+            return self.trace_beams(s, ctx, frame=frame, frame_time=frame_time, mode=mode)
         grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
         parts, rays = [], 0
         for pattern in self.patterns(s, frame, frame_time, mode, ctx.camera):
@@ -267,16 +310,71 @@ class Sensor:
         else:
             pattern = RayPattern.concat([p for p, _ in parts])
             hits = type(parts[0][1]).concat([h for _, h in parts])
+        return self._measure_and_assemble(s, ctx, pattern, hits, frame=frame, frame_time=frame_time,
+                                          rays=rays, grid=grid)
+
+    def trace_beams(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
+        """The scan's returns under the return physics (:mod:`.returns`, module
+        docstring's stages 1-6), chunk by chunk of :meth:`patterns`: sub-rays
+        (:func:`~.beam.footprint`), cast with ``split=True`` and the sensor's
+        ``wavelength``, echoes (:func:`~.beam.form_returns`), weather
+        (:func:`~.weather.apply`), then :meth:`returns` on the echoes (their
+        ``returned`` reflectivity and range), :meth:`measure` (plus the weather's range
+        noise), :meth:`detected`, the intensity (:func:`~.intensity.intensity`) and, when
+        the settings give several returns per beam, ``return_number`` and
+        ``number_of_returns``."""
+        grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
+        max_range = self.max_range(s)
+        parts, rays = [], 0
+        for k, pattern in enumerate(self.patterns(s, frame, frame_time, mode, ctx.camera)):
+            sub = beam.footprint(s, pattern)
+            hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times, split=True,
+                            rng=stage_rng(s.seed, frame, k, STAGE_CAST), wavelength=float(s.wavelength))
+            ret = beam.form_returns(s, sub, hits, max_range, stage_rng(s.seed, frame, k, STAGE_BEAM))
+            ret = weather.apply(s, ret, sub, stage_rng(s.seed, frame, k, STAGE_WEATHER))
+            echo = echo_hits(hits, ret)
+            keep = self.returns(s, pattern, echo)
+            rays += len(pattern)
+            parts.append((pattern.take(ret.beam[keep]), echo.take(keep), ret.take(keep)))
+            del sub, hits, ret, echo  # one chunk's rays alive at a time
+        if len(parts) == 1:
+            pattern, hits, ret = parts[0]
+        else:
+            pattern = RayPattern.concat([p for p, _, _ in parts])
+            hits = type(parts[0][1]).concat([h for _, h, _ in parts])
+            ret = Returns.concat([r for _, _, r in parts], [0] * len(parts), [0] * len(parts))
+        extra = {}
+        if s.multi_return:
+            extra = {"return_number": ret.return_number, "number_of_returns": ret.number_of_returns}
+        return self._measure_and_assemble(s, ctx, pattern, hits, frame=frame, frame_time=frame_time, rays=rays,
+                                          grid=grid, ret=ret, extra=extra)
+
+    def _measure_and_assemble(self, s, ctx, pattern, hits, *, frame, frame_time, rays, grid, ret=None,
+                              extra=None) -> ScanResult:
+        """:meth:`measure`, :meth:`detected`, then :func:`~.physics.assemble` of the kept
+        returns (``ret``: their :class:`~.returns.Returns` under the return physics, for
+        the weather's range noise and the intensity; ``extra``: per-return fields)."""
+        if ret is not None:  # take and concat keep the protocol's fields only
+            hits.returned, hits.energy = ret.returned, ret.energy
         r = np.asarray(hits.range, dtype=np.float64)
         r_noisy = self.measure(s, pattern, r, frame_rng(s.seed, frame))
+        if ret is not None and ret.range_noise is not None:
+            r_noisy = r_noisy + ret.range_noise
         offset = float(self.range_offset(s))
         seen = self.detected(s, pattern, hits, r_noisy + offset if offset else r_noisy)
         if seen is not None and not seen.all():
             pattern, hits, r = pattern.take(seen), hits.take(seen), r[seen]
             r_noisy = r if r_noisy is r else r_noisy[seen]
+            if ret is not None:
+                ret = ret.take(seen)
+                extra = {k: v[seen] for k, v in (extra or {}).items()}
+        value = None
+        if ret is not None:
+            value = intensity.intensity(s, ret, r, self.capabilities(s, ctx.camera).device)
         return assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time, num_rays=rays,
                         grid_shape=grid, channel_elevations=self.channel_elevations(s),
-                        channel_rings=self.channel_rings(s), range_offset=offset)
+                        channel_rings=self.channel_rings(s), range_offset=offset, intensity=value,
+                        extra=extra)
 
     def scan(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """One scan: :meth:`trace`, then the sensor's metadata on the result

@@ -6,7 +6,7 @@ and an offset at the cloud's 1 m floor, so the quantization error is at most 0.0
 from float64 coordinates (a world-frame scan far from the origin keeps its float64
 coordinates until here, :meth:`ScanResult.points`: 0.1 mm at 10^7 m, where float32 would
 round by 0.5 m); ``return_number`` and ``number_of_returns`` from the result's
-``return_number`` and ``num_returns`` (1 and 1 for one return per pulse); ``gps_time`` =
+``return_number`` and ``number_of_returns`` (1 and 1 for one return per pulse); ``gps_time`` =
 timestamp (s); ``intensity`` = intensity x 65535 (uint16); ``red``,
 ``green``, ``blue`` = material colour x 257 (uint16); ``classification`` = the ASPRS
 class of the point's SemanticKITTI class (:data:`~blensor_addon.core.classes.ASPRS_OF_SEMANTIC_KITTI`:
@@ -100,9 +100,9 @@ def _build(result: ScanResult, noisy: bool, other=None):
         rec = np.zeros(len(xyz), header.point_format.dtype())
         # return number (bits 0-3) of number of returns (bits 4-7), 1 of 1 for one return
         # per pulse (LAS 1.4 wants 1..15)
-        if "return_number" in result.extra or "num_returns" in result.extra:
+        if "return_number" in result.extra or "number_of_returns" in result.extra:
             rn = np.clip(result.return_number, 1, 15).astype(np.uint8)
-            rec["bit_fields"] = rn | (np.clip(result.num_returns, rn, 15).astype(np.uint8) << 4)
+            rec["bit_fields"] = rn | (np.clip(result.number_of_returns, rn, 15).astype(np.uint8) << 4)
         else:
             rec["bit_fields"] = 0x11
         rec["gps_time"] = result.timestamp

@@ -18,7 +18,7 @@ setting ``deskew`` is on, and for a world-frame scan the points in the sensor fr
 each ray's time, ``xyz_sensor``, ``xyz_noisy_sensor`` (N, 3) float32. The object
 table (id -> name, label, type) is written once per run, in ``manifest.json``, not into
 every frame (with 10^6 instances it would dominate the file). Further per-point fields a
-sensor adds (``return_number``, ``num_returns``, ... :data:`~blensor_addon.core.result.EXTRA_FIELDS`)
+sensor adds (``return_number``, ``number_of_returns``, ... :data:`~blensor_addon.core.result.EXTRA_FIELDS`)
 follow, when the result holds them. ``ray_index`` is absent for a sensor with no grid.
 
 World coordinates are float32 here; a world-frame scan far from the origin (float32

@@ -7,7 +7,7 @@ channel, ring, semantic, object_id, instancer_id, instance_id, ray_index (int32:
 integer type every PLY reader takes; Open3D's skips ``ushort`` and ``uint`` properties;
 ``ray_index`` only for sensors with a grid), then the further per-point fields the result
 holds (:data:`~blensor_addon.core.result.EXTRA_FIELDS`: ``return_number``,
-``num_returns`` as uint8, ...; a vector field ``v`` as ``v_x, v_y, v_z``), so a scan's
+``number_of_returns`` as uint8, ...; a vector field ``v`` as ``v_x, v_y, v_z``), so a scan's
 every field is there. Readable by plyfile, Open3D (legacy and tensor API), CloudCompare,
 MeshLab. World coordinates are float32: a world-frame scan far from the origin
 (float32 rounding over 1 mm, from 32 km) is warned about once per run.
