@@ -8,8 +8,9 @@ and ouster-sdk, whose numpy 2 cannot share bpy's environment), by tests/test_pca
 
 velodyne: every point of every scan velodyne-decoder returns (``read_pcap`` with the
 calibration file, no range limits): x, y, z (m, REP-103), intensity, time (s, absolute:
-the scan's stamp plus the point's time), column, ring; and ``model``, the model the
-decoder detected from the packets' product id.
+the scan's stamp plus the point's time), column, ring, return_type (velodyne-decoder's
+ReturnMode: 1 strongest, 2 last, 3 both: a dual pair whose blocks hold the same return); and
+``model``, the model the decoder detected from the packets' product id.
 ouster: every LidarScan ouster-sdk reads (``PcapScanSource`` with the metadata): range
 (mm), reflectivity, signal (staggered, rows = beams), the same three destaggered by
 ouster-sdk's ``destagger`` with the metadata's ``pixel_shift_by_row`` (``*_destaggered``:
@@ -39,7 +40,8 @@ def velodyne(pcap, calib, out):
     model = ""
     np.savez(out, x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], intensity=pts[:, 3], time=pts[:, 4],
              column=pts[:, 5].astype(np.int64), ring=pts[:, 6].astype(np.int64), scans=len(parts),
-             model=str(model))
+             model=str(model),
+             return_type=pts[:, 7].astype(np.int64) if pts.shape[1] > 7 else np.zeros(len(pts), np.int64))
 
 
 def ouster(pcap, meta, out):

@@ -26,7 +26,13 @@ runs in simulated time (scene frame x frame time). Topics:
   for the earlier packets), as velodyne_pointcloud does; other sensors' at the packet's
   start, ``time`` >= 0. Option ``labels``: the per-point labels object_id, instancer_id,
   instance_id (uint32) and semantic (uint16) appended to each point. Option
-  ``points``: ``noisy`` (default) or ``clean``.
+  ``points``: ``noisy`` (default) or ``clean``. Several returns per beam (issue 22,
+  settings ``returns`` dual, dual_ouster, all): a sensor that is not a Velodyne or Ouster
+  unit gets ``return_number`` and ``number_of_returns`` (uint8, offsets 22 and 23, 24 bytes a
+  point; the labels follow at 24); a Velodyne unit's XYZIRT stays velodyne_pointcloud's 22
+  bytes with every return a point of its own (the driver publishes both blocks of a dual
+  pair as points and has no return field); an Ouster unit's organized cloud holds each
+  beam's strongest return (ouster-ros's first-return cloud; its ``points2`` is not written).
 - ``/blensor/scan`` ``sensor_msgs/LaserScan`` for sensors with one scan plane whose
   capabilities give its column angles (planar scanners with one plane; seed 004's 2D lidar
   output): one message per sweep (or part of a sweep) in the frame, ranges over every
@@ -208,7 +214,7 @@ class Rosbag2Writer(Writer):
         if is_ouster(result):
             pts = sensor_points(result, noisy, "ros")
             fields, rec, height, width = ouster_cloud(result, pts, stamp, noisy, labels)
-            dense = len(result) == rec.shape[0]  # a cell with no return holds NaN
+            dense = bool(np.isfinite(rec["x"]).all())  # a cell with no return holds NaN
         else:
             stamp = velodyne_stamp(result)
             fields, rec = xyzirt(result, noisy, stamp, labels)

@@ -1,0 +1,316 @@
+"""Issue 22, section 2 (outputs): the return fields of a multi-return scan in every writer
+(LAS return bits, PCD and PointCloud2 fields, PLY, npz), Velodyne's dual return packets read
+back by velodyne-decoder, and the new settings in the panel, the CLI and the Blender
+properties.
+
+Results are built by hand (the beam module that forms real multiple returns is another
+part of issue 22): :func:`multi_result` adds second returns behind some beams of a scan.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import CROSSING
+from pcap_synth import ouster_device, synthetic_result, velodyne_device
+from test_pcap import DECODERS, compare_velodyne, decode, write_pcap
+
+from blensor_addon.core.capabilities import Capabilities, Timing
+from blensor_addon.core.result import FIELDS, ScanResult
+from blensor_addon.io.packets import velodyne as vpk
+
+RETURN_FIELDS = ("return_number", "number_of_returns")
+
+
+def multi_result(base: ScanResult, every: int = 3, far: float = 5.0, mode: str = "dual") -> ScanResult:
+    """``base`` with a second return ``far`` m behind the first on the beams whose
+    (column + channel) is a multiple of ``every``: its reflectivity shifted by 0.37 (mod 1),
+    intensity half of it, object id + 1; return_number / number_of_returns set (1-based,
+    nearest first), rows column-major, each beam's returns nearest first; settings
+    ``returns = mode``."""
+    cols = base.grid_shape[1]
+    col = base.ray_index % cols
+    two = (col + base.channel) % every == 0
+    idx = np.flatnonzero(two)
+    f = {k: getattr(base, k) for k in FIELDS}
+    g = {k: v[idx].copy() for k, v in f.items()}
+    scale = (g["range"] + far) / g["range"]
+    g["range"] = g["range"] + far
+    g["range_noisy"] = g["range_noisy"] + far
+    g["xyz"] = g["xyz"] * scale[:, None]
+    g["xyz_noisy"] = g["xyz_noisy"] * scale[:, None]
+    g["reflectivity"] = np.mod(g["reflectivity"] + 0.37, 1.0)
+    g["intensity"] = g["reflectivity"] * 0.5
+    g["object_id"] = g["object_id"] + 1
+    rn = np.concatenate([np.ones(len(base), np.uint8), np.full(idx.size, 2, np.uint8)])
+    nr = np.concatenate([np.where(two, 2, 1).astype(np.uint8), np.full(idx.size, 2, np.uint8)])
+    a = {k: np.concatenate([f[k], g[k]]) for k in FIELDS}
+    order = np.lexsort((rn, a["channel"], a["ray_index"] % cols))
+    a = {k: v[order] for k, v in a.items()}
+    caps = dataclasses.replace(base.capabilities, fields=(*FIELDS, *RETURN_FIELDS))
+    return ScanResult(**a, frame=base.frame, frame_time=base.frame_time, grid_shape=base.grid_shape,
+                      capabilities=caps, axes=base.axes, extra={"return_number": rn[order], "number_of_returns":
+                                                               nr[order]},
+                      sensor={"returns": mode, "divergence_algorithm": "echoes"})
+
+
+def generic_result(n_cols: int = 40, rows: int = 4) -> ScanResult:
+    """A swept scan of a sensor that models no unit (no device), every cell returning."""
+    n = rows * n_cols
+    cells = np.arange(n)
+    ch, col = cells // n_cols, cells % n_cols
+    az = col * 2 * math.pi / n_cols
+    el = np.radians(ch * 2.0 - 3.0)
+    rng = 5.0 + 0.1 * cells
+    d = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], 1)
+    caps = Capabilities(Timing("sweep", 0.1), grid=(rows, n_cols))
+    order = np.lexsort((ch, col))
+    cells = cells[order]
+    r = ScanResult(timestamp=0.1 + col[order] * 1e-4, azimuth=az[order], elevation=el[order], range=rng[order],
+                   range_noisy=rng[order] + 0.01, xyz=(d * rng[:, None])[order], xyz_noisy=(d * rng[:, None])[order],
+                   object_id=np.full(n, 7), semantic=np.full(n, 40), instancer_id=np.zeros(n),
+                   instance_id=np.zeros(n), channel=ch[order], ring=ch[order], ray_index=cells,
+                   reflectivity=np.linspace(0.1, 0.9, n), intensity=np.linspace(0.05, 0.45, n),
+                   color=np.full((n, 3), 100), normal=-d[order], frame=1, frame_time=0.1,
+                   grid_shape=(rows, n_cols), capabilities=caps, axes="ros")
+    return r
+
+
+# -- writers ------------------------------------------------------------------------------------------
+
+def test_las_return_bits_and_laspy_fields(tmp_path):
+    import laspy
+
+    from blensor_addon.io.formats.las import las_bytes
+    r = multi_result(generic_result())
+    raw = las_bytes(r)
+    las = laspy.read(io.BytesIO(raw))
+    order = np.argsort(r.ring, kind="stable")  # LAS orders the points by ring
+    assert np.array_equal(np.asarray(las.return_number), r.return_number[order])
+    assert np.array_equal(np.asarray(las.number_of_returns), r.number_of_returns[order])
+    # the byte itself (LAS 1.4 R15 Table 15, point format 6-10: bits 0-3 return number, 4-7 number
+    # of returns): 0x11, 0x12, 0x22 for a single return, the first and the second of two
+    bits = np.asarray(las.points.array["bit_fields"])
+    assert set(np.unique(bits).tolist()) == {0x11, 0x21, 0x22}
+    assert np.array_equal(bits, (r.return_number | (r.number_of_returns << 4))[order])
+    # one return per beam: 1 of 1 everywhere (0x11), the result holds no return fields
+    one = generic_result()
+    assert "return_number" not in one.extra
+    assert (np.asarray(laspy.read(io.BytesIO(las_bytes(one))).points.array["bit_fields"]) == 0x11).all()
+
+
+def test_pcd_gains_the_return_fields_read_back_by_pypcd4(tmp_path):
+    from pypcd4 import PointCloud
+
+    from blensor_addon.io.formats.pcd import pcd_bytes
+    one = generic_result()
+    head = pcd_bytes(one).split(b"DATA binary\n")[0].decode()
+    # one return per beam: the file as before issue 22 (9 fields, 32 bytes a point)
+    assert "FIELDS x y z intensity ring time label semantic rgb\n" in head
+    assert len(pcd_bytes(one)) == len(head) + len("DATA binary\n") + 32 * len(one)
+    r = multi_result(generic_result())
+    data = pcd_bytes(r)
+    head = data.split(b"DATA binary\n")[0].decode()
+    assert "FIELDS x y z intensity ring time label semantic rgb return_number number_of_returns\n" in head
+    assert "SIZE 4 4 4 4 2 4 4 2 4 1 1\n" in head and "TYPE F F F F U F U U F U U\n" in head
+    assert len(data) == len(head) + len("DATA binary\n") + 34 * len(r)
+    for binary in (True, False):
+        path = tmp_path / f"m{binary}.pcd"
+        path.write_bytes(pcd_bytes(r, binary=binary))
+        pc = PointCloud.from_path(path)
+        assert pc.fields[-2:] == ("return_number", "number_of_returns")
+        arr = pc.numpy(("x", "z", "return_number", "number_of_returns"))
+        assert np.array_equal(arr[:, 2], r.return_number) and np.array_equal(arr[:, 3], r.number_of_returns)
+        np.testing.assert_array_equal(arr[:, 1].astype(np.float32), r.xyz[:, 2])
+    # the second returns are 5 m behind the first of their beam
+    second = r.return_number == 2
+    assert second.sum() > 10 and (r.number_of_returns[second] == 2).all()
+
+
+def test_ply_and_npz_hold_the_return_fields_as_uint8(tmp_path):
+    import plyfile
+
+    from blensor_addon.io.formats.npz import npz_bytes
+    from blensor_addon.io.formats.ply import ply_bytes
+    r = multi_result(generic_result())
+    ply = plyfile.PlyData.read(io.BytesIO(ply_bytes(r)))["vertex"]
+    names = [p.name for p in ply.properties]
+    assert names[-2:] == ["return_number", "number_of_returns"]
+    assert [p.val_dtype for p in ply.properties[-2:]] == ["u1", "u1"]
+    assert np.array_equal(ply["return_number"], r.return_number)
+    with np.load(io.BytesIO(npz_bytes(r))) as z:
+        assert z["return_number"].dtype == np.uint8 and np.array_equal(z["number_of_returns"], r.number_of_returns)
+    with np.load(io.BytesIO(npz_bytes(generic_result()))) as z:
+        assert "return_number" not in z.files and "number_of_returns" not in z.files
+
+
+def _bag_points(tmp_path, result, name, **options):
+    from test_driver_layouts import write_bag
+    msgs, _ = write_bag(tmp_path / name, [result], {f"rosbag2.{k}": v for k, v in options.items()})
+    return msgs["/blensor/points"][0][1]
+
+
+def test_pointcloud2_generic_layout_gains_return_fields_at_22_and_23(tmp_path):
+    r = multi_result(generic_result())
+    msg = _bag_points(tmp_path, r, "g")
+    fields = [(f.name, f.offset, f.datatype) for f in msg.fields]
+    assert fields == [("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 12, 7), ("ring", 16, 4),
+                      ("time", 18, 7), ("return_number", 22, 2), ("number_of_returns", 23, 2)]
+    assert msg.point_step == 24 and msg.width == len(r) and msg.row_step == 24 * len(r)
+    data = np.asarray(msg.data, np.uint8).reshape(len(r), 24)
+    assert np.array_equal(data[:, 22], r.return_number) and np.array_equal(data[:, 23], r.number_of_returns)
+    # with the labels: they follow the return fields, packed, the step rounded to 4 bytes
+    msg = _bag_points(tmp_path, r, "l", labels=True)
+    fields = [(f.name, f.offset) for f in msg.fields]
+    assert fields[6:] == [("return_number", 22), ("number_of_returns", 23), ("object_id", 24),
+                          ("instancer_id", 28), ("instance_id", 32), ("semantic", 36)]
+    assert msg.point_step == 40
+    # one return per beam: velodyne_pointcloud's 22-byte XYZIRT, as before issue 22
+    msg = _bag_points(tmp_path, generic_result(), "o")
+    assert msg.point_step == 22 and [f.name for f in msg.fields][-1] == "time"
+
+
+def test_velodyne_and_ouster_driver_layouts_keep_their_points(tmp_path):
+    # velodyne_pointcloud's XYZIRT has no return field: every return is a point of its own
+    dev = velodyne_device("VLP-16")
+    r = multi_result(synthetic_result(dev, 0, 48, 0))
+    r.sensor = {}  # the layout does not depend on the mode
+    msg = _bag_points(tmp_path, r, "v")
+    assert msg.point_step == 22 and msg.width == len(r) and "return_number" not in [f.name for f in msg.fields]
+    # ouster-ros's organized cloud: one point a cell, each beam's strongest return
+    from test_driver_layouts import grid_result
+    from test_driver_layouts import ouster_device as small_ouster
+    odev = small_ouster()
+    base = grid_result(4, 8, np.arange(32), device=odev)
+    r = multi_result(base, every=2, far=3.0, mode="dual_ouster")
+    msg = _bag_points(tmp_path, r, "o", points="clean")
+    assert (msg.height, msg.width, msg.point_step) == (4, 8, 48)
+    rec = np.frombuffer(bytes(np.asarray(msg.data, np.uint8)), np.uint8).reshape(32, 48)
+    rng_mm = rec[:, 32:36].copy().view("<u4").ravel()
+    # which return each cell holds: the one with the larger intensity
+    beam = r.ray_index.astype(np.int64)
+    best = {}
+    for i in range(len(r)):
+        if beam[i] not in best or r.intensity[i] > r.intensity[best[beam[i]]]:
+            best[beam[i]] = i
+    want = sorted(np.round(r.range[list(best.values())] * 1000).astype(np.int64).tolist())
+    assert sorted(rng_mm.tolist()) == want
+    picked_second = [i for i in best.values() if r.return_number[i] == 2]
+    assert picked_second and len(best) == 32  # some cells show their second (stronger) return
+
+
+# -- Velodyne dual return packets ---------------------------------------------------------------------
+
+def _packets(pcap: Path) -> list[bytes]:
+    data = pcap.read_bytes()
+    out, off = [], 24
+    while off < len(data):
+        incl = struct.unpack_from("<I", data, off + 8)[0]
+        out.append(data[off + 16 + 42:off + 16 + incl])
+        off += 16 + incl
+    return out
+
+
+@pytest.mark.parametrize("model", ["VLP-16", "HDL-32E", "VLP-32C"])
+def test_velodyne_dual_return_packets_decode_to_every_return(tmp_path, model):
+    dev = velodyne_device(model)
+    m = vpk.MODELS[model]
+    base = synthetic_result(dev, 0, 400, 0)
+    r = multi_result(base)
+    w = write_pcap(tmp_path, [r], points="clean")
+    per = 12 * m.sequences // 2  # a pair of blocks per firing: half the columns of a single-return packet
+    assert vpk.columns_per_packet(m.lasers, dual=True) == per
+    assert w.packets == math.ceil(400 / per)
+    pkts = _packets(tmp_path / "scan.pcap")
+    assert all(len(p) == 1206 for p in pkts)
+    mode, product = struct.unpack("<BB", pkts[0][1204:1206])
+    assert (mode, product) == (0x39, m.product_id)  # VLP-16 manual 9.3.1.6: 0x39 dual return
+    blocks = np.frombuffer(pkts[0][:1200], dtype=vpk.BLOCK_DTYPE)
+    # each pair of blocks: one azimuth (the firing's); the even block the last return, the odd the
+    # strongest (or second strongest)
+    assert np.array_equal(blocks["azimuth"][0::2], blocks["azimuth"][1::2])
+    assert (np.diff(blocks["azimuth"][0::2].astype(np.int64)) % 36000 > 0).all()
+    dist = blocks["records"]["distance"].astype(np.int64)
+    unit = vpk.distance_unit(dev, m)
+    # the packet's first column (pair 0, first firing sequence): beams with two returns hold the
+    # far one (5 m further) in block 0 and the near one in block 1, beams with one return both alike
+    cols = r.grid_shape[1]
+    col = r.ray_index % cols
+    for k in range(m.lasers):
+        rows = np.flatnonzero((col == 0) & (r.channel == k))
+        if rows.size == 0:
+            assert dist[0, k] == dist[1, k] == 0
+        elif rows.size == 1:
+            assert dist[0, k] == dist[1, k] == round(r.range[rows[0]] / unit)
+        else:
+            near, far = sorted(rows, key=lambda i: r.return_number[i])
+            assert dist[0, k] == round(r.range[far] / unit) and dist[1, k] == round(r.range[near] / unit)
+    assert (dist[0] != dist[1]).any() and (dist[0] == dist[1]).any()
+    # velodyne-decoder reads the pairs: LAST (even block), STRONGEST (odd), BOTH (a pair holding one
+    # return, given once); every return of the scan, nothing else
+    dec = decode("velodyne", tmp_path / "scan.pcap", tmp_path / "scan.yaml", tmp_path / "dec.npz")
+    kind = dec["return_type"]
+    two = r.number_of_returns == 2
+    assert (kind == 3).sum() == (~two).sum()
+    assert (kind == 2).sum() == (two & (r.return_number == 2)).sum() == (kind == 1).sum()
+    truth = {k: getattr(r, k) for k in ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel",
+                                          "reflectivity")}
+    truth["range_noisy"] = truth["range"]  # points=clean
+    # the decoder's last returns are the scan's second returns, its strongest the first of those
+    # beams, its "both" the beams' single returns: each set matches in laser, time, range, azimuth,
+    # elevation and reflectivity byte (compare_velodyne's tolerances)
+    for want, rt in ((two & (r.return_number == 2), 2), (two & (r.return_number == 1), 1), (~two, 3)):
+        sub = {k: v[want] for k, v in truth.items()}
+        stats = compare_velodyne(dev, sub, {k: (v[kind == rt] if np.ndim(v) else v) for k, v in dec.items()})
+        print(f"{model} dual, return type {rt}: {stats}")
+
+
+def test_velodyne_return_mode_byte_and_dual_stamp(tmp_path):
+    from blensor_addon.io.formats._layouts import velodyne_stamp
+    dev = velodyne_device("VLP-16")
+    base = synthetic_result(dev, 0, 30, 0)
+    # the default (and every single-return mode but last): strongest, 0x37; returns = last: 0x38
+    for sensor, byte in (({}, 0x37), ({"returns": "last", "divergence_algorithm": "echoes"}, 0x38),
+                         ({"returns": "last", "divergence_algorithm": "average"}, 0x37)):
+        base.sensor = sensor
+        write_pcap(tmp_path / f"m{byte}{len(sensor)}", [base])
+        assert _packets(tmp_path / f"m{byte}{len(sensor)}" / "scan.pcap")[0][1204] == byte
+    # velodyne_pointcloud's stamp: the first column of the last data packet, on the dual grid
+    r = multi_result(synthetic_result(dev, 0, 30, 0))
+    period = 1.0 / (dev.rotation_speed * dev.columns)
+    assert velodyne_stamp(r) == pytest.approx(24 * period)  # columns 24-29 in the third dual packet
+    r.sensor = {"returns": "all", "divergence_algorithm": "echoes"}
+    assert velodyne_stamp(r) == pytest.approx(24 * period)  # single-return grid: 24 columns a packet
+    assert vpk.return_mode(r) == 0x37 and not vpk.is_dual(r)
+
+
+def test_single_return_packets_of_a_multi_return_scan_carry_the_strongest(tmp_path, capfd):
+    # a Velodyne in mode all, an Ouster in any multi-return mode: each beam's strongest return, said once
+    dev = velodyne_device("HDL-32E")
+    r = multi_result(synthetic_result(dev, 0, 120, 0), mode="all")
+    write_pcap(tmp_path / "v", [r, multi_result(synthetic_result(dev, 120, 60, 1), mode="all")])
+    err = capfd.readouterr().err
+    assert err.count("single-return packets carry each beam's strongest return") == 1
+    assert _packets(tmp_path / "v" / "scan.pcap")[0][1204] == 0x37
+    if not DECODERS.exists():
+        pytest.skip("the vendors' decoders (.venv-decoders) are absent")
+    dec = decode("velodyne", tmp_path / "v" / "scan.pcap", tmp_path / "v" / "scan.yaml", tmp_path / "d.npz")
+    from blensor_addon.io.packets import strongest_per_beam
+    pick = strongest_per_beam(r)
+    assert pick.size == len(np.unique(r.ray_index)) < len(r)
+    t_end = r.timestamp.max() + 1e-6
+    sel = dec["time"] <= t_end
+    truth = {k: getattr(r, k)[pick] for k in ("timestamp", "azimuth", "elevation", "range", "range_noisy",
+                                               "channel", "reflectivity")}
+    compare_velodyne(dev, truth, {k: (v[sel] if np.ndim(v) else v) for k, v in dec.items()})
+    odev = ouster_device()
+    ro = multi_result(synthetic_result(odev, 0, 64, 0, psi0=2 * math.pi * 100 / 1024), mode="dual_ouster")
+    write_pcap(tmp_path / "o", [ro])
+    assert capfd.readouterr().err.count("OS1-64's single-return packets") == 1
