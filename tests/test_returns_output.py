@@ -55,9 +55,9 @@ def multi_result(base: ScanResult, every: int = 3, far: float = 5.0, mode: str =
     order = np.lexsort((rn, a["channel"], a["ray_index"] % cols))
     a = {k: v[order] for k, v in a.items()}
     caps = dataclasses.replace(base.capabilities, fields=(*FIELDS, *RETURN_FIELDS))
+    extra = {"return_number": rn[order], "number_of_returns": nr[order]}
     return ScanResult(**a, frame=base.frame, frame_time=base.frame_time, grid_shape=base.grid_shape,
-                      capabilities=caps, axes=base.axes, extra={"return_number": rn[order], "number_of_returns":
-                                                               nr[order]},
+                      capabilities=caps, axes=base.axes, extra=extra,
                       sensor={"returns": mode, "divergence_algorithm": "echoes"})
 
 
@@ -73,8 +73,9 @@ def generic_result(n_cols: int = 40, rows: int = 4) -> ScanResult:
     caps = Capabilities(Timing("sweep", 0.1), grid=(rows, n_cols))
     order = np.lexsort((ch, col))
     cells = cells[order]
-    r = ScanResult(timestamp=0.1 + col[order] * 1e-4, azimuth=az[order], elevation=el[order], range=rng[order],
-                   range_noisy=rng[order] + 0.01, xyz=(d * rng[:, None])[order], xyz_noisy=(d * rng[:, None])[order],
+    p = (d * rng[:, None])[order]
+    r = ScanResult(timestamp=0.1 + col[order] * 1e-4, azimuth=az[order], elevation=el[order],
+                   range=rng[order], range_noisy=rng[order] + 0.01, xyz=p, xyz_noisy=p,
                    object_id=np.full(n, 7), semantic=np.full(n, 40), instancer_id=np.zeros(n),
                    instance_id=np.zeros(n), channel=ch[order], ring=ch[order], ray_index=cells,
                    reflectivity=np.linspace(0.1, 0.9, n), intensity=np.linspace(0.05, 0.45, n),
@@ -146,7 +147,8 @@ def test_ply_and_npz_hold_the_return_fields_as_uint8(tmp_path):
     assert [p.val_dtype for p in ply.properties[-2:]] == ["u1", "u1"]
     assert np.array_equal(ply["return_number"], r.return_number)
     with np.load(io.BytesIO(npz_bytes(r))) as z:
-        assert z["return_number"].dtype == np.uint8 and np.array_equal(z["number_of_returns"], r.number_of_returns)
+        assert z["return_number"].dtype == np.uint8
+        assert np.array_equal(z["number_of_returns"], r.number_of_returns)
     with np.load(io.BytesIO(npz_bytes(generic_result()))) as z:
         assert "return_number" not in z.files and "number_of_returns" not in z.files
 
@@ -183,7 +185,8 @@ def test_velodyne_and_ouster_driver_layouts_keep_their_points(tmp_path):
     r = multi_result(synthetic_result(dev, 0, 48, 0))
     r.sensor = {}  # the layout does not depend on the mode
     msg = _bag_points(tmp_path, r, "v")
-    assert msg.point_step == 22 and msg.width == len(r) and "return_number" not in [f.name for f in msg.fields]
+    assert msg.point_step == 22 and msg.width == len(r)
+    assert "return_number" not in [f.name for f in msg.fields]
     # ouster-ros's organized cloud: one point a cell, each beam's strongest return
     from test_driver_layouts import grid_result
     from test_driver_layouts import ouster_device as small_ouster
@@ -260,15 +263,16 @@ def test_velodyne_dual_return_packets_decode_to_every_return(tmp_path, model):
     two = r.number_of_returns == 2
     assert (kind == 3).sum() == (~two).sum()
     assert (kind == 2).sum() == (two & (r.return_number == 2)).sum() == (kind == 1).sum()
-    truth = {k: getattr(r, k) for k in ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel",
-                                          "reflectivity")}
+    keys = ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel", "reflectivity")
+    truth = {k: getattr(r, k) for k in keys}
     truth["range_noisy"] = truth["range"]  # points=clean
     # the decoder's last returns are the scan's second returns, its strongest the first of those
     # beams, its "both" the beams' single returns: each set matches in laser, time, range, azimuth,
     # elevation and reflectivity byte (compare_velodyne's tolerances)
     for want, rt in ((two & (r.return_number == 2), 2), (two & (r.return_number == 1), 1), (~two, 3)):
         sub = {k: v[want] for k, v in truth.items()}
-        stats = compare_velodyne(dev, sub, {k: (v[kind == rt] if np.ndim(v) else v) for k, v in dec.items()})
+        got = {k: (v[kind == rt] if np.ndim(v) else v) for k, v in dec.items()}
+        stats = compare_velodyne(dev, sub, got)
         print(f"{model} dual, return type {rt}: {stats}")
 
 

@@ -249,5 +249,6 @@ def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bo
     return fields, rec, rows, cols
 
 
-__all__ = ["XYZIRT", "OUSTER", "LABELS", "RETURNS", "has_returns", "strongest_per_beam", "layout", "is_ouster", "is_velodyne", "device_of", "first_column",
+__all__ = ["XYZIRT", "OUSTER", "LABELS", "RETURNS", "has_returns", "strongest_per_beam", "layout",
+           "is_ouster", "is_velodyne", "device_of", "first_column",
            "velodyne_stamp", "xyzirt", "xyzirt_intensity", "pixel_shifts", "column_times", "ouster_cloud"]

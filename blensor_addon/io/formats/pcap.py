@@ -86,7 +86,8 @@ def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY", mode:
                             f"{device.vendor} {device.model}".strip())
     if device.vendor == "velodyne":
         from ..packets import velodyne
-        enc = velodyne.VelodyneEncoder(device, start_time, velodyne.RETURN_STRONGEST if mode is None else mode)
+        mode = velodyne.RETURN_STRONGEST if mode is None else mode
+        enc = velodyne.VelodyneEncoder(device, start_time, mode)
         out = enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
     else:
         from ..packets import ouster
