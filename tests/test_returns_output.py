@@ -318,3 +318,232 @@ def test_single_return_packets_of_a_multi_return_scan_carry_the_strongest(tmp_pa
     ro = multi_result(synthetic_result(odev, 0, 64, 0, psi0=2 * math.pi * 100 / 1024), mode="dual_ouster")
     write_pcap(tmp_path / "o", [ro])
     assert capfd.readouterr().err.count("OS1-64's single-return packets") == 1
+
+
+# -- the settings in the CLI, the panel and the Blender properties ------------------------------------
+
+BLENSOR = str(Path(sys.executable).parent / "blensor")
+UNITS = {"wavelength": "nm", "beam_divergence": "rad", "beam_divergence_vertical": "rad", "focus_distance": "m",
+         "echo_separation": "m", "fog_visibility": "m", "rain_rate": "mm/h"}
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([BLENSOR, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def test_blensor_sensors_lists_return_physics_under_its_heading_with_units():
+    res = _cli("sensors")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for stype in ("rotating", "line", "planar"):
+        start = next(i for i, ln in enumerate(lines) if ln.startswith(f"{stype}: "))
+        end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines))
+        block = lines[start:end]
+        head = block.index("  Return physics:")
+        own = [ln for ln in block[1:head] if not ln.startswith("  preset ")]
+        assert own and all(ln.startswith("  ") and not ln.startswith("    ") for ln in own)
+        physics = block[head + 1:]
+        assert [ln.split()[0] for ln in physics] == list(("wavelength", "beam_divergence",
+                                                          "beam_divergence_vertical", "focus_distance",
+                                                          "samples_per_beam", "divergence_algorithm", "returns",
+                                                          "max_returns", "echo_separation", "intensity_model",
+                                                          "weather", "fog_visibility", "rain_rate"))
+        for ln in physics:
+            name = ln.split()[0]
+            assert ln.startswith("    ") and (f"{name} [{UNITS[name]}] = " in ln if name in UNITS
+                                               else f"{name} = " in ln)
+        text = "\n".join(physics)
+        assert "beam_divergence [rad] = 0: " in text and "in [0, 0.0174533] rad" in text
+        assert "samples_per_beam = 1: " in text and "an integer in [1, 64]" in text
+        assert "rain_rate [mm/h] = 10: Rainfall rate; in [0, 500] mm/h (used with weather=rain)" in text
+        assert "weather = none: " in text and "one of none, fog, rain" in text
+    tof = lines[next(i for i, ln in enumerate(lines) if ln.startswith("tof: ")):]
+    assert "  Return physics:" not in tof[:next(i for i in range(1, len(tof)) if not tof[i].startswith(" "))]
+
+
+def test_set_accepts_the_return_settings_and_refuses_bad_values_in_one_line(tmp_path):
+    # a 20 deg sector of one frame: quick; the settings reach the scan (the npz's settings record)
+    res = _cli("scan", CROSSING, "--frames", "1", "--out", tmp_path / "o", "--set", "returns=dual", "--set",
+               "beam_divergence=0.003", "--set", "samples_per_beam=7", "--set", "start_angle=0", "--set",
+               "end_angle=20", "--quiet")
+    assert res.returncode == 0, res.stderr
+    import json
+    with np.load(next((tmp_path / "o").glob("scan*.npz"))) as z:
+        s = json.loads(str(z["sensor"]))
+        assert (s["returns"], s["beam_divergence"], s["samples_per_beam"]) == ("dual", 0.003, 7)
+        # several returns per beam: the result carries the return fields
+        assert z["return_number"].dtype == np.uint8 and "number_of_returns" in z.files
+    for setting, needle in (("samples_per_beam=0", "samples_per_beam must be an integer in [1, 64], got 0"),
+                            ("weather=snow", "weather must be one of none, fog, rain, got 'snow'"),
+                            ("beam_divergence=0.5", "beam_divergence must be in [0, 0.0174533] rad, got 0.5"),
+                            ("rain_rate=-1", "rain_rate must be in [0, 500] mm/h, got -1.0"),
+                            ("wavelength=100", "wavelength must be in [300, 2000] nm, got 100.0")):
+        bad = _cli("scan", CROSSING, "--frames", "1", "--out", tmp_path / "b", "--set", setting)
+        err = [ln for ln in bad.stderr.splitlines() if ln.strip()]
+        assert bad.returncode == 2 and len(err) == 1 and needle in err[0], bad.stderr
+        assert not (tmp_path / "b").exists()
+    # a rule between settings: sub-rays with no divergence to sample
+    bad = _cli("scan", CROSSING, "--frames", "1", "--out", tmp_path / "b", "--set", "samples_per_beam=4")
+    assert bad.returncode == 2 and "samples_per_beam must be 1 while beam_divergence is 0" in bad.stderr
+
+
+class _Layout:
+    """A stand-in for Blender's UILayout that records what the panel draws."""
+
+    def __init__(self, log, where="top"):
+        self.log, self.where, self.use_property_split = log, where, False
+
+    def prop(self, data, name, text=None, **kw):
+        self.log.append((self.where, name, text))
+
+    def label(self, text="", **kw):
+        self.log.append((self.where, "label", text))
+
+    def column(self, **kw):
+        return self
+
+    row = column
+
+    def box(self):
+        return _Layout(self.log, "box")
+
+    def panel(self, idname, default_closed=False):
+        return _Layout(self.log, idname + ":header"), _Layout(self.log, idname)
+
+    def operator(self, *a, **kw):
+        return None
+
+
+def _draw(bpy, cam):
+    from types import SimpleNamespace
+
+    from blensor_addon.ui.panel import BLENSOR_PT_sensor
+    log = []
+    BLENSOR_PT_sensor.draw(SimpleNamespace(layout=_Layout(log)), SimpleNamespace(camera=cam.data))
+    return log
+
+
+@pytest.mark.parametrize("stype", ["rotating", "line", "planar"])
+def test_panel_draws_return_physics_in_its_own_section_with_units_and_show_if(bpy_mod, empty_scene, stype):
+    from conftest import add_camera
+    cam = add_camera(bpy_mod)
+    p = cam.data.blensor
+    p.sensor_type = stype
+    group = p if stype == "rotating" else getattr(p, stype)
+    log = _draw(bpy_mod, cam)
+    sec = "BLENSOR_PT_return_physics"
+    assert (sec + ":header", "label", "Return physics") in log
+    inside = [(name, text) for where, name, text in log if where == sec]
+    assert ("beam_divergence", "Beam divergence (rad)") in inside and ("wavelength", "Wavelength (nm)") in inside
+    assert ("samples_per_beam", "Samples per beam") in inside and ("returns", "Returns") in inside
+    names = [n for n, _ in inside]
+    # show_if: max_returns with returns = all, fog_visibility with fog, rain_rate with rain only
+    assert not {"max_returns", "fog_visibility", "rain_rate"} & set(names)
+    # the sensor's own settings come first, outside the section
+    top = [n for where, n, _ in log if where == "top"]
+    assert "wavelength" not in top and top.index("sensor_type") == 0
+    assert log.index(next(e for e in log if e[0] == sec)) > max(i for i, e in enumerate(log)
+                                                                 if e[0] == "top" and e[1] in
+                                                                 ("max_range", "rotation_speed"))
+    group.returns, group.weather = "all", "rain"
+    names = [n for where, n, _ in _draw(bpy_mod, cam) if where == sec]
+    assert "max_returns" in names and "rain_rate" in names and "fog_visibility" not in names
+    # Blender without layout panels (before 4.1): a box with the heading
+    from types import SimpleNamespace
+
+    from blensor_addon.ui.panel import BLENSOR_PT_sensor
+
+    class NoPanel(_Layout):
+        panel = property(lambda self: (_ for _ in ()).throw(AttributeError("panel")))
+    log = []
+    BLENSOR_PT_sensor.draw(SimpleNamespace(layout=NoPanel(log)), SimpleNamespace(camera=cam.data))
+    assert ("box", "label", "Return physics") in log and ("box", "max_returns", "Max returns") in log
+
+
+@pytest.mark.parametrize("stype", ["rotating", "line", "planar"])
+def test_blender_properties_of_the_return_settings_reach_the_scan(bpy_mod, empty_scene, stype):
+    import dataclasses
+
+    from conftest import add_camera, add_mesh, quad
+
+    from blensor_addon.core.sensors import SENSORS
+    from blensor_addon.core.sensors.returns import RETURN_SETTINGS, ReturnSettings
+    from blensor_addon.scene.scanner import read_sensor
+    cam = add_camera(bpy_mod)
+    p = cam.data.blensor
+    p.sensor_type = stype
+    group = p if stype == "rotating" else getattr(p, stype)
+    sensor = SENSORS[stype]
+    assert issubclass(sensor.Settings, ReturnSettings)
+    # every return setting is a Blender property of its kind, at the dataclass default
+    kinds = {"float": "FLOAT", "int": "INT", "enum": "ENUM"}
+    for f in dataclasses.fields(sensor.Settings):
+        if f.name not in RETURN_SETTINGS:
+            continue
+        meta = f.metadata["blensor"]
+        rna = group.bl_rna.properties[f.name]
+        assert rna.type == kinds[meta.kind], f.name
+        assert getattr(group, f.name) == pytest.approx(f.default) if meta.kind == "float" else \
+            getattr(group, f.name) == f.default
+        if meta.kind == "enum":
+            assert [i.identifier for i in rna.enum_items] == list(meta.choices)
+        if meta.unit:
+            assert f"({meta.unit})" in rna.description
+    group.returns = "dual"
+    group.beam_divergence = 0.003
+    group.samples_per_beam = 7
+    group.weather = "fog"
+    group.fog_visibility = 250.0
+    _, s = read_sensor(cam)
+    assert (s.returns, s.samples_per_beam, s.weather) == ("dual", 7, "fog")
+    assert s.beam_divergence == pytest.approx(0.003) and s.fog_visibility == 250.0 and s.multi_return
+    # a scan of a wall in front of the sensor: the result is a multi-return one (the return
+    # fields, the capabilities declaring them) and its settings record holds the values
+    add_mesh(bpy_mod, "Wall", *quad(-30, 30, -30, 30, -10))
+    from blensor_addon.scene.scanner import scan
+    res = scan(cam, frame=1)
+    assert len(res) > 100
+    assert {"return_number", "number_of_returns"} <= set(res.extra)
+    assert {"return_number", "number_of_returns"} <= set(res.capabilities.fields)
+    assert res.sensor["returns"] == "dual" and res.sensor["samples_per_beam"] == 7
+    group.samples_per_beam = 0  # out of range: the scan names the setting and its range
+    from blensor_addon.core.errors import SettingsError
+    with pytest.raises(SettingsError, match=r"samples_per_beam must be an integer in \[1, 64\]"):
+        read_sensor(cam)
+
+
+
+#: sha256 of the point arrays of scenes/crossing.blend's camera "Velodyne", frame 3 (124,155 returns,
+#: the fields of :func:`_points_hash`), scanned by the code before issue 22 (commit c8cfa88, the native
+#: backend) and by this branch alike
+CROSSING_FRAME3 = (124155, "11f423cbb6a85a88305c846d056bac5e5671c57016190141c57044f5dc251e40")
+
+
+def _points_hash(r) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for k in ("timestamp", "xyz", "xyz_noisy", "range", "range_noisy", "intensity", "reflectivity", "object_id",
+              "channel", "ray_index", "normal", "color"):
+        h.update(getattr(r, k).tobytes())
+    return h.hexdigest()
+
+
+def test_a_file_saved_before_issue_22_loads_with_the_defaults_and_scans_as_before(bpy_mod, crossing):
+    # issue 22, section 4 (settings version): the new settings' defaults keep an old file's behaviour,
+    # so no upgrade step is needed (SETTINGS_VERSION stays 2)
+    import dataclasses
+
+    import blensor_addon
+    from blensor_addon.core.sensors.returns import RETURN_SETTINGS, ReturnSettings
+    from blensor_addon.scene.scanner import read_sensor
+    from blensor_addon.ui.props import SETTINGS_VERSION
+    cam = bpy_mod.data.objects["Velodyne"]
+    p = cam.data.blensor
+    assert SETTINGS_VERSION == 2 and p.settings_version == 2
+    assert not any(p.is_property_set(n) for n in RETURN_SETTINGS)  # the file never stored them
+    _, s = read_sensor(cam)
+    defaults = {f.name: f.default for f in dataclasses.fields(ReturnSettings) if f.name in RETURN_SETTINGS}
+    assert {n: getattr(s, n) for n in RETURN_SETTINGS} == defaults and not s.multi_return
+    r = blensor_addon.scan(cam, frame=3)
+    assert "return_number" not in r.extra and "return_number" not in r.capabilities.fields
+    assert (len(r), _points_hash(r)) == CROSSING_FRAME3
