@@ -470,7 +470,8 @@ def cmd_sensors(args) -> int:
             m = f.metadata["blensor"]
             settings.append({"name": f.name, "label": m.label, "description": m.description, "unit": m.unit,
                              "kind": m.kind, "allowed": m.allowed(), "default": m.format(f.default),
-                             "group": m.group, "used_if": f"{m.show_if[0]}={m.show_if[1]}" if m.show_if else ""})
+                             "group": m.group,
+                             "used_if": f"{m.show_if[0]}={m.show_if[1]}" if m.show_if else ""})
         doc.append({"type": name, "label": sensor.label, "description": sensor.description,
                     "presets": {k: {"label": p.label, "values": p.values, "source": p.source}
                                 for k, p in sensor.presets.items()},

@@ -323,7 +323,8 @@ def test_single_return_packets_of_a_multi_return_scan_carry_the_strongest(tmp_pa
 # -- the settings in the CLI, the panel and the Blender properties ------------------------------------
 
 BLENSOR = str(Path(sys.executable).parent / "blensor")
-UNITS = {"wavelength": "nm", "beam_divergence": "rad", "beam_divergence_vertical": "rad", "focus_distance": "m",
+UNITS = {"wavelength": "nm", "beam_divergence": "rad", "beam_divergence_vertical": "rad",
+         "focus_distance": "m",
          "echo_separation": "m", "fog_visibility": "m", "rain_rate": "mm/h"}
 
 
@@ -343,11 +344,10 @@ def test_blensor_sensors_lists_return_physics_under_its_heading_with_units():
         own = [ln for ln in block[1:head] if not ln.startswith("  preset ")]
         assert own and all(ln.startswith("  ") and not ln.startswith("    ") for ln in own)
         physics = block[head + 1:]
-        assert [ln.split()[0] for ln in physics] == list(("wavelength", "beam_divergence",
-                                                          "beam_divergence_vertical", "focus_distance",
-                                                          "samples_per_beam", "divergence_algorithm", "returns",
-                                                          "max_returns", "echo_separation", "intensity_model",
-                                                          "weather", "fog_visibility", "rain_rate"))
+        assert [ln.split()[0] for ln in physics] == [
+            "wavelength", "beam_divergence", "beam_divergence_vertical", "focus_distance", "samples_per_beam",
+            "divergence_algorithm", "returns", "max_returns", "echo_separation", "intensity_model", "weather",
+            "fog_visibility", "rain_rate"]
         for ln in physics:
             name = ln.split()[0]
             assert ln.startswith("    ") and (f"{name} [{UNITS[name]}] = " in ln if name in UNITS
@@ -434,7 +434,8 @@ def test_panel_draws_return_physics_in_its_own_section_with_units_and_show_if(bp
     sec = "BLENSOR_PT_return_physics"
     assert (sec + ":header", "label", "Return physics") in log
     inside = [(name, text) for where, name, text in log if where == sec]
-    assert ("beam_divergence", "Beam divergence (rad)") in inside and ("wavelength", "Wavelength (nm)") in inside
+    assert ("beam_divergence", "Beam divergence (rad)") in inside
+    assert ("wavelength", "Wavelength (nm)") in inside
     assert ("samples_per_beam", "Samples per beam") in inside and ("returns", "Returns") in inside
     names = [n for n, _ in inside]
     # show_if: max_returns with returns = all, fog_visibility with fog, rain_rate with rain only
@@ -522,8 +523,8 @@ CROSSING_FRAME3 = (124155, "11f423cbb6a85a88305c846d056bac5e5671c57016190141c570
 def _points_hash(r) -> str:
     import hashlib
     h = hashlib.sha256()
-    for k in ("timestamp", "xyz", "xyz_noisy", "range", "range_noisy", "intensity", "reflectivity", "object_id",
-              "channel", "ray_index", "normal", "color"):
+    for k in ("timestamp", "xyz", "xyz_noisy", "range", "range_noisy", "intensity", "reflectivity",
+              "object_id", "channel", "ray_index", "normal", "color"):
         h.update(getattr(r, k).tobytes())
     return h.hexdigest()
 

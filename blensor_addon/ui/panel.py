@@ -84,7 +84,8 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         _draw_settings(layout, group, groups[0][1])  # the sensor's own settings first
         for name, fields in groups[1:]:  # then each section, collapsible where Blender can (4.1+)
             if hasattr(layout, "panel"):
-                header, body = layout.panel(f"BLENSOR_PT_{name.lower().replace(' ', '_')}", default_closed=False)
+                idname = "BLENSOR_PT_" + name.lower().replace(" ", "_")
+                header, body = layout.panel(idname, default_closed=False)
                 header.label(text=name)
             else:
                 body = layout.box()
