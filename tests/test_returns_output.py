@@ -295,6 +295,61 @@ def test_velodyne_return_mode_byte_and_dual_stamp(tmp_path):
     assert vpk.return_mode(r) == 0x37 and not vpk.is_dual(r)
 
 
+def test_ouster_dual_profile_carries_the_strongest_and_second_strongest(tmp_path, capfd):
+    # RNG19_RFL8_SIG16_NIR16_DUAL: 16 bytes a beam (range | reflectivity << 24, range2 | reflectivity2
+    # << 24, signal, signal2, near-ir, reserved, window); ouster-sdk reads RANGE/RANGE2 back
+    from test_pcap import compare_ouster
+
+    from blensor_addon.io.packets import second_strongest, strongest_per_beam
+    dev = ouster_device()
+    r = multi_result(synthetic_result(dev, 0, 1024 + 40, 0, psi0=2 * math.pi * 100 / 1024),
+                     mode="dual_ouster")
+    write_pcap(tmp_path, [r], ouster_profile="RNG19_RFL8_SIG16_NIR16_DUAL")
+    assert "strongest return" not in capfd.readouterr().err  # every return is written: no note
+    pkt = _ouster_packets(tmp_path / "scan.pcap")[0]
+    assert len(pkt) == 32 + 16 * (12 + 64 * 16) + 32
+    first, second = strongest_per_beam(r), second_strongest(r)
+    assert first.size + second.size == len(r) and second.size > 1000
+    # the bytes of the first packet's first valid column (status bit 0): beam k's two range words
+    from blensor_addon.io.packets.ouster import DUAL, column_dtype
+    blocks = np.frombuffer(pkt[32:-32], dtype=column_dtype(64, DUAL))
+    valid = np.flatnonzero(blocks["status"] & 1)[0]
+    g = int(round(int(blocks["timestamp"][valid]) * 1e-9 * dev.rotation_speed * dev.columns))  # its column
+    raw = np.frombuffer(pkt[32:-32], np.uint8).reshape(16, 12 + 64 * 16)[valid, 12:].reshape(64, 16)
+    words = raw[:, :8].copy().view("<u4")
+    at = r.ray_index % r.grid_shape[1] == g
+    for rows, w in ((first, 0), (second, 1)):
+        sel = rows[at[rows]]
+        k = r.channel[sel].astype(np.int64)
+        assert sel.size and (words[:, w] > 0).sum() == sel.size
+        want = np.round(r.range_noisy[sel].astype(np.float64) * 1000)
+        assert np.array_equal(words[k, w] & 0x7FFFF, want)
+        assert np.array_equal(words[k, w] >> 24, np.round(100 * r.reflectivity[sel].astype(np.float64)))
+    if not DECODERS.exists():
+        pytest.skip("the vendors' decoders (.venv-decoders) are absent")
+    dec = decode("ouster", tmp_path / "scan.pcap", tmp_path / "scan.json", tmp_path / "dec.npz")
+    assert str(dec["profile"]) == "RNG19_RFL8_SIG16_NIR16_DUAL"
+    keys = ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel", "reflectivity")
+    stats = compare_ouster(dev, {k: getattr(r, k)[first] for k in keys}, dec)  # RANGE: the strongest
+    two = {k: dec[k] for k in dec}
+    two["range"], two["reflectivity"] = dec["range2"], dec["reflectivity2"]
+    # XYZLut places RANGE; RANGE2's point lies along the same beam (unit "direction"), further by the
+    # difference of the two ranges
+    two["xyz"] = dec["xyz"] + dec["direction"] * ((dec["range2"] - dec["range"]) / 1000.0)[..., None]
+    stats2 = compare_ouster(dev, {k: getattr(r, k)[second] for k in keys}, two)  # RANGE2: the second
+    print(f"OS1-64 dual: strongest {stats}, second strongest {stats2}")
+
+
+def _ouster_packets(pcap: Path) -> list[bytes]:
+    data = pcap.read_bytes()
+    out, off = [], 24
+    while off < len(data):
+        incl = struct.unpack_from("<I", data, off + 8)[0]
+        out.append(data[off + 16 + 42:off + 16 + incl])
+        off += 16 + incl
+    return out
+
+
 def test_single_return_packets_of_a_multi_return_scan_carry_the_strongest(tmp_path, capfd):
     # a Velodyne in mode all, an Ouster in any multi-return mode: each beam's strongest return, said once
     dev = velodyne_device("HDL-32E")

@@ -27,9 +27,11 @@ of a run, the last, and those across a gap are completed with firings of no retu
 own columns), so their stamps are the ones velodyne_pointcloud's per-point ``time`` in
 BlenSor's rosbag2 refers to; Ouster packets hold 16 measurement columns, those of a frame
 the run did not scan marked invalid. Single-return packets of a result with several returns
-per beam (``returns`` ``dual_ouster`` or ``all``; ``dual`` of an Ouster) carry each beam's
-strongest return (:func:`~blensor_addon.io.packets.strongest_per_beam`), said once on stderr:
-Ouster's dual-return profile (RNG19_RFL8_SIG16_NIR16_DUAL) is not written. The packets'
+per beam (``returns`` ``dual_ouster`` or ``all`` of a Velodyne; any of them of an Ouster in a
+single-return profile) carry each beam's strongest return
+(:func:`~blensor_addon.io.packets.strongest_per_beam`), said once on stderr. Option
+``ouster_profile=RNG19_RFL8_SIG16_NIR16_DUAL`` writes Ouster's dual-return profile: each beam's
+strongest return and its second strongest (RANGE2; 0 where it had one). The packets'
 intensity fields use the scales of BlenSor's own driver-layout clouds
 (:mod:`blensor_addon.io.packets`).
 
@@ -64,7 +66,8 @@ class PcapOptions:
     start_time: float = setting(0.0, "Packet start time", "UNIX time of scene time 0 in the packets' "
                                 "timestamps", "s", lo=0.0, hi=4.0e9)
     ouster_profile: str = setting("LEGACY", "Ouster profile", "Lidar data profile of Ouster packets "
-                                  "(udp_profile_lidar)", choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16"))
+                                  "(udp_profile_lidar; _DUAL: the strongest and second strongest returns)",
+                                  choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16", "RNG19_RFL8_SIG16_NIR16_DUAL"))
 
 
 def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY", mode: int | None = None):
@@ -164,7 +167,9 @@ class PcapFormat(Writer):
     def append(self, result) -> None:
         if self._enc is None:
             self._open(result)
-        dual = bool(getattr(self._enc, "dual", False))
+        dual = "velodyne" if getattr(self._enc, "dual", False) else None
+        if getattr(self._enc, "profile", "") == "RNG19_RFL8_SIG16_NIR16_DUAL":
+            dual = "ouster"
         if has_returns(result) and not dual and not self._noted:
             self._noted = True  # once a run
             print(f"blensor: note: pcap: the {self._device.model}'s single-return packets carry each beam's "

@@ -100,8 +100,10 @@ class FiringColumns:
             (single return: each beam's strongest; dual: the strongest, or the second
             strongest when the strongest is the last return).
         reflectivity: (L, C) float32 in [0, 1]; intensity: (L, C) float32 (0 where no return).
-        range_last, reflectivity_last: (L, C) the last return of each beam (dual return
-            only, else None): the same as ``range`` where the beam gave one return.
+        range2, reflectivity2, intensity2: (L, C) the second return of a dual return mode
+            (else None): Velodyne's dual mode the last return of each beam (the same as
+            ``range`` where the beam gave one return); Ouster's dual profile the second
+            strongest (0 where the beam gave one return).
     """
 
     time: np.ndarray
@@ -109,8 +111,9 @@ class FiringColumns:
     range: np.ndarray
     reflectivity: np.ndarray
     intensity: np.ndarray
-    range_last: np.ndarray | None = None
-    reflectivity_last: np.ndarray | None = None
+    range2: np.ndarray | None = None
+    reflectivity2: np.ndarray | None = None
+    intensity2: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.time.shape[0])
@@ -136,6 +139,25 @@ def strongest_per_beam(result) -> np.ndarray:
     first = np.ones(n, bool)
     first[1:] = beam[order][1:] != beam[order][:-1]
     return np.sort(order[first])
+
+
+def second_strongest(result, strongest: np.ndarray | None = None) -> np.ndarray:
+    """(K,) int64 rows of ``result``: the second strongest return of each beam that has
+    more than one (the strongest of its rows other than :func:`strongest_per_beam`'s,
+    ``strongest``), in the result's order; none for a result with one return per beam.
+    Ouster's dual profile's second return (RANGE2)."""
+    if strongest is None:
+        strongest = strongest_per_beam(result)
+    rest = np.ones(len(result), bool)
+    rest[strongest] = False
+    idx = np.flatnonzero(rest)
+    if not idx.size:
+        return idx.astype(np.int64)
+    beam = result.ray_index.astype(np.int64)[idx]
+    order = np.lexsort((result.return_number[idx], -result.intensity.astype(np.float64)[idx], beam))
+    first = np.ones(idx.size, bool)
+    first[1:] = beam[order][1:] != beam[order][:-1]
+    return np.sort(idx[order[first]])
 
 
 def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +199,7 @@ def direction_sign(device) -> int:
     return 1 if device.direction == "ccw" else -1
 
 
-def firing_columns(result, device, clean: bool = False, dual: bool = False) -> FiringColumns:
+def firing_columns(result, device, clean: bool = False, dual=None) -> FiringColumns:
     """The firing columns of ``result`` (a rotating LiDAR's scan with a ray grid of
     ``L x C`` = lasers x columns, ``ray_index = channel * C + column``), for ``device``.
 
@@ -189,12 +211,14 @@ def firing_columns(result, device, clean: bool = False, dual: bool = False) -> F
     corrected for the head's turn during its firing offset. A result with several
     returns per beam gives each beam's strongest return (:func:`strongest_per_beam`), or
     with ``dual`` Velodyne's dual return pair (:func:`dual_pair`: ``range`` the strongest or
-    second strongest, ``range_last`` the last).
+    second strongest, ``range2`` the last), or with ``dual="ouster"`` Ouster's dual
+    profile (``range`` the strongest, ``range2`` the second strongest: :func:`second_strongest`).
 
     Args:
         clean: encode ``range`` (the ground truth) instead of ``range_noisy`` (what the unit
             measures).
-        dual: fill ``range_last`` and ``reflectivity_last`` (Velodyne's dual return mode).
+        dual: ``"velodyne"`` (or True) or ``"ouster"``: fill ``range2``,
+            ``reflectivity2``, ``intensity2`` (the dual return modes), else None.
     Returns:
         :class:`FiringColumns`, or None when the result has no return (no column time to
         place).
@@ -213,7 +237,10 @@ def firing_columns(result, device, clean: bool = False, dual: bool = False) -> F
     if not len(result):
         return None
     last = None
-    if dual:
+    if dual == "ouster":
+        first = strongest_per_beam(result)
+        last = second_strongest(result, first)
+    elif dual:
         first, last = dual_pair(result)
     else:
         first = strongest_per_beam(result)
@@ -253,13 +280,16 @@ def firing_columns(result, device, clean: bool = False, dual: bool = False) -> F
     refl[ch, col] = result.reflectivity[first]
     inten[ch, col] = result.intensity[first]
     out = FiringColumns(times, psi, rng, refl, inten)
-    if last is not None:  # the last returns, on the same beams (dual_pair pairs them)
-        out.range_last = np.zeros(shape)
-        out.reflectivity_last = np.zeros(shape, dtype=np.float32)
-        out.range_last[ch, col] = np.maximum((result.range if clean else result.range_noisy)[last], 0.0)
-        out.reflectivity_last[ch, col] = result.reflectivity[last]
+    if last is not None:  # the second returns (the pair's other row, or a beam's second strongest)
+        out.range2, out.reflectivity2 = np.zeros(shape), np.zeros(shape, dtype=np.float32)
+        out.intensity2 = np.zeros(shape, dtype=np.float32)
+        ch2 = result.channel.astype(np.int64)[last]
+        col2 = (result.ray_index.astype(np.int64) % cols)[last]
+        out.range2[ch2, col2] = np.maximum((result.range if clean else result.range_noisy)[last], 0.0)
+        out.reflectivity2[ch2, col2] = result.reflectivity[last]
+        out.intensity2[ch2, col2] = result.intensity[last]
     return out
 
 
 __all__ = ["Endpoint", "FiringColumns", "pcap_header", "pcap_record", "firing_columns", "direction_sign",
-           "has_returns", "strongest_per_beam", "dual_pair"]
+           "has_returns", "strongest_per_beam", "second_strongest", "dual_pair"]

@@ -205,7 +205,7 @@ class VelodyneEncoder:
             :data:`MODELS`).
         start_time: UNIX time (s) of scene time 0 (the packets' timestamps and the pcap's).
         mode: the return-mode byte (:func:`return_mode`); :data:`RETURN_DUAL` writes pairs
-            of blocks (the columns' ``range_last`` in the even block, ``range`` in the odd).
+            of blocks (the columns' ``range2``, the last return, in the even block, ``range`` in the odd).
     Raises:
         SettingsError: see :func:`model_of`.
     """
@@ -250,8 +250,7 @@ class VelodyneEncoder:
                 raise SettingsError("formats", f"pcap of {self.device.model} columns on the unit's "
                                     f"firing grid (one every {self._period * 1e6:.3f} us)",
                                     f"two columns at {float(cols.time[c]):.9f} s")
-            last = (None, None) if cols.range_last is None else (cols.range_last[:, c],
-                                                                   cols.reflectivity_last[:, c])
+            last = (None, None) if cols.range2 is None else (cols.range2[:, c], cols.reflectivity2[:, c])
             self._slots[slot] = (float(cols.time[c]), float(cols.psi[c]), cols.range[:, c],
                                  cols.reflectivity[:, c], *last)
             if slot == self.per_packet - 1:
@@ -281,7 +280,7 @@ class VelodyneEncoder:
 
     def _records(self, cols: list, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(distance units, reflectivity bytes) of the columns' returns ``k`` (2: ``range``,
-        4: ``range_last``), each (blocks, sequences x L)."""
+        4: ``range2``, the last), each (blocks, sequences x L)."""
         m = self.model
         L = m.lasers
         rng = np.stack([c[k] for c in cols])  # (columns, L); 0 = no return
