@@ -207,6 +207,18 @@ def test_velodyne_and_ouster_driver_layouts_keep_their_points(tmp_path):
     assert sorted(rng_mm.tolist()) == want
     picked_second = [i for i in best.values() if r.return_number[i] == 2]
     assert picked_second and len(best) == 32  # some cells show their second (stronger) return
+    # /blensor/points2: ouster-ros's second cloud, each beam's other (second strongest) return, NaN elsewhere
+    from test_driver_layouts import write_bag
+    msgs, _ = write_bag(tmp_path / "o2", [r], {"rosbag2.points": "clean"})
+    m2 = msgs["/blensor/points2"][0][1]
+    assert (m2.height, m2.width, m2.point_step, m2.is_dense) == (4, 8, 48, False)
+    rec2 = np.frombuffer(bytes(np.asarray(m2.data, np.uint8)), np.uint8).reshape(32, 48)
+    rng2 = rec2[:, 32:36].copy().view("<u4").ravel()
+    others = sorted(set(range(len(r))) - set(best.values()))
+    want2 = sorted(np.round(r.range[others] * 1000).astype(np.int64).tolist())
+    assert sorted(rng2[rng2 > 0].tolist()) == want2
+    assert np.isnan(rec2[:, 0:4].copy().view("<f4").ravel()[rng2 == 0]).all()
+    assert "/blensor/points2" not in write_bag(tmp_path / "o1", [base])[0]  # one return per beam: none
 
 
 # -- Velodyne dual return packets ---------------------------------------------------------------------

@@ -212,11 +212,13 @@ def column_times(result: ScanResult) -> np.ndarray:
 
 
 def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bool,
-                 labels: bool = False) -> tuple[tuple, np.ndarray, int, int]:
+                 labels: bool = False, pick: np.ndarray | None = None) -> tuple[tuple, np.ndarray, int, int]:
     """``(fields, records, height, width)``: the organized ouster-ros cloud of an Ouster
     result (see the module docstring); ``points`` (N, 3) float64 the returns' coordinates
     (the caller's frame), ``stamp`` s the message stamp (``t`` counts from it). Records
-    are row-major: (height * width,)."""
+    are row-major: (height * width,). ``pick``: the rows placed, at most one a beam (default
+    each beam's strongest return, :func:`~..packets.strongest_per_beam`; ouster-ros's second
+    cloud ``points2``: :func:`~..packets.second_strongest`)."""
     fields, dtype = layout(OUSTER, 48, labels)
     rows, cols = result.grid_shape
     rec = np.zeros(rows * cols, dtype)
@@ -232,7 +234,8 @@ def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bo
     rec["t"] = np.round(np.clip(ts - stamp, 0.0, None) * 1e9).astype(np.uint64)
     # the cell of every return: its row, and the column it is shown in; one return a cell
     # (a multi-return result: each beam's strongest, :func:`strongest_per_beam`)
-    pick = strongest_per_beam(result)
+    if pick is None:
+        pick = strongest_per_beam(result)
     ri = result.ray_index.astype(np.int64)[pick]
     r, c = ri // cols, ri % cols
     if shifts is not None:
