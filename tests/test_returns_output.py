@@ -130,6 +130,11 @@ def test_pcd_gains_the_return_fields_read_back_by_pypcd4(tmp_path):
         arr = pc.numpy(("x", "z", "return_number", "number_of_returns"))
         assert np.array_equal(arr[:, 2], r.return_number) and np.array_equal(arr[:, 3], r.number_of_returns)
         np.testing.assert_array_equal(arr[:, 1].astype(np.float32), r.xyz[:, 2])
+    # Open3D's tensor reader takes the two uint8 fields as attributes
+    import open3d as o3d
+    t = o3d.t.io.read_point_cloud(str(tmp_path / "mTrue.pcd"))
+    assert np.array_equal(t.point["return_number"].numpy().ravel(), r.return_number)
+    assert np.array_equal(t.point["number_of_returns"].numpy().ravel(), r.number_of_returns)
     # the second returns are 5 m behind the first of their beam
     second = r.return_number == 2
     assert second.sum() > 10 and (r.number_of_returns[second] == 2).all()
