@@ -135,7 +135,7 @@ def test_pcd_gains_the_return_fields_read_back_by_pypcd4(tmp_path):
     t = o3d.t.io.read_point_cloud(str(tmp_path / "mTrue.pcd"))
     assert np.array_equal(t.point["return_number"].numpy().ravel(), r.return_number)
     assert np.array_equal(t.point["number_of_returns"].numpy().ravel(), r.number_of_returns)
-    # the second returns are 5 m behind the first of their beam
+    # every second return is return 2 of 2
     second = r.return_number == 2
     assert second.sum() > 10 and (r.number_of_returns[second] == 2).all()
 
