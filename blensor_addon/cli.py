@@ -455,16 +455,23 @@ def parse_sets(texts: dict[str, str], cam) -> dict:
 
 def cmd_sensors(args) -> int:
     """``blensor sensors``: every sensor type, its presets and settings (unit, allowed
-    range, default); ``--json``: the same as one JSON document."""
+    range, default), under the heading of their section (``Meta.group``: the sensor's own
+    settings first, then each section in declaration order, e.g. "Return physics");
+    ``--json``: the same as one JSON document (each setting with its ``group``)."""
     import dataclasses
     from .core.sensors import SENSORS
     doc = []
     for name, sensor in SENSORS.items():
-        settings = []
+        by_group: dict[str, list] = {"": []}
         for f in dataclasses.fields(sensor.Settings):
+            by_group.setdefault(f.metadata["blensor"].group, []).append(f)
+        settings = []
+        for f in (f for fs in by_group.values() for f in fs):
             m = f.metadata["blensor"]
             settings.append({"name": f.name, "label": m.label, "description": m.description, "unit": m.unit,
-                             "kind": m.kind, "allowed": m.allowed(), "default": m.format(f.default)})
+                             "kind": m.kind, "allowed": m.allowed(), "default": m.format(f.default),
+                             "group": m.group,
+                             "used_if": f"{m.show_if[0]}={m.show_if[1]}" if m.show_if else ""})
         doc.append({"type": name, "label": sensor.label, "description": sensor.description,
                     "presets": {k: {"label": p.label, "values": p.values, "source": p.source}
                                 for k, p in sensor.presets.items()},
@@ -476,9 +483,15 @@ def cmd_sensors(args) -> int:
         say(f"{entry['type']}: {entry['label']} - {entry['description']}")
         for k, p in entry["presets"].items():  # issue 21: every preset names its source
             say(f"  preset {k} ({p['label']})" + (f": {p['source']}" if p["source"] else ""))
+        group = ""
         for st in entry["settings"]:
+            if st["group"] != group:  # a section's heading
+                group = st["group"]
+                say(f"  {group}:")
+            indent = "    " if group else "  "
             unit = f" [{st['unit']}]" if st["unit"] else ""
-            say(f"  {st['name']}{unit} = {st['default']}: {st['description']}; {st['allowed']}")
+            show = f" (used with {st['used_if']})" if st["used_if"] else ""
+            say(f"{indent}{st['name']}{unit} = {st['default']}: {st['description']}; {st['allowed']}{show}")
     return 0
 
 

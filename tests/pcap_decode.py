@@ -8,10 +8,12 @@ and ouster-sdk, whose numpy 2 cannot share bpy's environment), by tests/test_pca
 
 velodyne: every point of every scan velodyne-decoder returns (``read_pcap`` with the
 calibration file, no range limits): x, y, z (m, REP-103), intensity, time (s, absolute:
-the scan's stamp plus the point's time), column, ring; and ``model``, the model the
-decoder detected from the packets' product id.
+the scan's stamp plus the point's time), column, ring, return_type (velodyne-decoder's
+ReturnMode: 1 strongest, 2 last, 3 both: a dual pair whose blocks hold the same return); and
+``model``, the model the decoder detected from the packets' product id.
 ouster: every LidarScan ouster-sdk reads (``PcapScanSource`` with the metadata): range
-(mm), reflectivity, signal (staggered, rows = beams), the same three destaggered by
+(mm), reflectivity, signal (staggered, rows = beams; of the dual-return profile also range2,
+reflectivity2, signal2), the same three destaggered by
 ouster-sdk's ``destagger`` with the metadata's ``pixel_shift_by_row`` (``*_destaggered``:
 what ouster-ros publishes as an organized cloud), xyz (m, sensor frame, XYZLut), the beams'
 unit directions, column timestamps (ns), measurement ids, frame ids and status.
@@ -39,7 +41,8 @@ def velodyne(pcap, calib, out):
     model = ""
     np.savez(out, x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], intensity=pts[:, 3], time=pts[:, 4],
              column=pts[:, 5].astype(np.int64), ring=pts[:, 6].astype(np.int64), scans=len(parts),
-             model=str(model))
+             model=str(model),
+             return_type=pts[:, 7].astype(np.int64) if pts.shape[1] > 7 else np.zeros(len(pts), np.int64))
 
 
 def ouster(pcap, meta, out):
@@ -48,6 +51,7 @@ def ouster(pcap, meta, out):
     info = source.sensor_info[0]
     lut = core.XYZLut(info, use_extrinsics=False)
     staggered = ("range", "reflectivity", "signal")
+    dual = ("range2", "reflectivity2", "signal2")  # the dual-return profile's second return
     fields = {k: [] for k in (*staggered, *(f"{k}_destaggered" for k in staggered), "xyz", "direction",
                               "timestamp", "measurement_id", "frame_id", "status")}
     for frames in source:
@@ -60,6 +64,9 @@ def ouster(pcap, meta, out):
         fields["signal"].append(scan.field(core.ChanField.SIGNAL).astype(np.int64))
         for k in staggered:
             fields[f"{k}_destaggered"].append(core.destagger(info, np.ascontiguousarray(fields[k][-1])))
+        for k in dual:
+            if k.upper() in scan.fields:
+                fields.setdefault(k, []).append(scan.field(k.upper()).astype(np.int64))
         fields["xyz"].append(lut(scan))
         base = np.where(rng > 0, rng, 1000).astype(np.uint32)  # the beam's direction: 1 m further
         fields["direction"].append(lut(base + 1000) - lut(base))

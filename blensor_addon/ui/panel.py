@@ -1,4 +1,10 @@
-"""Panels: sensor settings in the camera data tab, LiDAR properties in the material tab."""
+"""Panels: sensor settings in the camera data tab, LiDAR properties in the material tab.
+
+The sensor panel draws a sensor type's settings by section (``Meta.group``,
+:func:`setting_groups`): its own settings first, then each section (issue 22's "Return
+physics") in a collapsible sub-panel of its own (a box where Blender has no layout panels);
+each setting labelled with its unit (:func:`setting_label`), shown only where its
+``show_if`` holds."""
 from __future__ import annotations
 
 import bpy
@@ -19,6 +25,37 @@ def calibration_label(text: str) -> str:
     except SettingsError:
         return "Laser table: invalid calibration (clear or import again)"
     return "Laser table: " + t.summary()
+
+
+def setting_groups(settings_cls, skip=()) -> list[tuple[str, list]]:
+    """The settings of ``settings_cls`` (a settings dataclass) by panel section
+    (``Meta.group``): ``[(group, [dataclass fields])]``, the sensor's own settings (group
+    ``""``) first, then each group in the order its first setting is declared; the names in
+    ``skip`` left out. The panel and ``blensor sensors`` draw them so."""
+    import dataclasses
+    groups: dict[str, list] = {"": []}
+    for f in dataclasses.fields(settings_cls):
+        if f.name not in skip:
+            groups.setdefault(f.metadata["blensor"].group, []).append(f)
+    return [(g, fs) for g, fs in groups.items() if fs or g == ""]
+
+
+def setting_label(meta) -> str:
+    """The panel's label of a setting: its label and unit, e.g. ``"Beam divergence (rad)"``."""
+    return f"{meta.label} ({meta.unit})" if meta.unit else meta.label
+
+
+def shown(meta, group) -> bool:
+    """The setting is drawn: it has no ``show_if`` or the setting it names has that value."""
+    return meta.show_if is None or getattr(group, meta.show_if[0]) == meta.show_if[1]
+
+
+def _draw_settings(layout, group, fields) -> None:
+    col = layout.column(align=True)
+    for f in fields:
+        meta = f.metadata["blensor"]
+        if shown(meta, group):
+            col.prop(group, f.name, text=setting_label(meta))
 
 
 class BLENSOR_PT_sensor(bpy.types.Panel):
@@ -43,14 +80,18 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         layout.prop(s, "sensor_type")
         sensor = SENSORS[s.sensor_type]
         group = getattr(s, sensor.storage) if sensor.storage else s
-        col = layout.column(align=True)
-        for f in dataclasses.fields(sensor.Settings):
-            if f.name in COMMON:
-                continue
-            show = f.metadata["blensor"].show_if
-            if show is not None and getattr(group, show[0]) != show[1]:
-                continue
-            col.prop(group, f.name)
+        groups = setting_groups(sensor.Settings, COMMON)
+        _draw_settings(layout, group, groups[0][1])  # the sensor's own settings first
+        for name, fields in groups[1:]:  # then each section, collapsible where Blender can (4.1+)
+            if hasattr(layout, "panel"):
+                idname = "BLENSOR_PT_" + name.lower().replace(" ", "_")
+                header, body = layout.panel(idname, default_closed=False)
+                header.label(text=name)
+            else:
+                body = layout.box()
+                body.label(text=name)
+            if body is not None:
+                _draw_settings(body, group, fields)
         if any(f.name == "calibration" for f in dataclasses.fields(sensor.Settings)):  # laser table in use
             row = layout.row(align=True)
             row.label(text=calibration_label(group.calibration), icon="PRESET")

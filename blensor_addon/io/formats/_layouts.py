@@ -46,13 +46,15 @@ import numpy as np
 
 from ...core.axes import sensor_points
 from ...core.result import ScanResult
+from ..packets import has_returns, strongest_per_beam
 from ..packets.ouster import ouster_range_mm, ouster_reflectivity, ouster_signal, pixel_shift_by_row
-from ..packets.velodyne import packet_first_column, velodyne_reflectivity_byte
+from ..packets.velodyne import is_dual, packet_first_column, velodyne_reflectivity_byte
 from ._base import capabilities_of
 
 #: PointField datatypes (sensor_msgs/PointField)
-FLOAT32, UINT32, UINT16 = 7, 6, 4
-_NP = {FLOAT32: "<f4", UINT32: "<u4", UINT16: "<u2"}
+FLOAT32, UINT32, UINT16, UINT8 = 7, 6, 4, 2
+_NP = {FLOAT32: "<f4", UINT32: "<u4", UINT16: "<u2", UINT8: "u1"}
+_SIZE = {FLOAT32: 4, UINT32: 4, UINT16: 2, UINT8: 1}
 
 #: velodyne_pointcloud XYZIRT: (name, offset, datatype)
 XYZIRT = (("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32), ("intensity", 12, FLOAT32),
@@ -63,18 +65,22 @@ OUSTER = (("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32), ("intensity",
           ("range", 32, UINT32))
 #: per-point labels appended when asked: object id, instancer id, instance index, class
 LABELS = (("object_id", UINT32), ("instancer_id", UINT32), ("instance_id", UINT32), ("semantic", UINT16))
+#: the return fields appended to the generic layout of a result with several returns per beam
+#: (issue 22): the return's 1-based rank along its beam and the beam's returns (LAS's terms)
+RETURNS = (("return_number", UINT8), ("number_of_returns", UINT8))
 
 
-def layout(fields, step: int, labels: bool = False) -> tuple[tuple, np.dtype]:
+def layout(fields, step: int, labels: bool = False, returns: bool = False) -> tuple[tuple, np.dtype]:
     """``(fields, dtype)``: the PointField triples (name, offset, datatype) and the numpy
-    record dtype of a layout of ``step`` bytes, with :data:`LABELS` appended after it
-    (packed; the step rounded up to 4 bytes) when ``labels``."""
+    record dtype of a layout of ``step`` bytes, with :data:`RETURNS` (two uint8 at
+    ``step`` and ``step + 1``) when ``returns``, then :data:`LABELS` appended after it
+    (packed; the step rounded up to 4 bytes when either is appended)."""
     fields = list(fields)
-    if labels:
-        off = step
-        for name, dt in LABELS:
-            fields.append((name, off, dt))
-            off += 4 if dt == UINT32 else 2
+    off = step
+    for name, dt in (RETURNS if returns else ()) + (LABELS if labels else ()):
+        fields.append((name, off, dt))
+        off += _SIZE[dt]
+    if returns or labels:
         step = -(-off // 4) * 4
     dtype = np.dtype({"names": [f[0] for f in fields], "formats": [_NP[f[2]] for f in fields],
                       "offsets": [f[1] for f in fields], "itemsize": step})
@@ -92,9 +98,9 @@ def is_ouster(result: ScanResult) -> bool:
     return dev is not None and dev.vendor == "ouster" and result.has_grid
 
 
-def _labels(rec: np.ndarray, result: ScanResult, rows=slice(None)) -> None:
+def _labels(rec: np.ndarray, result: ScanResult, rows=slice(None), pick=slice(None)) -> None:
     for name, _ in LABELS:
-        rec[name][rows] = getattr(result, name)
+        rec[name][rows] = getattr(result, name)[pick]
 
 
 def first_column(result: ScanResult) -> tuple[int, float] | None:
@@ -129,7 +135,7 @@ def velodyne_stamp(result: ScanResult) -> float:
         return start
     g0, dt = cols
     g_last = g0 + result.grid_shape[1] - 1
-    return float(packet_first_column(g_last, int(result.grid_shape[0])) * dt)
+    return float(packet_first_column(g_last, int(result.grid_shape[0]), is_dual(result)) * dt)
 
 
 def is_velodyne(result: ScanResult) -> bool:
@@ -152,9 +158,18 @@ def xyzirt_intensity(result: ScanResult) -> np.ndarray:
 def xyzirt(result: ScanResult, noisy: bool, stamp: float, labels: bool = False) -> tuple[tuple, np.ndarray]:
     """``(fields, records)``: the (N,) XYZIRT records of ``result`` (REP-103 sensor frame,
     points at their firing time), ``time`` = timestamp - ``stamp`` s; intensity:
-    :func:`xyzirt_intensity`; ring = ``result.ring``."""
-    fields, dtype = layout(XYZIRT, 22, labels)
+    :func:`xyzirt_intensity`; ring = ``result.ring``. A result with several returns per
+    beam (:func:`has_returns`) that is not a Velodyne unit's gets ``return_number`` and
+    ``number_of_returns`` (uint8 at offsets 22 and 23, 24 bytes a point, the labels after
+    them); a Velodyne unit's keeps velodyne_pointcloud's 22-byte XYZIRT, which has no return
+    field: every return is a point of its own, as the driver publishes both blocks of a dual
+    return pair (module docstring)."""
+    returns = has_returns(result) and not is_velodyne(result)
+    fields, dtype = layout(XYZIRT, 22, labels, returns)
     rec = np.zeros(len(result), dtype)
+    if returns:
+        rec["return_number"] = result.return_number
+        rec["number_of_returns"] = result.number_of_returns
     p = sensor_points(result, noisy, "ros")
     rec["x"], rec["y"], rec["z"] = p[:, 0], p[:, 1], p[:, 2]
     rec["intensity"] = xyzirt_intensity(result)
@@ -197,11 +212,13 @@ def column_times(result: ScanResult) -> np.ndarray:
 
 
 def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bool,
-                 labels: bool = False) -> tuple[tuple, np.ndarray, int, int]:
+                 labels: bool = False, pick: np.ndarray | None = None) -> tuple[tuple, np.ndarray, int, int]:
     """``(fields, records, height, width)``: the organized ouster-ros cloud of an Ouster
     result (see the module docstring); ``points`` (N, 3) float64 the returns' coordinates
     (the caller's frame), ``stamp`` s the message stamp (``t`` counts from it). Records
-    are row-major: (height * width,)."""
+    are row-major: (height * width,). ``pick``: the rows placed, at most one a beam (default
+    each beam's strongest return, :func:`~..packets.strongest_per_beam`; ouster-ros's second
+    cloud ``points2``: :func:`~..packets.second_strongest`)."""
     fields, dtype = layout(OUSTER, 48, labels)
     rows, cols = result.grid_shape
     rec = np.zeros(rows * cols, dtype)
@@ -215,21 +232,26 @@ def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bo
     rec["ring"] = u
     ts = column_times(result)[src_col]
     rec["t"] = np.round(np.clip(ts - stamp, 0.0, None) * 1e9).astype(np.uint64)
-    # the cell of every return: its row, and the column it is shown in
-    ri = result.ray_index.astype(np.int64)
+    # the cell of every return: its row, and the column it is shown in; one return a cell
+    # (a multi-return result: each beam's strongest, :func:`strongest_per_beam`)
+    if pick is None:
+        pick = strongest_per_beam(result)
+    ri = result.ray_index.astype(np.int64)[pick]
     r, c = ri // cols, ri % cols
     if shifts is not None:
         c = np.mod(c + shifts[r], cols)
     cell = r * cols + c
+    points = points[pick]
     rec["x"][cell], rec["y"][cell], rec["z"][cell] = points[:, 0], points[:, 1], points[:, 2]
-    rec["intensity"][cell] = ouster_signal(result.intensity)
-    rec["reflectivity"][cell] = ouster_reflectivity(result.reflectivity)
+    rec["intensity"][cell] = ouster_signal(result.intensity[pick])
+    rec["reflectivity"][cell] = ouster_reflectivity(result.reflectivity[pick])
     rng = result.range_noisy if noisy else result.range
-    rec["range"][cell] = ouster_range_mm(rng)
+    rec["range"][cell] = ouster_range_mm(rng[pick])
     if labels:
-        _labels(rec, result, cell)
+        _labels(rec, result, cell, pick)
     return fields, rec, rows, cols
 
 
-__all__ = ["XYZIRT", "OUSTER", "LABELS", "layout", "is_ouster", "is_velodyne", "device_of", "first_column",
+__all__ = ["XYZIRT", "OUSTER", "LABELS", "RETURNS", "has_returns", "strongest_per_beam", "layout",
+           "is_ouster", "is_velodyne", "device_of", "first_column",
            "velodyne_stamp", "xyzirt", "xyzirt_intensity", "pixel_shifts", "column_times", "ouster_cloud"]

@@ -5,7 +5,11 @@ would send it) holds the data packets of the unit the sensor models
 (``result.capabilities.device``, never the settings):
 
 - Velodyne VLP-16, VLP-32C, HDL-32E (:mod:`blensor_addon.io.packets.velodyne`): 1206-byte
-  data packets from 192.168.1.201 to port 2368, single (strongest) return; beside it
+  data packets from 192.168.1.201 to port 2368: strongest return (return-mode byte 0x37),
+  last return (0x38) when the settings say ``returns = "last"``, and dual return (0x39:
+  pairs of blocks, the last return and the strongest or second strongest) for a dual result
+  (settings ``returns = "dual"``, issue 22; :func:`~blensor_addon.io.packets.velodyne.is_dual`);
+  beside it
   ``scan.yaml``, the unit's calibration in the ROS driver's YAML layout (the laser table in
   use), which velodyne_pointcloud and velodyne-decoder read.
 - Ouster OS0/OS1/OS2 (:mod:`blensor_addon.io.packets.ouster`): lidar data packets of the
@@ -22,9 +26,14 @@ at global columns that are multiples of ``384 / lasers`` from scene time 0 (the 
 of a run, the last, and those across a gap are completed with firings of no return at their
 own columns), so their stamps are the ones velodyne_pointcloud's per-point ``time`` in
 BlenSor's rosbag2 refers to; Ouster packets hold 16 measurement columns, those of a frame
-the run did not scan marked invalid. Only first returns are written (the units'
-single-return modes). The packets' intensity fields use the scales of BlenSor's own
-driver-layout clouds (:mod:`blensor_addon.io.packets`).
+the run did not scan marked invalid. Single-return packets of a result with several returns
+per beam (``returns`` ``dual_ouster`` or ``all`` of a Velodyne; any of them of an Ouster in a
+single-return profile) carry each beam's strongest return
+(:func:`~blensor_addon.io.packets.strongest_per_beam`), said once on stderr. Option
+``ouster_profile=RNG19_RFL8_SIG16_NIR16_DUAL`` writes Ouster's dual-return profile: each beam's
+strongest return and its second strongest (RANGE2; 0 where it had one). The packets'
+intensity fields use the scales of BlenSor's own driver-layout clouds
+(:mod:`blensor_addon.io.packets`).
 
 Refused in one line (SettingsError ``formats``): a sensor that models no real unit
 (``device`` None), a model without a packet encoder, a head spinning counter-clockwise
@@ -32,13 +41,14 @@ Refused in one line (SettingsError ``formats``): a sensor that models no real un
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from ...core.capabilities import WriterNeeds
 from ...core.errors import SettingsError
 from ...core.settings import setting
 from ..atomic import StagedFile, atomic_write_bytes
-from ..packets import firing_columns, pcap_header, pcap_record
+from ..packets import firing_columns, has_returns, pcap_header, pcap_record
 from ._base import Writer, capabilities_of
 
 #: the units this writer encodes, by vendor (``Device.vendor``)
@@ -56,11 +66,14 @@ class PcapOptions:
     start_time: float = setting(0.0, "Packet start time", "UNIX time of scene time 0 in the packets' "
                                 "timestamps", "s", lo=0.0, hi=4.0e9)
     ouster_profile: str = setting("LEGACY", "Ouster profile", "Lidar data profile of Ouster packets "
-                                  "(udp_profile_lidar)", choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16"))
+                                  "(udp_profile_lidar; _DUAL: the strongest and second strongest returns)",
+                                  choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16", "RNG19_RFL8_SIG16_NIR16_DUAL"))
 
 
-def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY"):
-    """The packet encoder of ``device`` and the name and bytes of its metadata file.
+def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY", mode: int | None = None):
+    """The packet encoder of ``device`` and the name and bytes of its metadata file
+    (``mode``: a Velodyne's return-mode byte, :func:`~..packets.velodyne.return_mode`;
+    None: strongest).
 
     Raises:
         SettingsError (``formats``): no device, an unsupported vendor or model (or an
@@ -76,7 +89,8 @@ def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY"):
                             f"{device.vendor} {device.model}".strip())
     if device.vendor == "velodyne":
         from ..packets import velodyne
-        enc = velodyne.VelodyneEncoder(device, start_time)
+        mode = velodyne.RETURN_STRONGEST if mode is None else mode
+        enc = velodyne.VelodyneEncoder(device, start_time, mode)
         out = enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
     else:
         from ..packets import ouster
@@ -114,12 +128,17 @@ class PcapFormat(Writer):
         self._end = 0
         self._enc = None
         self._ident = 0
+        self._noted = False
         self.packets = 0
 
     def _open(self, result) -> None:
         device = capabilities_of(result).device
+        mode = None
+        if device is not None and device.vendor == "velodyne":
+            from ..packets.velodyne import return_mode
+            mode = return_mode(result)
         self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.options.start_time,
-                                                                       self.options.ouster_profile)
+                                                                       self.options.ouster_profile, mode)
         self._device = device
         self._file = StagedFile(self.path)
         self._put(pcap_header())
@@ -148,7 +167,14 @@ class PcapFormat(Writer):
     def append(self, result) -> None:
         if self._enc is None:
             self._open(result)
-        cols = firing_columns(result, self._device, clean=self.options.points == "clean")
+        dual = "velodyne" if getattr(self._enc, "dual", False) else None
+        if getattr(self._enc, "profile", "") == "RNG19_RFL8_SIG16_NIR16_DUAL":
+            dual = "ouster"
+        if has_returns(result) and not dual and not self._noted:
+            self._noted = True  # once a run
+            print(f"blensor: note: pcap: the {self._device.model}'s single-return packets carry each beam's "
+                  "strongest return (npz, LAS, PLY, PCD hold every return)", file=sys.stderr)
+        cols = firing_columns(result, self._device, clean=self.options.points == "clean", dual=dual)
         self._write_packets(self._enc.add(cols))
 
     def close(self, status) -> None:

@@ -16,12 +16,19 @@ when points are in world coordinates. Results of image sensors (ToF, depth camer
 capabilities' ``organized``, :attr:`ScanResult.is_organized`) give organized clouds:
 WIDTH x HEIGHT = the image, row-major from the top row, NaN points where nothing
 returned (PCL's convention); other results (and sensors with no grid) unorganized ones.
+A result with several returns per beam (issue 22: settings ``returns`` dual, dual_ouster or
+all) adds ``return_number number_of_returns`` (uint8, SIZE 1, TYPE U: the return's 1-based
+rank along its beam, nearest first, and the beam's returns, LAS's terms) after ``rgb``;
+every return is a point. Without them the file is as before (9 fields, 32 bytes a point).
 Ouster units (``capabilities.device.vendor == "ouster"``) write ouster-ros's point
 layout instead (:mod:`._layouts`: ``x y z intensity t reflectivity ring ambient range``,
 packed; then ``label semantic``), organized as the driver publishes it: WIDTH = the
 packet's columns (destaggered when the packet is one whole turn), HEIGHT = beams, row u =
 beam u (the top beam first), NaN x, y, z where nothing returned; ``t`` uint32 ns since the
-packet's start (a sweep's first column). PCL reads it into ``ouster_ros::Point``.
+packet's start (a sweep's first column). PCL reads it into ``ouster_ros::Point``. A
+multi-return Ouster result keeps one return a cell, each beam's strongest, as ouster-ros's
+first-return cloud (its second returns go to a cloud of their own, ``points2``, which a PCD
+file does not hold; the npz, PLY and LAS hold every return).
 The original wrote ASCII only, with fields ``x y z rgb label`` (reference section 10.2);
 clean and ``_noisy`` files are kept. World coordinates are float32: a world-frame scan
 far from the origin (float32 rounding over 1 mm, from 32 km) is warned about once per run.
@@ -37,15 +44,23 @@ from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
 from ...core.settings import setting
 from ._base import Float32Warning, Writer, clean_and_noisy
+from ..packets import has_returns
 from ._layouts import is_ouster, is_velodyne, ouster_cloud, xyzirt_intensity
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
                       ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("semantic", "<u2"), ("rgb", "<f4")])
+#: :data:`PCD_DTYPE` with the return fields of a multi-return result (34 bytes a point)
+PCD_RETURNS_DTYPE = np.dtype(PCD_DTYPE.descr + [("return_number", "u1"), ("number_of_returns", "u1")])
 
 
 def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
-    """Structured (N,) array of dtype :data:`PCD_DTYPE`."""
-    rec = np.empty(len(result), dtype=PCD_DTYPE)
+    """Structured (N,) array of dtype :data:`PCD_DTYPE` (:data:`PCD_RETURNS_DTYPE` for a
+    result with several returns per beam)."""
+    returns = has_returns(result)
+    rec = np.empty(len(result), dtype=PCD_RETURNS_DTYPE if returns else PCD_DTYPE)
+    if returns:
+        rec["return_number"] = result.return_number
+        rec["number_of_returns"] = result.number_of_returns
     pts = result.xyz_noisy if noisy else result.xyz
     rec["x"], rec["y"], rec["z"] = pts[:, 0], pts[:, 1], pts[:, 2]
     rec["intensity"] = xyzirt_intensity(result) if is_velodyne(result) else result.intensity
@@ -57,7 +72,7 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
     rec["rgb"] = ((c[:, 0] << 16) | (c[:, 1] << 8) | c[:, 2]).view(np.float32)
     if result.is_organized:
         rows, cols = result.grid_shape
-        full = np.zeros(rows * cols, dtype=PCD_DTYPE)
+        full = np.zeros(rows * cols, dtype=rec.dtype)
         for k in ("x", "y", "z", "intensity"):
             full[k] = np.nan
         full[result.ray_index.astype(np.int64)] = rec
@@ -96,6 +111,9 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
         rec = pcd_records(result, noisy)
         names = ["x", "y", "z", "intensity", "ring", "time", "label", "semantic", "rgb"]
         sizes, types = "4 4 4 4 2 4 4 2 4".split(), "F F F F U F U U F".split()
+        if has_returns(result):
+            names += ["return_number", "number_of_returns"]
+            sizes, types = sizes + ["1", "1"], types + ["U", "U"]
         width, height = (result.grid_shape[1], result.grid_shape[0]) if result.is_organized else (len(rec), 1)
     if result.frame_of_reference == "world":
         T = result.sensor_to_world
@@ -130,8 +148,14 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     cols = [rec["x"], rec["y"], rec["z"], rec["intensity"], rec["ring"], rec["time"], rec["label"],
             rec["semantic"]]
     # floats with 9 significant digits round-trip float32 exactly; rgb as its float value
-    for row in zip(*(c.tolist() for c in cols), rgb_bits.view(np.float32).tolist()):
-        buf.write("%.9g %.9g %.9g %.9g %d %.9g %d %d %.9g\n" % row)
+    fmt = "%.9g %.9g %.9g %.9g %d %.9g %d %d %.9g"
+    more = []
+    if "return_number" in rec.dtype.names:
+        fmt += " %d %d"
+        more = [rec["return_number"].tolist(), rec["number_of_returns"].tolist()]
+    fmt += "\n"
+    for row in zip(*(c.tolist() for c in cols), rgb_bits.view(np.float32).tolist(), *more):
+        buf.write(fmt % row)
     return header + buf.getvalue().encode("ascii")
 
 

@@ -26,7 +26,15 @@ runs in simulated time (scene frame x frame time). Topics:
   for the earlier packets), as velodyne_pointcloud does; other sensors' at the packet's
   start, ``time`` >= 0. Option ``labels``: the per-point labels object_id, instancer_id,
   instance_id (uint32) and semantic (uint16) appended to each point. Option
-  ``points``: ``noisy`` (default) or ``clean``.
+  ``points``: ``noisy`` (default) or ``clean``. Several returns per beam (issue 22,
+  settings ``returns`` dual, dual_ouster, all): a sensor that is not a Velodyne or Ouster
+  unit gets ``return_number`` and ``number_of_returns`` (uint8, offsets 22 and 23, 24 bytes a
+  point; the labels follow at 24); a Velodyne unit's XYZIRT stays velodyne_pointcloud's 22
+  bytes with every return a point of its own (the driver publishes both blocks of a dual
+  pair as points and has no return field); an Ouster unit's organized cloud holds each
+  beam's strongest return, and ``/blensor/points2`` (the same layout, NaN where a beam has
+  none) its second strongest, as ouster-ros publishes ``points`` and ``points2`` with the
+  dual-return profile.
 - ``/blensor/scan`` ``sensor_msgs/LaserScan`` for sensors with one scan plane whose
   capabilities give its column angles (planar scanners with one plane; seed 004's 2D lidar
   output): one message per sweep (or part of a sweep) in the frame, ranges over every
@@ -55,6 +63,7 @@ from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_senso
 from ...core.errors import SettingsError
 from ...core.settings import setting
 from ._base import Writer, capabilities_of
+from ..packets import has_returns, second_strongest
 from ._layouts import is_ouster, ouster_cloud, velodyne_stamp, xyzirt
 
 SENSOR_FRAME = "blensor_sensor"
@@ -199,16 +208,17 @@ class Rosbag2Writer(Writer):
         return G["geometry_msgs/msg/TransformStamped"](header=self._header(stamp, parent), child_frame_id=child,
                                                       transform=tr)
 
-    def _points(self, result, stamp):
+    def _points(self, result, stamp, pick=None):
         """``(stamp, PointCloud2)`` of the packet in its driver's layout (see the module
-        docstring; ``stamp``: the packet's start, s)."""
+        docstring; ``stamp``: the packet's start, s; ``pick``: an Ouster cloud's rows, see
+        :func:`._layouts.ouster_cloud`)."""
         noisy = self.options.points == "noisy"
         labels = self.options.labels
         PF = self.T["sensor_msgs/msg/PointField"]
         if is_ouster(result):
             pts = sensor_points(result, noisy, "ros")
-            fields, rec, height, width = ouster_cloud(result, pts, stamp, noisy, labels)
-            dense = len(result) == rec.shape[0]  # a cell with no return holds NaN
+            fields, rec, height, width = ouster_cloud(result, pts, stamp, noisy, labels, pick)
+            dense = bool(np.isfinite(rec["x"]).all())  # a cell with no return holds NaN
         else:
             stamp = velodyne_stamp(result)
             fields, rec = xyzirt(result, noisy, stamp, labels)
@@ -324,6 +334,9 @@ class Rosbag2Writer(Writer):
         self._put("/blensor/odom", self._odometry(T, stamp, end), stamp)
         t_points, points = self._points(result, stamp)
         self._put("/blensor/points", points, t_points)
+        if is_ouster(result) and has_returns(result):  # ouster-ros's second cloud of a dual profile
+            t_points, points = self._points(result, stamp, second_strongest(result))
+            self._put("/blensor/points2", points, t_points)
         for t, msg in self._laser_scans(result):
             self._put("/blensor/scan", msg, t)
         if result.is_organized and len(result.intrinsics) == 4:

@@ -96,8 +96,14 @@ class FiringColumns:
         time: (C,) float64 s, when the column's first laser fired (scene time).
         psi: (C,) float64 rad, BlenSor azimuth of the head (encoder) at that time,
             unwrapped (consecutive columns differ by less than pi).
-        range: (L, C) float64 m, the range each laser measured, 0 where it had no return.
+        range: (L, C) float64 m, the range each laser measured, 0 where it had no return
+            (single return: each beam's strongest; dual: the strongest, or the second
+            strongest when the strongest is the last return).
         reflectivity: (L, C) float32 in [0, 1]; intensity: (L, C) float32 (0 where no return).
+        range2, reflectivity2, intensity2: (L, C) the second return of a dual return mode
+            (else None): Velodyne's dual mode the last return of each beam (the same as
+            ``range`` where the beam gave one return); Ouster's dual profile the second
+            strongest (0 where the beam gave one return).
     """
 
     time: np.ndarray
@@ -105,9 +111,86 @@ class FiringColumns:
     range: np.ndarray
     reflectivity: np.ndarray
     intensity: np.ndarray
+    range2: np.ndarray | None = None
+    reflectivity2: np.ndarray | None = None
+    intensity2: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.time.shape[0])
+
+
+def has_returns(result) -> bool:
+    """The result carries ``return_number`` / ``number_of_returns`` (settings with several
+    returns per beam, issue 22)."""
+    return "return_number" in result.extra or "number_of_returns" in result.extra
+
+
+def strongest_per_beam(result) -> np.ndarray:
+    """(M,) int64 rows of ``result``: each beam's strongest return (largest ``intensity``,
+    the nearer one on a tie), beams told apart by ``ray_index``, in the result's order;
+    every row for a result with one return per beam (:func:`has_returns` false). What a
+    single-return consumer of a multi-return result keeps (the single-return packets, the
+    organized ouster-ros cloud: one point a cell, as the driver's first-return cloud)."""
+    n = len(result)
+    if not has_returns(result) or not n:
+        return np.arange(n, dtype=np.int64)
+    beam = result.ray_index.astype(np.int64)
+    order = np.lexsort((result.return_number, -result.intensity.astype(np.float64), beam))
+    first = np.ones(n, bool)
+    first[1:] = beam[order][1:] != beam[order][:-1]
+    return np.sort(order[first])
+
+
+def second_strongest(result, strongest: np.ndarray | None = None) -> np.ndarray:
+    """(K,) int64 rows of ``result``: the second strongest return of each beam that has
+    more than one (the strongest of its rows other than :func:`strongest_per_beam`'s,
+    ``strongest``), in the result's order; none for a result with one return per beam.
+    Ouster's dual profile's second return (RANGE2)."""
+    if strongest is None:
+        strongest = strongest_per_beam(result)
+    rest = np.ones(len(result), bool)
+    rest[strongest] = False
+    idx = np.flatnonzero(rest)
+    if not idx.size:
+        return idx.astype(np.int64)
+    beam = result.ray_index.astype(np.int64)[idx]
+    order = np.lexsort((result.return_number[idx], -result.intensity.astype(np.float64)[idx], beam))
+    first = np.ones(idx.size, bool)
+    first[1:] = beam[order][1:] != beam[order][:-1]
+    return np.sort(idx[order[first]])
+
+
+def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
+    """``(strong, last)``: (M,) int64 rows of ``result``, one pair per beam that returned,
+    in the order of :func:`strongest_per_beam`: Velodyne's dual return pair (VLP-16 User
+    Manual 63-9243 Rev. E section 9.3 "Dual Return Mode"; the VLP-32C manual's the same):
+    ``last`` the beam's last return (largest ``return_number``), ``strong`` its strongest
+    return, or the second strongest when the strongest is the last (the strongest of its
+    other returns); a beam with one return gives it twice (the manual: "the data will be
+    identical in the even|odd block pairs")."""
+    n = len(result)
+    beam = result.ray_index.astype(np.int64)
+    rn = result.return_number.astype(np.int64)
+    order = np.lexsort((rn, beam))  # per beam nearest first
+    b = beam[order]
+    end = np.ones(n, bool)
+    end[:-1] = b[1:] != b[:-1]
+    last_rows = order[end]  # one per beam, beams ascending
+    single = np.zeros(n, bool)
+    start = np.ones(n, bool)
+    start[1:] = b[1:] != b[:-1]
+    single[order[start & end]] = True
+    # the others: every row but the beam's last; a beam with one return keeps its row
+    cand = np.ones(n, bool)
+    cand[last_rows] = False
+    cand |= single
+    idx = np.flatnonzero(cand)
+    o2 = np.lexsort((rn[idx], -result.intensity.astype(np.float64)[idx], beam[idx]))
+    keep = np.ones(idx.size, bool)
+    keep[1:] = beam[idx][o2][1:] != beam[idx][o2][:-1]
+    strong_rows = idx[o2][keep]  # one per beam, beams ascending: aligned with last_rows
+    o = np.argsort(strong_rows, kind="stable")
+    return strong_rows[o], last_rows[o]
 
 
 def direction_sign(device) -> int:
@@ -116,7 +199,7 @@ def direction_sign(device) -> int:
     return 1 if device.direction == "ccw" else -1
 
 
-def firing_columns(result, device, clean: bool = False) -> FiringColumns:
+def firing_columns(result, device, clean: bool = False, dual=None) -> FiringColumns:
     """The firing columns of ``result`` (a rotating LiDAR's scan with a ray grid of
     ``L x C`` = lasers x columns, ``ray_index = channel * C + column``), for ``device``.
 
@@ -125,12 +208,17 @@ def firing_columns(result, device, clean: bool = False) -> FiringColumns:
     ``a_k = table.azimuth_deg``), fitted as a straight line over the columns (the head turns
     ``2 pi device.rotation_speed`` rad/s, so columns without any return still get their
     time and azimuth). When no such laser returned, every return is used, its azimuth
-    corrected for the head's turn during its firing offset. Only first returns
-    (``return_number == 1``) are encoded.
+    corrected for the head's turn during its firing offset. A result with several
+    returns per beam gives each beam's strongest return (:func:`strongest_per_beam`), or
+    with ``dual`` Velodyne's dual return pair (:func:`dual_pair`: ``range`` the strongest or
+    second strongest, ``range2`` the last), or with ``dual="ouster"`` Ouster's dual
+    profile (``range`` the strongest, ``range2`` the second strongest: :func:`second_strongest`).
 
     Args:
         clean: encode ``range`` (the ground truth) instead of ``range_noisy`` (what the unit
             measures).
+        dual: ``"velodyne"`` (or True) or ``"ouster"``: fill ``range2``,
+            ``reflectivity2``, ``intensity2`` (the dual return modes), else None.
     Returns:
         :class:`FiringColumns`, or None when the result has no return (no column time to
         place).
@@ -148,7 +236,14 @@ def firing_columns(result, device, clean: bool = False) -> FiringColumns:
         raise SettingsError("formats", f"pcap of a {device.model} scan with {L} lasers (grid rows)", rows)
     if not len(result):
         return None
-    first = result.return_number == 1
+    last = None
+    if dual == "ouster":
+        first = strongest_per_beam(result)
+        last = second_strongest(result, first)
+    elif dual:
+        first, last = dual_pair(result)
+    else:
+        first = strongest_per_beam(result)
     ch = result.channel.astype(np.int64)[first]
     col = (result.ray_index.astype(np.int64) % cols)[first]
     t = result.timestamp[first]
@@ -184,7 +279,17 @@ def firing_columns(result, device, clean: bool = False) -> FiringColumns:
     rng[ch, col] = np.maximum(rvals, 0.0)
     refl[ch, col] = result.reflectivity[first]
     inten[ch, col] = result.intensity[first]
-    return FiringColumns(times, psi, rng, refl, inten)
+    out = FiringColumns(times, psi, rng, refl, inten)
+    if last is not None:  # the second returns (the pair's other row, or a beam's second strongest)
+        out.range2, out.reflectivity2 = np.zeros(shape), np.zeros(shape, dtype=np.float32)
+        out.intensity2 = np.zeros(shape, dtype=np.float32)
+        ch2 = result.channel.astype(np.int64)[last]
+        col2 = (result.ray_index.astype(np.int64) % cols)[last]
+        out.range2[ch2, col2] = np.maximum((result.range if clean else result.range_noisy)[last], 0.0)
+        out.reflectivity2[ch2, col2] = result.reflectivity[last]
+        out.intensity2[ch2, col2] = result.intensity[last]
+    return out
 
 
-__all__ = ["Endpoint", "FiringColumns", "pcap_header", "pcap_record", "firing_columns", "direction_sign"]
+__all__ = ["Endpoint", "FiringColumns", "pcap_header", "pcap_record", "firing_columns", "direction_sign",
+           "has_returns", "strongest_per_beam", "second_strongest", "dual_pair"]

@@ -1,5 +1,5 @@
-"""Ouster lidar data packets (OS0, OS1, OS2) of the LEGACY and RNG19_RFL8_SIG16_NIR16
-profiles, and the sensor metadata JSON that reads them (numpy only).
+"""Ouster lidar data packets (OS0, OS1, OS2) of the LEGACY, RNG19_RFL8_SIG16_NIR16 and
+RNG19_RFL8_SIG16_NIR16_DUAL profiles, and the sensor metadata JSON that reads them (numpy only).
 
 LEGACY (Ouster "Sensor Data" / "Lidar Data Format", firmware 2.x, ``udp_profile_lidar:
 LEGACY``; the same in the OS1 software user guides of firmware 1.13): a UDP payload to port
@@ -19,7 +19,17 @@ number, alert flags, shutdown and shot-limiting countdowns and status), 16 colum
 valid) and 12 bytes per beam (range: low 19 bits of a ``uint32``, mm; ``uint8``
 reflectivity; one reserved byte; ``uint16`` signal; ``uint16`` near-infrared; a reserved
 byte; ``uint8`` window), and a 32-byte packet footer, zero (firmware 2.x; 3.x puts a CRC-64
-in its last 8 bytes, which receivers do not check). The layouts are those ouster-sdk
+in its last 8 bytes, which receivers do not check).
+
+RNG19_RFL8_SIG16_NIR16_DUAL (firmware 2.2 on, "dual return" profile): the same packet header,
+column headers and footer; 16 bytes per beam: ``uint32`` range (low 19 bits, mm; flags in bits
+19-23) with the ``uint8`` reflectivity in its high byte, the second return's ``uint32`` range2 and
+reflectivity2 alike, ``uint16`` signal, ``uint16`` signal2, ``uint16`` near-infrared, a reserved
+byte, ``uint8`` window (offsets as ouster-sdk 1.0.1's ``PacketFormat.set_field`` places RANGE,
+REFLECTIVITY, RANGE2, REFLECTIVITY2, SIGNAL, SIGNAL2, NEAR_IR, WINDOW: bytes 0-2, 3, 4-6, 7, 8,
+10, 12, 15). The first return is each beam's strongest, the second its second strongest (0 where
+it had one): the ``dual_ouster`` return mode (issue 22); a result with one return per beam
+gives range2 = 0 everywhere. The layouts are those ouster-sdk
 decodes (ouster_core/src/parsing.cpp, ``LEGACY_FIELD_INFO``, ``SINGLE_FIELD_INFO`` and the
 header fields of ``PacketFormat::Impl``).
 
@@ -65,7 +75,8 @@ VALID = 0xFFFFFFFF
 #: the firmware's lidar modes, "WxHz" (:data:`~..core.sensors.rotating_presets.OUSTER_LIDAR_MODES`)
 LIDAR_MODES = tuple(f"{w}x{hz}" for w, hz in OUSTER_LIDAR_MODES)
 #: the lidar data profiles written (``udp_profile_lidar``)
-PROFILES = ("LEGACY", "RNG19_RFL8_SIG16_NIR16")
+PROFILES = ("LEGACY", "RNG19_RFL8_SIG16_NIR16", "RNG19_RFL8_SIG16_NIR16_DUAL")
+DUAL = "RNG19_RFL8_SIG16_NIR16_DUAL"
 #: the initialization id of the packets and the metadata (any 24-bit value the two share)
 INIT_ID = 0x5B1E50
 #: Ouster's documented factory address range is link-local / DHCP; 169.254.x as a unit
@@ -86,10 +97,16 @@ def pixel_dtype() -> np.dtype:
 
 def column_dtype(beams: int, profile: str = "LEGACY") -> np.dtype:
     """One measurement block of ``beams`` beams: LEGACY 16 + 12 beams + 4 bytes,
-    RNG19_RFL8_SIG16_NIR16 12 + 12 beams bytes."""
+    RNG19_RFL8_SIG16_NIR16 12 + 12 beams bytes, its DUAL 12 + 16 beams bytes (the
+    reflectivities are the range words' high bytes)."""
     if profile == "LEGACY":
         return np.dtype([("timestamp", "<u8"), ("measurement_id", "<u2"), ("frame_id", "<u2"),
                          ("encoder_count", "<u4"), ("px", pixel_dtype(), (beams,)), ("status", "<u4")])
+    if profile == DUAL:
+        px = np.dtype([("range", "<u4"), ("range2", "<u4"), ("signal", "<u2"), ("signal2", "<u2"),
+                       ("near_ir", "<u2"), ("reserved", "u1"), ("window", "u1")])
+        return np.dtype([("timestamp", "<u8"), ("measurement_id", "<u2"), ("status", "<u2"),
+                         ("px", px, (beams,))])
     px = np.dtype([("range", "<u4"), ("reflectivity", "u1"), ("reserved", "u1"), ("signal", "<u2"),
                    ("near_ir", "<u2"), ("reserved2", "u1"), ("window", "u1")])
     return np.dtype([("timestamp", "<u8"), ("measurement_id", "<u2"), ("status", "<u2"),
@@ -232,11 +249,14 @@ class OusterEncoder:
         if cols is None:
             return out
         ids = self.measurement_ids(cols)
-        rng_mm = ouster_range_mm(cols.range)
-        rng_mm = np.where(rng_mm < self.range_max, rng_mm, 0).astype(np.uint32)
-        refl = np.where(rng_mm > 0, ouster_reflectivity(cols.reflectivity), 0)
-        sig = np.where(rng_mm > 0, ouster_signal(cols.intensity), 0).astype(np.uint16)
-        refl = refl.astype(np.uint16 if self.profile == "LEGACY" else np.uint8)
+        rng_mm, refl, sig = self._fields(cols.range, cols.reflectivity, cols.intensity)
+        if self.profile == DUAL:  # the reflectivity in the range word's high byte; the second return
+            rng_mm = rng_mm | (refl.astype(np.uint32) << 24)
+            if cols.range2 is None:
+                rng2, sig2 = np.zeros_like(rng_mm), np.zeros_like(sig)
+            else:
+                rng2, refl2, sig2 = self._fields(cols.range2, cols.reflectivity2, cols.intensity2)
+                rng2 = rng2 | (refl2.astype(np.uint32) << 24)
         stamps = np.round((self.start_time + cols.time) * 1e9).astype(np.uint64)
         for c in range(len(cols)):
             p, slot = divmod(int(ids[c]), COLUMNS_PER_PACKET)
@@ -248,11 +268,25 @@ class OusterEncoder:
             rec["timestamp"] = stamps[c]
             rec["status"] = VALID if self.profile == "LEGACY" else 1
             px = rec["px"]
-            px["range"], px["reflectivity"], px["signal"] = rng_mm[:, c], refl[:, c], sig[:, c]
+            if self.profile == DUAL:
+                px["range"], px["signal"] = rng_mm[:, c], sig[:, c]
+                px["range2"], px["signal2"] = rng2[:, c], sig2[:, c]
+            else:
+                px["range"], px["reflectivity"], px["signal"] = rng_mm[:, c], refl[:, c], sig[:, c]
             rec["px"] = px
             self._cols[slot] = rec
             self._last_time = float(cols.time[c])
         return out
+
+    def _fields(self, rng, refl, inten) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(range mm uint32, reflectivity, signal uint16) of (L, C) ranges (m; 0: no return),
+        reflectivities and intensities: 0 where there is no return or the range exceeds the
+        profile's bits."""
+        rng_mm = ouster_range_mm(rng)
+        rng_mm = np.where(rng_mm < self.range_max, rng_mm, 0).astype(np.uint32)
+        r = np.where(rng_mm > 0, ouster_reflectivity(refl), 0)
+        sig = np.where(rng_mm > 0, ouster_signal(inten), 0).astype(np.uint16)
+        return rng_mm, r.astype(np.uint16 if self.profile == "LEGACY" else np.uint8), sig
 
     def _start(self, p: int) -> None:
         W = self.width
@@ -315,5 +349,6 @@ class OusterEncoder:
         return json.dumps(self.metadata(), indent=2) + "\n"
 
 
-__all__ = ["OusterEncoder", "UDP_PORT", "ENDPOINT", "LIDAR_MODES", "PROFILES", "column_dtype", "prod_line",
+__all__ = ["OusterEncoder", "UDP_PORT", "ENDPOINT", "LIDAR_MODES", "PROFILES", "DUAL", "column_dtype",
+           "prod_line",
            "ouster_range_mm", "ouster_reflectivity", "ouster_signal", "pixel_shift_by_row"]

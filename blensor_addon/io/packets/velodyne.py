@@ -1,4 +1,4 @@
-"""Velodyne data packets (VLP-16, VLP-32C, HDL-32E), single return, numpy only.
+"""Velodyne data packets (VLP-16, VLP-32C, HDL-32E), single and dual return, numpy only.
 
 Layout (VLP-16 User Manual 63-9243 Rev. E section 9 "Sensor Data"; HDL-32E User's Manual
 63-9113 and Application Note 63-9277 "Packet Structure & Timing Definition"; VLP-32C User
@@ -32,6 +32,21 @@ Reflectivity"): ``round(100 * reflectivity)`` of BlenSor's material reflectivity
 (rawdata.cc: ``intensity = raw->blocks[i].data[k + 2]``), so the XYZIRT PointCloud2 and
 the PCD of a Velodyne unit carry the same number (:mod:`..formats._layouts`).
 
+Return modes (the factory byte; VLP-16 manual section 9.3.1.6 "Factory Bytes": 0x37
+strongest, 0x38 last, 0x39 dual; :func:`return_mode`): a result whose settings say
+``returns = "last"`` is written as last return packets, a dual result (:func:`is_dual`) as
+dual return packets, every other as strongest return packets (a result with several returns
+per beam but not ``dual``: each beam's strongest return). **Dual return mode** (VLP-16 manual
+section 9.3 "Dual Return Mode" and figure 9-3; the VLP-32C manual's section 9.3 the same words;
+the HDL-32E since firmware 2.2.20.0 the same scheme, velodyne-decoder ``unpack_16_32_beam``):
+the unit sends a pair of blocks per firing, both with the same azimuth; the even block (0, 2,
+..., 10) holds the last return, the odd block (1, 3, ..., 11) the strongest return, or the
+second strongest when the strongest is the last; when only one return was detected, both
+blocks of the pair hold it. A dual packet therefore holds half the columns: 6 firings of the
+HDL-32E and VLP-32C, 12 of the VLP-16 (each VLP-16 block holds two firing sequences). Which
+returns: :func:`~blensor_addon.io.packets.dual_pair` (the last = the farthest return of the
+beam; the other = the strongest of the rest).
+
 Packets on the unit's grid (:func:`columns_per_packet`): a data packet holds ``384 / L``
 firing columns of an L-laser unit and the packets of a run start at global columns that
 are multiples of it, counted from scene time 0 (global column g fires at ``g / (columns
@@ -58,6 +73,8 @@ BLOCKS = 12
 RECORDS = 32
 BLOCK_FLAG = b"\xff\xee"
 RETURN_STRONGEST = 0x37
+RETURN_LAST = 0x38
+RETURN_DUAL = 0x39
 UDP_PORT = 2368
 #: factory default address of a Velodyne (user manuals: 192.168.1.201, destination
 #: port 2368); MAC in Velodyne's OUI 60:76:88
@@ -104,19 +121,43 @@ def velodyne_reflectivity_byte(reflectivity) -> np.ndarray:
     return np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
 
 
-def columns_per_packet(lasers: int) -> int:
+def columns_per_packet(lasers: int, dual: bool = False) -> int:
     """Firing columns in one data packet of an ``lasers``-laser Velodyne: ``384 / lasers``
     (12 blocks of 32 records; VLP-16: 24, two firing sequences a block; HDL-32E, VLP-32C:
-    12; HDL-64E: 6; VLS-128: 3), at least 1."""
-    return max(1, RECORDS_PER_PACKET // int(lasers)) if lasers else 1
+    12; HDL-64E: 6; VLS-128: 3), at least 1; half of it in dual return mode (a pair of
+    blocks per firing: VLP-16 12, HDL-32E and VLP-32C 6)."""
+    per = max(1, RECORDS_PER_PACKET // int(lasers)) if lasers else 1
+    return max(1, per // 2) if dual else per
 
 
-def packet_first_column(column, lasers: int):
+def packet_first_column(column, lasers: int, dual: bool = False):
     """The global column (int or int array) that starts the data packet holding global
     column ``column``: packets start at multiples of :func:`columns_per_packet` (see the
     module docstring)."""
-    per = columns_per_packet(lasers)
+    per = columns_per_packet(lasers, dual)
     return (column // per) * per
+
+
+def is_dual(result) -> bool:
+    """The result is a dual return scan: it carries ``return_number`` /
+    ``number_of_returns`` and its settings (``result.sensor``) say ``returns = "dual"``
+    with the ``echoes`` divergence algorithm (issue 22's Velodyne dual mode)."""
+    from . import has_returns
+    s = result.sensor or {}
+    return has_returns(result) and s.get("returns") == "dual" and s.get("divergence_algorithm",
+                                                                        "echoes") == "echoes"
+
+
+def return_mode(result) -> int:
+    """The factory return-mode byte of ``result``'s packets: :data:`RETURN_DUAL` for a dual
+    result (:func:`is_dual`), :data:`RETURN_LAST` for settings ``returns = "last"`` (echoes),
+    else :data:`RETURN_STRONGEST` (the default, and every other mode: its strongest returns)."""
+    if is_dual(result):
+        return RETURN_DUAL
+    s = result.sensor or {}
+    if s.get("returns") == "last" and s.get("divergence_algorithm", "echoes") == "echoes":
+        return RETURN_LAST
+    return RETURN_STRONGEST
 
 
 def model_of(device) -> Model:
@@ -163,17 +204,21 @@ class VelodyneEncoder:
         device: the :class:`~blensor_addon.core.capabilities.Device` (a model of
             :data:`MODELS`).
         start_time: UNIX time (s) of scene time 0 (the packets' timestamps and the pcap's).
+        mode: the return-mode byte (:func:`return_mode`); :data:`RETURN_DUAL` writes pairs
+            of blocks (the columns' ``range2``, the last return, in the even block, ``range`` in the odd).
     Raises:
         SettingsError: see :func:`model_of`.
     """
 
-    def __init__(self, device, start_time: float = 0.0) -> None:
+    def __init__(self, device, start_time: float = 0.0, mode: int = RETURN_STRONGEST) -> None:
         self.device = device
         self.model = model_of(device)
         self.unit = distance_unit(device, self.model)
         self.start_time = float(start_time)
-        self.per_packet = BLOCKS * self.model.sequences
-        assert self.per_packet == columns_per_packet(self.model.lasers)
+        self.mode = int(mode)
+        self.dual = self.mode == RETURN_DUAL
+        self.per_packet = BLOCKS * self.model.sequences // (2 if self.dual else 1)
+        assert self.per_packet == columns_per_packet(self.model.lasers, self.dual)
         self._packet_index: int | None = None  # the packet being filled (its global index)
         self._slots: dict[int, tuple] = {}  # slot -> (time, psi, ranges (L,), refl (L,))
         self._period = (1.0 / (device.rotation_speed * device.columns) if device.columns
@@ -205,8 +250,9 @@ class VelodyneEncoder:
                 raise SettingsError("formats", f"pcap of {self.device.model} columns on the unit's "
                                     f"firing grid (one every {self._period * 1e6:.3f} us)",
                                     f"two columns at {float(cols.time[c]):.9f} s")
+            last = (None, None) if cols.range2 is None else (cols.range2[:, c], cols.reflectivity2[:, c])
             self._slots[slot] = (float(cols.time[c]), float(cols.psi[c]), cols.range[:, c],
-                                 cols.reflectivity[:, c])
+                                 cols.reflectivity[:, c], *last)
             if slot == self.per_packet - 1:
                 out += self.finish()
         return out
@@ -226,32 +272,44 @@ class VelodyneEncoder:
                 cols.append(self._slots[k])
             else:
                 dt = (k - k0) * self._period
-                cols.append((t0 + dt, psi0 + self._turn * dt, np.zeros(L), np.zeros(L, dtype=np.float32)))
+                empty = (np.zeros(L), np.zeros(L, dtype=np.float32))
+                cols.append((t0 + dt, psi0 + self._turn * dt, *empty, *empty))
         self._slots = {}
         self._packet_index = None
         return [self._packet(cols)]
 
-    def _packet(self, cols: list) -> tuple[float, bytes]:
+    def _records(self, cols: list, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(distance units, reflectivity bytes) of the columns' returns ``k`` (2: ``range``,
+        4: ``range2``, the last), each (blocks, sequences x L)."""
         m = self.model
         L = m.lasers
-        blocks = np.zeros(BLOCKS, dtype=BLOCK_DTYPE)
-        blocks["flag"] = BLOCK_FLAG
-        psi = np.array([c[1] for c in cols[::m.sequences]])
-        blocks["azimuth"] = azimuth_units(psi)
-        rng = np.stack([c[2] for c in cols])  # (columns, L); 0 = no return
+        rng = np.stack([c[k] for c in cols])  # (columns, L); 0 = no return
         laser = np.broadcast_to(np.arange(L), rng.shape)
         rng = np.where(rng > 0, raw_distance(self.device.table, laser, rng), 0.0)
-        refl = np.stack([c[3] for c in cols])
+        refl = np.stack([c[k + 1] for c in cols])
         units = np.round(rng / self.unit)
         units = np.where((units > 0) & (units <= 0xFFFF), units, 0).astype(np.uint16)
         byte = np.where(units > 0, velodyne_reflectivity_byte(refl), 0).astype(np.uint8)
+        n = len(cols) // m.sequences
+        return units.reshape(n, m.sequences * L), byte.reshape(n, m.sequences * L)
+
+    def _packet(self, cols: list) -> tuple[float, bytes]:
+        m = self.model
+        blocks = np.zeros(BLOCKS, dtype=BLOCK_DTYPE)
+        blocks["flag"] = BLOCK_FLAG
+        psi = np.array([c[1] for c in cols[::m.sequences]])
         rec = blocks["records"]  # (BLOCKS, 32)
-        rec["distance"] = units.reshape(BLOCKS, m.sequences * L)
-        rec["reflectivity"] = byte.reshape(BLOCKS, m.sequences * L)
+        if self.dual:  # block pairs: the last return in the even block, the strongest in the odd
+            blocks["azimuth"] = np.repeat(azimuth_units(psi), 2)
+            rec["distance"][0::2], rec["reflectivity"][0::2] = self._records(cols, 4)
+            rec["distance"][1::2], rec["reflectivity"][1::2] = self._records(cols, 2)
+        else:
+            blocks["azimuth"] = azimuth_units(psi)
+            rec["distance"], rec["reflectivity"] = self._records(cols, 2)
         blocks["records"] = rec
         t0 = self.start_time + cols[0][0]
         stamp_us = int(round(t0 * 1e6)) % 3_600_000_000
-        payload = blocks.tobytes() + struct.pack("<IBB", stamp_us, RETURN_STRONGEST, m.product_id)
+        payload = blocks.tobytes() + struct.pack("<IBB", stamp_us, self.mode, m.product_id)
         assert len(payload) == PACKET_SIZE
         # the unit sends the packet once its last firing is done
         return self.start_time + cols[-1][0] + m.cycle_s, payload
@@ -287,5 +345,6 @@ def calibration_yaml(device) -> str:
 
 
 __all__ = ["MODELS", "Model", "PACKET_SIZE", "UDP_PORT", "ENDPOINT", "VelodyneEncoder", "model_of",
+           "RETURN_STRONGEST", "RETURN_LAST", "RETURN_DUAL", "is_dual", "return_mode",
            "azimuth_units", "calibration_yaml", "BLOCK_DTYPE", "velodyne_reflectivity_byte",
            "columns_per_packet", "packet_first_column", "RECORDS_PER_PACKET"]
