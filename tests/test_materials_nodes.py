@@ -443,3 +443,26 @@ def test_material_without_nodes_uses_its_viewport_colour(bpy_mod, empty_scene):
     assert math.isclose(ev.reflectivity, float(luminance((0.1, 0.6, 0.2))), rel_tol=1e-6)
     mat.metallic = 1.0
     assert evaluate_material(mat).mirror
+
+
+def test_unknown_library_entry_warns_and_uses_the_node_tree(bpy_mod, empty_scene, capfd):
+    mat = _material(bpy_mod, "Typo", (0.5, 0.5, 0.5))
+    mat.blensor.library = "asphalt_typo"
+    _wall(bpy_mod, mat, uv=False)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-10.0, end_angle=10.0, angle_resolution=1.0)
+    capfd.readouterr()
+    r = blensor_addon.scan(cam)
+    err = capfd.readouterr().err
+    assert "asphalt_typo" in err and "Typo" in err
+    assert len(r) == 20 and np.all(r.reflectivity == np.float32(0.5))
+
+
+def test_library_entry_marked_mirror_reflects(bpy_mod, empty_scene):
+    from blensor_addon.scene.extract import evaluate_material
+    mat = _material(bpy_mod, "Window")
+    mat.blensor.library = "shop_window"
+    ev = evaluate_material(mat)
+    assert ev.mirror and ev.source == "library" and ev.reflectivity == library()["shop_window"].at(905)
+    mat.blensor.mirror = False
+    assert not evaluate_material(mat).mirror

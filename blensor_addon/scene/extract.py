@@ -199,6 +199,8 @@ def _color(node, name: str) -> tuple:
         raise _NotUnderstood(f"node {_node_name(tex)} feeding '{name}' of {_node_name(node)}")
     if tex.image is None:
         raise _NotUnderstood(f"image texture {_node_name(tex)} has no image")
+    if tex.image.source == "TILED":
+        raise _NotUnderstood(f"image texture {_node_name(tex)} uses UDIM tiles")
     if getattr(tex, "projection", "FLAT") != "FLAT":
         raise _NotUnderstood(f"image texture {_node_name(tex)} uses {tex.projection} projection")
     mapping = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -364,7 +366,8 @@ def evaluate_material(mat) -> MaterialEval:
     optionally through a Mapping node without rotation) may feed a colour. The diffuse
     reflectivity of a colour is its Rec. 709 luminance (:func:`luminance`), of the
     transmitted share the library's ``glass`` entry. Metallic >= :data:`METALLIC_MIRROR`
-    makes a mirror, unless ``blensor.mirror`` was set. Anything else leaves the node tree
+    makes a mirror (as does a library entry marked ``mirror``), unless ``blensor.mirror`` was
+    set. Anything else leaves the node tree
     out (reflectivity from the override, the library or the default; opaque, no mirror)
     and sets ``warning``. Never raises for a node tree."""
     props = getattr(mat, "blensor", None)
@@ -407,6 +410,7 @@ def evaluate_material(mat) -> MaterialEval:
                 warning = (warning + "; " if warning else "") + f"library entry '{name}' does not exist"
             else:
                 ev.reflectivity, ev.source, ev.entry, ev.texture = entry.at(None), "library", entry, None
+                ev.mirror = ev.mirror or entry.mirror
         if props.is_property_set("mirror"):
             ev.mirror = bool(props.mirror)
     if ev.source == "default":
