@@ -28,3 +28,12 @@ def stored_idprops(struct):
 #: add-on classes are registered; bpy 5.0 and Blender's own executable do not. True where
 #: the add-on unregisters itself before the interpreter exits (``ui.register`` arranges it).
 UNREGISTER_AT_EXIT = not bpy.app.binary_path and bpy.app.version < (5, 0, 0)
+
+
+def material_uses_nodes(mat) -> bool:
+    """The material renders with its node tree. Blender 4.2 and 4.5 let ``use_nodes`` be
+    off (then the viewport colour and metallic render); 5.0 always uses the node tree and
+    deprecates ``Material.use_nodes`` (to be removed in 6.0)."""
+    if bpy.app.version >= (5, 0, 0):
+        return mat.node_tree is not None
+    return bool(mat.use_nodes) and mat.node_tree is not None

@@ -7,7 +7,7 @@ row of bollards comes from an Array modifier, one building has a shop window tha
 mirror. Four cars (one shared mesh, so the scene has instancing) drive through the
 crossing over frames 1-48 at 24 fps. The ego car drives north on the right lane with a
 Velodyne HDL-64E S2 on its roof: the camera ``Velodyne`` (local +Y = world up, looking
-north). Materials come from ``materials/library.json``.
+north). Materials come from ``blensor_addon/core/tables/reflectance.json``.
 
 Usage: ``python scenes/build_crossing.py [OUT.blend]`` (pip ``bpy``), default
 ``scenes/crossing.blend``. The same script gives the same scene every time.
@@ -26,7 +26,7 @@ FRAMES = (1, 48)
 
 
 def make_materials(addon_registered: bool) -> dict:
-    lib = json.loads((ROOT / "materials" / "library.json").read_text())
+    lib = json.loads((ROOT / "blensor_addon" / "core" / "tables" / "reflectance.json").read_text())
     mats = {}
     for name, spec in lib.items():
         if name.startswith("_"):

@@ -28,7 +28,7 @@ ground on a short mast over its low roof, camera convention (local +Y = up, look
 down -Z = the driving direction). The lowest lasers see the car's bonnet and tailgate
 within 2.5 m of the sensor (odometry masks them with a 3 m minimum range). Scene:
 24 fps, frames 0-1536 (t = frame / 24 s: 0-64 s). Materials come from
-``materials/library.json`` (as ``build_crossing.py``), every object carries a
+``blensor_addon/core/tables/reflectance.json`` (as ``build_crossing.py``), every object carries a
 ``blensor_label``. Every random draw comes from ``numpy.random.default_rng(SEED)``:
 the same script gives the same scene (about 171,000 triangles).
 

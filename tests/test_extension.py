@@ -22,6 +22,7 @@ def test_extension_zip_installs_and_scans(tmp_path):
     zpath = zips[0]
     names = zipfile.ZipFile(zpath).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names and "core/sensors/rotating.py" in names
+    assert "core/tables/reflectance.json" in names  # the material library, read at scan time (issue 22)
     assert any(n.startswith("lib/libblensor_rt") for n in names)
     # the format libraries travel as wheels (an extension cannot pip-install)
     assert {n.split("/")[1].split("-")[0].lower() for n in names if n.startswith("wheels/")} >= {

@@ -1,17 +1,184 @@
 """Per-hit material lookup: which material did a ray end on, and what are its properties.
 
-The scene layer fills a :class:`MaterialTable` from Blender materials; everything here
-is numpy so the lookup is one vectorised gather per scan.
+Owns the :class:`MaterialTable` (filled by the scene layer from Blender materials), the
+per-hit reflectivity (:meth:`MaterialTable.reflectivity_at`: constant per material, a
+library entry's reflectance at the sensor's wavelength, or an image texture sampled at
+the hit's UV), image sampling (:func:`sample_image`) and the packaged reflectance library
+(:func:`library`, ``tables/reflectance.json``). Everything here is numpy, so each lookup is
+a few vectorised gathers per chunk of rays.
 """
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 #: Reflectivity of a surface without a BlenSor material setting: the original's Blender
-#: Internal default diffuse intensity (reference section 3.4, index 11).
+#: Internal default diffuse intensity (reference section 3.4, index 11). Blender's default
+#: material (Principled BSDF, base colour 0.8 grey) evaluates to the same value
+#: (:func:`luminance` of (0.8, 0.8, 0.8) = 0.8).
 DEFAULT_REFLECTIVITY = 0.8
+
+#: Rec. 709 / sRGB luminance weights of linear RGB (ITU-R BT.709-6, item 3.2); they sum to 1,
+#: so a grey colour's luminance is its value.
+LUMINANCE_WEIGHTS = (0.2126, 0.7152, 0.0722)
+
+#: the packaged reflectance library (read-only; inside the add-on so an installed extension
+#: finds it)
+LIBRARY_PATH = Path(__file__).resolve().parent / "tables" / "reflectance.json"
+#: library entry giving the diffuse reflectivity of glass materials without an override
+GLASS_ENTRY = "glass"
+#: wavelength (nm) the entries' plain ``reflectivity`` is given at, and the sensors' default
+DEFAULT_WAVELENGTH = 905.0
+
+
+def luminance(rgb) -> np.ndarray:
+    """Rec. 709 luminance of linear RGB ``rgb`` (..., 3) (any float array) -> (...) float64.
+    BlenSor's estimate of a colour's diffuse reflectivity at the laser wavelength: an
+    approximation (a paint's near-infrared reflectance need not follow its visible colour),
+    library entries (:func:`library`) are the accurate path."""
+    c = np.asarray(rgb, dtype=np.float64)
+    wr, wg, wb = LUMINANCE_WEIGHTS
+    return c[..., 0] * wr + c[..., 1] * wg + c[..., 2] * wb
+
+
+@dataclass(frozen=True)
+class LibraryEntry:
+    """One material of the reflectance library.
+
+    Attributes:
+        name: the entry's key.
+        wavelengths (K,) float64 nm, increasing; reflectance (K,) float64: Lambertian
+            (diffuse) reflectance at normal incidence at each wavelength (> 1 for
+            retro-reflectors: the Lambertian target that returns as much).
+        color: linear RGB base colour (for building scenes); mirror: total reflection.
+        source: where each value comes from.
+    """
+
+    name: str
+    wavelengths: np.ndarray
+    reflectance: np.ndarray
+    color: tuple
+    mirror: bool
+    source: str
+
+    def at(self, wavelength: float | None) -> float:
+        """Reflectance at ``wavelength`` nm (None: :data:`DEFAULT_WAVELENGTH`), linear
+        between the listed wavelengths, clamped to the first/last value outside them."""
+        wl = DEFAULT_WAVELENGTH if wavelength is None else float(wavelength)
+        return float(np.interp(wl, self.wavelengths, self.reflectance))
+
+
+@functools.lru_cache(maxsize=4)
+def library(path: str | None = None) -> dict:
+    """The reflectance library: entry name -> :class:`LibraryEntry`, read once from
+    ``path`` (default :data:`LIBRARY_PATH`). Keys starting with ``_`` are comments.
+
+    Raises:
+        ValueError: an entry lacks ``reflectance`` or its values are not finite >= 0.
+    """
+    raw = json.loads(Path(path or LIBRARY_PATH).read_text(encoding="utf-8"))
+    out = {}
+    for name, spec in raw.items():
+        if name.startswith("_"):
+            continue
+        pairs = sorted((float(k), float(v)) for k, v in spec["reflectance"].items())
+        wl = np.array([p[0] for p in pairs])
+        r = np.array([p[1] for p in pairs])
+        if not (np.isfinite(r).all() and (r >= 0).all() and r.size):
+            raise ValueError(f"reflectance library entry {name!r}: reflectance must be finite values >= 0")
+        out[name] = LibraryEntry(name, wl, r, tuple(spec.get("color", (0.8, 0.8, 0.8))),
+                                 bool(spec.get("mirror", False)), str(spec.get("source", "")))
+    return out
+
+
+@dataclass
+class Texture:
+    """An image texture feeding a material's base colour (the scene layer's evaluation).
+
+    Attributes:
+        luminance (H, W) float32: Rec. 709 luminance of the image's linear RGB; row 0 is
+            the image's bottom (v = 0), as Blender stores pixels.
+        uv_map: name of the mesh UV map ("" = the mesh's active render UV map).
+        scale, offset: the hit's reflectivity is ``offset + scale * texel`` (a Mix Shader
+            of the textured shader with constant ones makes scale < 1, offset > 0).
+        mapping (2, 3) float64: affine map of (u, v, 1) before sampling (a Mapping node;
+            identity without one).
+        interpolation: ``"closest"`` (nearest texel) or ``"linear"`` (bilinear).
+        extension: ``"REPEAT"`` (Blender's default), ``"EXTEND"``, ``"CLIP"`` (outside
+            [0, 1]: black) or ``"MIRROR"``.
+        name: the image's name (for messages).
+    """
+
+    luminance: np.ndarray
+    uv_map: str = ""
+    scale: float = 1.0
+    offset: float = 0.0
+    mapping: np.ndarray = field(default_factory=lambda: np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    interpolation: str = "linear"
+    extension: str = "REPEAT"
+    name: str = ""
+
+
+def _wrap(i: np.ndarray, n: int, extension: str) -> tuple:
+    """Texel indices ``i`` (int64) -> (index in [0, n), inside mask or None)."""
+    if extension == "EXTEND":
+        return np.clip(i, 0, n - 1), None
+    if extension == "CLIP":
+        inside = (i >= 0) & (i < n)
+        return np.clip(i, 0, n - 1), inside
+    if extension == "MIRROR":
+        k = np.mod(i, 2 * n)
+        return np.where(k < n, k, 2 * n - 1 - k), None
+    return np.mod(i, n), None
+
+
+def sample_image(image: np.ndarray, uv: np.ndarray, interpolation: str = "linear",
+                 extension: str = "REPEAT") -> np.ndarray:
+    """Sample a single-channel image at texture coordinates.
+
+    Args:
+        image (H, W) float32, row 0 at v = 0; uv (N, 2) float (u right, v up; texel
+            (i, j) covers [i/W, (i+1)/W) x [j/H, (j+1)/H), its centre at (i + 0.5) / W, as
+            Blender's Image Texture node).
+        interpolation: ``"closest"`` (nearest texel) or anything else (bilinear between
+            the four nearest texel centres).
+        extension: ``"REPEAT"``, ``"EXTEND"``, ``"CLIP"`` or ``"MIRROR"``.
+    Returns:
+        (N,) float32 texel values.
+    """
+    h, w = image.shape
+    uv = np.asarray(uv, dtype=np.float64)
+    x = uv[:, 0] * w
+    y = uv[:, 1] * h
+    if interpolation == "closest":
+        i, ai = _wrap(np.floor(x).astype(np.int64), w, extension)
+        j, aj = _wrap(np.floor(y).astype(np.int64), h, extension)
+        out = image[j, i]
+        if ai is not None:
+            out = np.where(ai & aj, out, np.float32(0))
+        return out.astype(np.float32, copy=False)
+    x = x - 0.5
+    y = y - 0.5
+    x0 = np.floor(x)
+    y0 = np.floor(y)
+    fx = x - x0
+    fy = y - y0
+    x0 = x0.astype(np.int64)
+    y0 = y0.astype(np.int64)
+    out = np.zeros(uv.shape[0], np.float64)
+    for dj, wy in ((0, 1.0 - fy), (1, fy)):
+        j, aj = _wrap(y0 + dj, h, extension)
+        for di, wx in ((0, 1.0 - fx), (1, fx)):
+            i, ai = _wrap(x0 + di, w, extension)
+            v = image[j, i].astype(np.float64)
+            if ai is not None:
+                v = np.where(ai & aj, v, 0.0)
+            out += wx * wy * v
+    return out.astype(np.float32)
 
 
 @dataclass
@@ -33,8 +200,16 @@ class MaterialTable:
         ior (M,) float32 >= 1: index of refraction of a glass material (1.45 default).
         alpha (M,) float32 in [0, 1]: coverage; a path passes a surface with probability
             1 - alpha (drawn, seeded). None: every material 1.
-    Texture and wavelength (issue 22, section 1) are filled in by the scene layer; see
-    :meth:`reflectivity_at`.
+        extra: texture and wavelength data of the material evaluator (issue 22, section 1),
+            filled by the scene layer; every key optional:
+            ``"spectra"``: {row: :class:`LibraryEntry`} materials naming a library entry
+            (their reflectance at the sensor's wavelength replaces ``reflectivity``);
+            ``"textures"``: {row: :class:`Texture`} materials whose base colour is an
+            image texture; ``"uv"``: {(mesh index, UV map name): (T, 3, 2) float32} UVs of
+            the three corners of every triangle of the meshes textured materials are on
+            (the triangles of ``mesh_tri_offset``, in that order).
+    A textured material's ``reflectivity`` row holds ``offset + scale * mean texel``: the
+    value used where a hit cannot be sampled (a mesh without that UV map).
     """
 
     reflectivity: np.ndarray
@@ -57,8 +232,70 @@ class MaterialTable:
         """(N,) float32 reflectivity of each hit: material rows ``rows`` (N,) int32 (from
         :meth:`lookup`) of the hits on (instance, primitive) (N,) int32 at barycentrics
         ``bary`` (N, 2) float32; ``wavelength`` nm picks a library entry's reflectance
-        (None: the material's own). CONTRACT STUB: ``reflectivity[rows]``."""
-        return self.reflectivity[rows]
+        (None: :data:`DEFAULT_WAVELENGTH`).
+
+        Materials naming a library entry give its reflectance at ``wavelength`` (linear
+        between listed wavelengths, clamped outside); textured materials sample their
+        image at the hit's UV, interpolated from the corners' UVs with the kernel's
+        barycentrics, ``uv = (1 - b1 - b2) uv0 + b1 uv1 + b2 uv2`` (raycast/base.py
+        ``ClosestHits``); every other material its ``reflectivity``. Without textures
+        this is one gather, ``table[rows]``, as before issue 22.
+        """
+        rows = np.asarray(rows)
+        out = self._reflectivity_for(wavelength)[rows]
+        textures = self.extra.get("textures")
+        if not textures or rows.size == 0:
+            return out
+        sel = np.flatnonzero(self._textured()[rows])
+        if sel.size == 0:
+            return out
+        r = rows[sel]
+        inst = np.asarray(instance)[sel]
+        mesh = self.inst_mesh[inst].astype(np.int64)
+        prim = np.asarray(primitive)[sel].astype(np.int64)
+        b = np.asarray(bary, dtype=np.float64).reshape(-1, 2)[sel]
+        uvs = self.extra.get("uv", {})
+        key = r.astype(np.int64) * (int(mesh.max()) + 1) + mesh
+        order = np.argsort(key, kind="stable")
+        bounds = np.flatnonzero(np.diff(key[order])) + 1
+        for grp in np.split(order, bounds):
+            row, m = int(r[grp[0]]), int(mesh[grp[0]])
+            tex = textures[row]
+            corner = uvs.get((m, tex.uv_map))
+            if corner is None:
+                continue  # no such UV map on this mesh: the row's constant
+            c = corner[prim[grp]].astype(np.float64)  # (G, 3, 2)
+            b1, b2 = b[grp, 0:1], b[grp, 1:2]
+            uv = (1.0 - b1 - b2) * c[:, 0] + b1 * c[:, 1] + b2 * c[:, 2]
+            uv = uv @ tex.mapping[:, :2].T + tex.mapping[:, 2]
+            texel = sample_image(tex.luminance, uv, tex.interpolation, tex.extension)
+            out[sel[grp]] = np.float32(tex.offset) + np.float32(tex.scale) * texel
+        return out
+
+    def _reflectivity_for(self, wavelength) -> np.ndarray:
+        """(M,) float32 reflectivity per material at ``wavelength`` nm (cached per value):
+        ``reflectivity`` with the library materials' rows at that wavelength."""
+        spectra = self.extra.get("spectra")
+        if not spectra:
+            return self.reflectivity
+        cache = self.__dict__.setdefault("_refl_at", {})
+        key = DEFAULT_WAVELENGTH if wavelength is None else float(wavelength)
+        table = cache.get(key)
+        if table is None:
+            table = self.reflectivity.copy()
+            for row, entry in spectra.items():
+                table[row] = entry.at(key)
+            cache[key] = table
+        return table
+
+    def _textured(self) -> np.ndarray:
+        """(M,) bool, computed once: the material has a :class:`Texture`."""
+        has = self.__dict__.get("_has_texture")
+        if has is None:
+            has = np.zeros(self.reflectivity.shape[0], bool)
+            has[list(self.extra.get("textures", {}))] = True
+            self._has_texture = has
+        return has
 
     def has_optics(self) -> bool:
         """Some material is glass (``transmission`` > 0) or not fully opaque (``alpha`` < 1)."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 import collections
 import itertools
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .. import compat
 from ..core.errors import SettingsError
-from ..core.materials import DEFAULT_REFLECTIVITY, MaterialTable
+from ..core.materials import (DEFAULT_REFLECTIVITY, DEFAULT_WAVELENGTH, GLASS_ENTRY, MaterialTable, Texture,
+                              library, luminance)
 from ..raycast.base import MeshData, SceneGeometry
 
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
@@ -97,12 +98,430 @@ def material_color(mat) -> tuple[float, float, float]:
 
 
 def material_properties(mat) -> tuple[float, bool]:
-    """(reflectivity, mirror) of a material from its ``blensor`` settings (defaults
-    0.8 / False when the add-on's properties are absent)."""
+    """(reflectivity, mirror) of a material as a scan uses them (:func:`evaluate_material`;
+    0.8 / False when the add-on's properties are absent and the node tree says nothing
+    else)."""
+    ev = evaluate_material(mat)
+    return ev.reflectivity, ev.mirror
+
+
+#: Principled BSDF Metallic at or above which a material is a mirror (the existing total
+#: reflection model, seed 000 section 3.5): a half-metallic surface reflects more than it
+#: scatters. Glossy BSDF counts as metallic 1.
+METALLIC_MIRROR = 0.5
+#: IOR of glass when the node tree gives none (Blender's Glass BSDF default is 1.5;
+#: MaterialTable.optics' default 1.45 is the Principled BSDF's)
+DEFAULT_IOR = 1.45
+
+
+@dataclass
+class MaterialEval:
+    """What a scan takes from one material (:func:`evaluate_material`).
+
+    Attributes:
+        reflectivity: diffuse reflectivity at 905 nm (textured: ``offset + scale * mean
+            texel``); mirror: total reflection; color: linear RGB (the colour column).
+        transmission [0, 1], ior >= 1, alpha [0, 1]: glass share, its index of refraction,
+            coverage (MaterialTable.transmission/ior/alpha).
+        source: where the reflectivity comes from: ``"override"`` (``blensor.reflectivity``
+            set), ``"library"`` (``blensor.library`` names an entry), ``"nodes"`` (the node
+            tree) or ``"default"`` (:data:`DEFAULT_REFLECTIVITY`: nothing understood).
+        entry: the library entry (source ``"library"``); texture: {"image", "uv_map",
+            "scale", "offset", "mapping", "interpolation", "extension"} of an image texture
+            feeding the base colour (source ``"nodes"``), else None.
+        warning: why part of the node tree was not understood (one line), else None.
+    """
+
+    reflectivity: float = DEFAULT_REFLECTIVITY
+    mirror: bool = False
+    color: tuple = (0.8, 0.8, 0.8)
+    transmission: float = 0.0
+    ior: float = DEFAULT_IOR
+    alpha: float = 1.0
+    source: str = "default"
+    entry: object = None
+    texture: dict | None = None
+    warning: str | None = None
+
+
+class _NotUnderstood(Exception):
+    """A node or link the evaluator does not understand (the message names it)."""
+
+
+def _node_name(node) -> str:
+    return f"'{node.name}' ({node.bl_idname})"
+
+
+def _from_socket(socket):
+    """The node and output feeding an input socket, through reroutes and muted nodes'
+    pass-through (None: unlinked)."""
+    links = [lk for lk in socket.links if lk.is_valid and not lk.is_muted] if socket.is_linked else []
+    if not links:
+        return None
+    node, out = links[0].from_node, links[0].from_socket
+    seen = 0
+    while node.type == "REROUTE" and seen < 64:
+        seen += 1
+        nxt = [lk for lk in node.inputs[0].links if lk.is_valid and not lk.is_muted]
+        if not nxt:
+            return None
+        node, out = nxt[0].from_node, nxt[0].from_socket
+    return node, out
+
+
+def _constant(node, name: str, index: int | None = None) -> float:
+    """An unlinked float input's value; a linked one is not understood."""
+    sock = node.inputs[name] if index is None else node.inputs[index]
+    if _from_socket(sock) is not None:
+        raise _NotUnderstood(f"input '{sock.name}' of node {_node_name(node)} is linked")
+    return float(sock.default_value)
+
+
+def _input(node, *names):
+    for n in names:
+        sock = node.inputs.get(n)
+        if sock is not None:
+            return sock
+    return None
+
+
+def _color(node, name: str) -> tuple:
+    """(rgb constant or None, texture dict or None) of a colour input: unlinked, or linked
+    from an Image Texture's Color output (optionally through its Vector input from a UV
+    Map / Texture Coordinate UV output, or a Mapping node on them)."""
+    sock = node.inputs[name]
+    src = _from_socket(sock)
+    if src is None:
+        c = sock.default_value
+        return (float(c[0]), float(c[1]), float(c[2])), None
+    tex, out = src
+    if tex.type != "TEX_IMAGE" or out.name != "Color":
+        raise _NotUnderstood(f"node {_node_name(tex)} feeding '{name}' of {_node_name(node)}")
+    if tex.image is None:
+        raise _NotUnderstood(f"image texture {_node_name(tex)} has no image")
+    if tex.image.source == "TILED":
+        raise _NotUnderstood(f"image texture {_node_name(tex)} uses UDIM tiles")
+    if getattr(tex, "projection", "FLAT") != "FLAT":
+        raise _NotUnderstood(f"image texture {_node_name(tex)} uses {tex.projection} projection")
+    mapping = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    uv_map = ""
+    vec = _from_socket(tex.inputs["Vector"])
+    if vec is not None and vec[0].type == "MAPPING":
+        mp = vec[0]
+        if mp.vector_type not in ("POINT", "TEXTURE"):
+            raise _NotUnderstood(f"mapping {_node_name(mp)} of type {mp.vector_type}")
+        loc = _vector_constant(mp, "Location")
+        rot = _vector_constant(mp, "Rotation")
+        scale = _vector_constant(mp, "Scale")
+        if any(abs(r) > 1e-12 for r in rot):
+            raise _NotUnderstood(f"mapping {_node_name(mp)} with a rotation")
+        if mp.vector_type == "POINT":  # out = v * S + L
+            mapping = np.array([[scale[0], 0.0, loc[0]], [0.0, scale[1], loc[1]]])
+        else:  # TEXTURE: the inverse, (v - L) / S
+            if abs(scale[0]) < 1e-12 or abs(scale[1]) < 1e-12:
+                raise _NotUnderstood(f"mapping {_node_name(mp)} with a zero scale")
+            mapping = np.array([[1 / scale[0], 0.0, -loc[0] / scale[0]],
+                                [0.0, 1 / scale[1], -loc[1] / scale[1]]])
+        vec = _from_socket(mp.inputs["Vector"])
+    if vec is not None:
+        vnode, vout = vec
+        if vnode.type == "UVMAP":
+            uv_map = vnode.uv_map
+        elif not (vnode.type == "TEX_COORD" and vout.name == "UV"):
+            raise _NotUnderstood(f"node {_node_name(vnode)} feeding the texture coordinates of "
+                                 f"{_node_name(tex)}")
+    return None, {"image": tex.image, "uv_map": uv_map, "mapping": mapping,
+                  "interpolation": "closest" if tex.interpolation == "Closest" else "linear",
+                  "extension": tex.extension if tex.extension in ("REPEAT", "EXTEND", "CLIP", "MIRROR")
+                  else "REPEAT", "node": tex}
+
+
+def _vector_constant(node, name: str) -> tuple:
+    sock = node.inputs[name]
+    if _from_socket(sock) is not None:
+        raise _NotUnderstood(f"input '{name}' of node {_node_name(node)} is linked")
+    return tuple(float(x) for x in sock.default_value)
+
+
+class _Closure:
+    """A shader's share of the surface, as sums weighted by coverage: ``cov`` (alpha),
+    ``refl`` (constant diffuse reflectivity), ``tex_w`` (weight of the texture's
+    luminance), ``metal``, ``trans``, ``ior_w`` (transmission-weighted IOR), ``glass_refl``
+    (share taking the glass entry's reflectivity).
+    Mix Shader combines closures linearly; :func:`evaluate_material` divides by ``cov``."""
+
+    __slots__ = ("cov", "refl", "tex_w", "tex", "metal", "trans", "ior_w", "glass_refl")
+
+    def __init__(self, cov=0.0, refl=0.0, tex_w=0.0, tex=None, metal=0.0, trans=0.0, ior_w=0.0,
+                 glass_refl=0.0):
+        self.cov, self.refl, self.tex_w, self.tex = cov, refl, tex_w, tex
+        self.metal, self.trans, self.ior_w, self.glass_refl = metal, trans, ior_w, glass_refl
+
+    def scaled(self, f: float) -> "_Closure":
+        return _Closure(self.cov * f, self.refl * f, self.tex_w * f, self.tex, self.metal * f, self.trans * f,
+                        self.ior_w * f, self.glass_refl * f)
+
+    def plus(self, o: "_Closure") -> "_Closure":
+        if self.tex is not None and o.tex is not None and self.tex["node"] != o.tex["node"]:
+            raise _NotUnderstood("a mix of two image textures")
+        return _Closure(self.cov + o.cov, self.refl + o.refl, self.tex_w + o.tex_w,
+                        self.tex if self.tex is not None else o.tex, self.metal + o.metal,
+                        self.trans + o.trans,
+                        self.ior_w + o.ior_w, self.glass_refl + o.glass_refl)
+
+
+def _glass_reflectivity() -> float:
+    entry = library().get(GLASS_ENTRY)
+    return entry.at(DEFAULT_WAVELENGTH) if entry is not None else 0.0
+
+
+def _diffuse(rgb, tex, metal=0.0, trans=0.0, ior=DEFAULT_IOR) -> _Closure:
+    """Closure of a diffuse-ish shader with base colour ``rgb`` or texture ``tex``; its
+    transmitted share ``trans`` takes the glass entry's diffuse reflectivity."""
+    opaque = 1.0 - trans
+    if tex is not None:
+        return _Closure(1.0, 0.0, opaque, tex, metal, trans, trans * ior, trans)
+    return _Closure(1.0, opaque * float(luminance(rgb)), 0.0, None, metal, trans, trans * ior, trans)
+
+
+def _shader(node, depth: int = 0) -> _Closure:
+    """The closure of the shader ``node`` (see :class:`_Closure`)."""
+    if depth > 32:
+        raise _NotUnderstood("shader mixes nested more than 32 deep")
+    t = node.type
+    if t == "BSDF_PRINCIPLED":
+        rgb, tex = _color(node, "Base Color")
+        metal = _constant(node, "Metallic")
+        trans_sock = _input(node, "Transmission Weight", "Transmission")
+        trans = _constant(node, trans_sock.name) if trans_sock is not None else 0.0
+        ior = _constant(node, "IOR")
+        alpha = _constant(node, "Alpha")
+        return _diffuse(rgb, tex, min(max(metal, 0.0), 1.0), min(max(trans, 0.0), 1.0), ior).scaled(
+            min(max(alpha, 0.0), 1.0))
+    if t == "BSDF_DIFFUSE":
+        rgb, tex = _color(node, "Color")
+        return _diffuse(rgb, tex)
+    if t == "BSDF_GLASS":
+        ior = _constant(node, "IOR")
+        return _Closure(1.0, 0.0, 0.0, None, 0.0, 1.0, ior, 1.0)
+    if t == "BSDF_GLOSSY":
+        rgb, tex = _color(node, "Color")
+        return _diffuse(rgb, tex, metal=1.0)
+    if t == "BSDF_TRANSPARENT":
+        return _Closure()
+    if t == "MIX_SHADER":
+        f = min(max(_constant(node, "Fac", 0), 0.0), 1.0)
+        parts = []
+        for i, w in ((1, 1.0 - f), (2, f)):
+            src = _from_socket(node.inputs[i])
+            if w == 0.0:
+                continue
+            if src is None:  # an unlinked shader input: nothing (black, no coverage in Cycles)
+                raise _NotUnderstood(f"mix shader {_node_name(node)} with an empty shader input")
+            parts.append(_shader(src[0], depth + 1).scaled(w))
+        out = _Closure()
+        for p in parts:
+            out = out.plus(p)
+        return out
+    raise _NotUnderstood(f"shader node {_node_name(node)}")
+
+
+def _surface_closure(mat):
+    """The :class:`_Closure` of the material's surface, None if the material has no node
+    tree (Blender 4.2 with ``use_nodes`` off) or nothing is linked to the output.
+
+    Raises:
+        _NotUnderstood: a node or link the evaluator does not understand.
+    """
+    if not compat.material_uses_nodes(mat):
+        return None
+    tree = mat.node_tree
+    out = None
+    for target in ("CYCLES", "EEVEE", "ALL"):
+        try:
+            out = tree.get_output_node(target)
+        except (TypeError, ValueError, AttributeError):
+            out = None
+        if out is not None:
+            break
+    if out is None:
+        return None
+    src = _from_socket(out.inputs["Surface"])
+    if src is None:
+        return None
+    return _shader(src[0])
+
+
+def evaluate_material(mat) -> MaterialEval:
+    """The reflectivity, mirror flag, glass and coverage a scan takes from a material.
+
+    Reflectivity, in order: the material's ``blensor.reflectivity`` when it was set
+    (``is_property_set``), the library entry ``blensor.library`` names, the node tree, else
+    :data:`DEFAULT_REFLECTIVITY`. The node tree feeding the active Material Output's
+    Surface is evaluated (:func:`_shader`): Principled BSDF (Base Color, Metallic,
+    Transmission Weight / Transmission, IOR, Alpha), Diffuse BSDF (Color), Glass BSDF
+    (transmission 1, IOR), Glossy BSDF (metallic 1), Transparent BSDF (coverage 0) and Mix
+    Shader of these with a constant factor; an Image Texture (flat projection, UV
+    coordinates from the active render UV map, a UV Map node or a Texture Coordinate UV,
+    optionally through a Mapping node without rotation) may feed a colour. The diffuse
+    reflectivity of a colour is its Rec. 709 luminance (:func:`luminance`), of the
+    transmitted share the library's ``glass`` entry. Metallic >= :data:`METALLIC_MIRROR`
+    makes a mirror (as does a library entry marked ``mirror``), unless ``blensor.mirror`` was
+    set. Anything else leaves the node tree
+    out (reflectivity from the override, the library or the default; opaque, no mirror)
+    and sets ``warning``. Never raises for a node tree."""
     props = getattr(mat, "blensor", None)
-    if props is None:
-        return DEFAULT_REFLECTIVITY, False
-    return float(props.reflectivity), bool(props.mirror)
+    ev = MaterialEval()
+    tree_mat = mat
+    closure, warning = None, None
+    try:
+        closure = _surface_closure(tree_mat)
+    except _NotUnderstood as e:
+        warning = str(e)
+    if closure is None and warning is None and not compat.material_uses_nodes(mat):
+        # Blender 4.2 without nodes: the viewport colour and metallic
+        c = mat.diffuse_color
+        closure = _diffuse((c[0], c[1], c[2]), None, float(getattr(mat, "metallic", 0.0)))
+    if closure is not None and closure.cov > 1e-9:
+        cov = closure.cov
+        ev.alpha = min(cov, 1.0)
+        ev.transmission = min(max(closure.trans / cov, 0.0), 1.0)
+        ev.ior = closure.ior_w / closure.trans if closure.trans > 1e-9 else DEFAULT_IOR
+        metal = closure.metal / cov
+        ev.mirror = metal >= METALLIC_MIRROR
+        glass = closure.glass_refl / cov * _glass_reflectivity()
+        if closure.tex is not None:
+            ev.texture = dict(closure.tex, scale=closure.tex_w / cov, offset=closure.refl / cov + glass)
+            ev.reflectivity = ev.texture["offset"] + ev.texture["scale"] * 0.8
+        else:
+            ev.reflectivity = closure.refl / cov + glass
+        ev.source = "nodes"
+    elif closure is not None:  # fully transparent: nothing to reflect
+        ev.alpha = 0.0
+        ev.source = "nodes"
+    ev.color = material_color(mat)  # the colour column, as before issue 22
+    if props is not None:
+        name = str(getattr(props, "library", "") or "")
+        if props.is_property_set("reflectivity"):
+            ev.reflectivity, ev.source, ev.texture = float(props.reflectivity), "override", None
+        elif name:
+            entry = library().get(name)
+            if entry is None:
+                warning = (warning + "; " if warning else "") + f"library entry '{name}' does not exist"
+            else:
+                ev.reflectivity, ev.source, ev.entry, ev.texture = entry.at(None), "library", entry, None
+                ev.mirror = ev.mirror or entry.mirror
+        if props.is_property_set("mirror"):
+            ev.mirror = bool(props.mirror)
+    if ev.source == "default":
+        ev.reflectivity = DEFAULT_REFLECTIVITY
+    ev.warning = warning
+    return ev
+
+
+def material_source(mat) -> str:
+    """One line saying where a material's reflectivity comes from (the material panel)."""
+    ev = evaluate_material(mat)
+    if ev.source == "override":
+        return f"Reflectivity set: {ev.reflectivity:.3f}"
+    if ev.source == "library":
+        return f"Library entry '{ev.entry.name}': {ev.reflectivity:.3f} at 905 nm"
+    if ev.source == "nodes":
+        if ev.texture is not None:
+            return f"Node tree: image '{ev.texture['image'].name}' luminance"
+        return f"Node tree: {ev.reflectivity:.3f} (base colour luminance)"
+    return f"Default {DEFAULT_REFLECTIVITY}" + (f" ({ev.warning})" if ev.warning else "")
+
+
+#: the most memory the images of textured materials may hold in one scan, in bytes (their
+#: luminance, 4 bytes per texel); the least recently used image is dropped beyond it
+IMAGE_CACHE_BYTES = 512 * 2**20
+
+
+def srgb_to_linear(s: np.ndarray) -> np.ndarray:
+    """sRGB-encoded values in [0, 1] -> linear (IEC 61966-2-1 inverse transfer function)."""
+    s = np.asarray(s, dtype=np.float32)
+    return np.where(s <= 0.04045, s / np.float32(12.92),
+                    np.power((s + np.float32(0.055)) / np.float32(1.055), np.float32(2.4))).astype(np.float32)
+
+
+class ImageCache:
+    """Images of textured materials as (H, W) float32 luminance, read once per scan.
+
+    Pixels are copied with ``foreach_get``; 8-bit images in an sRGB colour space are
+    decoded to linear, float images and non-colour data are taken as they are. At most
+    ``max_bytes`` (:data:`IMAGE_CACHE_BYTES`) are kept: beyond it the least recently used
+    image is dropped (a snapshot that uses it keeps its own reference; the next reads it
+    again). An image larger than the cap alone is used but not kept."""
+
+    def __init__(self, max_bytes: int = IMAGE_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.images: collections.OrderedDict = collections.OrderedDict()
+        self.nbytes = 0
+
+    def get(self, image) -> np.ndarray | None:
+        """(H, W) float32 luminance of a Blender image; None if it has no pixels (a missing
+        file, an unreadable format)."""
+        key = (image.session_uid, image.name_full, tuple(image.size))
+        lum = self.images.get(key)
+        if lum is not None:
+            self.images.move_to_end(key)
+            return lum
+        lum = self._read(image)
+        if lum is None:
+            return None
+        if lum.nbytes <= self.max_bytes:
+            self.images[key] = lum
+            self.nbytes += lum.nbytes
+            while self.nbytes > self.max_bytes:
+                _, old = self.images.popitem(last=False)
+                self.nbytes -= old.nbytes
+        return lum
+
+    @staticmethod
+    def _read(image) -> np.ndarray | None:
+        try:
+            n = len(image.pixels)  # loads the file (or packed data) if needed
+        except (RuntimeError, ReferenceError):
+            return None
+        w, h = image.size[0], image.size[1]
+        if n == 0 or w == 0 or h == 0 or n % (w * h):
+            return None
+        px = np.empty(n, np.float32)
+        image.pixels.foreach_get(px)
+        ch = n // (w * h)
+        px = px.reshape(h, w, ch)
+        rgb = px[..., :3] if ch >= 3 else np.repeat(px[..., :1], 3, axis=2)
+        cs = image.colorspace_settings
+        if not image.is_float and not cs.is_data and "srgb" in cs.name.lower():
+            rgb = srgb_to_linear(rgb)
+        return luminance(rgb).astype(np.float32)
+
+
+def triangle_uvs(mesh, uv_map: str = "") -> np.ndarray | None:
+    """(T, 3, 2) float32 UVs of the three corners of every loop triangle of ``mesh`` (the
+    order of :func:`mesh_arrays`) from the UV map ``uv_map`` ("" = the active render UV
+    map); None if the mesh has no such UV map. Two ``foreach_get`` copies and one gather."""
+    layers = mesh.uv_layers
+    if len(layers) == 0:
+        return None
+    if uv_map:
+        layer = layers.get(uv_map)
+    else:
+        layer = next((lay for lay in layers if lay.active_render), None) or layers.active
+    if layer is None:
+        return None
+    nl = len(mesh.loops)
+    uv = np.empty(nl * 2, np.float32)
+    if hasattr(layer, "uv"):
+        layer.uv.foreach_get("vector", uv)
+    else:
+        layer.data.foreach_get("uv", uv)
+    tris = mesh.loop_triangles
+    nt = len(tris)
+    loops = np.empty(nt * 3, np.int32)
+    tris.foreach_get("loops", loops)
+    return uv.reshape(-1, 2)[loops].reshape(nt, 3, 2)
 
 
 def mesh_arrays(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -190,6 +609,8 @@ class SceneSnapshot:
             (with a NaN/inf transform) left out of this snapshot.
         bad_transforms: object name -> number of its instances left out for a NaN/inf
             transform (also counted in ``dropped``); continuous time refuses them.
+        warnings: (key, line) of the materials whose node tree, image or UV map could not
+            be used (the extractor prints each key's line once per scan).
     """
 
     geometry: SceneGeometry
@@ -202,6 +623,7 @@ class SceneSnapshot:
     origin: np.ndarray
     dropped: dict = field(default_factory=dict)
     bad_transforms: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
     def labels(self, instance: np.ndarray, semantic: np.ndarray) -> tuple:
         """Ground-truth labels of hits on ``instance`` (N,) int32 (-1: a miss):
@@ -302,6 +724,12 @@ class SceneExtractor:
         #: entry is replaced when its key changes (one entry per mesh of the scene)
         self.static_meshes: dict = {}
         self.warned: set = set()  # objects named in a non-finite-geometry warning already
+        self.images = ImageCache()  # textured materials' images, read once per scan
+        #: mesh session_uid, UV map -> (static_mesh_key, (T, 3, 2) UVs) of static textured meshes
+        self.static_uvs: dict = {}
+        self.warned_materials: set = set()  # materials named in a warning already
+        #: material name -> MaterialEval of the materials without animation (evaluated once per scan)
+        self.material_evals: dict = {}
 
     def extract(self, depsgraph, sensor_object, render: bool = True) -> SceneSnapshot:
         """Snapshot of the evaluated scene, without ``sensor_object``; with
@@ -331,13 +759,18 @@ class SceneExtractor:
                 line = (f"blensor: warning: object '{name}' has non-finite (NaN/inf) coordinates; {n} of its "
                         "triangles or instances are left out of the scan")
                 print(printable(line), file=sys.stderr)
+        for key, line in snap.warnings:
+            if key not in self.warned_materials:
+                self.warned_materials.add(key)
+                from ..core.text import printable
+                print(printable(line), file=sys.stderr)
         return snap
 
     #: read Geometry Nodes instances as arrays where possible (tests turn it off to compare)
     vectorize = True
 
     def _extract(self, depsgraph, sensor_object, render: bool, vectorize: bool) -> SceneSnapshot:
-        b = _Builder(self.table, self.static_meshes)
+        b = _Builder(self.table, self.static_meshes, self.images, self.static_uvs, self.material_evals)
         sensor_name = sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name
         cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
         pose = sensor_pose(cam.matrix_world)
@@ -378,15 +811,21 @@ class SceneExtractor:
                 continue
             if ob.type == "MESH":
                 mi = b.mesh_of(ob.data, orig.name, lambda: static_mesh_key(orig, depsgraph.scene))
+                if b.meshes[mi].triangles.shape[0] == 0:
+                    continue
+                rows = [b.material_row(slot.material) for slot in ob.material_slots]
+                b.add_uvs(mi, ob.data, rows, orig.name)
             else:
                 data = ob.to_mesh()
                 try:
                     mi = b.add_mesh(*mesh_arrays(data), orig.name)
+                    if b.meshes[mi].triangles.shape[0] == 0:
+                        continue
+                    rows = [b.material_row(slot.material) for slot in ob.material_slots]
+                    b.add_uvs(mi, data, rows, orig.name)
                 finally:
                     ob.to_mesh_clear()
-            if b.meshes[mi].triangles.shape[0] == 0:
-                continue
-            b.add_instance(mi, matrix_world, [slot.material for slot in ob.material_slots], orig, parent, pid)
+            b.add_instance(mi, matrix_world, rows, orig, parent, pid)
         return b.snapshot(pose, origin)
 
     @staticmethod
@@ -415,14 +854,24 @@ class _PlanMismatch(Exception):
 class _Builder:
     """Accumulates meshes, materials and instances of one snapshot."""
 
-    def __init__(self, table: ObjectTable, static_meshes: dict) -> None:
+    def __init__(self, table: ObjectTable, static_meshes: dict, images: ImageCache | None = None,
+                 static_uvs: dict | None = None, evals: dict | None = None) -> None:
         self.table = table
         self.static_meshes = static_meshes
+        self.images = images if images is not None else ImageCache()
+        self.static_uvs = static_uvs if static_uvs is not None else {}
+        self.evals = evals if evals is not None else {}
         self.meshes: list[MeshData] = []
         self.tri_mats: list[np.ndarray] = []
+        self.keeps: list = []  # per mesh: (T0,) bool triangles kept (None: all)
+        self.mesh_keys: list = []  # per mesh: its static_mesh_key or None
         self._mesh_index: dict = {}
         self._mat_rows: dict = {}
-        self.materials = [("", DEFAULT_REFLECTIVITY, False, (0.8, 0.8, 0.8))]
+        self.materials = [("", DEFAULT_REFLECTIVITY, False, (0.8, 0.8, 0.8), MaterialEval())]
+        self.textures: dict = {}  # material row -> Texture
+        self.spectra: dict = {}  # material row -> LibraryEntry
+        self.uvs: dict = {}  # (mesh index, UV map) -> (T, 3, 2) float32
+        self.warnings: list = []  # (key, line): material warnings of this snapshot
         # one instance at a time (Python lists) ...
         self.mesh, self.matrix, self.slots, self.obj, self.parent, self.index = [], [], [], [], [], []
         # ... and whole blocks of Geometry Nodes instances (arrays)
@@ -433,23 +882,27 @@ class _Builder:
 
     @staticmethod
     def mesh_entry(v, t, m) -> tuple:
-        """(MeshData, material slots, triangles dropped) of a mesh (V,3) float32, (T,3)
-        int32, (T,) int32; triangles with a non-finite vertex are left out."""
+        """(MeshData, material slots, triangles dropped, (T,) bool triangles kept or None
+        for all) of a mesh (V,3) float32, (T,3) int32, (T,) int32; triangles with a
+        non-finite vertex are left out."""
         bad_v = ~np.isfinite(v).all(axis=1)
         dropped = 0
+        ok = None
         if bad_v.any():
             ok = ~bad_v[t].any(axis=1)
             dropped = int((~ok).sum())
             t, m = t[ok], m[ok]
-        return MeshData(v, t), m, dropped
+        return MeshData(v, t), m, dropped, ok
 
-    def add_entry(self, entry: tuple, owner: str) -> int:
+    def add_entry(self, entry: tuple, owner: str, key=None) -> int:
         """Add a :meth:`mesh_entry`; its dropped triangles are counted for ``owner``."""
-        mesh, m, dropped = entry
+        mesh, m, dropped, keep = entry
         if dropped:
             self.dropped[owner] = self.dropped.get(owner, 0) + dropped
         self.meshes.append(mesh)
         self.tri_mats.append(m)
+        self.keeps.append(keep)
+        self.mesh_keys.append(key)
         return len(self.meshes) - 1
 
     def add_mesh(self, v, t, m, owner: str) -> int:
@@ -471,21 +924,78 @@ class _Builder:
                 entry = self.mesh_entry(*mesh_arrays(data))
                 if key is not None:
                     self.static_meshes[key[0]] = (key, entry)
-            self._mesh_index[ptr] = self.add_entry(entry, owner)
+            self._mesh_index[ptr] = self.add_entry(entry, owner, key)
         return self._mesh_index[ptr]
 
     def material_row(self, mat) -> int:
+        """Row of a material in the table (0: none), evaluated once per snapshot
+        (:func:`evaluate_material`); its image is read through the scan's cache."""
         if mat is None:
             return 0
         mo = mat.original
         row = self._mat_rows.get(mo.name_full)
         if row is None:
-            refl, mirror = material_properties(mo)
-            self.materials.append((mo.name_full, refl, mirror, material_color(mo)))
-            row = self._mat_rows[mo.name_full] = len(self.materials) - 1
+            ev = self.evals.get(mo.name_full)
+            if ev is None:
+                ev = evaluate_material(mo)
+                tree = mo.node_tree
+                if mo.animation_data is None and (tree is None or tree.animation_data is None):
+                    self.evals[mo.name_full] = ev  # nothing can change it during the scan
+            ev = replace(ev)  # a copy: the row's image and texture are its own
+            row = len(self.materials)
+            why = [ev.warning] if ev.warning else []
+            if ev.texture is not None:
+                img = ev.texture["image"]
+                lum = self.images.get(img)
+                if lum is None:
+                    why.append(f"image '{img.name}' cannot be read (missing file?)")
+                    ev.texture = None
+                else:
+                    tex = ev.texture
+                    self.textures[row] = Texture(lum, tex["uv_map"], float(tex["scale"]),
+                                                 float(tex["offset"]), tex["mapping"], tex["interpolation"],
+                                                 tex["extension"], img.name)
+                    ev.reflectivity = float(tex["offset"] + tex["scale"] * float(lum.mean(dtype=np.float64)))
+            if ev.entry is not None:
+                self.spectra[row] = ev.entry
+            if why:
+                used = {"override": "its reflectivity setting", "library": "its library entry",
+                        "default": "the default"}.get(ev.source, "the rest of its node tree")
+                self.warnings.append((mo.name_full, f"blensor: warning: material '{mo.name_full}': "
+                                      f"{'; '.join(why)}; reflectivity {ev.reflectivity:.3f} from {used}"))
+            self.materials.append((mo.name_full, ev.reflectivity, ev.mirror, ev.color, ev))
+            self._mat_rows[mo.name_full] = row
         return row
 
-    def add_instance(self, mi, matrix_world, materials, orig, parent, persistent_id) -> None:
+    def add_uvs(self, mi: int, data, rows, owner: str) -> None:
+        """Read the UVs of mesh ``mi`` (Blender mesh ``data``) for the textured materials
+        among ``rows`` (once per mesh and UV map; a static mesh's once per scan)."""
+        for row in set(rows):
+            tex = self.textures.get(row)
+            if tex is None or (mi, tex.uv_map) in self.uvs:
+                continue
+            key = self.mesh_keys[mi]
+            cached = self.static_uvs.get((key[0], tex.uv_map)) if key is not None else None
+            if cached is not None and cached[0] == key:
+                uv = cached[1]
+            else:
+                uv = triangle_uvs(data, tex.uv_map)
+                if uv is not None and self.keeps[mi] is not None:
+                    uv = uv[self.keeps[mi]]
+                if uv is not None and uv.shape[0] != self.meshes[mi].triangles.shape[0]:
+                    uv = None
+                if key is not None and uv is not None:
+                    self.static_uvs[(key[0], tex.uv_map)] = (key, uv)
+            if uv is None:
+                what = f"UV map '{tex.uv_map}'" if tex.uv_map else "UV map"
+                name, refl = self.materials[row][0], self.materials[row][1]
+                self.warnings.append(((owner, tex.uv_map),
+                                      f"blensor: warning: object '{owner}' has no {what} for the texture of "
+                                      f"material '{name}'; its reflectivity {refl:.3f} is used"))
+                continue
+            self.uvs[(mi, tex.uv_map)] = uv
+
+    def add_instance(self, mi, matrix_world, rows, orig, parent, persistent_id) -> None:
         matrix = np.array(matrix_world, dtype=np.float64)
         if not np.isfinite(matrix).all():  # a NaN/inf transform: the instance is left out
             name = orig.name if parent is None else parent.name
@@ -494,7 +1004,7 @@ class _Builder:
             return
         self.mesh.append(mi)
         self.matrix.append(matrix)
-        self.slots.append([self.material_row(m) for m in materials])
+        self.slots.append(list(rows))
         self.obj.append(self.table.id_of(orig))
         if parent is not None:
             self.parent.append(self.table.id_of(parent))
@@ -554,6 +1064,15 @@ class _Builder:
         geometry = SceneGeometry(self.meshes, np.concatenate(mesh), m)
         tri_off = np.zeros(len(self.meshes) + 1, np.int64)
         tri_off[1:] = np.cumsum([t.shape[0] for t in self.tri_mats]) if self.tri_mats else []
+        evals = [x[4] for x in self.materials]
+        transmission = np.array([e.transmission for e in evals], np.float32)
+        alpha = np.array([e.alpha for e in evals], np.float32)
+        optics = bool((transmission > 0).any() or (alpha < 1).any())
+        extra = {}
+        if self.textures:
+            extra["textures"], extra["uv"] = dict(self.textures), dict(self.uvs)
+        if self.spectra:
+            extra["spectra"] = dict(self.spectra)
         mtable = MaterialTable(
             reflectivity=np.array([x[1] for x in self.materials], np.float32),
             mirror=np.array([x[2] for x in self.materials], bool),
@@ -564,9 +1083,13 @@ class _Builder:
             inst_mesh=geometry.instance_mesh,
             inst_slot_offset=slot_off,
             slot_material=np.concatenate(flat),
+            transmission=transmission if optics else None,
+            ior=np.array([e.ior for e in evals], np.float32) if optics else None,
+            alpha=alpha if optics else None,
+            extra=extra,
         )
         return SceneSnapshot(geometry, mtable, *(np.concatenate(x) for x in ids), self.table.table, pose, origin,
-                             dict(self.dropped), dict(self.bad_transforms))
+                             dict(self.dropped), dict(self.bad_transforms), list(self.warnings))
 
 
 class _GNPlan:
@@ -676,8 +1199,11 @@ def _gn_plan(parent, b: _Builder):
         if not isinstance(ref, GeometrySet) or ref.instances_pointcloud() is not None or ref.mesh is None \
                 or any(getattr(ref, k, None) is not None for k in ("curves", "pointcloud", "volume")):
             return _UNSUPPORTED
-        ref_mesh.append(b.mesh_of(ref.mesh, parent.original.name))
-        ref_rows.append([b.material_row(m) for m in ref.mesh.materials])
+        mi = b.mesh_of(ref.mesh, parent.original.name)
+        rows = [b.material_row(m) for m in ref.mesh.materials]
+        b.add_uvs(mi, ref.mesh, rows, parent.original.name)
+        ref_mesh.append(mi)
+        ref_rows.append(rows)
     n = len(pc.points)
     xf = np.empty(n * 16, np.float32)
     pc.attributes["instance_transform"].data.foreach_get("value", xf)

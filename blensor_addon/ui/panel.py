@@ -141,11 +141,41 @@ class BLENSOR_PT_material(bpy.types.Panel):
         return context.material is not None and hasattr(context.material, "blensor")
 
     def draw(self, context):
-        m = context.material.blensor
+        from ..scene.extract import material_source
+        mat = context.material
+        m = mat.blensor
         layout = self.layout
         layout.use_property_split = True
-        layout.prop(m, "reflectivity")
-        layout.prop(m, "mirror")
+        row = layout.row(align=True)
+        row.prop(m, "reflectivity")
+        if m.is_property_set("reflectivity"):
+            row.operator("blensor.material_unset", text="", icon="X").prop = "reflectivity"
+        layout.prop(m, "library")
+        row = layout.row(align=True)
+        row.prop(m, "mirror")
+        if m.is_property_set("mirror"):
+            row.operator("blensor.material_unset", text="", icon="X").prop = "mirror"
+        layout.label(text=material_source(mat), icon="INFO")
 
 
-CLASSES = (BLENSOR_PT_sensor, BLENSOR_PT_material)
+class BLENSOR_OT_material_unset(bpy.types.Operator):
+    """Forget the material's explicit setting: the library entry or the node tree decides again."""
+
+    bl_idname = "blensor.material_unset"
+    bl_label = "Use library or node tree"
+    bl_options = {"REGISTER", "UNDO"}
+
+    prop: bpy.props.StringProperty(options={"HIDDEN"})
+
+    @classmethod
+    def poll(cls, context):
+        return getattr(context, "material", None) is not None and hasattr(context.material, "blensor")
+
+    def execute(self, context):
+        if self.prop not in ("reflectivity", "mirror"):
+            return {"CANCELLED"}
+        context.material.blensor.property_unset(self.prop)
+        return {"FINISHED"}
+
+
+CLASSES = (BLENSOR_PT_sensor, BLENSOR_PT_material, BLENSOR_OT_material_unset)

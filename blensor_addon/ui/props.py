@@ -257,15 +257,31 @@ OUTPUT_OPTIONS = {
 }
 
 
+def _library_names(_self, _context, edit_text):
+    """Entry names of the reflectance library containing ``edit_text`` (the search list of
+    ``Material.blensor.library``)."""
+    from ..core.materials import library
+    text = (edit_text or "").lower()
+    return [n for n in sorted(library()) if text in n.lower()]
+
+
 class BLENSOR_PG_material(bpy.types.PropertyGroup):
-    """LiDAR properties of a material (seed 000 sections 3.2, 3.5; seed 002 section on
-    material reflectance)."""
+    """LiDAR properties of a material (seed 000 sections 3.2, 3.5; seed 002 section II-C
+    on material reflectance). Where the reflectivity comes from (issue 22, section 1):
+    ``reflectivity`` when it was set (``is_property_set``), else the ``library`` entry, else
+    the material's node tree (:func:`blensor_addon.scene.extract.evaluate_material`);
+    ``mirror`` when set, else the node tree's Metallic >= 0.5."""
 
     reflectivity: FloatProperty(name="Reflectivity",
-                                description="Diffuse reflectivity at the laser wavelength",
+                                description="Diffuse reflectivity at the laser wavelength; once set it "
+                                "overrides the library entry and the node tree",
                                 default=0.8, min=0.0, max=1.0)
-    mirror: BoolProperty(name="Mirror", description="Total reflection: rays reflect and go on",
-                         default=False)
+    mirror: BoolProperty(name="Mirror", description="Total reflection: rays reflect and go on; once set it "
+                         "overrides the node tree's Metallic", default=False)
+    library: StringProperty(name="Library entry",
+                            description="Entry of the reflectance library (reflectance per laser "
+                            "wavelength); empty: none. Used unless Reflectivity was set", default="",
+                            search=_library_names)
 
 
 NESTED_BY_TYPE: dict = {}
