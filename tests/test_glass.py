@@ -102,7 +102,8 @@ def test_refraction_obeys_snell_in_vector_form():
 def test_thin_pane_sums_its_internal_reflections():
     r = 0.04
     R, T = thin_slab(np.array([1.0, 0.5, 0.0]), 1.5)
-    assert R[0] == pytest.approx(2 * r / (1 + r), abs=1e-15) and T[0] == pytest.approx((1 - r) / (1 + r), abs=1e-15)
+    assert R[0] == pytest.approx(2 * r / (1 + r), abs=1e-15)
+    assert T[0] == pytest.approx((1 - r) / (1 + r), abs=1e-15)
     np.testing.assert_allclose(R + T, 1.0, atol=1e-15)
     assert R[2] == 1.0 and T[2] == 0.0
     # more than two surfaces without the internal reflections, (1 - r)^2
@@ -154,7 +155,8 @@ def box(x0, x1, y0, y1, z0, z1, inward=False):
 
 
 def scene(backend, meshes):
-    backend.set_geometry(SceneGeometry(list(meshes), np.arange(len(meshes)), np.stack([np.eye(4)] * len(meshes))))
+    k = len(meshes)
+    backend.set_geometry(SceneGeometry(list(meshes), np.arange(k), np.stack([np.eye(4)] * k)))
 
 
 def glass_of(table):
@@ -350,7 +352,7 @@ def test_alpha_lets_a_seeded_share_of_rays_pass(backend):
     assert tr.range.shape == (n,) and np.all(tr.hit)  # alpha adds no rows
     passed = tr.instance == 1
     expect = np.random.default_rng(11).random(n) < 0.5
-    assert np.array_equal(passed, expect) and passed.sum() == expect.sum()
+    assert np.array_equal(passed, expect) and passed.sum() == expect.sum() == 1031
     assert abs(passed.mean() - 0.5) < 4 * np.sqrt(0.25 / n)
     np.testing.assert_allclose(tr.range[passed], 10.0 / np.cos(np.linspace(-0.5, 0.5, n)[passed]), atol=2e-6)
     np.testing.assert_allclose(tr.range[~passed], 5.0 / np.cos(np.linspace(-0.5, 0.5, n)[~passed]), atol=2e-6)
@@ -394,3 +396,180 @@ def test_without_glass_the_rows_are_the_contract_tracers(backend):
                 a, b = getattr(ref, f), getattr(tr, f)
                 assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (mb, opt, f)
             assert np.all(tr.diffuse == 1.0) and np.all(tr.specular == 0.0)
+
+
+# -- the scene layer: real Blender scenes --------------------------------------------------
+
+def glass_by_name(monkeypatch, table):
+    """Give the scene's :class:`~blensor_addon.core.materials.MaterialTable` glass and
+    alpha by material name (``table``: name -> (transmission, ior, alpha)), as the node-tree
+    reader will: the arrays are filled when the scene layer first asks ``has_optics``
+    (before it calls ``optics``), the table's own methods do the rest."""
+    from blensor_addon.core.materials import MaterialTable
+    has = MaterialTable.has_optics
+
+    def has_optics(self):
+        if not getattr(self, "_test_optics", False):
+            m = len(self.names)
+            t, ior, a = np.zeros(m, np.float32), np.full(m, 1.45, np.float32), np.ones(m, np.float32)
+            for i, name in enumerate(self.names):
+                if name in table:
+                    t[i], ior[i], a[i] = table[name]
+            self.transmission, self.ior, self.alpha = t, ior, a
+            self._test_optics = True
+        return has(self)
+    monkeypatch.setattr(MaterialTable, "has_optics", has_optics)
+
+
+def record_casts(monkeypatch):
+    """The (kwargs, hits) of every :meth:`TimelineContext.cast` from now on."""
+    from blensor_addon.scene.context import TimelineContext
+    seen = []
+    cast = TimelineContext.cast
+
+    def recording(self, *args, **kwargs):
+        hits = cast(self, *args, **kwargs)
+        seen.append((kwargs, hits))
+        return hits
+    monkeypatch.setattr(TimelineContext, "cast", recording)
+    return seen
+
+
+def tube(bpy, name, radius, material=None, segments=360):
+    """An open cylinder (no caps: single faces) of ``radius`` around the sensor's spin
+    axis (Blender Y: the generic sensor's elevation 0 plane is y = 0)."""
+    from conftest import cylinder_mesh
+    import math
+    v, f = cylinder_mesh(radius, -2.0, 2.0, segments)
+    obj = add_mesh(bpy, name, v, f, material)
+    obj.rotation_euler = (math.pi / 2, 0, 0)
+    return obj
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_sweep_through_a_glass_tube_in_continuous_time(bpy_mod, empty_scene, monkeypatch, backend_name):
+    # a single-face glass tube of radius 5 m (IOR 1.5) inside an opaque tube of radius 10 m;
+    # a 10 Hz revolution spans three scene frames: the split cast's steps are scattered,
+    # the extra rows come after the N rays' rows with their global ray, time and step
+    glass = bpy_mod.data.materials.new("Glass")
+    tube(bpy_mod, "Pane", 5.0, glass)
+    tube(bpy_mod, "Wall", 10.0)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=0.5)
+    glass_by_name(monkeypatch, {"Glass": (1.0, 1.5, 1.0)})
+    seen = record_casts(monkeypatch)
+    r = blensor_addon_scan(cam, backend_name)
+    (kw, h), = seen
+    assert kw["split"] is True
+    n = 720
+    assert h.range.shape[0] > n and np.array_equal(h.ray[:n], np.arange(n))
+    assert np.all(np.diff(h.ray[n:]) >= 0)
+    np.testing.assert_array_equal(h.time[n:], h.time[h.ray[n:]])
+    np.testing.assert_array_equal(h.segment[n:], h.segment[h.ray[n:]])
+    assert len(np.unique(h.segment)) >= 3  # cast in several steps
+    # the rays' first ends: the pane at 5 m, seen (its specular reflection, R_slab) where the
+    # facet is met within the acceptance angle, else no return
+    R0, T0 = (v[0] for v in thin_slab(np.array([1.0]), 1.5))
+    cos = h.cos_incidence[:n]
+    within = cos >= np.cos(SPECULAR_ACCEPTANCE)
+    assert 0 < within.sum() < n
+    assert np.array_equal(h.hit[:n], within)
+    np.testing.assert_allclose(h.range[:n][within], 5.0 * np.cos(np.pi / 360), atol=2e-6)  # facet centres
+    R, _ = thin_slab(cos[within], 1.5)
+    np.testing.assert_allclose(h.reflectivity[:n][within], R, rtol=1e-5)
+    # behind the pane, for every ray, the wall at 10 m with the pane's T_slab (0.923)
+    names = {o["id"]: o["name"] for o in r.objects}
+    wall_id = [k for k, v in names.items() if v == "Wall"][0]
+    straight = np.flatnonzero((h.object_id == wall_id) & (h.weight > 0.5))
+    assert np.array_equal(h.ray[straight], np.arange(n))
+    np.testing.assert_allclose(h.range[straight], 10.0, atol=4e-4)  # 360 facets: within 10 (1 - cos 0.5 deg)
+    np.testing.assert_allclose(h.weight[straight], T0, rtol=1e-3)
+    np.testing.assert_allclose(h.reflectivity[straight], 0.8)
+    # the strongest candidate of each beam (the returns stage's default): the wall
+    assert len(r) == n and {names[i] for i in np.unique(r.object_id)} == {"Wall"}
+    np.testing.assert_allclose(r.range, 10.0, atol=4e-4)
+
+
+def blensor_addon_scan(cam, backend, **kw):
+    import blensor_addon
+    return blensor_addon.scan(cam, backend=backend, **kw)
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_window_in_a_scan_and_without_glass(bpy_mod, empty_scene, monkeypatch, backend_name):
+    # a window pane (single face) 5 m ahead of a wall 10 m ahead: as glass the scan sees the
+    # wall through it; the pane opaque (no optics), the scan sees the pane
+    from conftest import quad
+    glass = bpy_mod.data.materials.new("Glass")
+    v, f = quad(-20, 20, -20, 20, -5.0)
+    add_mesh(bpy_mod, "Pane", v, f, glass)
+    v, f = quad(-50, 50, -50, 50, -10.0)
+    add_mesh(bpy_mod, "Wall", v, f)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-30.0, end_angle=30.0, angle_resolution=0.25)
+    opaque = blensor_addon_scan(cam, backend_name, axes="blensor")
+    assert len(opaque) == 240 and np.all(np.abs(opaque.xyz[:, 2] + 5.0) < 1e-4)
+    glass_by_name(monkeypatch, {"Glass": (1.0, 1.5, 1.0)})
+    seen = record_casts(monkeypatch)
+    r = blensor_addon_scan(cam, backend_name, axes="blensor")
+    assert len(r) == 240 and np.all(np.abs(r.xyz[:, 2] + 10.0) < 1e-4)
+    (_, h), = seen
+    n = 240
+    # one beam meets the pane at normal incidence: the pane's 7.7 % and the wall's 0.923^2 x 0.8
+    normal = np.flatnonzero(h.hit[:n])
+    assert normal.size == 1 and h.range[normal[0]] == pytest.approx(5.0, abs=1e-5)
+    assert h.reflectivity[normal[0]] == pytest.approx(2 * 0.04 / 1.04, rel=1e-5)
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_scene_without_glass_scans_byte_identically_through_the_split_tracer(bpy_mod, empty_scene,
+                                                                              monkeypatch, backend_name):
+    # issue 22, section 3: the split tracer on a scene whose materials are all opaque (a
+    # mirror among them) gives the scan of the tracer without optics, byte for byte
+    from conftest import quad
+    mat = bpy_mod.data.materials.new("Mirror")
+    mat.blensor.mirror = True
+    d = 1.0
+    add_mesh(bpy_mod, "Mirror", [(-d, -d, -4 + d), (d, -d, -4 - d), (d, d, -4 - d), (-d, d, -4 + d)],
+             [(0, 1, 2, 3)], mat)
+    add_mesh(bpy_mod, "Wall", [(6, -50, -50), (6, 50, -50), (6, 50, 50), (6, -50, 50)], [(0, 1, 2, 3)])
+    v, f = quad(-50, 50, -50, 50, -12.0)
+    add_mesh(bpy_mod, "Back", v, f)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "-2, 0, 2", angle_resolution=0.5, noise=True)
+    ref = blensor_addon_scan(cam, backend_name, seed=3)
+    glass_by_name(monkeypatch, {"Nothing": (1.0, 1.5, 1.0)})
+    from blensor_addon.core.materials import MaterialTable
+    monkeypatch.setattr(MaterialTable, "has_optics", lambda self: True)  # the split tracer, all opaque
+    calls = []
+    import blensor_addon.scene.context as context
+    real = context.trace
+    monkeypatch.setattr(context, "trace", lambda *a, **k: calls.append(k["optics"]) or real(*a, **k))
+    r = blensor_addon_scan(cam, backend_name, seed=3)
+    assert calls and all(c is not None for c in calls)
+    a, b = ref.arrays(), r.arrays()
+    assert a.keys() == b.keys() and len(ref) > 100
+    for k in a:
+        assert a[k].tobytes() == b[k].tobytes(), k
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_alpha_in_a_scan_is_seeded(bpy_mod, empty_scene, monkeypatch, backend_name):
+    # a plane of alpha 0.3 before a wall: about 70 % of the beams pass; the draws come from
+    # the scan's seed (stage_rng), the same seed gives the same points
+    from conftest import quad
+    leaf = bpy_mod.data.materials.new("Leaf")
+    v, f = quad(-50, 50, -50, 50, -5.0)
+    add_mesh(bpy_mod, "Leaves", v, f, leaf)
+    v, f = quad(-50, 50, -50, 50, -10.0)
+    add_mesh(bpy_mod, "Wall", v, f)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-40.0, end_angle=40.0, angle_resolution=0.1)
+    glass_by_name(monkeypatch, {"Leaf": (0.0, 1.45, 0.3)})
+    one = blensor_addon_scan(cam, backend_name, seed=5, axes="blensor")
+    two = blensor_addon_scan(cam, backend_name, seed=5, axes="blensor")
+    other = blensor_addon_scan(cam, backend_name, seed=6, axes="blensor")
+    far = np.abs(one.xyz[:, 2] + 10.0) < 1e-4
+    assert len(one) == one.num_rays > 790 and np.all(far | (np.abs(one.xyz[:, 2] + 5.0) < 1e-4))
+    assert abs(far.mean() - 0.7) < 4 * np.sqrt(0.21 / len(one))
+    assert one.xyz.tobytes() == two.xyz.tobytes() and one.xyz.tobytes() != other.xyz.tobytes()

@@ -28,7 +28,8 @@ def _cosines(cos_i, n1, n2):
     return ci, ct, tir, n1, n2
 
 
-def fresnel_sp(cos_i: np.ndarray, n1: np.ndarray | float, n2: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+def fresnel_sp(cos_i: np.ndarray, n1: np.ndarray | float,
+               n2: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """Fresnel reflectances (R_s, R_p), each (N,) float64 in [0, 1], of light polarized
     perpendicular (s) and parallel (p) to the plane of incidence, meeting the boundary
     from index ``n1`` into ``n2`` (> 0) at incidence cosine ``cos_i`` (N,) (clipped to
@@ -94,9 +95,9 @@ def thin_slab(cos_i: np.ndarray, n: np.ndarray | float) -> tuple[np.ndarray, np.
     bouncing inside the pane gives ``R = r + (1 - r)^2 r / (1 - r^2) = 2 r / (1 + r)`` and
     ``T = (1 - r)^2 / (1 - r^2) = (1 - r) / (1 + r)``; the two polarizations are averaged
     (the incoherent limit of the multiple-beam sum of a plane-parallel plate, Born and Wolf
-    section 7.6.1: the pane is many wavelengths thick, so the phases average out). At normal incidence for n = 1.5: R = 0.0769,
-    T = 0.9231, against (1 - 0.04)^2 = 0.9216 for two surfaces without the internal
-    reflections.
+    section 7.6.1: the pane is many wavelengths thick, so the phases average out). At
+    normal incidence for n = 1.5: R = 0.0769, T = 0.9231, against (1 - 0.04)^2 = 0.9216
+    for two surfaces without the internal reflections.
     """
     rs, rp = fresnel_sp(cos_i, 1.0, n)
     R = 0.5 * (2.0 * rs / (1.0 + rs) + 2.0 * rp / (1.0 + rp))

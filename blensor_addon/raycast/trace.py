@@ -123,8 +123,8 @@ class TraceResult:
     diffuse: np.ndarray
     specular: np.ndarray
 
-    _FIELDS = ("range", "hit", "instance", "primitive", "normal", "last_dir", "bounces", "bary", "ray", "weight",
-               "diffuse", "specular")
+    _FIELDS = ("range", "hit", "instance", "primitive", "normal", "last_dir", "bounces", "bary", "ray",
+               "weight", "diffuse", "specular")
 
     def take(self, idx: np.ndarray) -> "TraceResult":
         """The rows ``idx`` (int array, bool mask or slice), in order."""
@@ -136,7 +136,8 @@ class TraceResult:
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS))
 
 
-def _reflect(o: np.ndarray, d: np.ndarray, t: np.ndarray, normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _reflect(o: np.ndarray, d: np.ndarray, t: np.ndarray,
+             normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mirror reflection of the segments ``o + s d`` (N, 3) that hit at ``t`` (N,) a
     surface of normal ``normal`` (N, 3): the new origins (offset off the surface, to the
     incoming side) and directions, (N, 3) float32 each."""
@@ -210,7 +211,8 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             hit = got.copy()
             hit[np.flatnonzero(got)[mir]] = False
         total[~hit] = np.inf
-        return TraceResult(total, hit, inst, prim, normal, last_dir, bounces, bary, ray, weight, diffuse, specular)
+        return TraceResult(total, hit, inst, prim, normal, last_dir, bounces, bary, ray, weight, diffuse,
+                           specular)
     inst, prim, normal, last_dir, bary = inst.copy(), prim.copy(), normal.copy(), d.copy(), bary.copy()
     hit = np.zeros(n, bool)
     idx = np.flatnonzero(got)
@@ -238,7 +240,8 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         if bounce == max_bounces or not mir.any():
             break
     total[~hit] = np.inf
-    return TraceResult(total, hit, inst, prim, normal, last_dir, bounces, bary, ray, weight, diffuse, specular)
+    return TraceResult(total, hit, inst, prim, normal, last_dir, bounces, bary, ray, weight, diffuse,
+                       specular)
 
 
 #: per-path state of :class:`_Tracer` (arrays of P rows): segment origin and direction,
@@ -247,7 +250,8 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
 #: (instance, primitive, normal, barycentrics, direction), and a hit already cast (the
 #: thin-pane probe) with its flag
 _STATE = ("o", "d", "total", "ray", "w", "nb", "passes", "inside", "n_in", "primary",
-          "r_inst", "r_prim", "r_normal", "r_bary", "r_dir", "pre", "p_t", "p_inst", "p_prim", "p_normal", "p_uv")
+          "r_inst", "r_prim", "r_normal", "r_bary", "r_dir",
+          "pre", "p_t", "p_inst", "p_prim", "p_normal", "p_uv")
 
 
 class _Tracer:
@@ -266,7 +270,13 @@ class _Tracer:
     # -- path state ---------------------------------------------------------------------
     @staticmethod
     def _take(p: dict, idx) -> dict:
-        return {k: v[idx] for k, v in p.items()}
+        """The paths ``idx`` (bool mask or int array) of the state ``p``: a new dict of the
+        same arrays when the mask keeps all (the state's arrays are never written in place)."""
+        if isinstance(idx, np.ndarray) and idx.dtype == bool:
+            if idx.all():
+                return dict(p)
+            idx = np.flatnonzero(idx)
+        return {k: v.take(idx, axis=0) for k, v in p.items()}
 
     @staticmethod
     def _cat(parts: list) -> dict | None:
@@ -277,7 +287,7 @@ class _Tracer:
 
     def _end(self, p: dict, idx, t_total, hit, diffuse=None, specular=None) -> None:
         """Paths ``idx`` of ``p`` end: their rows (range ``t_total``, +inf where not hit)."""
-        m = idx.shape[0] if not isinstance(idx, slice) else p["ray"][idx].shape[0]
+        m = p["ray"][idx].shape[0]
         if m == 0:
             return
         rng_ = np.full(m, np.inf) if t_total is None else np.where(hit, t_total, np.inf)
@@ -285,23 +295,53 @@ class _Tracer:
                               normal=p["r_normal"][idx], last_dir=p["r_dir"][idx],
                               bounces=np.minimum(p["nb"][idx], 255).astype(np.uint8), bary=p["r_bary"][idx],
                               ray=p["ray"][idx], weight=p["w"][idx].astype(np.float32),
-                              diffuse=np.ones(m, np.float32) if diffuse is None else diffuse.astype(np.float32),
-                              specular=np.zeros(m, np.float32) if specular is None else specular.astype(np.float32),
+                              diffuse=np.ones(m, np.float32) if diffuse is None else np.asarray(diffuse, np.float32),
+                              specular=np.zeros(m, np.float32) if specular is None else np.asarray(specular, np.float32),
                               primary=p["primary"][idx]))
 
     # -- the rounds ---------------------------------------------------------------------
     def run(self, o: np.ndarray, d: np.ndarray) -> TraceResult:
+        """Trace the rays ``o + s d`` (N, 3) float32. The rays whose first hit is plain
+        (a miss, or an opaque non-mirror surface of alpha 1) end there at once, as the
+        mirror tracer ends them; only the others become paths."""
         n = o.shape[0]
         h = self.backend.intersect(o, d, np.float32(self.max_range), time=self.ts)
-        z = np.zeros(n, np.int64)
-        p = dict(o=o, d=d, total=np.zeros(n), ray=np.arange(n, dtype=np.int64), w=np.ones(n), nb=z, passes=z,
-                 inside=np.zeros(n, bool), n_in=np.ones(n), primary=np.ones(n, bool),
-                 r_inst=h.instance, r_prim=h.primitive, r_normal=h.normal, r_bary=h.uv, r_dir=d,
-                 pre=np.ones(n, bool), p_t=h.t, p_inst=h.instance, p_prim=h.primitive, p_normal=h.normal,
-                 p_uv=h.uv)
+        got = h.instance >= 0
+        gi = np.flatnonzero(got)
+        trans, _, alpha = self._optics(h.instance[gi], h.primitive[gi])
+        busy = (trans > 0.0) | (alpha < 1.0)
+        if self.is_mirror is not None:
+            busy |= np.asarray(self.is_mirror(h.instance[gi], h.primitive[gi]), bool)
+        total = h.t.astype(np.float64)
+        total[~got] = np.inf
+        first = dict(range=total, hit=got, instance=h.instance, primitive=h.primitive, normal=h.normal,
+                     last_dir=d, bounces=np.zeros(n, np.uint8), bary=h.uv, ray=np.arange(n, dtype=np.int64),
+                     weight=np.ones(n, np.float32), diffuse=np.ones(n, np.float32),
+                     specular=np.zeros(n, np.float32))
+        cx = gi[busy]
+        if cx.size == 0:
+            return TraceResult(**first)
+        k = cx.size
+        z = np.zeros(k, np.int64)
+        dc = d[cx]
+        p = dict(o=o[cx], d=dc, total=np.zeros(k), ray=cx.astype(np.int64), w=np.ones(k), nb=z, passes=z,
+                 inside=np.zeros(k, bool), n_in=np.ones(k), primary=np.ones(k, bool),
+                 r_inst=h.instance[cx], r_prim=h.primitive[cx], r_normal=h.normal[cx], r_bary=h.uv[cx], r_dir=dc,
+                 pre=np.ones(k, bool), p_t=h.t[cx], p_inst=h.instance[cx], p_prim=h.primitive[cx],
+                 p_normal=h.normal[cx], p_uv=h.uv[cx])
         while p is not None:
             p = self._round(p)
-        return self._result(n)
+        return self._result(first)
+
+    def _optics(self, inst, prim) -> tuple:
+        """(transmission in [0, 1], ior >= 1, alpha) (H,) float64 of the hits."""
+        if inst.size == 0:
+            e = np.zeros(0)
+            return e, e, e
+        trans, ior, alpha = self.optics(inst, prim)
+        return (np.clip(np.asarray(trans, dtype=np.float64), 0.0, 1.0),
+                np.maximum(np.asarray(ior, dtype=np.float64), 1.0),  # glass in air: n >= 1
+                np.asarray(alpha, dtype=np.float64))
 
     def _cast(self, p: dict) -> tuple:
         """The hits of the paths (t, instance, primitive, normal, uv): the precomputed
@@ -313,7 +353,8 @@ class _Tracer:
             seg_max = (self.max_range - p["total"][todo]).astype(np.float32)
             ts = None if self.ts is None else self.ts[p["ray"][todo]]
             h = self.backend.intersect(p["o"][todo], p["d"][todo], seg_max, time=ts)
-            t[todo], inst[todo], prim[todo], normal[todo], uv[todo] = h.t, h.instance, h.primitive, h.normal, h.uv
+            t[todo], inst[todo], prim[todo] = h.t, h.instance, h.primitive
+            normal[todo], uv[todo] = h.normal, h.uv
         return t, inst, prim, normal, uv
 
     def _round(self, p: dict) -> dict | None:
@@ -328,10 +369,7 @@ class _Tracer:
         seg = t.astype(np.float64)
         seg = np.where(p["inside"], seg * p["n_in"], seg)  # time of flight inside glass
         total = p["total"] + seg
-        trans, ior, alpha = self.optics(inst, prim)
-        trans = np.clip(np.asarray(trans, dtype=np.float64), 0.0, 1.0)
-        ior = np.maximum(np.asarray(ior, dtype=np.float64), 1.0)  # glass in air: n >= 1
-        alpha = np.asarray(alpha, dtype=np.float64)
+        trans, ior, alpha = self._optics(inst, prim)
         # alpha: one uniform per path that meets a surface of alpha < 1, in path order
         passed = np.zeros(g.size, bool)
         cand = np.flatnonzero((alpha < 1.0) & (p["passes"] < MAX_ALPHA_PASSES))
@@ -343,7 +381,8 @@ class _Tracer:
             q = self._take(p, passed)
             o2, step = self._along(q["o"], q["d"], t[passed], normal[passed])
             step = np.where(q["inside"], step * q["n_in"], step)
-            q.update(o=o2, total=total[passed] + step, passes=q["passes"] + 1, pre=np.zeros(o2.shape[0], bool))
+            q.update(o=o2, total=total[passed] + step, passes=q["passes"] + 1,
+                     pre=np.zeros(o2.shape[0], bool))
             nxt.append(q)
         stop = ~passed
         # the surface met: the path's last surface
@@ -461,13 +500,18 @@ class _Tracer:
             nxt.append(self._take(q, t_sel))
         return nxt
 
-    def _result(self, n: int) -> TraceResult:
+    def _result(self, first: dict) -> TraceResult:
+        """The rows: ``first`` (the N rays' rows of the first cast) with the path ends of
+        the rays that became paths in their place, then the extra path ends in ray order."""
         rows = self.rows
         cat = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
-        prim_rows = np.flatnonzero(cat["primary"])
+        prim = np.flatnonzero(cat["primary"])
         extra = np.flatnonzero(~cat["primary"])
-        order = np.empty(n, np.int64)
-        order[cat["ray"][prim_rows]] = prim_rows
         extra = extra[np.argsort(cat["ray"][extra], kind="stable")]
-        idx = np.concatenate([order, extra])
-        return TraceResult(*(cat[f][idx] for f in TraceResult._FIELDS))
+        at = cat["ray"][prim]
+        out = []
+        for f in TraceResult._FIELDS:
+            a = first[f].copy()  # (the first cast's arrays and the caller's directions stay as they are)
+            a[at] = cat[f][prim]
+            out.append(np.concatenate([a, cat[f][extra]]))
+        return TraceResult(*out)

@@ -298,14 +298,16 @@ class TimelineContext:
         optics = getattr(self, "_split", False) and mats.has_optics()
         tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
                    time=s.astype(np.float32) if step.moving else None,
-                   optics=mats.optics if optics else None, rng=getattr(self, "_rng", None) if optics else None)
+                   optics=mats.optics if optics else None,
+                   rng=getattr(self, "_rng", None) if optics else None)
         del dirs, orig
         mat = mats.lookup(tr.instance, tr.primitive)
         object_id, instancer_id, instance_id, semantic = snap.labels(tr.instance, self.semantic)
         time = t[idx]
         if time.shape[0] != tr.ray.shape[0]:  # extra rows of split paths: their ray's time
             time = time[tr.ray]
-        refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary, getattr(self, "_wavelength", None))
+        refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary,
+                                    getattr(self, "_wavelength", None))
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
             refl = (np.asarray(refl, dtype=np.float32) * tr.diffuse + tr.specular).astype(np.float32)
         return CastHits(range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
