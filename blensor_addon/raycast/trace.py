@@ -290,14 +290,14 @@ class _Tracer:
         m = p["ray"][idx].shape[0]
         if m == 0:
             return
-        rng_ = np.full(m, np.inf) if t_total is None else np.where(hit, t_total, np.inf)
-        self.rows.append(dict(range=rng_, hit=hit, instance=p["r_inst"][idx], primitive=p["r_prim"][idx],
+        r = np.full(m, np.inf) if t_total is None else np.where(hit, t_total, np.inf)
+        diffuse = np.ones(m, np.float32) if diffuse is None else np.asarray(diffuse, np.float32)
+        specular = np.zeros(m, np.float32) if specular is None else np.asarray(specular, np.float32)
+        self.rows.append(dict(range=r, hit=hit, instance=p["r_inst"][idx], primitive=p["r_prim"][idx],
                               normal=p["r_normal"][idx], last_dir=p["r_dir"][idx],
                               bounces=np.minimum(p["nb"][idx], 255).astype(np.uint8), bary=p["r_bary"][idx],
-                              ray=p["ray"][idx], weight=p["w"][idx].astype(np.float32),
-                              diffuse=np.ones(m, np.float32) if diffuse is None else np.asarray(diffuse, np.float32),
-                              specular=np.zeros(m, np.float32) if specular is None else np.asarray(specular, np.float32),
-                              primary=p["primary"][idx]))
+                              ray=p["ray"][idx], weight=p["w"][idx].astype(np.float32), diffuse=diffuse,
+                              specular=specular, primary=p["primary"][idx]))
 
     # -- the rounds ---------------------------------------------------------------------
     def run(self, o: np.ndarray, d: np.ndarray) -> TraceResult:
@@ -326,7 +326,8 @@ class _Tracer:
         dc = d[cx]
         p = dict(o=o[cx], d=dc, total=np.zeros(k), ray=cx.astype(np.int64), w=np.ones(k), nb=z, passes=z,
                  inside=np.zeros(k, bool), n_in=np.ones(k), primary=np.ones(k, bool),
-                 r_inst=h.instance[cx], r_prim=h.primitive[cx], r_normal=h.normal[cx], r_bary=h.uv[cx], r_dir=dc,
+                 r_inst=h.instance[cx], r_prim=h.primitive[cx], r_normal=h.normal[cx], r_bary=h.uv[cx],
+                 r_dir=dc,
                  pre=np.ones(k, bool), p_t=h.t[cx], p_inst=h.instance[cx], p_prim=h.primitive[cx],
                  p_normal=h.normal[cx], p_uv=h.uv[cx])
         while p is not None:
