@@ -23,7 +23,10 @@ class CastHits:
     """What :meth:`TimelineContext.cast` returns for N rays: the
     :class:`~blensor_addon.core.sensors.sensor.Hits` protocol's implementation.
 
-    Attributes (N rows each): range (float64 m), hit (bool), reflectivity (float32),
+    Attributes (N rows each; N + E with split paths, see
+    :class:`~blensor_addon.core.sensors.sensor.Hits`): range (float64 m), hit (bool),
+    reflectivity (float32; a glass surface's effective one: the diffuse share of its
+    material's plus its specular return, :class:`~blensor_addon.raycast.trace.TraceResult`),
     normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
     instance_id (uint32), semantic (uint16), time (float64 s): the ray's firing time,
     segment (int32): the step it was cast in (index into the context's pose segments,
@@ -236,8 +239,13 @@ class TimelineContext:
         """:meth:`ScanContext.cast <blensor_addon.core.sensors.sensor.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time (the held step: all), from
-        the sensor pose then. ``split``, ``rng``, ``wavelength``: see the protocol.
-        CONTRACT: split is not implemented yet (every surface opaque)."""
+        the sensor pose then. ``split``, ``rng``, ``wavelength``: see the protocol: with
+        ``split`` and a scene whose materials have glass or alpha
+        (:meth:`~blensor_addon.core.materials.MaterialTable.has_optics`), the trace follows
+        them (:func:`~blensor_addon.raycast.trace.trace` with ``optics``, the alpha draws
+        from ``rng``, step after step) and the extra path ends come after the N rays'
+        rows, in ray order. Without glass or alpha the hits are those of ``split=False``,
+        byte for byte."""
         self._split, self._rng, self._wavelength = bool(split), rng, wavelength
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
@@ -261,7 +269,14 @@ class TimelineContext:
                                    max_range, max_bounces)
         if len(parts) == 1 and np.array_equal(order[0], np.arange(n)):
             return parts[0]
-        return CastHits.scatter(parts, order, n)
+        sizes = [len(r) for r in order]
+        if all(p.range.shape[0] == m for p, m in zip(parts, sizes)):
+            return CastHits.scatter(parts, order, n)
+        # split paths: the rays' rows scattered as always, the extra rows after them
+        main = CastHits.scatter([p.take(slice(0, m)) for p, m in zip(parts, sizes)], order, n)
+        extra = CastHits.concat([p.take(slice(m, None)) for p, m in zip(parts, sizes)])
+        extra = extra.take(np.argsort(extra.ray, kind="stable"))
+        return CastHits.concat([main, extra])
 
     def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> CastHits:
         seg = self._use(step)
@@ -280,13 +295,21 @@ class TimelineContext:
                 orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
         mats = snap.materials
         mirror = mats.is_mirror if mats.mirror.any() else None
+        optics = getattr(self, "_split", False) and mats.has_optics()
         tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
-                   time=s.astype(np.float32) if step.moving else None)
+                   time=s.astype(np.float32) if step.moving else None,
+                   optics=mats.optics if optics else None,
+                   rng=getattr(self, "_rng", None) if optics else None)
         del dirs, orig
         mat = mats.lookup(tr.instance, tr.primitive)
         object_id, instancer_id, instance_id, semantic = snap.labels(tr.instance, self.semantic)
         time = t[idx]
-        refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary, getattr(self, "_wavelength", None))
+        if time.shape[0] != tr.ray.shape[0]:  # extra rows of split paths: their ray's time
+            time = time[tr.ray]
+        refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary,
+                                    getattr(self, "_wavelength", None))
+        if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
+            refl = (np.asarray(refl, dtype=np.float32) * tr.diffuse + tr.specular).astype(np.float32)
         return CastHits(range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
                         last_dir=tr.last_dir, color=mats.color[mat], object_id=object_id,
                         instancer_id=instancer_id, instance_id=instance_id, semantic=semantic, time=time,
