@@ -40,7 +40,9 @@ on Real LiDAR Point Clouds for 3D Object Detection in Adverse Weather", ICCV 202
   hard target's power (or the beam has none) and reaches :func:`detection_power`; its range
   gets the paper's noise (its released code, variant "v1"): the range times
   ``R_0 / u``, ``u`` uniform in ``[max(R_0 - 10, R_0 / 2), R_0 + 10]`` m (the lower bound
-  keeps ``u`` positive for near targets; the paper's is ``R_0 - 10``).
+  keeps ``u`` positive for near targets; the paper's is ``R_0 - 10``); a noisy range
+  outside ``(R_1, R_0)`` (before the receiver's overlap, or behind the target) drops the
+  spurious return.
 
 **Rain** (``weather = rain``, ``rain_rate`` R in mm/h):
 
@@ -240,7 +242,7 @@ def _fog_candidates(s, ret: Returns, n_beams: int, rng) -> tuple:
     hi = r0 + FOG_RANGE_NOISE
     rng_f = at * r0 / (lo + u * (hi - lo))
     rf = rng_f[b]
-    keep = rf < r0[b]  # stays in front of the target it comes from
+    keep = (rf < r0[b]) & (rf > FOG_R1)  # in front of its target, where the receiver sees
     b, rf = b[keep], rf[keep]
     t = np.exp(-2.0 * fog_alpha(s.fog_visibility) * rf)
     return b, rf, power[b], t
