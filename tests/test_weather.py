@@ -239,3 +239,29 @@ def test_rain_drop_returns_grow_with_rain_rate(bpy_mod, empty_scene):
             assert r.range[w].min() >= weather.FOG_R1  # no drop before the receiver's overlap
             assert np.all(r.object_id[w] == 0)
     assert counts[0] == 0 and counts[-1] > counts[1] and counts[-1] > 0
+
+
+def test_particle_rain_is_scanned_as_geometry(bpy_mod, empty_scene):
+    # issue 22, section 4: particles are real geometry. scenes/build_rain_particles.py
+    # instances 400 spheres (r = 3 cm) by a particle system; the scan returns points on them,
+    # labelled with the drop object and the emitter, each point on its particle's sphere
+    import importlib.util
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location("build_rain_particles", ROOT / "scenes" / "build_rain_particles.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cam = mod.build(bpy_mod)
+    r = blensor_addon.scan(cam, frame_of_reference="world")
+    ids = {o["name"]: o["id"] for o in r.objects}
+    on_drop = r.object_id == ids["Drop"]
+    assert on_drop.sum() > 100 and len(r) > on_drop.sum()  # drops and the wall behind them
+    assert np.all(r.instancer_id[on_drop] == ids["RainCloud"]) and np.all(r.instance_id[on_drop] > 0)
+    assert np.all(r.object_id[~on_drop] == ids["Backdrop"])
+    dg = bpy_mod.context.evaluated_depsgraph_get()
+    cloud = bpy_mod.data.objects["RainCloud"].evaluated_get(dg)
+    centers = np.array([p.location for p in cloud.particle_systems[0].particles], dtype=np.float64)
+    assert centers.shape == (mod.DROP_COUNT, 3)
+    d = np.linalg.norm(r.xyz[on_drop][:, None, :].astype(np.float64) - centers[None], axis=2).min(axis=1)
+    # on the sphere: 12 x 6 facets sit at most r (1 - cos(30 deg)) = 4 mm inside it
+    assert np.all(d <= mod.DROP_RADIUS + 1e-4) and np.all(d >= mod.DROP_RADIUS * math.cos(math.pi / 6) - 1e-4)
+    assert len(np.unique(r.instance_id[on_drop])) > 30  # many different drops
