@@ -265,3 +265,26 @@ def test_particle_rain_is_scanned_as_geometry(bpy_mod, empty_scene):
     # on the sphere: 12 x 6 facets sit at most r (1 - cos(30 deg)) = 4 mm inside it
     assert np.all(d <= mod.DROP_RADIUS + 1e-4) and np.all(d >= mod.DROP_RADIUS * math.cos(math.pi / 6) - 1e-4)
     assert len(np.unique(r.instance_id[on_drop])) > 30  # many different drops
+
+
+def test_demo_has_a_glass_shop_front_and_a_fog_variant(bpy_mod):
+    # issue 22, "done means": the demo gains a window (a single-face Glass BSDF pane, IOR 1.5,
+    # no reflectivity of its own, a counter behind it) and a foggy variant
+    from conftest import CROSSING
+    bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))
+    pane = bpy_mod.data.objects["ShopGlass"]
+    assert len(pane.data.polygons) == 1
+    mat = pane.data.materials[0]
+    glass = [n for n in mat.node_tree.nodes if n.type == "BSDF_GLASS"]
+    assert len(glass) == 1 and glass[0].inputs["IOR"].default_value == pytest.approx(1.5)
+    assert "ShopCounter" in bpy_mod.data.objects
+    assert bpy_mod.context.scene.camera.data.blensor.weather == "none"
+    bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING.with_name("crossing_fog.blend")))
+    cam = bpy_mod.context.scene.camera
+    s = cam.data.blensor
+    assert s.weather == "fog" and 50.0 <= s.fog_visibility <= 100.0
+    r = blensor_addon.scan(cam, frame=1)
+    w = r.semantic == weather.WEATHER_SEMANTIC
+    assert w.sum() > 0.1 * len(r)  # dense fog: a cloud of backscatter returns around the car
+    assert np.median(r.range[w]) < 3.0 and np.all(r.object_id[w] == 0)
+    assert r.range[~w].max() < 50.0  # nothing far comes back through 80 m of visibility
