@@ -4,11 +4,11 @@ Fig. 4), reproducibly.
 Two 10 m roads cross at the origin (world +Z up); kerbed pavements and four buildings
 stand on the corners, trees line the pavements (a collection instanced by empties), a
 row of bollards comes from an Array modifier, one building has a shop window that is a
-mirror, and the south-west building a glass shop front (issue 22: a single-face pane with a
-Glass BSDF of IOR 1.5, a room with a counter behind it). Four cars (one shared mesh, so the scene has instancing) drive through the
-crossing over frames 1-48 at 24 fps. The ego car drives north on the right lane with a
-Velodyne HDL-64E S2 on its roof: the camera ``Velodyne`` (local +Y = world up, looking
-north). Materials come from ``materials/library.json``.
+mirror, and the south-west building a glass shop front (issue 22: a single-face pane with
+a Glass BSDF of IOR 1.5, a room with a counter behind it). Four cars (one shared mesh, so
+the scene has instancing) drive through the crossing over frames 1-48 at 24 fps. The ego
+car drives north on the right lane with a Velodyne HDL-64E S2 on its roof: the camera
+``Velodyne`` (local +Y = world up, looking north). Materials come from ``materials/library.json``.
 
 Usage: ``python scenes/build_crossing.py [OUT.blend] [--variant fog]`` (pip ``bpy``; the
 committed files are built with bpy 4.2.23: ``.venv-bpy4.2.23/bin/python``), default

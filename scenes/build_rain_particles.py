@@ -126,6 +126,8 @@ def build(bpy):
 
 
 def main(out: Path) -> None:
+    """Build the scene in an empty file (the add-on registered when importable, so the
+    camera carries its sensor settings) and save it, compressed, to ``out``."""
     import bpy
     bpy.ops.wm.read_factory_settings(use_empty=True)
     registered = False

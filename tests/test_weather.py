@@ -21,7 +21,8 @@ def _returns(beam, rng_m, energy):
     k = len(beam)
     e = np.asarray(energy, dtype=np.float64)
     return Returns(beam=np.asarray(beam, np.int64), row=np.asarray(beam, np.int64),
-                   range=np.asarray(rng_m, np.float64), reflectivity=np.full(k, 0.5, np.float32), returned=e.copy(),
+                   range=np.asarray(rng_m, np.float64), reflectivity=np.full(k, 0.5, np.float32),
+                   returned=e.copy(),
                    energy=e, return_number=np.ones(k, np.uint8), number_of_returns=np.ones(k, np.uint8),
                    weather=np.zeros(k, bool))
 
@@ -163,7 +164,8 @@ def test_fog_drops_returns_below_the_linear_detection_limit(bpy_mod, empty_scene
 def _floor_sensor(bpy, **kw):
     # a floor 2 m below (sensor +Y up): lasers from -1 to -30 deg meet it 115 m to 4 m away,
     # the +5 deg laser meets nothing
-    add_mesh(bpy, "Floor", [(-400, -2, -400), (400, -2, -400), (400, -2, 400), (-400, -2, 400)], [(0, 1, 2, 3)])
+    add_mesh(bpy, "Floor", [(-400, -2, -400), (400, -2, -400), (400, -2, 400), (-400, -2, 400)],
+             [(0, 1, 2, 3)])
     cam = add_camera(bpy)
     s = generic_sensor(cam, "5, -1, -2, -4, -8, -15, -30", angle_resolution=2.0, max_range=100.0, **kw)
     return cam, s
@@ -247,7 +249,8 @@ def test_particle_rain_is_scanned_as_geometry(bpy_mod, empty_scene):
     # labelled with the drop object and the emitter, each point on its particle's sphere
     import importlib.util
     from conftest import ROOT
-    spec = importlib.util.spec_from_file_location("build_rain_particles", ROOT / "scenes" / "build_rain_particles.py")
+    spec = importlib.util.spec_from_file_location("build_rain_particles",
+                                                  ROOT / "scenes" / "build_rain_particles.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     cam = mod.build(bpy_mod)

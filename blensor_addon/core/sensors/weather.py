@@ -60,16 +60,18 @@ on Real LiDAR Point Clouds for 3D Object Detection in Adverse Weather", ICCV 202
 - range noise: C. Goodin, D. Carruth, M. Doude, C. Hudson, "Predicting the Influence of Rain
   on LIDAR in ADAS", Electronics 8(1):89, 2019, section 2: Gaussian with
   ``sigma = 0.02 r (1 - exp(-R))^2`` m (:func:`rain_range_sigma`), in ``range_noise``;
-- returns from drops (LISA's per-beam Monte Carlo): the drops in the beam's cone (diameter
-  ``a_0 + b r``, from the receiver's overlap range ``R_1`` on, ``a_0`` = :data:`APERTURE` m, ``b`` the beam divergence or
-  :data:`RAIN_DIVERGENCE` when the sensor has none) in front of its first return are a
+- returns from drops (LISA's per-beam Monte Carlo): the drops in the beam's cone
+  (diameter ``a_0 + b r``, from the receiver's overlap range ``R_1`` on; ``a_0`` =
+  :data:`APERTURE` m, ``b`` the beam divergence or :data:`RAIN_DIVERGENCE` when the
+  sensor has none) in front of its first return are a
   Poisson draw of mean ``n V`` (``n = N_0 / Lambda`` drops per m^3, ``V`` the cone's volume
   to where a drop of :data:`MAX_DROP` could still be detected), at ranges drawn uniformly
   in the cone's volume and diameters from ``N(D)``; a drop of diameter ``D`` at ``r``
   returns ``rho_w min(1, D^2 / (a_0 + b r)^2)`` (its share of the beam times the water
   surface's normal reflectance, ``rho_w = ((1.328 - 1) / (1.328 + 1))^2 = 0.0198``), times
-  ``exp(-2 alpha r)`` and the receiver's overlap ``xi(r)`` (the fog model's). Of the detectable drops (power at least :func:`detection_power`)
-  the beam reports the strongest (the nearest under ``returns = first``).
+  ``exp(-2 alpha r)`` and the receiver's overlap ``xi(r)`` (the fog model's). Of the
+  detectable drops (power at least :func:`detection_power`) the beam reports the
+  strongest (the nearest under ``returns = first``).
 
 A weather return replaces the beam's hard return or stands beside it by ``returns``:
 ``strongest`` keeps the stronger, ``first`` the nearer, ``last`` the farther (a weather
@@ -348,7 +350,8 @@ def _merge(s, ret: Returns, per_beam: int, n_beams: int, cb, cr, cp, ct) -> Retu
     S = max(int(per_beam), 1)
     eq = cp * cr * cr  # reflectivity a hard target at the same range would need
     w = Returns(beam=cb.astype(np.int64), row=cb.astype(np.int64) * S, range=cr.astype(np.float64),
-                reflectivity=np.zeros(m, dtype=np.asarray(ret.reflectivity).dtype), returned=eq, energy=eq.copy(),
+                reflectivity=np.zeros(m, dtype=np.asarray(ret.reflectivity).dtype), returned=eq,
+                energy=eq.copy(),
                 return_number=np.ones(m, np.uint8), number_of_returns=np.ones(m, np.uint8),
                 weather=np.ones(m, bool),
                 range_noise=None if kept.range_noise is None else np.zeros(m),
