@@ -4,13 +4,18 @@ Fig. 4), reproducibly.
 Two 10 m roads cross at the origin (world +Z up); kerbed pavements and four buildings
 stand on the corners, trees line the pavements (a collection instanced by empties), a
 row of bollards comes from an Array modifier, one building has a shop window that is a
-mirror. Four cars (one shared mesh, so the scene has instancing) drive through the
-crossing over frames 1-48 at 24 fps. The ego car drives north on the right lane with a
-Velodyne HDL-64E S2 on its roof: the camera ``Velodyne`` (local +Y = world up, looking
-north). Materials come from ``blensor_addon/core/tables/reflectance.json``.
+mirror, and the south-west building a glass shop front (issue 22: a single-face pane with
+a Glass BSDF of IOR 1.5, a room with a counter behind it). Four cars (one shared mesh, so
+the scene has instancing) drive through the crossing over frames 1-48 at 24 fps. The ego
+car drives north on the right lane with a Velodyne HDL-64E S2 on its roof: the camera
+``Velodyne`` (local +Y = world up, looking north). Materials come from
+``blensor_addon/core/tables/reflectance.json``.
 
-Usage: ``python scenes/build_crossing.py [OUT.blend]`` (pip ``bpy``), default
-``scenes/crossing.blend``. The same script gives the same scene every time.
+Usage: ``python scenes/build_crossing.py [OUT.blend] [--variant fog]`` (pip ``bpy``; the
+committed files are built with bpy 4.2.23: ``.venv-bpy4.2.23/bin/python``), default
+``scenes/crossing.blend``; ``--variant fog`` gives ``scenes/crossing_fog.blend``, the same
+scene with the sensor's ``weather = fog`` at ``fog_visibility`` :data:`FOG_VISIBILITY` m.
+The same script gives the same scene every time.
 """
 from __future__ import annotations
 
@@ -23,6 +28,10 @@ import bpy
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMES = (1, 48)
+VARIANTS = ("clear", "fog")
+#: meteorological optical range of the fog variant (m): dense fog (Hahner et al. 2021 simulate
+#: MOR 15-600 m)
+FOG_VISIBILITY = 80.0
 
 
 def make_materials(addon_registered: bool) -> dict:
@@ -112,6 +121,50 @@ def sphere(radius, center, rings=8, segments=12):
     return verts, faces
 
 
+#: the glass shop: a room cut into the south-west building's east facade (x = -12 m), its
+#: glass pane the facade's plane between these corners (x, y, z in m)
+SHOP_Y, SHOP_Z, SHOP_DEPTH = (-22.0, -16.0), (0.15, 3.5), 4.0
+
+
+def shop_building_parts():
+    """The south-west building (24 m cube's footprint x, y in [-36, -12], 15 m high) as boxes
+    around the shop: a room SHOP_DEPTH deep behind the east facade, between SHOP_Y and up to
+    SHOP_Z[1] (its floor is the pavement). Faces of neighbouring boxes meet only inside."""
+    (y0, y1), (_, z1), x_back = SHOP_Y, SHOP_Z, -12.0 - SHOP_DEPTH
+    return [
+        (((-36 + x_back) / 2, -24, 7.5), (x_back + 36, 24, 15), 0),          # behind the room
+        (((x_back - 12) / 2, (-36 + y0) / 2, 7.5), (SHOP_DEPTH, y0 + 36, 15), 0),  # south of it
+        (((x_back - 12) / 2, (y1 - 12) / 2, 7.5), (SHOP_DEPTH, -12 - y1, 15), 0),  # north of it
+        (((x_back - 12) / 2, (y0 + y1) / 2, (z1 + 15) / 2), (SHOP_DEPTH, y1 - y0, 15 - z1), 0),  # above
+    ]
+
+
+def shop_window(M, registered):
+    """The shop's glass pane (one face in the facade plane x = -12 m, a Glass BSDF of IOR
+    1.5 and no BlenSor reflectivity of its own: the node tree decides, issue 22 section 3)
+    and a counter inside the room (concrete), 1.5 m behind the glass."""
+    glass = bpy.data.materials.new("shop_glass")
+    glass.use_nodes = True
+    nodes = glass.node_tree.nodes
+    for n in list(nodes):
+        if n.type != "OUTPUT_MATERIAL":
+            nodes.remove(n)
+    out = next(n for n in nodes if n.type == "OUTPUT_MATERIAL")
+    bsdf = nodes.new("ShaderNodeBsdfGlass")
+    bsdf.inputs["IOR"].default_value = 1.5
+    bsdf.inputs["Roughness"].default_value = 0.0
+    glass.node_tree.links.new(bsdf.outputs["BSDF"], out.inputs["Surface"])
+    glass.diffuse_color = (0.8, 0.9, 1.0, 0.3)
+    (y0, y1), (z0, z1) = SHOP_Y, SHOP_Z
+    pane = mesh_object("ShopGlass", [(-12.0, y0, z0), (-12.0, y1, z0), (-12.0, y1, z1), (-12.0, y0, z1)],
+                       [(0, 1, 2, 3)], [glass])
+    pane["blensor_label"] = "building"
+    v, f, mi = box_parts([((-13.9, (y0 + y1) / 2, 0.6), (0.8, 4.0, 0.9), 0)])
+    counter = mesh_object("ShopCounter", v, f, [M["concrete"]], mi)
+    counter["blensor_label"] = "other-structure"
+    return pane
+
+
 def keyframes(obj, points):
     for frame, loc in points:
         obj.location = loc
@@ -130,7 +183,7 @@ def empty_file_with_addon() -> bool:
         return False
 
 
-def build(out: Path) -> None:
+def build(out: Path, variant: str = "clear") -> None:
     registered = empty_file_with_addon()
     bpy.context.preferences.edit.keyframe_new_interpolation_type = "LINEAR"
     scene = bpy.context.scene
@@ -171,9 +224,13 @@ def build(out: Path) -> None:
     # buildings on the corners; the north-east one has a shop window (mirror)
     walls = {(-1, -1): "brick", (1, -1): "plaster_white", (-1, 1): "plaster_white", (1, 1): "brick"}
     for (sx, sy), mat in walls.items():
-        v, f, mi = box_parts([((sx * 24, sy * 24, 7.5), (24, 24, 15), 0)])
+        parts = [((sx * 24, sy * 24, 7.5), (24, 24, 15), 0)]
+        if (sx, sy) == (-1, -1):
+            parts = shop_building_parts()
+        v, f, mi = box_parts(parts)
         b = mesh_object(f"Building_{'N' if sy > 0 else 'S'}{'E' if sx > 0 else 'W'}", v, f, [M[mat]], mi)
         b["blensor_label"] = "building"
+    shop_window(M, registered)
     v, f, mi = box_parts([((16, 11.97, 2.2), (10, 0.05, 3.2), 0)])
     w = mesh_object("ShopWindow", v, f, [M["shop_window"]], mi)
     w["blensor_label"] = "building"
@@ -263,6 +320,9 @@ def build(out: Path) -> None:
         s.axes = "ros"  # files in REP-103 axes (x ahead, y left, z up), the default of new cameras
         s.output_dir = "//blensor_out/"
         s.formats = {"npz", "evd", "pcd"}
+        if variant == "fog":  # dense fog: attenuation and backscatter returns near the car
+            s.weather = "fog"
+            s.fog_visibility = FOG_VISIBILITY
 
     out.parent.mkdir(parents=True, exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)
@@ -273,4 +333,13 @@ def build(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "scenes" / "crossing.blend")
+    args = sys.argv[1:]
+    variant = "clear"
+    if "--variant" in args:
+        i = args.index("--variant")
+        variant = args[i + 1] if i + 1 < len(args) else ""
+        del args[i:i + 2]
+        if variant not in VARIANTS:
+            sys.exit(f"build_crossing: --variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    default = ROOT / "scenes" / ("crossing.blend" if variant == "clear" else f"crossing_{variant}.blend")
+    build(Path(args[0]) if args else default, variant)
