@@ -201,8 +201,8 @@ def footprint(s, pattern: RayPattern) -> SubRays:
     a = np.tan(0.5 * div_h * uv[:, 0])  # (S,) offsets along h and v at unit distance
     b = np.tan(0.5 * div_v * uv[:, 1])
     c = 1.0 / np.sqrt(1.0 + a * a + b * b)  # |d + a h + b v| = sqrt(1 + a^2 + b^2): d, h, v orthonormal
-    dirs = (d[:, None, :] * c[None, :, None] + h[:, None, :] * (a * c)[None, :, None]
-            + v[:, None, :] * (b * c)[None, :, None])
+    # (B, S, 3): sub-ray j of beam b is (c_j, a_j c_j, b_j c_j) in the beam's basis (d, h, v)
+    dirs = np.matmul(np.stack([c, a * c, b * c], axis=1), np.stack([d, h, v], axis=1))
     f = float(getattr(s, "focus_distance", 0.0))
     origins = None
     if f > 0.0:  # through the focus F = o + f d, from the aperture plane: F - f / (d_j . d) d_j
@@ -244,6 +244,21 @@ def _weighted_range(r: np.ndarray, wts: np.ndarray, starts: np.ndarray) -> np.nd
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(wsum > 0.0, num / np.where(wsum > 0.0, wsum, 1.0), plain)
     return r0 + mean
+
+
+def _cos_incidence(hits, rows: np.ndarray) -> np.ndarray:
+    """(C,) float64 |cos| of the incidence angle of the rows ``rows`` of ``hits``: from
+    their ``normal`` and ``last_dir`` where the hits have them, the formula of
+    ``raycast.trace.facing_normals`` row by row (so the values are its values, bit for
+    bit), without the normals' flip ``hits.cos_incidence`` computes for every row; else
+    ``hits.cos_incidence[rows]``."""
+    normal = getattr(hits, "normal", None)
+    last_dir = getattr(hits, "last_dir", None)
+    if normal is None or last_dir is None:
+        return np.asarray(hits.cos_incidence)[rows]
+    # every row's (a 1-D gather after is cheaper than gathering the (N, 3) rows first)
+    cos = np.einsum("ij,ij->i", np.asarray(normal, dtype=np.float64), np.asarray(last_dir, dtype=np.float64))
+    return np.abs(cos[rows])
 
 
 def rank_returns(beam: np.ndarray, rng_range: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -289,13 +304,13 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
         rows = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
         rows = rows[ok[rows]]
     # the fields the echoes need, of the candidates only (a sweep's misses cost nothing more)
-    ray = np.asarray(hits.ray)[rows]
+    ray = np.asarray(hits.ray)[rows] if ok.shape[0] != R else rows  # the first R rows: row = sub-ray
     b = sub.beam[ray]
     w = np.asarray(hits.weight)[rows].astype(np.float64)
     refl = np.asarray(hits.reflectivity)[rows]
     geo = sub.share[ray] * (w * w)
     rt = geo * refl
-    en = rt * np.asarray(hits.cos_incidence)[rows]
+    en = rt * _cos_incidence(hits, rows)
     rr = np.asarray(rng_all[rows], dtype=np.float64)
     algorithm = getattr(s, "divergence_algorithm", "echoes")
     mode = getattr(s, "returns", "strongest")
