@@ -421,3 +421,18 @@ def test_single_sub_ray_is_the_contract_path(bpy_mod, crossing, monkeypatch):
         for k, v in ref.arrays().items():
             got = r.arrays()[k]
             assert got.dtype == v.dtype and got.tobytes() == v.tobytes(), (name, k)
+
+
+def test_scan_number_of_returns_counts_detected_returns(bpy_mod, empty_scene):
+    # issue 22, section 2: number_of_returns counts the returns the sensor reports, not the echoes formed
+    # before detection (the contract path kept the formed count: a dropped far echo left its near echo at
+    # "1 of 2"). Limit model: 0.3 beyond 5 m; the edge beam's near echo returns 0.8 x 0.64 = 0.52, its far
+    # echo 0.8 x 0.36 = 0.29 (dropped)
+    cam = edge_scene(bpy_mod)
+    r = blensor_addon.scan(cam, axes="blensor", samples_per_beam=7, beam_divergence=0.002, returns="dual",
+                           ref_dist=5.0, ref_limit=0.3, ref_slope=0.0)
+    col = np.round(np.degrees(np.mod(r.azimuth + np.pi, 2 * np.pi) - np.pi) / 0.5).astype(int)
+    edge = col == 0
+    np.testing.assert_allclose(r.range[edge], [10.0], atol=1e-4)
+    assert list(r.return_number[edge]) == [1] and list(r.number_of_returns[edge]) == [1]
+    assert (r.number_of_returns == 1).all()
