@@ -46,7 +46,7 @@ c tau / 2). An echo's
   two-way transmission weight^2), ``returned`` the same without the cosine;
 - ``range`` = the energy-weighted mean range of its candidates (a mixed range: a beam on
   two surfaces closer than ``echo_separation`` gives one echo between them, seed 000
-  section 6's mixed pixels);
+  mixed pixels, which seed 000's conclusion names).
 - surface (labels, normal, colour, reflectivity) = its strongest candidate's.
 
 ``divergence_algorithm``:
