@@ -436,3 +436,30 @@ def test_scan_number_of_returns_counts_detected_returns(bpy_mod, empty_scene):
     np.testing.assert_allclose(r.range[edge], [10.0], atol=1e-4)
     assert list(r.return_number[edge]) == [1] and list(r.number_of_returns[edge]) == [1]
     assert (r.number_of_returns == 1).all()
+
+
+def test_scan_random_is_seeded_and_focus_keeps_ranges(bpy_mod, empty_scene):
+    # random: the stage's seeded generator, so the same seed gives the same points; the edge beam reports
+    # one of the two walls. A focus at 15 m (sub-rays cross the axis there) keeps the full-wall ranges.
+    cam = edge_scene(bpy_mod)
+    kw = dict(axes="blensor", samples_per_beam=19, beam_divergence=0.004, divergence_algorithm="random")
+    a, b = blensor_addon.scan(cam, seed=3, **kw), blensor_addon.scan(cam, seed=3, **kw)
+    assert a.range.tobytes() == b.range.tobytes() and a.object_id.tobytes() == b.object_id.tobytes()
+    col = np.round(np.degrees(np.mod(a.azimuth + np.pi, 2 * np.pi) - np.pi) / 0.5).astype(int)
+    assert np.isclose(a.range[col == 0][0], 10.0, atol=1e-4) or np.isclose(a.range[col == 0][0], 20.0, atol=1e-4)
+    f = blensor_addon.scan(cam, axes="blensor", samples_per_beam=7, beam_divergence=0.004, focus_distance=15.0,
+                           returns="all")
+    fc = np.round(np.degrees(np.mod(f.azimuth + np.pi, 2 * np.pi) - np.pi) / 0.5).astype(int)
+    np.testing.assert_allclose(f.range[fc == -1], 20.0 / np.cos(np.radians(0.5)), atol=1e-3)
+    np.testing.assert_allclose(f.range[fc == 1], 10.0 / np.cos(np.radians(0.5)), atol=1e-3)
+
+
+def test_empty_pattern():
+    p = RayPattern(
+        directions=np.zeros((0, 3), np.float32), azimuth=np.zeros(0), elevation=np.zeros(0),
+        channel=np.zeros(0, np.uint16), ray_index=np.zeros(0, np.int64), timestamp=np.zeros(0))
+    sub = beam.footprint(settings(samples_per_beam=7, beam_divergence=0.002), p)
+    assert sub.directions.shape == (0, 3) and sub.beam.shape == (0,)
+    ret = beam.form_returns(settings(), sub, FakeHits(np.zeros(0), np.zeros(0, np.int64)), 10.0,
+                            np.random.default_rng(0))
+    assert len(ret) == 0
