@@ -4,8 +4,8 @@ by sub-rays (:func:`footprint`) and the echoes its candidates form along the bea
 
 The beam (seed 004, "Divergence Angle", "Focus Distance", "Samples Per Beam"; HELIOS++,
 Winiwarter et al. 2022, "Virtual laser scanning with HELIOS++", Remote Sensing of
-Environment 269, 112772, section 2.3: a beam sampled by sub-rays on concentric rings, each
-carrying the energy of a Gaussian beam profile):
+Environment 269, 112772: the beam footprint sampled by sub-rays on concentric rings, the
+count set by its ``beamSampleQuality``, each carrying a Gaussian profile's energy):
 
 - **Cone.** A beam of full divergence angles ``beam_divergence`` (horizontal: across the
   beam, along the axis ``h = normalize(up x d)`` in which the azimuth grows; ``up`` is the
@@ -53,10 +53,11 @@ c tau / 2). An echo's
 
 - ``echoes``: the echoes ``returns`` chooses: ``strongest``; ``last``; ``first``;
   ``dual`` (Velodyne: the strongest and the last; when the strongest is the last, the
-  second strongest: VLP-16 User Manual 63-9243 Rev D, section 9.3.1 "Dual Return Mode";
+  second strongest: VLP-16 User Manual 63-9243 Rev D, chapter 9, dual return packets;
   a beam with one echo reports it once); ``dual_ouster`` (the strongest and the second
-  strongest: Ouster firmware user manual, "Dual Returns", profile
-  RNG19_RFL8_SIG16_NIR16_DUAL); ``all`` (the nearest ``max_returns``);
+  strongest: Ouster firmware user manual, "Return Order": the sensor keeps the two
+  strongest returns of each beam, RNG19_RFL8_SIG16_NIR16_DUAL reports both);
+  ``all`` (the nearest ``max_returns``);
 - seed 004's single-range algorithms, one return per beam with the whole beam's energy
   (every candidate's light reaches the receiver; only the reported range differs):
   ``first`` (the nearest candidate's range and surface), ``average`` (the energy-weighted
@@ -353,7 +354,8 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
         rep = np.minimum(np.minimum.reduceat(pick, starts), last)
         g_range = rr[rep]
     else:
-        raise ValueError(f"divergence_algorithm must be one of echoes, first, average, random, got {algorithm!r}")
+        raise ValueError("divergence_algorithm must be one of echoes, first, average, random, "
+                         f"got {algorithm!r}")
     if algorithm == "echoes":
         sel = _select_echoes(mode, g_beam, g_energy, int(getattr(s, "max_returns", 3)))
     else:

@@ -89,8 +89,8 @@ _VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table",
              "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01, "rotation_direction": "cw",
              "min_range": 0.4, "return_model": "limit", "start_angle": 0.0, "end_angle": 360.0,
              "wavelength": 903.0, "returns": "strongest"}
-_VELODYNE_SOURCE = ("min_range: velodyne_pointcloud launch default (the datasheet gives none); noise: seed 000; "
-                    "return modes: see RETURN_MODES_OF")
+_VELODYNE_SOURCE = ("min_range: velodyne_pointcloud launch default (the datasheet gives none); "
+                    "noise: seed 000; return modes: see RETURN_MODES_OF")
 
 
 def _step(cycle_s: float, hz: float = 10.0) -> float:
@@ -234,4 +234,5 @@ def preset_bias_table(preset: str) -> tuple | None:
     return HDL64E_S2_BIAS_M if preset == "hdl64e_s2" else None
 
 
-__all__ = ["PRESETS", "RETURN_MODES_OF", "OUSTER_LIDAR_MODES", "preset_table", "preset_bias_table", "HDL64E_S2_BIAS_M"]
+__all__ = ["PRESETS", "RETURN_MODES_OF", "OUSTER_LIDAR_MODES", "preset_table", "preset_bias_table",
+           "HDL64E_S2_BIAS_M"]
