@@ -2,16 +2,87 @@
 by sub-rays (:func:`footprint`) and the echoes its candidates form along the beam
 (:func:`form_returns`).
 
-CONTRACT STUB: one sub-ray per beam (the axis) and the strongest candidate per beam.
+The beam (seed 004, "Divergence Angle", "Focus Distance", "Samples Per Beam"; HELIOS++,
+Winiwarter et al. 2022, "Virtual laser scanning with HELIOS++", Remote Sensing of
+Environment 269, 112772: the beam footprint sampled by sub-rays on concentric rings, the
+count set by its ``beamSampleQuality``, each carrying a Gaussian profile's energy):
+
+- **Cone.** A beam of full divergence angles ``beam_divergence`` (horizontal: across the
+  beam, along the axis ``h = normalize(up x d)`` in which the azimuth grows; ``up`` is the
+  sensor frame's +Y) and ``beam_divergence_vertical`` (along ``v = d x h``, toward +Y; 0:
+  the same as the horizontal one) is an elliptical cone around the beam's axis ``d``. A
+  beam along +-Y (no horizontal direction) takes ``h = +X``.
+- **Pattern.** Sub-ray j sits at (u_j, v_j) in the unit disc (the cone's edge is the unit
+  circle) and points along ``normalize(d + tan(a_h u_j) h + tan(a_v v_j) v)`` with the
+  half angles ``a_h``, ``a_v``. The disc is cut into S cells of equal area: a centre disc
+  and rings (:func:`disc_pattern`), ring k holding about 6k points spaced evenly in angle
+  (1 + 6 for S = 7, 1 + 6 + 12 for S = 19), each point at the radius that halves its
+  ring's area. No random numbers: the pattern is the same for every beam and run.
+- **Shares.** The irradiance of a Gaussian beam is I(rho) ~ exp(-2 rho^2) with rho the
+  radius over the 1/e^2 radius (A. E. Siegman, "Lasers", 1986, ch. 17; the beam
+  divergence of a datasheet is the full angle of the 1/e^2 diameter), here the cone's
+  edge (rho = 1). A cell's share is the profile's energy in it, exactly:
+  ``exp(-2 a^2) - exp(-2 b^2)`` for the annulus a..b, split evenly among the ring's
+  points; the shares are normalized to 1 over the cone (the 13.5 % of a Gaussian beam
+  outside its 1/e^2 radius is left out).
+- **Focus.** ``focus_distance`` f (m) is where the beam is narrowest (seed 004: "the
+  distance along the laser beam, from the optical aperture, where the beam width is
+  minimal"). Geometric optics with a point focus (the zero-waist limit of a Gaussian beam
+  waist): every sub-ray crosses the axis at F = o + f d, starting on the aperture plane
+  (through the beam origin o, normal to d) at ``F - f / (d_j . d) d_j``. The footprint's
+  width at range r along the beam is then ``2 |r - f| tan(a)`` (f = 0: a cone from the
+  beam origin, the footprint growing with range). A sub-ray's range is its own path from
+  its start, which differs from the axial range by a factor 1 / cos(a) - 1 < 2e-5 at
+  a = 5 mrad (7 um at 350 m).
+
+Echoes (HELIOS++'s full-waveform model groups sub-ray returns into echoes along the
+beam; here without a waveform): the candidates of a beam (its sub-rays' path ends within
+``max_range``, several per sub-ray behind glass) sorted by range form one echo while
+consecutive ranges differ by at most ``echo_separation`` (the pulse's range resolution,
+c tau / 2). An echo's
+
+- ``energy`` = sum of share x weight^2 x reflectivity x cos(incidence) over its
+  candidates (seed 002 Eq. 4's R0 cos theta summed over the footprint, with the path's
+  two-way transmission weight^2), ``returned`` the same without the cosine;
+- ``range`` = the energy-weighted mean range of its candidates (a mixed range: a beam on
+  two surfaces closer than ``echo_separation`` gives one echo between them, seed 000
+  mixed pixels, which seed 000's conclusion names).
+- surface (labels, normal, colour, reflectivity) = its strongest candidate's.
+
+``divergence_algorithm``:
+
+- ``echoes``: the echoes ``returns`` chooses: ``strongest``; ``last``; ``first``;
+  ``dual`` (Velodyne: the strongest and the last; when the strongest is the last, the
+  second strongest: VLP-16 User Manual 63-9243 Rev D, chapter 9, dual return packets;
+  a beam with one echo reports it once); ``dual_ouster`` (the strongest and the second
+  strongest: Ouster firmware user manual, "Return Order": the sensor keeps the two
+  strongest returns of each beam, RNG19_RFL8_SIG16_NIR16_DUAL reports both);
+  ``all`` (the nearest ``max_returns``);
+- seed 004's single-range algorithms, one return per beam with the whole beam's energy
+  (every candidate's light reaches the receiver; only the reported range differs):
+  ``first`` (the nearest candidate's range and surface), ``average`` (the energy-weighted
+  mean range of every candidate, the strongest's surface), ``random`` (one candidate
+  drawn with probability proportional to its energy, from the stage's generator).
+
+Each return carries ``return_number`` (1-based, nearest first among the beam's reported
+returns) and ``number_of_returns`` (LAS 1.4's fields). With one sub-ray per beam and no
+glass each beam has at most one candidate: the returns are those of the one-ray model
+before issue 22, bit for bit (``returns = strongest``, any algorithm).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from .patterns import RayPattern
 from .returns import Returns
+
+#: +Y, the sensor frame's up (elevation = asin(d_y), :func:`~.patterns.angles_of`)
+UP = np.array([0.0, 1.0, 0.0])
+#: |up x d| below this: the beam points straight up or down, h = +X
+_VERTICAL = 1e-9
 
 
 @dataclass
@@ -38,37 +109,301 @@ class SubRays:
     per_beam: int
 
 
+def ring_counts(samples: int) -> tuple:
+    """Points per ring of the S = ``samples`` pattern (after the centre point): K rings,
+    K the fewest with 1 + 3K(K+1) >= S (the hexagonal numbers 1, 7, 19, 37, 61), the
+    S - 1 points shared in proportion to the ring number k (ring k's circumference), the
+    remainders to the outer rings. ``()`` for S = 1.
+
+    Raises:
+        ValueError: ``samples`` < 1."""
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    m = samples - 1
+    if m == 0:
+        return ()
+    k = 1
+    while 1 + 3 * k * (k + 1) < samples:
+        k += 1
+    total = k * (k + 1) // 2
+    counts = [m * (i + 1) // total for i in range(k)]
+    rest = m - sum(counts)
+    for i in range(k - 1, k - 1 - rest, -1):  # fewer than k remain: one each to the outer rings
+        counts[i] += 1
+    return tuple(counts)
+
+
+@lru_cache(maxsize=None)
+def disc_pattern(samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """The S = ``samples`` sub-ray positions in the unit disc and their energy shares.
+
+    Returns:
+        uv (S, 2) float64: (horizontal, vertical) position, |uv| < 1; row 0 the centre.
+        share (S,) float64 > 0, sum 1: the Gaussian profile's energy
+        (I ~ exp(-2 rho^2), 1/e^2 radius at rho = 1) in each sub-ray's cell, cells of
+        equal area pi / S (module docstring). Read-only arrays (cached).
+    Raises:
+        ValueError: ``samples`` < 1."""
+    counts = ring_counts(samples)
+    uv = [np.zeros((1, 2))]
+    bound = np.sqrt(1.0 / samples)
+    energy = [1.0 - np.exp(-2.0 * bound * bound)]
+    placed = 1
+    for n in counts:
+        placed += n
+        outer = np.sqrt(placed / samples)
+        rho = np.sqrt(0.5 * (bound * bound + outer * outer))  # halves the ring's area
+        ang = 2.0 * np.pi * np.arange(n) / n
+        uv.append(rho * np.stack([np.cos(ang), np.sin(ang)], axis=1))
+        energy.append(np.full(n, (np.exp(-2.0 * bound * bound) - np.exp(-2.0 * outer * outer)) / n))
+        bound = outer
+    uv = np.concatenate(uv)
+    share = np.concatenate([np.atleast_1d(e) for e in energy])
+    share = share / share.sum()
+    uv.flags.writeable = False
+    share.flags.writeable = False
+    return uv, share
+
+
+def beam_axes(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The footprint's axes of beams ``d`` (B, 3) unit (sensor frame): horizontal
+    ``h = normalize(up x d)`` (+X for a beam along +-Y) and vertical ``v = d x h``, each
+    (B, 3) float64 unit, orthogonal to ``d`` and to each other."""
+    d = np.asarray(d, dtype=np.float64)
+    h = np.cross(UP, d)
+    norm = np.linalg.norm(h, axis=1)
+    flat = norm < _VERTICAL
+    h[flat] = (1.0, 0.0, 0.0)
+    norm[flat] = 1.0
+    h /= norm[:, None]
+    v = np.cross(d, h)
+    v /= np.linalg.norm(v, axis=1)[:, None]
+    return h, v
+
+
 def footprint(s, pattern: RayPattern) -> SubRays:
     """The sub-rays of the beams of ``pattern`` (B rays) under settings ``s``
-    (:class:`~.returns.ReturnSettings`). Stub: S = 1, the beams themselves."""
+    (:class:`~.returns.ReturnSettings`: ``samples_per_beam``, ``beam_divergence``,
+    ``beam_divergence_vertical``, ``focus_distance``), beam-major; module docstring for
+    the geometry and the shares. With ``samples_per_beam`` 1 or no divergence: the
+    beams themselves (share 1), exactly as cast before issue 22."""
     n = len(pattern)
     o = None if pattern.origins is None else pattern.origins.astype(np.float64)
-    return SubRays(directions=pattern.directions.astype(np.float64), origins=o, times=pattern.timestamp,
-                   beam=np.arange(n, dtype=np.int64), share=np.ones(n), per_beam=1)
+    S = int(getattr(s, "samples_per_beam", 1))
+    div_h = float(getattr(s, "beam_divergence", 0.0))
+    div_v = float(getattr(s, "beam_divergence_vertical", 0.0)) or div_h
+    if S <= 1 or (div_h == 0.0 and div_v == 0.0):
+        return SubRays(directions=pattern.directions.astype(np.float64), origins=o, times=pattern.timestamp,
+                       beam=np.arange(n, dtype=np.int64), share=np.ones(n), per_beam=1)
+    uv, share = disc_pattern(S)
+    d = pattern.directions.astype(np.float64)
+    d /= np.linalg.norm(d, axis=1)[:, None]
+    h, v = beam_axes(d)
+    a = np.tan(0.5 * div_h * uv[:, 0])  # (S,) offsets along h and v at unit distance
+    b = np.tan(0.5 * div_v * uv[:, 1])
+    c = 1.0 / np.sqrt(1.0 + a * a + b * b)  # |d + a h + b v| = sqrt(1 + a^2 + b^2): d, h, v orthonormal
+    # (B, S, 3): sub-ray j of beam b is (c_j, a_j c_j, b_j c_j) in the beam's basis (d, h, v)
+    dirs = np.matmul(np.stack([c, a * c, b * c], axis=1), np.stack([d, h, v], axis=1))
+    f = float(getattr(s, "focus_distance", 0.0))
+    origins = None
+    if f > 0.0:  # through the focus F = o + f d, from the aperture plane: F - f / (d_j . d) d_j
+        focus = f * d if o is None else o + f * d
+        origins = (focus[:, None, :] - (f / c)[None, :, None] * dirs).reshape(-1, 3)
+    elif o is not None:
+        origins = np.repeat(o, S, axis=0)
+    return SubRays(directions=dirs.reshape(-1, 3), origins=origins, times=np.repeat(pattern.timestamp, S),
+                   beam=np.repeat(np.arange(n, dtype=np.int64), S), share=np.tile(share, n), per_beam=S)
+
+
+def _starts(keys: np.ndarray) -> np.ndarray:
+    """(G,) int64 first index of each run of equal values of ``keys`` (sorted)."""
+    new = np.ones(keys.shape[0], bool)
+    new[1:] = keys[1:] != keys[:-1]
+    return np.flatnonzero(new)
+
+
+def _first_of_groups(key: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Index of the row with the largest ``key`` in each run of rows (``starts``, (G,)),
+    the earliest row on a tie; (G,) int64. O(rows), no sort."""
+    n = key.shape[0]
+    counts = np.diff(np.append(starts, n))
+    top = np.maximum.reduceat(key, starts)
+    at = np.where(key == np.repeat(top, counts), np.arange(n), n)
+    return np.minimum(np.minimum.reduceat(at, starts), starts + counts - 1)  # NaN keys: the last row
+
+
+def _weighted_range(r: np.ndarray, wts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per run (``starts`` of the runs of the rows), the ``wts``-weighted mean of ``r``,
+    as ``r[start] + sum w (r - r[start]) / sum w`` (a run of one row gives its ``r``
+    exactly); a run whose weights sum to 0 takes the plain mean."""
+    counts = np.diff(np.append(starts, r.shape[0]))
+    r0 = r[starts]
+    dr = r - np.repeat(r0, counts)
+    wsum = np.add.reduceat(wts, starts) if r.size else np.zeros(0)
+    num = np.add.reduceat(wts * dr, starts) if r.size else np.zeros(0)
+    plain = np.add.reduceat(dr, starts) / counts if r.size else np.zeros(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(wsum > 0.0, num / np.where(wsum > 0.0, wsum, 1.0), plain)
+    return r0 + mean
+
+
+def _cos_incidence(hits, rows: np.ndarray) -> np.ndarray:
+    """(C,) float64 |cos| of the incidence angle of the rows ``rows`` of ``hits``: from
+    their ``normal`` and ``last_dir`` where the hits have them, the formula of
+    ``raycast.trace.facing_normals`` row by row (so the values are its values, bit for
+    bit), without the normals' flip ``hits.cos_incidence`` computes for every row; else
+    ``hits.cos_incidence[rows]``."""
+    normal = getattr(hits, "normal", None)
+    last_dir = getattr(hits, "last_dir", None)
+    if normal is None or last_dir is None:
+        return np.asarray(hits.cos_incidence)[rows]
+    # every row's (a 1-D gather after is cheaper than gathering the (N, 3) rows first)
+    cos = np.einsum("ij,ij->i", np.asarray(normal, dtype=np.float64), np.asarray(last_dir, dtype=np.float64))
+    return np.abs(cos[rows])
+
+
+def rank_returns(beam: np.ndarray, rng_range: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``return_number`` (1-based, nearest first within each beam) and
+    ``number_of_returns`` (the beam's returns) of K returns of beams ``beam`` (K,) int at
+    ranges ``rng_range`` (K,) m, in any row order; two (K,) uint8 (LAS 1.4's fields). For
+    a stage that drops or adds returns after :func:`form_returns` (detection, weather)."""
+    beam = np.asarray(beam)
+    k = beam.shape[0]
+    if k == 0:
+        return np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+    order = np.lexsort((np.arange(k), np.asarray(rng_range), beam))
+    sb = beam[order]
+    st = _starts(sb)
+    counts = np.diff(np.append(st, k))
+    pos = np.arange(k) - np.repeat(st, counts)
+    num, tot = np.empty(k, np.int64), np.empty(k, np.int64)
+    num[order] = pos + 1
+    tot[order] = np.repeat(counts, counts)
+    return np.minimum(num, 255).astype(np.uint8), np.minimum(tot, 255).astype(np.uint8)
 
 
 def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generator) -> Returns:
     """The returns of the beams: the candidates (rows of ``hits``, the cast of ``sub``;
-    ``hits.ray`` is each row's sub-ray, ``hits.weight`` its one-way path transmission)
-    that hit within ``max_range`` (m), grouped into echoes along each beam and chosen as
-    ``s`` says. Rows in beam order, nearest first within a beam. Stub: the strongest
-    candidate of each beam, one sub-ray per beam."""
-    ok = np.asarray(hits.hit) & (np.asarray(hits.range) <= max_range)
-    rows = np.flatnonzero(ok)
-    cand = hits.take(rows)  # the candidates only: a sweep's misses cost nothing more
-    ray = np.asarray(cand.ray)
-    beam = sub.beam[ray]
-    w = np.asarray(cand.weight, dtype=np.float64)
-    refl = np.asarray(cand.reflectivity)
-    returned = sub.share[ray] * (w * w) * refl
-    energy = returned * np.asarray(cand.cos_incidence)
-    # strongest per beam: sort by beam, then energy descending, first row wins
-    order = np.lexsort((rows, -energy, beam))
-    first = np.ones(order.shape[0], bool)
-    first[1:] = beam[order][1:] != beam[order][:-1]
-    pick = np.sort(order[first])
-    k = pick.shape[0]
-    return Returns(beam=beam[pick], row=rows[pick], range=np.asarray(cand.range, dtype=np.float64)[pick],
-                   reflectivity=refl[pick], returned=returned[pick], energy=energy[pick],
-                   return_number=np.ones(k, np.uint8), number_of_returns=np.ones(k, np.uint8),
-                   weather=np.zeros(k, bool))
+    ``hits.ray`` is each row's sub-ray, ``hits.weight`` its one-way path transmission;
+    rows past the sub-rays are extra path ends behind glass) that hit within
+    ``max_range`` (m), grouped into echoes along each beam and chosen as ``s`` says
+    (``divergence_algorithm``, ``returns``, ``max_returns``, ``echo_separation``; module
+    docstring). ``rng``: the generator of ``random``'s draws (one uniform per beam with a
+    candidate, in beam order). Rows in beam order, nearest first within a beam.
+    Vectorized: no loop over beams."""
+    rng_all = np.asarray(hits.range)
+    ok = np.asarray(hits.hit) & (rng_all <= max_range)
+    S, R = int(sub.per_beam), sub.beam.shape[0]
+    # the candidates' rows of hits by beam, then range, then row (ties: row order)
+    if ok.shape[0] != R:  # extra path ends (glass, alpha): a general sort
+        rows = np.flatnonzero(ok)
+        rows = rows[np.lexsort((rng_all[rows], sub.beam[np.asarray(hits.ray)[rows]]))]
+    elif S == 1:  # one row per beam, in beam order
+        rows = np.flatnonzero(ok)
+    else:  # one row per sub-ray, beam-major: sort each beam's S ranges
+        key = np.where(ok, rng_all, np.inf).reshape(-1, S)
+        rows = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
+        rows = rows[ok[rows]]
+    # the fields the echoes need, of the candidates only (a sweep's misses cost nothing more)
+    ray = np.asarray(hits.ray)[rows] if ok.shape[0] != R else rows  # the first R rows: row = sub-ray
+    b = sub.beam[ray]
+    w = np.asarray(hits.weight)[rows].astype(np.float64)
+    refl = np.asarray(hits.reflectivity)[rows]
+    geo = sub.share[ray] * (w * w)
+    rt = geo * refl
+    en = rt * _cos_incidence(hits, rows)
+    rr = np.asarray(rng_all[rows], dtype=np.float64)
+    algorithm = getattr(s, "divergence_algorithm", "echoes")
+    mode = getattr(s, "returns", "strongest")
+    n = b.shape[0]
+    if n == 0:
+        e = np.zeros(0)
+        return Returns(beam=np.zeros(0, np.int64), row=np.zeros(0, np.int64), range=e,
+                       reflectivity=refl[:0], returned=e, energy=e, return_number=np.zeros(0, np.uint8),
+                       number_of_returns=np.zeros(0, np.uint8), weather=np.zeros(0, bool))
+    bstart = _starts(b)
+    if algorithm == "echoes":
+        new = np.zeros(n, bool)
+        new[bstart] = True
+        new[1:] |= np.diff(rr) > float(getattr(s, "echo_separation", 1.0))
+        starts = np.flatnonzero(new)
+    else:  # one group per beam: every candidate of the beam
+        starts = bstart
+    g_energy = np.add.reduceat(en, starts)
+    g_returned = np.add.reduceat(rt, starts)
+    g_beam = b[starts]
+    if algorithm == "echoes" or algorithm == "average":
+        wts = np.where(np.repeat(g_energy > 0.0, np.diff(np.append(starts, n))), en, geo)
+        g_range = _weighted_range(rr, wts, starts)
+        rep = _first_of_groups(en, starts)  # the strongest candidate
+    elif algorithm == "first":
+        rep = starts
+        g_range = rr[rep]
+    elif algorithm == "random":
+        counts = np.diff(np.append(starts, n))
+        p = np.where(np.repeat(g_energy > 0.0, counts), en, geo)
+        csum = np.cumsum(p)
+        before = np.repeat(csum[starts] - p[starts], counts)
+        within = csum - before  # cumulative weight within the beam
+        total = np.add.reduceat(p, starts)
+        u = rng.random(starts.shape[0]) * total
+        # the first candidate whose cumulative weight exceeds the draw
+        over = within > np.repeat(u, counts)
+        last = starts + counts - 1
+        pick = np.where(over, np.arange(n), n)
+        rep = np.minimum(np.minimum.reduceat(pick, starts), last)
+        g_range = rr[rep]
+    else:
+        raise ValueError("divergence_algorithm must be one of echoes, first, average, random, "
+                         f"got {algorithm!r}")
+    if algorithm == "echoes":
+        sel = _select_echoes(mode, g_beam, g_energy, int(getattr(s, "max_returns", 3)))
+    else:
+        sel = np.arange(starts.shape[0])
+    ebeam = g_beam[sel]
+    est = _starts(ebeam)
+    counts = np.diff(np.append(est, ebeam.shape[0]))
+    number = np.arange(ebeam.shape[0]) - np.repeat(est, counts) + 1
+    total = np.repeat(counts, counts)
+    pick = rep[sel]  # candidate of each return's surface
+    return Returns(beam=ebeam, row=rows[pick], range=g_range[sel], reflectivity=refl[pick],
+                   returned=g_returned[sel], energy=g_energy[sel],
+                   return_number=number.astype(np.uint8), number_of_returns=total.astype(np.uint8),
+                   weather=np.zeros(ebeam.shape[0], bool))
+
+
+def _select_echoes(mode: str, g_beam: np.ndarray, g_energy: np.ndarray, max_returns: int) -> np.ndarray:
+    """Indices (ascending: beam order, nearest first) of the echoes ``mode`` reports, of
+    E echoes sorted by beam then range with beams ``g_beam`` (E,) and energies
+    ``g_energy`` (E,)."""
+    e = g_beam.shape[0]
+    bst = _starts(g_beam)
+    counts = np.diff(np.append(bst, e))
+    if mode == "first":
+        return bst
+    if mode == "last":
+        return bst + counts - 1
+    if mode == "all":
+        return np.flatnonzero(np.arange(e) - np.repeat(bst, counts) < max_returns)
+    # the strongest and the second strongest of each beam (the nearer on a tie), no sort
+    strong = _first_of_groups(g_energy, bst)
+    if mode == "strongest":
+        return strong
+    rest = g_energy.copy()
+    rest[strong] = -np.inf
+    second = _first_of_groups(rest, bst)
+    second = second[counts > 1]
+    if mode == "dual_ouster":
+        return np.sort(np.concatenate([strong, second]))
+    if mode == "dual":  # strongest and last; the second strongest when the last is the strongest
+        last = bst + counts - 1
+        other = np.where(strong == last, -1, last)  # the last where it is not the strongest
+        alt = np.full(bst.shape[0], -1)
+        alt[np.flatnonzero(counts > 1)] = second
+        other = np.where(other < 0, alt, other)
+        return np.sort(np.concatenate([strong, other[other >= 0]]))
+    raise ValueError(f"returns must be one of strongest, last, first, dual, dual_ouster, all, got {mode!r}")
+
+
+__all__ = ["SubRays", "footprint", "form_returns", "disc_pattern", "ring_counts", "beam_axes", "rank_returns",
+           "UP"]

@@ -87,8 +87,10 @@ HDL64E_S2_BIAS_M = (
 #: the full turn 0..360 deg: choosing a Velodyne preset after an Ouster one (-180..180) resets the sector
 _VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table", "bias_sigma": 0.078,
              "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01, "rotation_direction": "cw",
-             "min_range": 0.4, "return_model": "limit", "start_angle": 0.0, "end_angle": 360.0}
-_VELODYNE_SOURCE = "min_range: velodyne_pointcloud launch default (the datasheet gives none); noise: seed 000"
+             "min_range": 0.4, "return_model": "limit", "start_angle": 0.0, "end_angle": 360.0,
+             "wavelength": 903.0, "returns": "strongest"}
+_VELODYNE_SOURCE = ("min_range: velodyne_pointcloud launch default (the datasheet gives none); "
+                    "noise: seed 000; return modes: see RETURN_MODES_OF")
 
 
 def _step(cycle_s: float, hz: float = 10.0) -> float:
@@ -113,9 +115,12 @@ OUSTER_LIDAR_MODES = ((512, 10), (512, 20), (1024, 10), (1024, 20), (2048, 10), 
 #: Ouster's column order: with a cw spin, column m of a turn from -180 to 180 deg sits at psi =
 #: 180 - m 360 / W, Ouster's encoder angle 2 pi (1 - m / W) in its lidar frame (turned 180 deg
 #: from the sensor frame by lidar_to_sensor_transform): ouster-ros's column m
-_OUSTER_SECTOR = {"start_angle": -180.0, "end_angle": 180.0}
+_OUSTER_SECTOR = {"start_angle": -180.0, "end_angle": 180.0, "wavelength": 865.0, "returns": "strongest"}
 _OUSTER_MIN = 0.3  # Ouster firmware user manual, "Minimum Range Threshold": the Rev 6 and earlier minimum
 _OUSTER = "Ouster firmware user manual (minimum range 0.3 m of Rev 6 and earlier sensors)"
+
+#: Hesai units: 905 nm (issue 22's figure for Hesai; the manuals' laser section not checked)
+_HESAI = {"wavelength": 905.0, "returns": "strongest"}
 
 #: the order is the order of the stored enum (v0.1 files): append only
 PRESETS: dict[str, Preset] = {
@@ -143,9 +148,11 @@ PRESETS: dict[str, Preset] = {
         "ros-drivers/velodyne velodyne_pointcloud/params/VeloView-VLP-32C.yaml; firing: velodyne_pointcloud "
         "rawdata.cc (55.296 us: 0.199066 deg at 10 Hz); VLP-32C datasheet (200 m); " + _VELODYNE_SOURCE),
     "vls128": Preset("Velodyne VLS-128", {
-        "angle_resolution": _step(53.3e-6), "rotation_speed": 10.0, "max_range": 245.0, **_VELODYNE},
+        "angle_resolution": _step(53.3e-6), "rotation_speed": 10.0, "max_range": 245.0, **_VELODYNE,
+        "beam_divergence": 0.003, "beam_divergence_vertical": 0.0015},
         "ros-drivers/velodyne velodyne_pointcloud/params/VLS128.yaml; firing: velodyne_pointcloud rawdata.h "
-        "(53.3 us: 0.19188 deg at 10 Hz); Alpha Prime (VLS-128) datasheet (245 m); " + _VELODYNE_SOURCE),
+        "(53.3 us: 0.19188 deg at 10 Hz); Alpha Prime (VLS-128) datasheet (245 m); beam divergence 3.0 mrad "
+        "horizontal, 1.5 mrad vertical: VLS-128 User Manual, Appendix F, Table F-1; " + _VELODYNE_SOURCE),
     "os1_64": Preset("Ouster OS1-64", {
         "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
         **_linear(120.0, 0.8, _OUSTER_MIN, 0.015), **_OUSTER_SECTOR},
@@ -164,18 +171,37 @@ PRESETS: dict[str, Preset] = {
     # Hesai steps: the datasheets' horizontal resolutions at 10 Hz (Pandar64 0.2 deg, PandarXT-32
     # 0.18 deg); the firing blocks give 0.200016 deg (55.56 us) and 0.18 deg (50 us)
     "pandar64": Preset("Hesai Pandar64", {
-        "angle_resolution": 0.2, "rotation_speed": 10.0, **_linear(200.0, 0.1, 0.3, 0.02)},
+        "angle_resolution": 0.2, "rotation_speed": 10.0, **_linear(200.0, 0.1, 0.3, 0.02), **_HESAI},
         "HesaiTechnology/HesaiLidar_General_ROS config/Pandar64.csv, firing times from "
         "pandarGeneral_internal.cc (55.56 us blocks: 0.200016 deg at 10 Hz); 0.2 deg: the Pandar64 "
         "datasheet's horizontal resolution at 10 Hz; ranges 0.3-200 m: tier4/nebula "
         "pandar_64.hpp; 200 m at 10 % as the Pandar40 family's channel table gives its middle channels (the "
         "Pandar64 manual's own figure not checked), noise +-2 cm"),
     "pandarxt32": Preset("Hesai PandarXT-32", {
-        "angle_resolution": 0.18, "rotation_speed": 10.0, **_linear(120.0, 0.15, 0.05, 0.01)},
+        "angle_resolution": 0.18, "rotation_speed": 10.0, **_linear(120.0, 0.15, 0.05, 0.01), **_HESAI},
         "tier4/nebula calibration/PandarXT32.csv, firing times from HesaiLidar_General_ROS pandarXT.h (50 us "
         "blocks: 0.18 deg at 10 Hz, the PandarXT-32 datasheet's horizontal resolution at 10 Hz); 120 m "
         "instrument range, 80 m at 10 % for the central channels as the PandarXT-16 manual's channel "
         "table gives them (ref_max 0.15 at 120 m), +-1 cm; min_range: tier4/nebula pandar_xt32.hpp"),
+}
+
+
+#: The return modes (:data:`~.returns.RETURN_MODES`) each unit offers, its default first (documentation:
+#: the settings do not refuse another mode). Velodyne: the user manuals' "Laser Return Modes" (strongest,
+#: last, dual; VLP-16 User Manual 63-9243 Rev D and VLP-32C User Manual 63-9325 Rev C, chapter 9: in dual
+#: mode the strongest and the last, the second strongest when the strongest is the last; HDL-64E S3 manual
+#: 63-HDL64ES3 Rev K, status byte "Multiple Return Status": strongest, last, both); Ouster: firmware user
+#: manual, "Return Order" (the sensor keeps the two strongest returns of each beam; the single return
+#: profile reports the strongest, RNG19_RFL8_SIG16_NIR16_DUAL both); Hesai: PandarXT user manual,
+#: section 3 (strongest, last, dual = last and strongest, the second strongest when they coincide; the
+#: PandarXT-16 manual adds first and the last-and-first and first-and-strongest pairs, which
+#: :data:`~.returns.RETURN_MODES` has no single name for).
+RETURN_MODES_OF = {
+    **{k: ("strongest", "last", "dual") for k in ("hdl64e_s2", "hdl32e", "vlp16", "vlp32c", "vls128")},
+    **{k: ("strongest", "dual_ouster") for k in ("os0_128", "os1_64", "os1_128", "os2_128")},
+    "pandar64": ("strongest", "last", "dual"),
+    "pandarxt32": ("strongest", "last", "first", "dual"),
+    "generic": ("strongest", "last", "first", "dual", "dual_ouster", "all"),
 }
 
 
@@ -208,4 +234,5 @@ def preset_bias_table(preset: str) -> tuple | None:
     return HDL64E_S2_BIAS_M if preset == "hdl64e_s2" else None
 
 
-__all__ = ["PRESETS", "OUSTER_LIDAR_MODES", "preset_table", "preset_bias_table", "HDL64E_S2_BIAS_M"]
+__all__ = ["PRESETS", "RETURN_MODES_OF", "OUSTER_LIDAR_MODES", "preset_table", "preset_bias_table",
+           "HDL64E_S2_BIAS_M"]

@@ -368,6 +368,9 @@ class Sensor:
             if ret is not None:
                 ret = ret.take(seen)
                 extra = {k: v[seen] for k, v in (extra or {}).items()}
+        if extra and "return_number" in extra:  # issue 22, section 2: count the returns kept, not formed
+            numbers = beam.rank_returns(pattern.ray_index, hits.range)
+            extra["return_number"], extra["number_of_returns"] = numbers
         value = None
         if ret is not None:
             value = intensity.intensity(s, ret, r, self.capabilities(s, ctx.camera).device)

@@ -1,0 +1,108 @@
+"""Beam divergence cost (issue 22, section 2): an HDL-64E S2 revolution of the demo scene
+with one ray per beam against ``samples_per_beam`` sub-rays per beam, in one process.
+
+Usage: ``.venv/bin/python benchmarks/divergence.py [--samples 7] [--divergence 0.002]
+[--repeat 5] [--backend native]``
+
+Rows (``scenes/crossing.blend``, camera ``Velodyne``, full turn 0..360 deg, frame 12,
+133,312 beams; the scan is warm: mesh BVHs reused, the first call not timed):
+
+- ``1 ray per beam``: ``blensor_addon.scan()`` at the defaults (the contract path).
+- ``S sub-rays, divergence D``: ``samples_per_beam = S``, ``beam_divergence = D`` rad,
+  ``returns = strongest``.
+- ``S sub-rays, dual``: the same with ``returns = dual``.
+
+Each row is the minimum over ``--repeat`` calls (the machine is shared: the minimum is the
+least disturbed); the ratio column divides by the first row's minimum. The indented rows
+split the fastest call of each case into its stages (``ScanContext.cast``: the scene
+layer's cast, native kernel included; ``footprint``; ``form_returns``; the rest: detection,
+noise, assembly), to show where the cost goes. Nothing here asserts a time; the issue's
+bound is a ratio of at most 3 for S = 7.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+STAGES: dict = {}
+
+
+def _timed_stage(owner, name: str, label: str) -> None:
+    """Wrap ``owner.name`` so each call adds its seconds to ``STAGES[label]``."""
+    fn = getattr(owner, name)
+
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            STAGES[label] = STAGES.get(label, 0.0) + time.perf_counter() - t0
+    setattr(owner, name, wrapper)
+
+
+def _min_time(fn, repeat: int) -> tuple[float, dict]:
+    """The fastest of ``repeat`` calls: (seconds, its stage seconds)."""
+    best, stages = float("inf"), {}
+    for _ in range(repeat):
+        STAGES.clear()
+        t0 = time.perf_counter()
+        fn()
+        sec = time.perf_counter() - t0
+        if sec < best:
+            best, stages = sec, dict(STAGES)
+    return best, stages
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=7)
+    ap.add_argument("--divergence", type=float, default=0.002, help="full angle, rad (default 2 mrad)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--backend", default="native")
+    args = ap.parse_args(argv)
+    import bpy
+
+    import blensor_addon
+    from blensor_addon.core.sensors import beam
+    from blensor_addon.scene.context import TimelineContext
+    blensor_addon.register()
+    _timed_stage(TimelineContext, "cast", "ScanContext.cast")
+    _timed_stage(beam, "footprint", "footprint")
+    _timed_stage(beam, "form_returns", "form_returns")
+    bpy.ops.wm.open_mainfile(filepath=str(ROOT / "scenes" / "crossing.blend"))
+    cam = bpy.data.objects["Velodyne"]
+    cam.data.blensor.end_angle = 360.0
+    S, D = args.samples, args.divergence
+    cases = [("1 ray per beam (contract path)", {}),
+             (f"{S} sub-rays, divergence {D * 1e3:g} mrad, strongest",
+              {"samples_per_beam": S, "beam_divergence": D}),
+             (f"{S} sub-rays, divergence {D * 1e3:g} mrad, dual",
+              {"samples_per_beam": S, "beam_divergence": D, "returns": "dual"})]
+    rows = []
+    for name, ov in cases:
+        scan = lambda ov=ov: blensor_addon.scan(cam, frame=12, backend=args.backend, **ov)  # noqa: E731
+        n = len(scan())  # warm: BVHs built, not timed
+        sec, stages = _min_time(scan, args.repeat)
+        rows.append((name, sec, f"{n:,} points"))
+        for label, t in stages.items():
+            rows.append((f"  {label}", t, ""))
+        rows.append(("  rest (detection, noise, assembly)", sec - sum(stages.values()), ""))
+    base = rows[0][1]
+    load = os.getloadavg()[0]
+    print(f"beam divergence, HDL-64E S2 revolution (133,312 beams) of scenes/crossing.blend, backend "
+          f"{args.backend}, Blender {bpy.app.version_string}, min of {args.repeat}, load {load:.1f} on "
+          f"{os.cpu_count()} cores")
+    print(f"  {'case':52s} {'seconds':>8s} {'ratio':>6s}  note")
+    for name, sec, note in rows:
+        print(f"  {name:52s} {sec:8.3f} {sec / base:6.2f}  {note}")
+    blensor_addon.unregister()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
