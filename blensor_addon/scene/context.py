@@ -235,7 +235,7 @@ class TimelineContext:
         return self._by_segment(hits, lambda sg, s, i: sg.position(s))
 
     def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
-             wavelength=None) -> CastHits:
+             wavelength=None, bundle=1) -> CastHits:
         """:meth:`ScanContext.cast <blensor_addon.core.sensors.sensor.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time (the held step: all), from
