@@ -181,6 +181,14 @@ def beam_axes(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return h, v
 
 
+def sub_rays_per_beam(s) -> int:
+    """S, the sub-rays :func:`footprint` casts per beam under settings ``s``: 1 without
+    divergence (or without the return settings), else ``samples_per_beam``."""
+    S = int(getattr(s, "samples_per_beam", 1))
+    div = float(getattr(s, "beam_divergence", 0.0)) or float(getattr(s, "beam_divergence_vertical", 0.0))
+    return 1 if S <= 1 or div == 0.0 else S
+
+
 def footprint(s, pattern: RayPattern) -> SubRays:
     """The sub-rays of the beams of ``pattern`` (B rays) under settings ``s``
     (:class:`~.returns.ReturnSettings`: ``samples_per_beam``, ``beam_divergence``,

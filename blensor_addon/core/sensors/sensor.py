@@ -76,6 +76,20 @@ def echo_hits(hits, ret: Returns):
     return echo
 
 
+def _beam_chunks(patterns, per_beam: int):
+    """The chunks of ``patterns`` (an iterable of :class:`RayPattern`) cut into pieces of
+    at most ``CHUNK_RAYS // per_beam`` beams (whole chunks when they fit, as with one
+    sub-ray per beam)."""
+    step = max(1, CHUNK_RAYS // max(1, int(per_beam)))
+    for pattern in patterns:
+        n = len(pattern)
+        if n <= step:
+            yield pattern
+            continue
+        for i in range(0, n, step):
+            yield pattern.take(np.arange(i, min(n, i + step)))
+
+
 class ScanContext(Protocol):
     """What a sensor gets from the scene layer to scan one frame.
 
@@ -324,11 +338,14 @@ class Sensor:
         ``returned`` reflectivity and range), :meth:`measure` (plus the weather's range
         noise), :meth:`detected`, the intensity (:func:`~.intensity.intensity`) and, when
         the settings give several returns per beam, ``return_number`` and
-        ``number_of_returns``."""
+        ``number_of_returns``. A pattern chunk is cut into pieces of at most
+        :data:`~.budget.CHUNK_RAYS` sub-rays (:func:`_beam_chunks`), so memory stays that
+        of one chunk of rays whatever ``samples_per_beam``."""
         grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
         max_range = self.max_range(s)
         parts, rays = [], 0
-        for k, pattern in enumerate(self.patterns(s, frame, frame_time, mode, ctx.camera)):
+        for k, pattern in enumerate(_beam_chunks(self.patterns(s, frame, frame_time, mode, ctx.camera),
+                                                 beam.sub_rays_per_beam(s))):
             sub = beam.footprint(s, pattern)
             hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times, split=True,
                             rng=stage_rng(s.seed, frame, k, STAGE_CAST), wavelength=float(s.wavelength),
