@@ -215,9 +215,11 @@ def test_return_modes():
         assert list(run(returns=mode).number_of_returns) == [1]
     # max_range drops the far wall
     assert list(beam.form_returns(settings(returns="all"), sub, hits, 15.0, rng).range) == [10.0]
-    # average: one mixed range, the energy-weighted mean of every candidate, the whole beam's energy
-    a = run(divergence_algorithm="average", returns="dual")
-    assert a.range[0] == pytest.approx((10.0 * near_e + 20.0 * far_e) / (near_e + far_e), rel=1e-12)
+    # average: one mixed range, the centroid of the received power (energy / r^2) of every candidate
+    # (issue 22 review: the waveform's centroid, not the energy's), the whole beam's energy
+    a = run(divergence_algorithm="average", returns="strongest")
+    near_p, far_p = near_e / 100.0, far_e / 400.0
+    assert a.range[0] == pytest.approx((10.0 * near_p + 20.0 * far_p) / (near_p + far_p), rel=1e-12)
     assert a.energy[0] == pytest.approx(0.5) and list(a.number_of_returns) == [1]
     # first: the nearest sub-ray's range, the whole beam's energy
     f = run(divergence_algorithm="first")
@@ -233,8 +235,9 @@ def test_dual_when_the_strongest_is_the_last():
     sub = sub_of(3, S)
     # beam 0: echoes at 5 (weak), 10 (medium), 20 (strong, last) -> 10 and 20
     # beam 1: one echo -> reported once; beam 2: 5 (strong), 30 (weak, last) -> both
+    # (strength is the received power, energy / r^2: issue 22 review)
     r = np.array([5, 10, 10, 20, 20, 20, 20] + [8] * 7 + [5, 5, 5, 5, 5, 5, 30], float)
-    refl = np.array([0.1, 0.3, 0.3, 0.9, 0.9, 0.9, 0.9] + [0.5] * 7 + [0.9] * 6 + [0.01])
+    refl = np.array([0.02, 0.3, 0.3, 0.9, 0.9, 0.9, 0.9] + [0.5] * 7 + [0.9] * 6 + [0.01])
     hits = FakeHits(r, np.arange(3 * S), refl=refl)
     d = beam.form_returns(settings(returns="dual"), sub, hits, 100.0, np.random.default_rng(0))
     assert list(d.beam) == [0, 0, 1, 2, 2]
@@ -249,16 +252,19 @@ def test_dual_when_the_strongest_is_the_last():
     assert list(s.range) == [20.0, 8.0, 5.0]
 
 
-def test_random_draws_in_proportion_to_energy():
+def test_random_draws_in_proportion_to_received_power():
+    # random: one candidate drawn with probability proportional to its received power (energy / r^2)
     n = 20000
     hits, sub, share, side = edge_hits(n)
     s = settings(divergence_algorithm="random")
     r1 = beam.form_returns(s, sub, hits, 100.0, np.random.default_rng(7))
     r2 = beam.form_returns(s, sub, hits, 100.0, np.random.default_rng(7))
     assert np.array_equal(r1.range, r2.range) and np.array_equal(r1.row, r2.row)  # seeded
+    r3 = beam.form_returns(s, sub, hits, 100.0, np.random.default_rng(8))
+    assert not np.array_equal(r1.row, r3.row)  # another seed, other draws
     assert len(r1) == n and set(np.unique(r1.range)) == {10.0, 20.0}
-    p_near = share[side].sum()
-    assert (r1.range == 10.0).mean() == pytest.approx(p_near, abs=0.015)
+    pn, pf = share[side].sum() / 100.0, share[~side].sum() / 400.0
+    assert (r1.range == 10.0).mean() == pytest.approx(pn / (pn + pf), abs=0.015)
     # each drawn row is a candidate of its own beam
     assert np.array_equal(sub.beam[hits.ray[r1.row]], np.arange(n))
     np.testing.assert_allclose(r1.energy, 0.5, rtol=1e-12)
@@ -350,10 +356,11 @@ def test_scan_wall_edge_two_echoes(bpy_mod, empty_scene):
     assert (r.number_of_returns[~edge] == 1).all()
     cos = np.cos(np.radians(0.5 * np.abs(col[~edge])))
     np.testing.assert_allclose(r.intensity[~edge], 0.8 * cos, rtol=1e-4)
-    # average: one mixed range between the walls, the energy-weighted mean
+    # average: one mixed range between the walls, the centroid of the received power (energy / r^2)
     a = blensor_addon.scan(cam, divergence_algorithm="average", **kw)
     ae = np.round(np.degrees(np.mod(a.azimuth + np.pi, 2 * np.pi) - np.pi) / 0.5).astype(int) == 0
-    assert a.range[ae][0] == pytest.approx(10.0 * near + 20.0 * (1.0 - near), abs=1e-3)
+    pn, pf = near / 100.0, (1.0 - near) / 400.0
+    assert a.range[ae][0] == pytest.approx((10.0 * pn + 20.0 * pf) / (pn + pf), abs=1e-3)
     assert "return_number" not in a.extra  # one return per beam: no per-return fields
 
 
@@ -382,7 +389,7 @@ def _stub_footprint(s, pattern):
                         beam=np.arange(n, dtype=np.int64), share=np.ones(n), per_beam=1)
 
 
-def _stub_form_returns(s, sub, hits, max_range, rng):
+def _stub_form_returns(s, sub, hits, max_range, rng, select=True):
     """The contract's stub: the strongest candidate of each beam."""
     ok = np.asarray(hits.hit) & (np.asarray(hits.range) <= max_range)
     rows = np.flatnonzero(ok)

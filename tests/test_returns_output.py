@@ -202,11 +202,12 @@ def test_velodyne_and_ouster_driver_layouts_keep_their_points(tmp_path):
     assert (msg.height, msg.width, msg.point_step) == (4, 8, 48)
     rec = np.frombuffer(bytes(np.asarray(msg.data, np.uint8)), np.uint8).reshape(32, 48)
     rng_mm = rec[:, 32:36].copy().view("<u4").ravel()
-    # which return each cell holds: the one with the larger intensity
+    # which return each cell holds: the one with the larger received power (lambert: intensity / r^2)
     beam = r.ray_index.astype(np.int64)
+    pw = r.intensity.astype(np.float64) / r.range.astype(np.float64) ** 2
     best = {}
     for i in range(len(r)):
-        if beam[i] not in best or r.intensity[i] > r.intensity[best[beam[i]]]:
+        if beam[i] not in best or pw[i] > pw[best[beam[i]]]:
             best[beam[i]] = i
     want = sorted(np.round(r.range[list(best.values())] * 1000).astype(np.int64).tolist())
     assert sorted(rng_mm.tolist()) == want

@@ -290,7 +290,8 @@ def rank_returns(beam: np.ndarray, rng_range: np.ndarray) -> tuple[np.ndarray, n
     return np.minimum(num, 255).astype(np.uint8), np.minimum(tot, 255).astype(np.uint8)
 
 
-def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generator) -> Returns:
+def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generator,
+                 select: bool = True) -> Returns:
     """The returns of the beams: the candidates (rows of ``hits``, the cast of ``sub``;
     ``hits.ray`` is each row's sub-ray, ``hits.weight`` its one-way path transmission;
     rows past the sub-rays are extra path ends behind glass) that hit within
@@ -298,7 +299,9 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
     (``divergence_algorithm``, ``returns``, ``max_returns``, ``echo_separation``; module
     docstring). ``rng``: the generator of ``random``'s draws (one uniform per beam with a
     candidate, in beam order). Rows in beam order, nearest first within a beam.
-    Vectorized: no loop over beams."""
+    ``select`` False: every echo of ``echoes`` (the sensor chooses after detection,
+    :func:`select_returns`). An echo's strength is its received power, ``energy / r^2``
+    (:func:`power`). Vectorized: no loop over beams."""
     rng_all = np.asarray(hits.range)
     ok = np.asarray(hits.hit) & (rng_all <= max_range)
     S, R = int(sub.per_beam), sub.beam.shape[0]
@@ -321,6 +324,7 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
     rt = geo * refl
     en = rt * _cos_incidence(hits, rows)
     rr = np.asarray(rng_all[rows], dtype=np.float64)
+    pw = power(en, rr)  # what the receiver compares: the received power of each candidate
     algorithm = getattr(s, "divergence_algorithm", "echoes")
     mode = getattr(s, "returns", "strongest")
     n = b.shape[0]
@@ -341,15 +345,16 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
     g_returned = np.add.reduceat(rt, starts)
     g_beam = b[starts]
     if algorithm == "echoes" or algorithm == "average":
-        wts = np.where(np.repeat(g_energy > 0.0, np.diff(np.append(starts, n))), en, geo)
+        # the range: the centroid of the received power (the waveform's), the surface: the strongest
+        wts = np.where(np.repeat(g_energy > 0.0, np.diff(np.append(starts, n))), pw, geo)
         g_range = _weighted_range(rr, wts, starts)
-        rep = _first_of_groups(en, starts)  # the strongest candidate
+        rep = _first_of_groups(pw, starts)
     elif algorithm == "first":
         rep = starts
         g_range = rr[rep]
     elif algorithm == "random":
         counts = np.diff(np.append(starts, n))
-        p = np.where(np.repeat(g_energy > 0.0, counts), en, geo)
+        p = np.where(np.repeat(g_energy > 0.0, counts), pw, geo)
         csum = np.cumsum(p)
         before = np.repeat(csum[starts] - p[starts], counts)
         within = csum - before  # cumulative weight within the beam
@@ -364,8 +369,8 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
     else:
         raise ValueError("divergence_algorithm must be one of echoes, first, average, random, "
                          f"got {algorithm!r}")
-    if algorithm == "echoes":
-        sel = _select_echoes(mode, g_beam, g_energy, int(getattr(s, "max_returns", 3)))
+    if algorithm == "echoes" and select:
+        sel = _select_echoes(mode, g_beam, power(g_energy, g_range), int(getattr(s, "max_returns", 3)))
     else:
         sel = np.arange(starts.shape[0])
     ebeam = g_beam[sel]
@@ -380,10 +385,34 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
                    weather=np.zeros(ebeam.shape[0], bool))
 
 
-def _select_echoes(mode: str, g_beam: np.ndarray, g_energy: np.ndarray, max_returns: int) -> np.ndarray:
+def power(energy: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """(K,) float64 received power (relative) of returns of ``energy`` (K,) (R0 cos theta
+    over the footprint, the atmosphere's transmission included) at ranges ``r`` (K,) m:
+    ``energy / r^2``, the laser radar equation's range term (Winiwarter et al. 2022,
+    Eq. 1): what a receiver's "strongest" compares."""
+    r = np.maximum(np.asarray(r, dtype=np.float64), 1e-9)
+    return np.asarray(energy, dtype=np.float64) / (r * r)
+
+
+def select_returns(s, beam_key: np.ndarray, r: np.ndarray, energy: np.ndarray) -> np.ndarray | None:
+    """Indices (ascending) of the returns settings ``s`` report, of K detected returns in
+    runs of one beam each (``beam_key`` (K,): equal values are one beam, its rows
+    contiguous and nearest first) at ranges ``r`` (K,) m with ``energy`` (K,): ``returns``
+    (``max_returns``) of :data:`~.returns.RETURN_MODES` by received power (:func:`power`)
+    for ``divergence_algorithm = echoes``; the strongest for the other algorithms (their
+    one return, or an atmosphere's return beside it). None: every row (no beam has two)."""
+    key = np.asarray(beam_key)
+    k = key.shape[0]
+    if k < 2 or not (key[1:] == key[:-1]).any():
+        return None
+    mode = s.returns if getattr(s, "divergence_algorithm", "echoes") == "echoes" else "strongest"
+    return _select_echoes(mode, key, power(energy, r), int(getattr(s, "max_returns", 3)))
+
+
+def _select_echoes(mode: str, g_beam: np.ndarray, g_power: np.ndarray, max_returns: int) -> np.ndarray:
     """Indices (ascending: beam order, nearest first) of the echoes ``mode`` reports, of
-    E echoes sorted by beam then range with beams ``g_beam`` (E,) and energies
-    ``g_energy`` (E,)."""
+    E echoes in runs of one beam (``g_beam`` (E,)), nearest first, with received powers
+    ``g_power`` (E,)."""
     e = g_beam.shape[0]
     bst = _starts(g_beam)
     counts = np.diff(np.append(bst, e))
@@ -394,10 +423,10 @@ def _select_echoes(mode: str, g_beam: np.ndarray, g_energy: np.ndarray, max_retu
     if mode == "all":
         return np.flatnonzero(np.arange(e) - np.repeat(bst, counts) < max_returns)
     # the strongest and the second strongest of each beam (the nearer on a tie), no sort
-    strong = _first_of_groups(g_energy, bst)
+    strong = _first_of_groups(g_power, bst)
     if mode == "strongest":
         return strong
-    rest = g_energy.copy()
+    rest = g_power.copy()
     rest[strong] = -np.inf
     second = _first_of_groups(rest, bst)
     second = second[counts > 1]
@@ -413,5 +442,5 @@ def _select_echoes(mode: str, g_beam: np.ndarray, g_energy: np.ndarray, max_retu
     raise ValueError(f"returns must be one of strongest, last, first, dual, dual_ouster, all, got {mode!r}")
 
 
-__all__ = ["SubRays", "footprint", "form_returns", "disc_pattern", "ring_counts", "beam_axes", "rank_returns",
-           "UP"]
+__all__ = ["SubRays", "footprint", "form_returns", "select_returns", "power", "sub_rays_per_beam",
+           "disc_pattern", "ring_counts", "beam_axes", "rank_returns", "UP"]

@@ -81,3 +81,17 @@ def intensity(s, ret: Returns, r: np.ndarray, device=None) -> np.ndarray:
     if model == "radar":
         return np.clip(radar_power(ret.energy, r), 0.0, max_intensity(device))
     raise ValueError(f"intensity_model: unknown model {model!r}")
+
+
+def received_power(intensity_values: np.ndarray, r: np.ndarray, model: str = "lambert") -> np.ndarray:
+    """(K,) float64 relative received power of K returns from their ``intensity`` (K,)
+    under ``model`` and their ranges ``r`` (K,) m: ``lambert`` intensity (energy) / r^2,
+    ``radar`` intensity itself (already the power, up to its clip): the order in which a
+    receiver ranks a beam's returns ("strongest"), for consumers that only have a result's
+    fields (the packet writers, :func:`blensor_addon.io.packets.strongest_per_beam`), the
+    same order as :func:`~.beam.power` while ``radar`` is below its clip."""
+    v = np.asarray(intensity_values, dtype=np.float64)
+    if model == "radar":
+        return v
+    rr = np.maximum(np.asarray(r, dtype=np.float64), 1e-9)
+    return v / (rr * rr)

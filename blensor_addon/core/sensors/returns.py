@@ -12,12 +12,14 @@ the line scanner, the planar scanner) is traced beam by beam by
    reflected and transmitted parts, a material's alpha lets a path pass on
    (:mod:`blensor_addon.raycast.trace`), every path end is a candidate return with its
    one-way transmission ``weight``;
-3. the candidates are grouped into echoes along each beam and the echoes the sensor
-   reports are chosen (:func:`~.beam.form_returns`: ``divergence_algorithm``,
-   ``returns``, ``max_returns``, ``echo_separation``);
+3. the candidates are grouped into echoes along each beam (:func:`~.beam.form_returns`:
+   ``divergence_algorithm``, ``echo_separation``);
 4. the atmosphere attenuates them and adds its own returns (:func:`~.weather.apply`);
 5. the sensor's detection model decides at the effective reflectivity that comes back
-   (``Returns.returned``: seed 000 Eq. 1's limit, or seed 002 Eq. 4-5);
+   (``Returns.returned``: seed 000 Eq. 1's limit, or seed 002 Eq. 4-5); among the echoes
+   detected, the returns mode chooses by received power (:func:`~.beam.select_returns`:
+   ``returns``, ``max_returns``), so an undetectable strongest echo does not hide a
+   detectable one;
 6. the intensity is the chosen model's (:func:`~.intensity.intensity`).
 
 With every new setting at its default (one sub-ray, ``strongest``, ``lambert``,
@@ -133,10 +135,15 @@ class ReturnSettings(SensorSettings):
 
     def check_returns(self) -> None:
         """Refuse (SettingsError) ``samples_per_beam`` above 1 with no divergence to
-        sample (every sub-ray would be the axis)."""
+        sample (every sub-ray would be the axis), and a multi-return ``returns`` mode with
+        a ``divergence_algorithm`` that gives one return per beam."""
         if self.samples_per_beam > 1 and self.beam_divergence == 0.0 and self.beam_divergence_vertical == 0.0:
             raise SettingsError("samples_per_beam", "1 while beam_divergence is 0 (nothing to sample)",
                                 self.samples_per_beam)
+        if self.returns in MULTI_RETURN_MODES and self.divergence_algorithm != "echoes":
+            raise SettingsError("returns", f"one of strongest, last, first while divergence_algorithm is "
+                                f"{self.divergence_algorithm} (one return per beam; echoes gives several)",
+                                self.returns)
 
     @property
     def multi_return(self) -> bool:

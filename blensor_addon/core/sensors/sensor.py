@@ -343,17 +343,19 @@ class Sensor:
         of one chunk of rays whatever ``samples_per_beam``."""
         grid = self.grid_shape(s, frame, frame_time, mode, ctx.camera)
         max_range = self.max_range(s)
-        parts, rays = [], 0
+        parts, rays, several = [], 0, False
         for k, pattern in enumerate(_beam_chunks(self.patterns(s, frame, frame_time, mode, ctx.camera),
                                                  beam.sub_rays_per_beam(s))):
             sub = beam.footprint(s, pattern)
             hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times, split=True,
                             rng=stage_rng(s.seed, frame, k, STAGE_CAST), wavelength=float(s.wavelength),
                             bundle=sub.per_beam)
-            ret = beam.form_returns(s, sub, hits, max_range, stage_rng(s.seed, frame, k, STAGE_BEAM))
+            ret = beam.form_returns(s, sub, hits, max_range, stage_rng(s.seed, frame, k, STAGE_BEAM),
+                                    select=False)
             ret = weather.apply(s, ret, sub, stage_rng(s.seed, frame, k, STAGE_WEATHER))
             echo = echo_hits(hits, ret)
             keep = self.returns(s, pattern, echo)
+            several |= bool(len(ret) > 1 and (ret.beam[1:] == ret.beam[:-1]).any())
             rays += len(pattern)
             parts.append((pattern.take(ret.beam[keep]), echo.take(keep), ret.take(keep)))
             del sub, hits, ret, echo  # one chunk's rays alive at a time
@@ -367,13 +369,16 @@ class Sensor:
         if s.multi_return:
             extra = {"return_number": ret.return_number, "number_of_returns": ret.number_of_returns}
         return self._measure_and_assemble(s, ctx, pattern, hits, frame=frame, frame_time=frame_time, rays=rays,
-                                          grid=grid, ret=ret, extra=extra)
+                                          grid=grid, ret=ret, extra=extra, select=several)
 
     def _measure_and_assemble(self, s, ctx, pattern, hits, *, frame, frame_time, rays, grid, ret=None,
-                              extra=None) -> ScanResult:
+                              extra=None, select=False) -> ScanResult:
         """:meth:`measure`, :meth:`detected`, then :func:`~.physics.assemble` of the kept
         returns (``ret``: their :class:`~.returns.Returns` under the return physics, for
-        the weather's range noise and the intensity; ``extra``: per-return fields)."""
+        the weather's range noise and the intensity; ``extra``: per-return fields).
+        ``select``: some beam has several detected echoes: the returns mode chooses among
+        the detected ones (:func:`~.beam.select_returns`: a beam whose strongest echo is
+        not detected reports the strongest that is, issue 22 review)."""
         if ret is not None:  # take and concat keep the protocol's fields only
             hits.returned, hits.energy = ret.returned, ret.energy
         r = np.asarray(hits.range, dtype=np.float64)
@@ -388,6 +393,14 @@ class Sensor:
             if ret is not None:
                 ret = ret.take(seen)
                 extra = {k: v[seen] for k, v in (extra or {}).items()}
+        if select:  # the returns mode, among the echoes detected
+            chosen = beam.select_returns(s, pattern.ray_index, r, ret.energy)
+            if chosen is not None and chosen.shape[0] < r.shape[0]:
+                pattern, hits, r = pattern.take(chosen), hits.take(chosen), r[chosen]
+                r_noisy = r if r_noisy is r else r_noisy[chosen]
+                ret = ret.take(chosen)
+                extra = {k: v[chosen] for k, v in (extra or {}).items()}
+                hits.returned, hits.energy = ret.returned, ret.energy
         if extra and "return_number" in extra:  # issue 22, section 2: count the returns kept, not formed
             numbers = beam.rank_returns(pattern.ray_index, hits.range)
             extra["return_number"], extra["number_of_returns"] = numbers

@@ -291,7 +291,8 @@ def _rain_candidates(s, ret: Returns, n_beams: int, rng, alpha: float) -> tuple:
     beam_of, r, p = beam_of[ok], r[ok], p[ok]
     if beam_of.shape[0] == 0:
         return (np.zeros(0, np.int64),) + (np.zeros(0),) * 3
-    key = r if s.returns == "first" else -p
+    mode = s.returns if getattr(s, "divergence_algorithm", "echoes") == "echoes" else "strongest"
+    key = r if mode == "first" else -p  # the drop the returns mode would pick (the nearest or strongest)
     order = np.lexsort((key, beam_of))
     first = np.r_[True, beam_of[order][1:] != beam_of[order][:-1]]
     pick = order[first]
@@ -300,63 +301,25 @@ def _rain_candidates(s, ret: Returns, n_beams: int, rng, alpha: float) -> tuple:
 
 def _merge(s, ret: Returns, per_beam: int, n_beams: int, cb, cr, cp, ct) -> Returns:
     """``ret`` (rows of ``n_beams`` beams of ``per_beam`` sub-rays) with the weather
-    candidates (beam ``cb``, range ``cr``, power ``cp``, transmission ``ct``) put in or
-    beside their beams' returns by ``s.returns`` (module docstring)."""
-    mode = s.returns if getattr(s, "divergence_algorithm", "echoes") == "echoes" else "strongest"
-    k = len(ret)
-    ub, start = _beam_starts(ret.beam)
-    count = np.diff(np.r_[start, k]) if k else np.zeros(0, np.int64)
-    first_row = np.full(n_beams, -1, np.int64)
-    first_row[ub] = start
-    nret = np.zeros(n_beams, np.int64)
-    nret[ub] = count
-    drop = np.zeros(k, bool)
-    add = np.ones(cb.shape[0], bool)
-    hit = nret[cb] > 0
-    within = np.zeros(k, np.int64)  # rank of each row within its beam, nearest first
-    if k:
-        within = np.arange(k) - np.repeat(start, count)
-    if mode in ("strongest", "first", "last"):
-        fr = first_row[cb[hit]]
-        hp = ret.energy[fr] / np.maximum(ret.range[fr], 1e-9) ** 2
-        if mode == "strongest":
-            wins = cp[hit] > hp
-        elif mode == "first":
-            wins = cr[hit] < ret.range[fr]
-        else:
-            wins = np.zeros(fr.shape[0], bool)
-        drop[fr[wins]] = True
-        add[np.flatnonzero(hit)[~wins]] = False
-    elif k:
-        beams_w = np.zeros(n_beams, bool)
-        beams_w[cb] = True
-        row_w = beams_w[ret.beam]
-        if mode == "dual":  # the weather return (strongest) and the beam's last
-            last = within == (nret[ret.beam] - 1)
-            drop = row_w & ~last
-        elif mode == "dual_ouster":  # the weather return and the strongest hard return
-            p = ret.energy / np.maximum(ret.range, 1e-9) ** 2
-            order = np.lexsort((np.arange(k), -p, ret.beam))
-            best = np.zeros(k, bool)
-            best[order[np.r_[True, ret.beam[order][1:] != ret.beam[order][:-1]]]] = True
-            drop = row_w & ~best
-        else:  # all: the nearest max_returns, the weather return being nearest
-            drop = row_w & (within >= int(getattr(s, "max_returns", 15)) - 1)
-    cb, cr, cp, ct = cb[add], cr[add], cp[add], ct[add]
-    kept = ret.take(~drop) if drop.any() else ret
+    candidates (beam ``cb``, range ``cr``, power ``cp``, transmission ``ct``) added as
+    returns of their beams, in beam order, nearest first. Which of a beam's returns are
+    reported (the returns mode, by received power) is decided after detection, with the
+    hard returns' (:func:`~.beam.select_returns`)."""
     m = cb.shape[0]
-    if m == 0 and not drop.any():
+    if m == 0:
         return ret
     S = max(int(per_beam), 1)
-    eq = cp * cr * cr  # reflectivity a hard target at the same range would need
+    eq = cp * cr * cr  # energy a hard target at the same range would need for this power
     w = Returns(beam=cb.astype(np.int64), row=cb.astype(np.int64) * S, range=cr.astype(np.float64),
                 reflectivity=np.zeros(m, dtype=np.asarray(ret.reflectivity).dtype), returned=eq,
                 energy=eq.copy(),
                 return_number=np.ones(m, np.uint8), number_of_returns=np.ones(m, np.uint8),
                 weather=np.ones(m, bool),
-                range_noise=None if kept.range_noise is None else np.zeros(m),
+                range_noise=None if ret.range_noise is None else np.zeros(m),
                 transmission=ct.astype(np.float64))
+    kept = ret
     if kept.transmission is None:
+        kept = ret.take(np.arange(len(ret)))
         kept.transmission = np.ones(len(kept))
     out = Returns.concat([kept, w], [0, 0], [0, 0])
     order = np.lexsort((out.range, out.beam))  # beam order, nearest first

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import SettingsError
+from ...core.sensors.intensity import received_power
 
 #: libpcap's classic file header: magic (microsecond stamps), version 2.4, no zone
 #: correction, no accuracy, snapshot length, link type 1 (Ethernet)
@@ -125,9 +126,18 @@ def has_returns(result) -> bool:
     return "return_number" in result.extra or "number_of_returns" in result.extra
 
 
+def return_power(result) -> np.ndarray:
+    """(N,) float64 received power of each return of ``result`` (relative): what ranks a
+    beam's returns as the sensor ranked them (:func:`~blensor_addon.core.sensors.intensity.
+    received_power` of its ``intensity``, ``range`` and intensity model)."""
+    model = (result.sensor or {}).get("intensity_model", "lambert")
+    return received_power(result.intensity, result.range, model)
+
+
 def strongest_per_beam(result) -> np.ndarray:
-    """(M,) int64 rows of ``result``: each beam's strongest return (largest ``intensity``,
-    the nearer one on a tie), beams told apart by ``ray_index``, in the result's order;
+    """(M,) int64 rows of ``result``: each beam's strongest return (largest received
+    power, :func:`return_power`; the nearer one on a tie), beams told apart by
+    ``ray_index``, in the result's order;
     every row for a result with one return per beam (:func:`has_returns` false). What a
     single-return consumer of a multi-return result keeps (the single-return packets, the
     organized ouster-ros cloud: one point a cell, as the driver's first-return cloud)."""
@@ -135,7 +145,7 @@ def strongest_per_beam(result) -> np.ndarray:
     if not has_returns(result) or not n:
         return np.arange(n, dtype=np.int64)
     beam = result.ray_index.astype(np.int64)
-    order = np.lexsort((result.return_number, -result.intensity.astype(np.float64), beam))
+    order = np.lexsort((result.return_number, -return_power(result), beam))
     first = np.ones(n, bool)
     first[1:] = beam[order][1:] != beam[order][:-1]
     return np.sort(order[first])
@@ -154,7 +164,7 @@ def second_strongest(result, strongest: np.ndarray | None = None) -> np.ndarray:
     if not idx.size:
         return idx.astype(np.int64)
     beam = result.ray_index.astype(np.int64)[idx]
-    order = np.lexsort((result.return_number[idx], -result.intensity.astype(np.float64)[idx], beam))
+    order = np.lexsort((result.return_number[idx], -return_power(result)[idx], beam))
     first = np.ones(idx.size, bool)
     first[1:] = beam[order][1:] != beam[order][:-1]
     return np.sort(idx[order[first]])
@@ -185,7 +195,7 @@ def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
     cand[last_rows] = False
     cand |= single
     idx = np.flatnonzero(cand)
-    o2 = np.lexsort((rn[idx], -result.intensity.astype(np.float64)[idx], beam[idx]))
+    o2 = np.lexsort((rn[idx], -return_power(result)[idx], beam[idx]))
     keep = np.ones(idx.size, bool)
     keep[1:] = beam[idx][o2][1:] != beam[idx][o2][:-1]
     strong_rows = idx[o2][keep]  # one per beam, beams ascending: aligned with last_rows
