@@ -448,6 +448,23 @@ def test_scan_number_of_returns_counts_detected_returns(bpy_mod, empty_scene):
     assert (r.number_of_returns == 1).all()
 
 
+def test_scan_mode_chooses_among_the_detected_echoes(bpy_mod, empty_scene):
+    # issue 22 review: the returns mode chooses after detection. The edge beam's far echo (0.8 x 0.36
+    # = 0.29 returned) is below the limit 0.3; its near echo (0.52) is above. "last" used to pick the
+    # far echo before detection and the beam reported nothing; now it reports the last detected: 10 m
+    cam = edge_scene(bpy_mod)
+    kw = dict(axes="blensor", samples_per_beam=7, beam_divergence=0.002, ref_dist=5.0, ref_limit=0.3,
+              ref_slope=0.0)
+    for mode in ("last", "dual", "all", "strongest"):
+        r = blensor_addon.scan(cam, returns=mode, **kw)
+        col = np.round(np.degrees(np.mod(r.azimuth + np.pi, 2 * np.pi) - np.pi) / 0.5).astype(int)
+        np.testing.assert_allclose(r.range[col == 0], [10.0], atol=1e-4, err_msg=mode)
+    # without the limit both echoes are detected and "last" reports the far one
+    r = blensor_addon.scan(cam, returns="last", axes="blensor", samples_per_beam=7, beam_divergence=0.002)
+    col = np.round(np.degrees(np.mod(r.azimuth + np.pi, 2 * np.pi) - np.pi) / 0.5).astype(int)
+    np.testing.assert_allclose(r.range[col == 0], [20.0], atol=1e-4)
+
+
 def test_scan_random_is_seeded_and_focus_keeps_ranges(bpy_mod, empty_scene):
     # random: the stage's seeded generator, so the same seed gives the same points; the edge beam reports
     # one of the two walls. A focus at 15 m (sub-rays cross the axis there) keeps the full-wall ranges.
