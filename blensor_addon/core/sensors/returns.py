@@ -235,7 +235,8 @@ def stage_rng(seed: int, frame: int, chunk: int, stage: int) -> np.random.Genera
     frames (seed 000 section 5.2). ``stage``: :data:`STAGE_CAST`, :data:`STAGE_BEAM`,
     :data:`STAGE_WEATHER`."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-        [int(seed), 0x2E7A, int(frame) & 0xFFFFFFFF, (int(frame) >> 32) & 0xFFFFFFFF, int(chunk), int(stage)])))
+        [int(seed), 0x2E7A, int(frame) & 0xFFFFFFFF, (int(frame) >> 32) & 0xFFFFFFFF, int(chunk),
+         int(stage)])))
 
 
 STAGE_CAST, STAGE_BEAM, STAGE_WEATHER = 1, 2, 3

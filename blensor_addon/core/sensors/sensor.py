@@ -36,13 +36,15 @@ class Hits(Protocol):
     Attributes:
         range (N,) float64 m: accumulated path to the final surface (through mirrors).
         hit (N,) bool: ended on a non-mirror surface within the range limit.
-        reflectivity (N,) float32 in [0, 1] of that surface's material at the hit (its
-            texture and the sensor's wavelength included; 0 if none).
+        reflectivity (N,) float32 >= 0 of that surface's material at the hit (its
+            texture and the sensor's wavelength included; above 1 for retro-reflectors; 0
+            if none).
         cos_incidence (N,) float64 in [0, 1]: cosine of the angle between the final ray
             segment and the surface normal (seed 002 Eq. 4's cos theta).
         ray (N,) int64: the ray of each row (``arange(N)`` for the first N rows).
         weight (N,) float32 in [0, 1]: the path's one-way transmission (product of the
-            Fresnel and alpha shares along it; 1 without glass).
+            Fresnel shares along it; 1 without glass; a material's alpha lets a path pass
+            by a seeded draw and leaves it unchanged).
         On the echo hits of :func:`echo_hits`: returned, energy (N,) float64 (see
             :class:`~.returns.Returns`).
     Methods: ``take(idx)`` -> Hits of those rays; ``concat(list)`` (class method).
@@ -301,7 +303,8 @@ class Sensor:
         deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if getattr(s, "deskew", False) else ()
         multi = ("return_number", "number_of_returns") if getattr(s, "multi_return", False) else ()
         return Capabilities(timing=timing, grid=grid, organized=bool(self.organized),
-                            fields=(*FIELDS, *deskew, *multi, *self.extra_fields), max_range=self.reported_range(s))
+                            fields=(*FIELDS, *deskew, *multi, *self.extra_fields),
+                            max_range=self.reported_range(s))
 
     def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """The scan's returns. A sensor with :class:`~.returns.ReturnSettings` is traced
@@ -347,9 +350,9 @@ class Sensor:
         for k, pattern in enumerate(_beam_chunks(self.patterns(s, frame, frame_time, mode, ctx.camera),
                                                  beam.sub_rays_per_beam(s))):
             sub = beam.footprint(s, pattern)
-            hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times, split=True,
-                            rng=stage_rng(s.seed, frame, k, STAGE_CAST), wavelength=float(s.wavelength),
-                            bundle=sub.per_beam)
+            hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times,
+                            split=True, rng=stage_rng(s.seed, frame, k, STAGE_CAST),
+                            wavelength=float(s.wavelength), bundle=sub.per_beam)
             ret = beam.form_returns(s, sub, hits, max_range, stage_rng(s.seed, frame, k, STAGE_BEAM),
                                     select=False)
             ret = weather.apply(s, ret, sub, stage_rng(s.seed, frame, k, STAGE_WEATHER))
@@ -368,8 +371,8 @@ class Sensor:
         extra = {}
         if s.multi_return:
             extra = {"return_number": ret.return_number, "number_of_returns": ret.number_of_returns}
-        return self._measure_and_assemble(s, ctx, pattern, hits, frame=frame, frame_time=frame_time, rays=rays,
-                                          grid=grid, ret=ret, extra=extra, select=several)
+        return self._measure_and_assemble(s, ctx, pattern, hits, frame=frame, frame_time=frame_time,
+                                          rays=rays, grid=grid, ret=ret, extra=extra, select=several)
 
     def _measure_and_assemble(self, s, ctx, pattern, hits, *, frame, frame_time, rays, grid, ret=None,
                               extra=None, select=False) -> ScanResult:
