@@ -442,5 +442,8 @@ def _select_echoes(mode: str, g_beam: np.ndarray, g_power: np.ndarray, max_retur
     raise ValueError(f"returns must be one of strongest, last, first, dual, dual_ouster, all, got {mode!r}")
 
 
-__all__ = ["SubRays", "footprint", "form_returns", "select_returns", "power", "sub_rays_per_beam",
+#: the first row of each run of equal keys (rows grouped by beam), for the stages after this one
+run_starts = _starts
+
+__all__ = ["SubRays", "run_starts", "footprint", "form_returns", "select_returns", "power", "sub_rays_per_beam",
            "disc_pattern", "ring_counts", "beam_axes", "rank_returns", "UP"]

@@ -91,6 +91,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .beam import rank_returns, run_starts
 from .returns import Returns
 
 #: semantic class id of a return from the atmosphere: SemanticKITTI ``outlier`` (1), the
@@ -209,9 +210,7 @@ def _fog_peak(s, r0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _beam_starts(beam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unique beams (in order) and the first row of each, for rows in beam order."""
-    if beam.shape[0] == 0:
-        return beam[:0], np.zeros(0, np.int64)
-    start = np.flatnonzero(np.r_[True, beam[1:] != beam[:-1]])
+    start = run_starts(beam)
     return beam[start], start
 
 
@@ -324,20 +323,8 @@ def _merge(s, ret: Returns, per_beam: int, n_beams: int, cb, cr, cp, ct) -> Retu
     out = Returns.concat([kept, w], [0, 0], [0, 0])
     order = np.lexsort((out.range, out.beam))  # beam order, nearest first
     out = out.take(order)
-    _renumber(out)
+    out.return_number, out.number_of_returns = rank_returns(out.beam, out.range)
     return out
-
-
-def _renumber(ret: Returns) -> None:
-    """``return_number`` (1-based, nearest first) and ``number_of_returns`` of rows in
-    beam order, in place."""
-    k = len(ret)
-    if k == 0:
-        return
-    ub, start = _beam_starts(ret.beam)
-    count = np.diff(np.r_[start, k])
-    ret.return_number = (np.arange(k) - np.repeat(start, count) + 1).astype(np.uint8)
-    ret.number_of_returns = np.repeat(count, count).astype(np.uint8)
 
 
 def apply(s, ret: Returns, sub, rng: np.random.Generator) -> Returns:

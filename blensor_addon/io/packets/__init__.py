@@ -134,6 +134,16 @@ def return_power(result) -> np.ndarray:
     return received_power(result.intensity, result.range, model)
 
 
+def _strongest_of(beam: np.ndarray, power: np.ndarray, return_number: np.ndarray) -> np.ndarray:
+    """(M,) int64 positions of each beam's strongest row (largest ``power``, the smaller
+    ``return_number`` on a tie) among rows of beams ``beam`` (K,), one per beam, beams
+    ascending."""
+    order = np.lexsort((return_number, -power, beam))
+    first = np.ones(order.shape[0], bool)
+    first[1:] = beam[order][1:] != beam[order][:-1]
+    return order[first]
+
+
 def strongest_per_beam(result) -> np.ndarray:
     """(M,) int64 rows of ``result``: each beam's strongest return (largest received
     power, :func:`return_power`; the nearer one on a tie), beams told apart by
@@ -145,10 +155,7 @@ def strongest_per_beam(result) -> np.ndarray:
     if not has_returns(result) or not n:
         return np.arange(n, dtype=np.int64)
     beam = result.ray_index.astype(np.int64)
-    order = np.lexsort((result.return_number, -return_power(result), beam))
-    first = np.ones(n, bool)
-    first[1:] = beam[order][1:] != beam[order][:-1]
-    return np.sort(order[first])
+    return np.sort(_strongest_of(beam, return_power(result), result.return_number))
 
 
 def second_strongest(result, strongest: np.ndarray | None = None) -> np.ndarray:
@@ -164,10 +171,7 @@ def second_strongest(result, strongest: np.ndarray | None = None) -> np.ndarray:
     if not idx.size:
         return idx.astype(np.int64)
     beam = result.ray_index.astype(np.int64)[idx]
-    order = np.lexsort((result.return_number[idx], -return_power(result)[idx], beam))
-    first = np.ones(idx.size, bool)
-    first[1:] = beam[order][1:] != beam[order][:-1]
-    return np.sort(idx[order[first]])
+    return np.sort(idx[_strongest_of(beam, return_power(result)[idx], result.return_number[idx])])
 
 
 def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
@@ -195,10 +199,7 @@ def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
     cand[last_rows] = False
     cand |= single
     idx = np.flatnonzero(cand)
-    o2 = np.lexsort((rn[idx], -return_power(result)[idx], beam[idx]))
-    keep = np.ones(idx.size, bool)
-    keep[1:] = beam[idx][o2][1:] != beam[idx][o2][:-1]
-    strong_rows = idx[o2][keep]  # one per beam, beams ascending: aligned with last_rows
+    strong_rows = idx[_strongest_of(beam[idx], return_power(result)[idx], rn[idx])]  # beams ascending
     o = np.argsort(strong_rows, kind="stable")
     return strong_rows[o], last_rows[o]
 
