@@ -95,13 +95,39 @@ def library(path: str | None = None) -> dict:
     return out
 
 
+#: the largest reflectivity BlenSor accepts (retro-reflectors are > 1: equivalent Lambertian
+#: reflectance; the material setting's and the texels' upper bound)
+MAX_REFLECTIVITY = 10.0
+
+
+def sanitize_texels(pixels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Texel values made usable as reflectivity (issue 22 review: float/EXR images may hold
+    NaN, inf or negative values): NaN -> 0, then clipped to [0, :data:`MAX_REFLECTIVITY`]
+    (+inf -> 10, -inf -> 0).
+
+    Args:
+        pixels (H, W) or (H, W, C) float: texels (C channels each).
+    Returns:
+        (the sanitized values, float32, same shape; the number of texels (H x W positions)
+        with at least one value replaced).
+    """
+    a = np.asarray(pixels, dtype=np.float32)
+    bad = ~((a >= 0.0) & (a <= MAX_REFLECTIVITY))  # NaN compares False
+    if not bad.any():
+        return a, 0
+    n = int((bad.reshape(a.shape[0], a.shape[1], -1).any(axis=2)).sum()) if a.ndim >= 2 else int(bad.sum())
+    return np.clip(np.nan_to_num(a, nan=0.0, posinf=MAX_REFLECTIVITY, neginf=0.0), 0.0,
+                   MAX_REFLECTIVITY).astype(np.float32), n
+
+
 @dataclass
 class Texture:
     """An image texture feeding a material's base colour (the scene layer's evaluation).
 
     Attributes:
         luminance (H, W) float32: Rec. 709 luminance of the image's linear RGB; row 0 is
-            the image's bottom (v = 0), as Blender stores pixels.
+            the image's bottom (v = 0), as Blender stores pixels. Finite, in [0,
+            :data:`MAX_REFLECTIVITY`] (the scene layer applies :func:`sanitize_texels`).
         uv_map: name of the mesh UV map ("" = the mesh's active render UV map).
         scale, offset: the hit's reflectivity is ``offset + scale * texel`` (a Mix Shader
             of the textured shader with constant ones makes scale < 1, offset > 0).
@@ -141,7 +167,8 @@ def sample_image(image: np.ndarray, uv: np.ndarray, interpolation: str = "linear
     """Sample a single-channel image at texture coordinates.
 
     Args:
-        image (H, W) float32, row 0 at v = 0; uv (N, 2) float (u right, v up; texel
+        image (H, W) float32, row 0 at v = 0, finite (:func:`sanitize_texels`: a NaN
+            texel would spread to its bilinear neighbours); uv (N, 2) float (u right, v up; texel
             (i, j) covers [i/W, (i+1)/W) x [j/H, (j+1)/H), its centre at (i + 0.5) / W, as
             Blender's Image Texture node).
         interpolation: ``"closest"`` (nearest texel) or anything else (bilinear between
@@ -186,7 +213,8 @@ class MaterialTable:
     """Materials of a scene and how triangles of instances map to them.
 
     Attributes:
-        reflectivity (M,) float32 in [0, 1]; row 0 is the default material.
+        reflectivity (M,) float32 in [0, :data:`MAX_REFLECTIVITY`] (> 1: retro-reflectors); row 0
+            is the default material.
         mirror (M,) bool: total reflection (seed 000 section 3.5).
         color (M, 3) uint8 base colour.
         names: list of M material names ("" for the default).

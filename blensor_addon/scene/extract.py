@@ -20,7 +20,7 @@ import numpy as np
 from .. import compat
 from ..core.errors import SettingsError
 from ..core.materials import (DEFAULT_REFLECTIVITY, DEFAULT_WAVELENGTH, GLASS_ENTRY, MaterialTable, Texture,
-                              library, luminance)
+                              library, luminance, sanitize_texels)
 from ..raycast.base import MeshData, SceneGeometry
 
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
@@ -129,7 +129,8 @@ class MaterialEval:
         entry: the library entry (source ``"library"``); texture: {"image", "uv_map",
             "scale", "offset", "mapping", "interpolation", "extension"} of an image texture
             feeding the base colour (source ``"nodes"``), else None.
-        warning: why part of the node tree was not understood (one line), else None.
+        warning: why part of the node tree was not understood, and the inputs clipped to
+            their range (one line), else None.
     """
 
     reflectivity: float = DEFAULT_REFLECTIVITY
@@ -245,29 +246,27 @@ def _vector_constant(node, name: str) -> tuple:
 
 class _Closure:
     """A shader's share of the surface, as sums weighted by coverage: ``cov`` (alpha),
-    ``refl`` (constant diffuse reflectivity), ``tex_w`` (weight of the texture's
-    luminance), ``metal``, ``trans``, ``ior_w`` (transmission-weighted IOR), ``glass_refl``
-    (share taking the glass entry's reflectivity).
-    Mix Shader combines closures linearly; :func:`evaluate_material` divides by ``cov``."""
+    ``refl`` (constant diffuse reflectivity times the opaque share), ``tex_w`` (weight of the
+    texture's luminance, times the opaque share), ``metal``, ``trans`` (transmitted share),
+    ``ior_w`` (transmission-weighted IOR). The opaque share is ``cov - trans``.
+    Mix Shader combines closures linearly; :func:`evaluate_material` divides by the sums."""
 
-    __slots__ = ("cov", "refl", "tex_w", "tex", "metal", "trans", "ior_w", "glass_refl")
+    __slots__ = ("cov", "refl", "tex_w", "tex", "metal", "trans", "ior_w")
 
-    def __init__(self, cov=0.0, refl=0.0, tex_w=0.0, tex=None, metal=0.0, trans=0.0, ior_w=0.0,
-                 glass_refl=0.0):
+    def __init__(self, cov=0.0, refl=0.0, tex_w=0.0, tex=None, metal=0.0, trans=0.0, ior_w=0.0):
         self.cov, self.refl, self.tex_w, self.tex = cov, refl, tex_w, tex
-        self.metal, self.trans, self.ior_w, self.glass_refl = metal, trans, ior_w, glass_refl
+        self.metal, self.trans, self.ior_w = metal, trans, ior_w
 
     def scaled(self, f: float) -> "_Closure":
         return _Closure(self.cov * f, self.refl * f, self.tex_w * f, self.tex, self.metal * f, self.trans * f,
-                        self.ior_w * f, self.glass_refl * f)
+                        self.ior_w * f)
 
     def plus(self, o: "_Closure") -> "_Closure":
         if self.tex is not None and o.tex is not None and self.tex["node"] != o.tex["node"]:
             raise _NotUnderstood("a mix of two image textures")
         return _Closure(self.cov + o.cov, self.refl + o.refl, self.tex_w + o.tex_w,
                         self.tex if self.tex is not None else o.tex, self.metal + o.metal,
-                        self.trans + o.trans,
-                        self.ior_w + o.ior_w, self.glass_refl + o.glass_refl)
+                        self.trans + o.trans, self.ior_w + o.ior_w)
 
 
 def _glass_reflectivity() -> float:
@@ -275,42 +274,59 @@ def _glass_reflectivity() -> float:
     return entry.at(DEFAULT_WAVELENGTH) if entry is not None else 0.0
 
 
+#: the largest index of refraction a material may give (issue 22 review: larger or NaN IORs are clamped)
+MAX_IOR = 10.0
+
+
+def _checked(node, name: str, value: float, lo: float, hi: float, nan: float, notes: list | None) -> float:
+    """``value`` of input ``name`` of ``node`` clipped to [lo, hi] (NaN -> ``nan``); a
+    value that had to change is noted in ``notes`` (one line each) for the material's warning
+    (issue 22 review: bad IOR, transmission, alpha, metallic or mix factor)."""
+    fixed = nan if value != value else min(max(value, lo), hi)
+    if fixed != value and notes is not None:
+        notes.append(f"input '{name}' of node {_node_name(node)} is {value:g}, outside [{lo:g}, {hi:g}]; "
+                     f"{fixed:g} is used")
+    return fixed
+
+
 def _diffuse(rgb, tex, metal=0.0, trans=0.0, ior=DEFAULT_IOR) -> _Closure:
-    """Closure of a diffuse-ish shader with base colour ``rgb`` or texture ``tex``; its
-    transmitted share ``trans`` takes the glass entry's diffuse reflectivity."""
+    """Closure of a diffuse-ish shader with base colour ``rgb`` or texture ``tex`` on its
+    opaque share ``1 - trans``; the transmitted share ``trans`` is glass of IOR ``ior``."""
     opaque = 1.0 - trans
     if tex is not None:
-        return _Closure(1.0, 0.0, opaque, tex, metal, trans, trans * ior, trans)
-    return _Closure(1.0, opaque * float(luminance(rgb)), 0.0, None, metal, trans, trans * ior, trans)
+        return _Closure(1.0, 0.0, opaque, tex, metal, trans, trans * ior)
+    return _Closure(1.0, opaque * float(luminance(rgb)), 0.0, None, metal, trans, trans * ior)
 
 
-def _shader(node, depth: int = 0) -> _Closure:
-    """The closure of the shader ``node`` (see :class:`_Closure`)."""
+def _shader(node, depth: int = 0, notes: list | None = None) -> _Closure:
+    """The closure of the shader ``node`` (see :class:`_Closure`); inputs out of range are
+    clipped and noted in ``notes`` (:func:`_checked`)."""
     if depth > 32:
         raise _NotUnderstood("shader mixes nested more than 32 deep")
     t = node.type
     if t == "BSDF_PRINCIPLED":
         rgb, tex = _color(node, "Base Color")
-        metal = _constant(node, "Metallic")
+        metal = _checked(node, "Metallic", _constant(node, "Metallic"), 0.0, 1.0, 0.0, notes)
         trans_sock = _input(node, "Transmission Weight", "Transmission")
-        trans = _constant(node, trans_sock.name) if trans_sock is not None else 0.0
-        ior = _constant(node, "IOR")
-        alpha = _constant(node, "Alpha")
-        return _diffuse(rgb, tex, min(max(metal, 0.0), 1.0), min(max(trans, 0.0), 1.0), ior).scaled(
-            min(max(alpha, 0.0), 1.0))
+        trans = 0.0
+        if trans_sock is not None:
+            trans = _checked(node, trans_sock.name, _constant(node, trans_sock.name), 0.0, 1.0, 0.0, notes)
+        ior = _checked(node, "IOR", _constant(node, "IOR"), 1.0, MAX_IOR, DEFAULT_IOR, notes)
+        alpha = _checked(node, "Alpha", _constant(node, "Alpha"), 0.0, 1.0, 1.0, notes)
+        return _diffuse(rgb, tex, metal, trans, ior).scaled(alpha)
     if t == "BSDF_DIFFUSE":
         rgb, tex = _color(node, "Color")
         return _diffuse(rgb, tex)
     if t == "BSDF_GLASS":
-        ior = _constant(node, "IOR")
-        return _Closure(1.0, 0.0, 0.0, None, 0.0, 1.0, ior, 1.0)
+        ior = _checked(node, "IOR", _constant(node, "IOR"), 1.0, MAX_IOR, DEFAULT_IOR, notes)
+        return _Closure(1.0, 0.0, 0.0, None, 0.0, 1.0, ior)
     if t == "BSDF_GLOSSY":
         rgb, tex = _color(node, "Color")
         return _diffuse(rgb, tex, metal=1.0)
     if t == "BSDF_TRANSPARENT":
         return _Closure()
     if t == "MIX_SHADER":
-        f = min(max(_constant(node, "Fac", 0), 0.0), 1.0)
+        f = _checked(node, "Fac", _constant(node, "Fac", 0), 0.0, 1.0, 0.5, notes)
         parts = []
         for i, w in ((1, 1.0 - f), (2, f)):
             src = _from_socket(node.inputs[i])
@@ -318,7 +334,7 @@ def _shader(node, depth: int = 0) -> _Closure:
                 continue
             if src is None:  # an unlinked shader input: nothing (black, no coverage in Cycles)
                 raise _NotUnderstood(f"mix shader {_node_name(node)} with an empty shader input")
-            parts.append(_shader(src[0], depth + 1).scaled(w))
+            parts.append(_shader(src[0], depth + 1, notes).scaled(w))
         out = _Closure()
         for p in parts:
             out = out.plus(p)
@@ -326,9 +342,10 @@ def _shader(node, depth: int = 0) -> _Closure:
     raise _NotUnderstood(f"shader node {_node_name(node)}")
 
 
-def _surface_closure(mat):
+def _surface_closure(mat, notes: list | None = None):
     """The :class:`_Closure` of the material's surface, None if the material has no node
-    tree (Blender 4.2 with ``use_nodes`` off) or nothing is linked to the output.
+    tree (Blender 4.2 with ``use_nodes`` off) or nothing is linked to the output; inputs
+    clipped to their range are noted in ``notes``.
 
     Raises:
         _NotUnderstood: a node or link the evaluator does not understand.
@@ -349,7 +366,7 @@ def _surface_closure(mat):
     src = _from_socket(out.inputs["Surface"])
     if src is None:
         return None
-    return _shader(src[0])
+    return _shader(src[0], notes=notes)
 
 
 def evaluate_material(mat) -> MaterialEval:
@@ -364,8 +381,14 @@ def evaluate_material(mat) -> MaterialEval:
     Shader of these with a constant factor; an Image Texture (flat projection, UV
     coordinates from the active render UV map, a UV Map node or a Texture Coordinate UV,
     optionally through a Mapping node without rotation) may feed a colour. The diffuse
-    reflectivity of a colour is its Rec. 709 luminance (:func:`luminance`), of the
-    transmitted share the library's ``glass`` entry. Metallic >= :data:`METALLIC_MIRROR`
+    reflectivity of a colour is its Rec. 709 luminance (:func:`luminance`). The
+    reflectivity is that of the opaque share alone (the share-weighted mean over the
+    shaders' opaque parts, not weighted by ``1 - transmission``: the tracer applies the
+    diffuse share (1 - t)(1 - F), raycast/trace.py); a material with no opaque share (pure
+    Glass BSDF) takes the library's ``glass`` entry (0.02), the value its specular return
+    reports. IOR outside [1, :data:`MAX_IOR`] and transmission, alpha, metallic or a mix
+    factor outside [0, 1] are clipped (NaN: the default) and named in ``warning``.
+    Metallic >= :data:`METALLIC_MIRROR`
     makes a mirror (as does a library entry marked ``mirror``), unless ``blensor.mirror`` was
     set. Anything else leaves the node tree
     out (reflectivity from the override, the library or the default; opaque, no mirror)
@@ -373,9 +396,9 @@ def evaluate_material(mat) -> MaterialEval:
     props = getattr(mat, "blensor", None)
     ev = MaterialEval()
     tree_mat = mat
-    closure, warning = None, None
+    closure, warning, notes = None, None, []
     try:
-        closure = _surface_closure(tree_mat)
+        closure = _surface_closure(tree_mat, notes)
     except _NotUnderstood as e:
         warning = str(e)
     if closure is None and warning is None and not compat.material_uses_nodes(mat):
@@ -387,14 +410,20 @@ def evaluate_material(mat) -> MaterialEval:
         ev.alpha = min(cov, 1.0)
         ev.transmission = min(max(closure.trans / cov, 0.0), 1.0)
         ev.ior = closure.ior_w / closure.trans if closure.trans > 1e-9 else DEFAULT_IOR
+        ev.ior = min(max(ev.ior, 1.0), MAX_IOR) if ev.ior == ev.ior else DEFAULT_IOR
         metal = closure.metal / cov
         ev.mirror = metal >= METALLIC_MIRROR
-        glass = closure.glass_refl / cov * _glass_reflectivity()
-        if closure.tex is not None:
-            ev.texture = dict(closure.tex, scale=closure.tex_w / cov, offset=closure.refl / cov + glass)
+        # issue 22 review: the reflectivity is the opaque share's own (not weighted by it):
+        # the tracer weights it by the diffuse share (1 - t)(1 - F); clear glass (no opaque
+        # share) takes the library's glass entry, the reflectivity of its specular return
+        opaque = cov - closure.trans
+        if opaque <= 1e-9:
+            ev.reflectivity = _glass_reflectivity()
+        elif closure.tex is not None:
+            ev.texture = dict(closure.tex, scale=closure.tex_w / opaque, offset=closure.refl / opaque)
             ev.reflectivity = ev.texture["offset"] + ev.texture["scale"] * 0.8
         else:
-            ev.reflectivity = closure.refl / cov + glass
+            ev.reflectivity = closure.refl / opaque
         ev.source = "nodes"
     elif closure is not None:  # fully transparent: nothing to reflect
         ev.alpha = 0.0
@@ -415,6 +444,8 @@ def evaluate_material(mat) -> MaterialEval:
             ev.mirror = bool(props.mirror)
     if ev.source == "default":
         ev.reflectivity = DEFAULT_REFLECTIVITY
+    if notes:  # issue 22 review: inputs clipped to their range, in the material's one warning
+        warning = "; ".join(([warning] if warning else []) + notes)
     ev.warning = warning
     return ev
 
@@ -452,12 +483,17 @@ class ImageCache:
     decoded to linear, float images and non-colour data are taken as they are. At most
     ``max_bytes`` (:data:`IMAGE_CACHE_BYTES`) are kept: beyond it the least recently used
     image is dropped (a snapshot that uses it keeps its own reference; the next reads it
-    again). An image larger than the cap alone is used but not kept."""
+    again). An image larger than the cap alone is used but not kept.
+
+    Texels are sanitized as they are read (:func:`~blensor_addon.core.materials.sanitize_texels`,
+    issue 22 review: NaN -> 0, clipped to [0, 10]); ``replaced`` maps an image's name to
+    the number of its texels that were replaced (the extractor warns once per image)."""
 
     def __init__(self, max_bytes: int = IMAGE_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self.images: collections.OrderedDict = collections.OrderedDict()
         self.nbytes = 0
+        self.replaced: dict[str, int] = {}
 
     def get(self, image) -> np.ndarray | None:
         """(H, W) float32 luminance of a Blender image; None if it has no pixels (a missing
@@ -470,6 +506,9 @@ class ImageCache:
         lum = self._read(image)
         if lum is None:
             return None
+        lum, n_bad = lum
+        if n_bad:
+            self.replaced[image.name_full] = n_bad
         if lum.nbytes <= self.max_bytes:
             self.images[key] = lum
             self.nbytes += lum.nbytes
@@ -479,7 +518,9 @@ class ImageCache:
         return lum
 
     @staticmethod
-    def _read(image) -> np.ndarray | None:
+    def _read(image) -> tuple[np.ndarray, int] | None:
+        """((H, W) float32 luminance, number of texels sanitized) of ``image``; None if it
+        has no pixels."""
         try:
             n = len(image.pixels)  # loads the file (or packed data) if needed
         except (RuntimeError, ReferenceError):
@@ -493,9 +534,10 @@ class ImageCache:
         px = px.reshape(h, w, ch)
         rgb = px[..., :3] if ch >= 3 else np.repeat(px[..., :1], 3, axis=2)
         cs = image.colorspace_settings
+        rgb, n_bad = sanitize_texels(rgb)  # issue 22 review: NaN/inf/negative texels of float images
         if not image.is_float and not cs.is_data and "srgb" in cs.name.lower():
             rgb = srgb_to_linear(rgb)
-        return luminance(rgb).astype(np.float32)
+        return luminance(rgb).astype(np.float32), n_bad
 
 
 def triangle_uvs(mesh, uv_map: str = "") -> np.ndarray | None:
@@ -951,6 +993,12 @@ class _Builder:
                     why.append(f"image '{img.name}' cannot be read (missing file?)")
                     ev.texture = None
                 else:
+                    n_bad = self.images.replaced.get(img.name_full, 0)
+                    if n_bad:  # issue 22 review: once per image (the key), whichever material uses it
+                        self.warnings.append((("image", img.name_full),
+                                              f"blensor: warning: image '{img.name_full}': {n_bad} texels "
+                                              "were NaN, infinite, negative or above 10; replaced (NaN: 0, "
+                                              "else clipped to [0, 10])"))
                     tex = ev.texture
                     self.textures[row] = Texture(lum, tex["uv_map"], float(tex["scale"]),
                                                  float(tex["offset"]), tex["mapping"], tex["interpolation"],

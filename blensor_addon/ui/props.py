@@ -274,8 +274,9 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
 
     reflectivity: FloatProperty(name="Reflectivity",
                                 description="Diffuse reflectivity at the laser wavelength; once set it "
-                                "overrides the library entry and the node tree",
-                                default=0.8, min=0.0, max=1.0)
+                                "overrides the library entry and the node tree. Values above 1 are "
+                                "retro-reflectors (equivalent Lambertian reflectance, up to 10)",
+                                default=0.8, min=0.0, max=10.0, soft_max=1.0)  # issue 22 review: retro > 1
     mirror: BoolProperty(name="Mirror", description="Total reflection: rays reflect and go on; once set it "
                          "overrides the node tree's Metallic", default=False)
     library: StringProperty(name="Library entry",

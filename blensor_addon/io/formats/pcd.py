@@ -3,7 +3,8 @@
 Files: ``clean/scan<frame:05d>.pcd`` (ground truth) and ``noisy/scan<frame:05d>.pcd``
 (what a real sensor gives), in two folders so a folder loader never mixes them.
 Fields: ``x y z intensity ring time label semantic rgb``:
-x, y, z float32 m (result frame); intensity float32 (reflectivity x |cos incidence|, 0..1;
+x, y, z float32 m (result frame); intensity float32 (reflectivity x |cos incidence|, 0..1 for
+diffuse targets, above 1 for retro-reflectors (reflectivity up to 10);
 a Velodyne unit's: the calibrated reflectivity byte its packets carry and
 velodyne_pointcloud publishes, ``round(100 x reflectivity)``, :func:`._layouts.xyzirt_intensity`);
 ring uint16 elevation rank of the laser, 0 = lowest (as velodyne_pointcloud publishes

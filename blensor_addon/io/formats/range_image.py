@@ -4,7 +4,9 @@ Files: ``range_image/range<frame:05d>.npz`` with (rows, cols) arrays ``range``,
 ``range_noisy``, ``intensity`` (float32, NaN where nothing returned), ``object_id``
 (uint32), ``semantic`` (uint16) and ``elevation`` (rows,) float32 deg of each row;
 rows are the lasers sorted by elevation, highest first (the image's top), columns in
-firing order (the frame's part of the sweep), or the pixels of an image sensor.
+firing order (the frame's part of the sweep), or the pixels of an image sensor. A
+multi-return result gives each beam's strongest return
+(:func:`~blensor_addon.io.packets.strongest_per_beam`).
 ``range_image/range<frame:05d>.png``: an 8-bit grey preview a person can look at, the
 range (near = bright, 0..max range) above the intensity (0..1), black where nothing
 returned, each row repeated so a 64-laser image is not a sliver; the range scale is the
@@ -19,6 +21,7 @@ import numpy as np
 
 from ...core.capabilities import WriterNeeds
 from ...core.result import ScanResult
+from ..packets import strongest_per_beam
 from .npz import npz_bytes_of
 from ._base import Writer, capabilities_of
 
@@ -33,12 +36,16 @@ def range_image(result: ScanResult) -> dict[str, np.ndarray]:
         ValueError: the result has no grid (one line).
     """
     rows, cols = result.require_grid("range_image")
-    lasers = result.ray_index.astype(np.int64) // cols
+    # issue 22 review: one pixel a beam; a multi-return result gives each beam's strongest
+    # return (as the single-return packets), not whichever of its rows came last (the farthest)
+    pick = strongest_per_beam(result)
+    ray_index = result.ray_index.astype(np.int64)[pick]
+    lasers = ray_index // cols
     if result.is_organized:  # an image: row 0 is already the top
         row_of = lasers
     else:  # lasers by elevation rank, highest on top
-        row_of = rows - 1 - result.ring.astype(np.int64)
-    flat = row_of * cols + result.ray_index.astype(np.int64) % cols
+        row_of = rows - 1 - result.ring.astype(np.int64)[pick]
+    flat = row_of * cols + ray_index % cols
     out = {}
     for name, src, fill, dtype in (("range", result.range, np.nan, np.float32),
                                    ("range_noisy", result.range_noisy, np.nan, np.float32),
@@ -46,10 +53,10 @@ def range_image(result: ScanResult) -> dict[str, np.ndarray]:
                                    ("object_id", result.object_id, 0, np.uint32),
                                    ("semantic", result.semantic, 0, np.uint16)):
         a = np.full(rows * cols, fill, dtype)
-        a[flat] = src
+        a[flat] = src[pick]
         out[name] = a.reshape(rows, cols)
     elev = np.full(rows, np.nan, np.float32)
-    elev[row_of] = np.rad2deg(result.elevation)
+    elev[row_of] = np.rad2deg(result.elevation[pick])
     out["elevation"] = elev
     return out
 
