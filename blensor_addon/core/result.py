@@ -116,7 +116,8 @@ class ScanResult:
             with ``(rows, cols) = grid_shape`` (laser x column, or image row x column
             with row 0 at the top); None for a sensor with no grid (``grid_shape`` None
             or empty).
-        reflectivity (N,) float32: material reflectivity in [0, 1].
+        reflectivity (N,) float32: material reflectivity, >= 0 (1 = a 100 % Lambertian
+            target; above 1: a retro-reflector's equivalent, at most 10).
         intensity (N,) float32: reflectivity * |cos(incidence)| (seed 002 Eq. 4).
         color (N, 3) uint8: material base colour, sRGB-encoded 0..255.
         normal (N, 3) float32: unit geometric normal of the returning surface, turned

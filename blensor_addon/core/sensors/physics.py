@@ -97,7 +97,7 @@ def linear_return_mask(reflectivity: np.ndarray, cos_incidence: np.ndarray | Non
     included, "its depth d (including Gaussian noise)") and ``d <= max_range``; a surface
     of reflectivity 0 never returns.
 
-    Args: reflectivity R0 (N,) in [0, 1]; cos_incidence (N,) in [0, 1]; d_measured (N,)
+    Args: reflectivity R0 (N,) >= 0 (above 1: retro-reflectors); cos_incidence (N,) in [0, 1]; d_measured (N,)
     float64 m; ref_max (R_L,max, in (0, 1]); max_range (d_max, m); lam (N,) float64: R0
     cos(theta) already summed over a beam's footprint (an echo's ``energy``), used instead
     of ``reflectivity * cos_incidence`` when given. Example: R0 = 0.5 at

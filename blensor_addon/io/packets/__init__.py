@@ -100,7 +100,7 @@ class FiringColumns:
         range: (L, C) float64 m, the range each laser measured, 0 where it had no return
             (single return: each beam's strongest; dual: the strongest, or the second
             strongest when the strongest is the last return).
-        reflectivity: (L, C) float32 in [0, 1]; intensity: (L, C) float32 (0 where no return).
+        reflectivity: (L, C) float32 >= 0 (above 1: retro-reflectors); intensity: (L, C) float32 (0 where no return).
         range2, reflectivity2, intensity2: (L, C) the second return of a dual return mode
             (else None): Velodyne's dual mode the last return of each beam (the same as
             ``range`` where the beam gave one return); Ouster's dual profile the second

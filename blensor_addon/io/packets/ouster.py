@@ -123,7 +123,7 @@ assert HEADER_DTYPE.itemsize == 32
 
 def ouster_reflectivity(reflectivity) -> np.ndarray:
     """(N,) uint8: Ouster's calibrated reflectivity of BlenSor reflectivities ``reflectivity``
-    (N,) float in [0, 1] (1 = a 100 % Lambertian target): ``round(100 * reflectivity)`` clipped
+    (N,) float >= 0 (1 = a 100 % Lambertian target, above 1 a retro-reflector): ``round(100 * reflectivity)`` clipped
     to 0..255 (module docstring). The packets' ``reflectivity`` and ouster-ros's."""
     r = np.asarray(reflectivity, dtype=np.float64)
     return np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)

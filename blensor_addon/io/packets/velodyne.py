@@ -113,8 +113,8 @@ RECORDS_PER_PACKET = BLOCKS * RECORDS
 
 def velodyne_reflectivity_byte(reflectivity) -> np.ndarray:
     """(N,) uint8: Velodyne's calibrated reflectivity byte of BlenSor reflectivities
-    ``reflectivity`` (N,) float in [0, 1] (material reflectivity, 1 = a 100 % diffuse
-    target): ``round(100 * reflectivity)`` clipped to 0..255 (VLP-16 manual section 6.1: 0-100
+    ``reflectivity`` (N,) float >= 0 (material reflectivity, 1 = a 100 % diffuse
+    target, above 1 a retro-reflector): ``round(100 * reflectivity)`` clipped to 0..255 (VLP-16 manual section 6.1: 0-100
     diffuse, 101-255 retro-reflectors). The packets' reflectivity byte and the intensity
     velodyne_pointcloud publishes (XYZIRT, PCD)."""
     r = np.asarray(reflectivity, dtype=np.float64)
