@@ -511,8 +511,19 @@ class _Tracer:
         extra = extra[np.argsort(cat["ray"][extra], kind="stable")]
         at = cat["ray"][prim]
         out = []
+        n = first["range"].shape[0]
         for f in TraceResult._FIELDS:
-            a = first[f].copy()  # (the first cast's arrays and the caller's directions stay as they are)
-            a[at] = cat[f][prim]
-            out.append(np.concatenate([a, cat[f][extra]]))
+            # one new array per field (the first cast's arrays and the caller's directions
+            # stay as they are): the first rows, the path ends in their place, the extras
+            v, c = first[f], cat[f]
+            if v.dtype != c.dtype:  # (not met: the rows are made alike) as the copy did
+                a = v.copy()
+                a[at] = c[prim]
+                out.append(np.concatenate([a, c[extra]]))
+                continue
+            a = np.empty((n + extra.shape[0], *v.shape[1:]), np.result_type(v, c))
+            a[:n] = v
+            a[at] = c[prim]
+            a[n:] = c[extra]
+            out.append(a)
         return TraceResult(*out)

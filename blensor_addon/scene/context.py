@@ -281,6 +281,25 @@ class _Scatter:
         return moves, m
 
 
+def _rotate_bundled(pose, sb: np.ndarray, v: np.ndarray, b: int) -> np.ndarray:
+    """``pose.rotate(np.repeat(sb, b), v)`` (:meth:`.timeline.PoseSegment.rotate`) with
+    the cosine and sine of the angle taken once per group of ``b`` rows (fractions ``sb``
+    (N / b,), vectors ``v`` (N, 3) float64): the same formula, operation for operation
+    (:func:`.timeline._rodrigues`), so the same bytes; tests/test_bundle.py checks it."""
+    if pose.theta == 0:
+        return pose.rotate(None, v)
+    angle = pose.theta * sb
+    c, s = np.repeat(np.cos(angle), b), np.repeat(np.sin(angle), b)
+    a0, a1, a2 = (float(a) for a in pose.axis)
+    x, y, z = v[:, 0], v[:, 1], v[:, 2]
+    d = (x * a0 + y * a1 + z * a2) * (1.0 - c)
+    out = np.empty(v.shape, np.float64)
+    out[:, 0] = x * c + (a1 * z - a2 * y) * s + d * a0
+    out[:, 1] = y * c + (a2 * x - a0 * z) * s + d * a1
+    out[:, 2] = z * c + (a0 * y - a1 * x) * s + d * a2
+    return out @ pose.R0.T
+
+
 class TimelineContext:
     """:class:`~blensor_addon.core.sensors.sensor.ScanContext` for a packet over
     ``[t_start, t_end)`` s of ``timeline``.
@@ -366,6 +385,7 @@ class TimelineContext:
         rows, in ray order. Without glass or alpha the hits are those of ``split=False``,
         byte for byte."""
         self._split, self._rng, self._wavelength = bool(split), rng, wavelength
+        self._bundle = max(1, int(bundle))
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
         t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
@@ -415,9 +435,19 @@ class TimelineContext:
                     else pose.rotate(None, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx]))
             s = None
         else:
-            s = pose.fraction(t[idx])
-            dirs = pose.rotate(s, d_s[idx])
-            orig = pose.position(s) - snap.origin
+            tt = t[idx]
+            b = getattr(self, "_bundle", 1)
+            if b > 1 and tt.shape[0] % b == 0 and (tt.reshape(-1, b) == tt[::b, None]).all():
+                # the sub-rays of a beam share its time: the pose once per beam (the same
+                # values, element by element, as per row)
+                sb = pose.fraction(tt[::b])
+                s = np.repeat(sb, b)
+                dirs = _rotate_bundled(pose, sb, d_s[idx], b)
+                orig = np.repeat(pose.position(sb) - snap.origin, b, axis=0)
+            else:
+                s = pose.fraction(tt)
+                dirs = pose.rotate(s, d_s[idx])
+                orig = pose.position(s) - snap.origin
             if origins is not None:
                 orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
         mats = snap.materials
