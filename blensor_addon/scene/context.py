@@ -456,7 +456,7 @@ class TimelineContext:
         tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
                    time=s.astype(np.float32) if step.moving else None,
                    optics=mats.optics if optics else None,
-                   rng=getattr(self, "_rng", None) if optics else None)
+                   rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1))
         del dirs, orig
         mat = mats.lookup(tr.instance, tr.primitive)
         time = t[idx]
