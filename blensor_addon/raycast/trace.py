@@ -207,7 +207,8 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             raise ValueError(f"time must be None or ({n},), got {ts.shape}")
     first = _first_cast(backend, bundle)
     if optics is not None and n:
-        return _Tracer(backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first).run(o, d)
+        tracer = _Tracer(backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first)
+        return tracer.run(o, d)
     h = first(o, d, np.float32(max_range), time=ts)
     got = h.instance >= 0
     # first segment: the hit arrays are the result as they are (no copies per ray)

@@ -276,7 +276,8 @@ class _Scatter:
                     before = int(csum[d] - idx[d])  # rows kept before the run
                     keep = idx[d:d + b - a]
                     k = int(csum[d + b - a - 1]) - before
-                    mv.append((a, b, keep, before, k, slice(a, b) if k == b - a else a + np.flatnonzero(keep)))
+                    sel = slice(a, b) if k == b - a else a + np.flatnonzero(keep)
+                    mv.append((a, b, keep, before, k, sel))
                 moves.append(mv)
         return moves, m
 

@@ -1032,8 +1032,8 @@ static inline int motion_inverse(const motion_t *mo, double s, double *W, double
 
 /* The ray (org, dir) in the object space of a moving instance at time s: 0 (the instance
  * is not hit) if U(s) is singular or the moved ray does not fit in float. */
-static inline int motion_apply(const double *W, const double *t, const float *org, const float *dir, float *lorg,
-                               float *ldir);
+static inline int motion_apply(const double *W, const double *t, const float *org, const float *dir,
+                               float *lorg, float *ldir);
 static inline int motion_ray(const motion_t *mo, double s, const float *org, const float *dir, float *lorg,
                              float *ldir) {
     double W[9], t[3];
@@ -1043,8 +1043,8 @@ static inline int motion_ray(const motion_t *mo, double s, const float *org, con
 
 /* motion_ray with the inverse transform (W, t) of motion_inverse at hand (the rays of a
  * bundle share their time): the same arithmetic. */
-static inline int motion_apply(const double *W, const double *t, const float *org, const float *dir, float *lorg,
-                               float *ldir) {
+static inline int motion_apply(const double *W, const double *t, const float *org, const float *dir,
+                               float *lorg, float *ldir) {
     double p[3], lo[3], ld[3];
     for (int k = 0; k < 3; ++k) p[k] = (double)org[k] - t[k];
     int ok = 1;
