@@ -282,6 +282,17 @@ class _Scatter:
         return moves, m
 
 
+def _as_slice(idx):
+    """``idx`` (int array, ascending) as the slice it equals when its values are
+    consecutive, else ``idx``."""
+    if isinstance(idx, slice) or idx.size == 0:
+        return idx
+    a, b = int(idx[0]), int(idx[-1]) + 1
+    if idx.ndim == 1 and b - a == idx.size and bool((np.diff(idx) == 1).all()):
+        return slice(a, b)
+    return idx
+
+
 def _rotate_bundled(pose, sb: np.ndarray, v: np.ndarray, b: int) -> np.ndarray:
     """``pose.rotate(np.repeat(sb, b), v)`` (:meth:`.timeline.PoseSegment.rotate`) with
     the cosine and sine of the angle taken once per group of ``b`` rows (fractions ``sb``
@@ -436,15 +447,19 @@ class TimelineContext:
                     else pose.rotate(None, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx]))
             s = None
         else:
-            tt = t[idx]
+            rows = _as_slice(idx)  # a step's rays are mostly one run: views, not copies
+            tt = t[rows]
             b = getattr(self, "_bundle", 1)
             if b > 1 and tt.shape[0] % b == 0 and (tt.reshape(-1, b) == tt[::b, None]).all():
                 # the sub-rays of a beam share its time: the pose once per beam (the same
                 # values, element by element, as per row)
                 sb = pose.fraction(tt[::b])
                 s = np.repeat(sb, b)
-                dirs = _rotate_bundled(pose, sb, d_s[idx], b)
-                orig = np.repeat(pose.position(sb) - snap.origin, b, axis=0)
+                dirs = _rotate_bundled(pose, sb, d_s[rows], b)
+                orig = pose.position(sb) - snap.origin
+                if origins is None:  # rounded to float32 (as trace does) before it is repeated
+                    orig = orig.astype(np.float32)
+                orig = np.repeat(orig, b, axis=0)
             else:
                 s = pose.fraction(tt)
                 dirs = pose.rotate(s, d_s[idx])
