@@ -1285,6 +1285,13 @@ typedef struct {
 } hit_t;
 
 
+/* a and b are the same direction bit for bit (NaN: no; either answer is right where it
+ * only chooses between ray_setup and ray_setup_dir_of, which give the same values). */
+static inline int same_dir(const float *a, const float *b) {
+    return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && signbit(a[0]) == signbit(b[0])
+           && signbit(a[1]) == signbit(b[1]) && signbit(a[2]) == signbit(b[2]);
+}
+
 /* Bundles (traverse.inc.h, cast_bundle): at most BUNDLE_MAX rays; BUNDLE_TIE is the
  * relative distance within which two triangles' hits count as a tie. */
 #define BUNDLE_MAX 64
@@ -1300,13 +1307,6 @@ typedef struct {
     float org[3], ilo[3], ihi[3], flo[3], fhi[3];
     int near_off[3], far_off[3];
 } bray_t;
-
-/* a and b are the same direction bit for bit (NaN: no; either answer is right where it
- * only chooses between ray_setup and ray_setup_dir_of, which give the same values). */
-static inline int same_dir(const float *a, const float *b) {
-    return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && signbit(a[0]) == signbit(b[0])
-           && signbit(a[1]) == signbit(b[1]) && signbit(a[2]) == signbit(b[2]);
-}
 
 /* b from the rays rs[i] with act[i]: 0 if there are none, or their origins differ (bit
  * for bit) or the signs of their directions do. */

@@ -320,7 +320,8 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
                 }
                 /* an instance that does not rotate or scale (a translation) keeps the
                  * direction: its setup is the world ray's */
-                if (memcmp(lr.dir, wr.dir, sizeof lr.dir) == 0) ray_setup_dir_of(&lr, &wr);
+                if (same_dir(lr.dir, wr.dir)) ray_setup_dir_of(&lr, &wr); /* (not memcmp: it stalls
+                                                                         * on the stores just made) */
                 else ray_setup(&lr);
                 BRT_FN(traverse_mesh)(in->mesh, &lr, h, ii);
             }
