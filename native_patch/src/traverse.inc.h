@@ -479,6 +479,9 @@ static void BRT_FN(traverse_mesh_bundle)(const brt_mesh *m, const ray_t *rs, con
         for (int i = 0; i < S; ++i) {
             if (!act[i]) continue;
             hit_t *h = &hs[i];
+            /* the leaf starts beyond this ray's hit (and its tie window): the bundle's entry
+             * is at most the ray's, so none of its triangles is nearer or ties */
+            if (!(e.t <= h->t + h->t * (float)(4.0 * BUNDLE_TIE))) continue;
             float best = h->t, c1 = 0.0f, c2 = 0.0f;
             int64_t slot = -1;
             for (int32_t p = e.idx; p < e.idx + e.count; ++p)
@@ -521,6 +524,7 @@ static void BRT_FN(cast_bundle)(const brt_scene *s, const float *org, const floa
         return;
     }
     int redo = 0; /* an instance where the rays' signs part: every ray on its own */
+    bray_t lb;    /* the bundle of the rays that meet an instance, in its object space */
     entry_t stack[STACK_SIZE];
     int sp = 0;
     stack[sp++] = (entry_t){0, 0, 0.0f};
@@ -535,11 +539,20 @@ static void BRT_FN(cast_bundle)(const brt_scene *s, const float *org, const floa
             if (mask) sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
             continue;
         }
+        /* the rays whose hit (and tie window) lies before this leaf's entry skip it */
+        uint8_t near[BUNDLE_MAX];
+        int nnear = 0;
+        for (int i = 0; i < S; ++i) {
+            near[i] = e.t <= hs[i].t + hs[i].t * (float)(4.0 * BUNDLE_TIE);
+            nnear += near[i];
+        }
+        if (nnear == 0) continue;
         for (int32_t q = e.idx; q < e.idx + e.count && !redo; ++q) { /* count -1: nothing */
             int32_t ii = s->order[q];
             const instance_t *in = &s->inst[ii];
             if (in->identity) {
-                BRT_FN(traverse_mesh_bundle)(in->mesh, wr, &wb, S, all, hs, ii, tie);
+                if (bundle_setup(&lb, wr, near, S))
+                    BRT_FN(traverse_mesh_bundle)(in->mesh, wr, &lb, S, near, hs, ii, tie);
                 continue;
             }
             int any = 0;
@@ -547,7 +560,8 @@ static void BRT_FN(cast_bundle)(const brt_scene *s, const float *org, const floa
             if (in->mo && !motion_inverse(in->mo, tm, W, wt)) continue;
             for (int i = 0; i < S; ++i) {
                 const float *o = org + 3 * i, *d = dir + 3 * i;
-                act[i] = 1;
+                act[i] = near[i];
+                if (!act[i]) continue;
                 if (in->mo) {
                     if (!motion_apply(W, wt, o, d, lr[i].org, lr[i].dir)) { act[i] = 0; continue; }
                 } else {
@@ -564,7 +578,6 @@ static void BRT_FN(cast_bundle)(const brt_scene *s, const float *org, const floa
                 any = 1;
             }
             if (!any) continue;
-            bray_t lb;
             if (!bundle_setup(&lb, lr, act, S)) { redo = 1; break; }
             BRT_FN(traverse_mesh_bundle)(in->mesh, lr, &lb, S, act, hs, ii, tie);
         }
