@@ -540,19 +540,19 @@ static void BRT_FN(cast_bundle)(const brt_scene *s, const float *org, const floa
             continue;
         }
         /* the rays whose hit (and tie window) lies before this leaf's entry skip it */
-        uint8_t near[BUNDLE_MAX];
-        int nnear = 0;
+        uint8_t reach[BUNDLE_MAX];
+        int nreach = 0;
         for (int i = 0; i < S; ++i) {
-            near[i] = e.t <= hs[i].t + hs[i].t * (float)(4.0 * BUNDLE_TIE);
-            nnear += near[i];
+            reach[i] = e.t <= hs[i].t + hs[i].t * (float)(4.0 * BUNDLE_TIE);
+            nreach += reach[i];
         }
-        if (nnear == 0) continue;
+        if (nreach == 0) continue;
         for (int32_t q = e.idx; q < e.idx + e.count && !redo; ++q) { /* count -1: nothing */
             int32_t ii = s->order[q];
             const instance_t *in = &s->inst[ii];
             if (in->identity) {
-                if (bundle_setup(&lb, wr, near, S))
-                    BRT_FN(traverse_mesh_bundle)(in->mesh, wr, &lb, S, near, hs, ii, tie);
+                if (bundle_setup(&lb, wr, reach, S))
+                    BRT_FN(traverse_mesh_bundle)(in->mesh, wr, &lb, S, reach, hs, ii, tie);
                 continue;
             }
             int any = 0;
@@ -560,7 +560,7 @@ static void BRT_FN(cast_bundle)(const brt_scene *s, const float *org, const floa
             if (in->mo && !motion_inverse(in->mo, tm, W, wt)) continue;
             for (int i = 0; i < S; ++i) {
                 const float *o = org + 3 * i, *d = dir + 3 * i;
-                act[i] = near[i];
+                act[i] = reach[i];
                 if (!act[i]) continue;
                 if (in->mo) {
                     if (!motion_apply(W, wt, o, d, lr[i].org, lr[i].dir)) { act[i] = 0; continue; }
