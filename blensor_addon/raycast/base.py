@@ -158,6 +158,9 @@ class Backend(ABC):
     """A batch ray caster over a :class:`SceneGeometry`."""
 
     name = "abstract"
+    #: :meth:`intersect` takes ``bundle`` (rays in consecutive groups of that many from
+    #: one origin at one time, which it may traverse together; the answers are the same)
+    bundles = False
 
     @abstractmethod
     def set_geometry(self, geometry: SceneGeometry) -> None:

@@ -19,7 +19,7 @@ from ..core.errors import NativeLibraryError
 from .base import Backend, ClosestHits, MeshData, SceneGeometry, index_array
 from .motion import regular
 
-API_VERSION = 4
+API_VERSION = 5
 _ADDON_DIR = Path(__file__).resolve().parent.parent
 
 _lib = None
@@ -135,6 +135,8 @@ def _declare(lib) -> None:
     lib.brt_mesh_free.restype = None
     lib.brt_crash_message.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
     lib.brt_crash_message.restype = ctypes.c_int
+    lib.brt_bundle_recasts.argtypes = []
+    lib.brt_bundle_recasts.restype = ctypes.c_int64
     lib.brt_kernel.argtypes = []
     lib.brt_kernel.restype = ctypes.c_char_p
     lib.brt_scene_free.argtypes = [vp]
@@ -145,6 +147,9 @@ def _declare(lib) -> None:
     lib.brt_intersect_timed.argtypes = [vp, _f32p, _f32p, _f32p, _f32p, ctypes.c_float, ctypes.c_int64,
                                         ctypes.c_int, _f32p, _i32p, _i32p, _f32p, _f32p]
     lib.brt_intersect_timed.restype = ctypes.c_int
+    lib.brt_intersect_bundled.argtypes = [vp, _f32p, _f32p, _f32p, _f32p, ctypes.c_float, ctypes.c_int64,
+                                          ctypes.c_int, ctypes.c_int, _f32p, _i32p, _i32p, _f32p, _f32p]
+    lib.brt_intersect_bundled.restype = ctypes.c_int
 
 
 def _ptr(a: np.ndarray, t):
@@ -219,6 +224,7 @@ class NativeBackend(Backend):
     """
 
     name = "native"
+    bundles = True
 
     def __init__(self, threads: int | None = None) -> None:
         self._lib = load_library()
@@ -307,9 +313,12 @@ class NativeBackend(Backend):
         self._built = geometry.content()
         self.scene_builds += 1
 
-    def intersect(self, origins, directions, tmax, time=None) -> ClosestHits:
+    def intersect(self, origins, directions, tmax, time=None, bundle: int = 1) -> ClosestHits:
         """Closest hits (see :meth:`Backend.intersect`). Rays with a NaN/inf origin,
-        direction, tmax or time, or a zero direction, miss.
+        direction, tmax or time, or a zero direction, miss. ``bundle`` > 1: the rays come
+        in consecutive groups of that many from one origin at one time (a beam's sub-rays),
+        traversed together (``brt_intersect_bundled``, issue 22 section 2): the same
+        answers, bit for bit, in about half the time for 7 sub-rays.
 
         Raises:
             ValueError: origins and directions are not both (N, 3), tmax is neither a
@@ -342,11 +351,12 @@ class NativeBackend(Backend):
             if ts.shape != (n,):
                 raise ValueError(f"time must be None or ({n},), got {ts.shape}")
             time_ptr = _ptr(ts, _f32p)
-        rc = self._lib.brt_intersect_timed(self._scene, _ptr(o, _f32p), _ptr(d, _f32p), time_ptr, tm_ptr,
-                                           tm_default, n, self.threads, _ptr(t, _f32p), _ptr(inst, _i32p),
-                                           _ptr(prim, _i32p), _ptr(ng, _f32p), _ptr(uv, _f32p))
+        rc = self._lib.brt_intersect_bundled(self._scene, _ptr(o, _f32p), _ptr(d, _f32p), time_ptr, tm_ptr,
+                                             tm_default, n, max(1, int(bundle)), self.threads, _ptr(t, _f32p),
+                                             _ptr(inst, _i32p), _ptr(prim, _i32p), _ptr(ng, _f32p),
+                                             _ptr(uv, _f32p))
         if rc != 0:
-            raise NativeLibraryError(f"brt_intersect_timed failed: {_ERRORS.get(rc, rc)}")
+            raise NativeLibraryError(f"brt_intersect_bundled failed: {_ERRORS.get(rc, rc)}")
         return ClosestHits(t, inst, prim, ng, uv)
 
     def _free_scene(self) -> None:

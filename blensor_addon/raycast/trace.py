@@ -150,10 +150,20 @@ def _reflect(o: np.ndarray, d: np.ndarray, t: np.ndarray,
     return (p + side * nn * eps).astype(np.float32), r.astype(np.float32)
 
 
+def _first_cast(backend: Backend, bundle: int) -> Callable:
+    """``backend.intersect`` for the rays' first segments: with ``bundle`` where the
+    backend takes it (:attr:`Backend.bundles`)."""
+    b = int(bundle)
+    if b > 1 and getattr(backend, "bundles", False):
+        return lambda o, d, tmax, time=None: backend.intersect(o, d, tmax, time=time, bundle=b)
+    return backend.intersect
+
+
 def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_range: float,
           is_mirror: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
           max_bounces: int = 8, time: np.ndarray | None = None, optics=None,
-          rng: np.random.Generator | None = None, acceptance: float = SPECULAR_ACCEPTANCE) -> TraceResult:
+          rng: np.random.Generator | None = None, acceptance: float = SPECULAR_ACCEPTANCE,
+          bundle: int = 1) -> TraceResult:
     """Cast rays and follow mirror reflections (and, with ``optics``, glass and alpha:
     module docstring).
 
@@ -178,6 +188,9 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             order, then the paths split off, round by round); None: a generator seeded 0.
         acceptance: rad, half-angle of incidence within which a glass surface's specular
             reflection counts as returned (``TraceResult.specular``).
+        bundle: the rays come in consecutive groups of that many from one origin at one
+            time (the sub-rays of a beam); a backend that can (``Backend.bundles``) casts
+            their first segment together. The result is the same.
     Returns:
         :class:`TraceResult`: N rows without ``optics``; with it, rows 0..n-1 the rays'
         first path ends, then the extra ends of split paths (hits or misses) in ray order.
@@ -192,9 +205,11 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         ts = np.ascontiguousarray(time, dtype=np.float32)
         if ts.shape != (n,):
             raise ValueError(f"time must be None or ({n},), got {ts.shape}")
+    first = _first_cast(backend, bundle)
     if optics is not None and n:
-        return _Tracer(backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance).run(o, d)
-    h = backend.intersect(o, d, np.float32(max_range), time=ts)
+        tracer = _Tracer(backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first)
+        return tracer.run(o, d)
+    h = first(o, d, np.float32(max_range), time=ts)
     got = h.instance >= 0
     # first segment: the hit arrays are the result as they are (no copies per ray)
     total = h.t.astype(np.float64)
@@ -260,8 +275,9 @@ class _Tracer:
     or one alpha pass to every path that goes on, so ``max_bounces`` and
     :data:`MAX_ALPHA_PASSES` bound the rounds)."""
 
-    def __init__(self, backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance):
+    def __init__(self, backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first=None):
         self.backend, self.max_range, self.is_mirror = backend, float(max_range), is_mirror
+        self.first = backend.intersect if first is None else first  # the first segments' cast
         self.max_bounces, self.ts, self.optics = int(max_bounces), ts, optics
         self.rng = np.random.Generator(np.random.PCG64(0)) if rng is None else rng
         self.cos_acc = float(np.cos(acceptance))
@@ -305,7 +321,7 @@ class _Tracer:
         (a miss, or an opaque non-mirror surface of alpha 1) end there at once, as the
         mirror tracer ends them; only the others become paths."""
         n = o.shape[0]
-        h = self.backend.intersect(o, d, np.float32(self.max_range), time=self.ts)
+        h = self.first(o, d, np.float32(self.max_range), time=self.ts)
         got = h.instance >= 0
         gi = np.flatnonzero(got)
         trans, _, alpha = self._optics(h.instance[gi], h.primitive[gi])
@@ -511,8 +527,19 @@ class _Tracer:
         extra = extra[np.argsort(cat["ray"][extra], kind="stable")]
         at = cat["ray"][prim]
         out = []
+        n = first["range"].shape[0]
         for f in TraceResult._FIELDS:
-            a = first[f].copy()  # (the first cast's arrays and the caller's directions stay as they are)
-            a[at] = cat[f][prim]
-            out.append(np.concatenate([a, cat[f][extra]]))
+            # one new array per field (the first cast's arrays and the caller's directions
+            # stay as they are): the first rows, the path ends in their place, the extras
+            v, c = first[f], cat[f]
+            if v.dtype != c.dtype:  # (not met: the rows are made alike) as the copy did
+                a = v.copy()
+                a[at] = c[prim]
+                out.append(np.concatenate([a, c[extra]]))
+                continue
+            a = np.empty((n + extra.shape[0], *v.shape[1:]), np.result_type(v, c))
+            a[:n] = v
+            a[at] = c[prim]
+            a[n:] = c[extra]
+            out.append(a)
         return TraceResult(*out)

@@ -37,28 +37,56 @@ class CastHits:
     Hits made by :meth:`scatter` (rays cast in several steps) are put in ray order only
     when asked: a field is scattered when first read (a sensor reads a few, such as
     ``hit``, ``range`` and ``reflectivity``, to choose its returns), and :meth:`take` of
-    a boolean mask moves the kept rows of every other field from the parts straight to
-    their places: copied once (the rows kept), not twice.
+    a boolean mask or of row indices moves the kept rows of every other field from the
+    parts straight to their places: copied once (the rows kept), not twice.
+
+    The labels and the colour (:data:`LAZY`) are made from each row's instance and
+    material (``source``, a :class:`_Labels`) when first read, and :meth:`take` carries
+    the source on: a scan with several sub-rays per beam labels only the rows that
+    become returns (issue 22, section 2: speed).
     """
 
     FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
               "instance_id", "semantic", "time", "segment", "ray", "weight")
+    #: the fields a :class:`_Labels` source makes on demand
+    LAZY = ("color", "object_id", "instancer_id", "instance_id", "semantic")
 
-    def __init__(self, **arrays) -> None:
+    def __init__(self, source: "_Labels | None" = None, **arrays) -> None:
         self._scatter = None
+        self._source = source
         for k in self.FIELDS:
-            setattr(self, k, arrays[k])
+            if k in arrays or source is None or k not in self.LAZY:
+                setattr(self, k, arrays[k])
+
+    def _rows(self, name: str, sel) -> np.ndarray:
+        """Field ``name`` at rows ``sel`` (index array, mask or slice), from the source
+        when the field has not been made."""
+        v = self.__dict__.get(name)
+        if v is None:
+            src = self.__dict__.get("_source")
+            if src is not None and name in CastHits.LAZY:
+                return src.field(name, sel)
+            v = getattr(self, name)
+        return v[sel]
 
     def take(self, idx) -> "CastHits":
         """The rows ``idx`` (index array or boolean mask) of every field."""
         sc = self._scatter
-        if sc is not None:
+        if sc is not None and not isinstance(idx, slice):
             idx = np.asarray(idx)
+            read = self.__dict__  # the fields scattered already: taken from there
             if idx.dtype == bool and idx.shape == (sc.n,):
                 moves, m = sc.moves(idx)
-                read = self.__dict__  # the fields scattered already: taken from there
                 return CastHits(**{k: read[k][idx] if k in read else sc.field(k, moves, m)
                                    for k in self.FIELDS})
+            if idx.dtype.kind in "iu" and idx.ndim == 1:
+                plan = sc.locate(idx)
+                return CastHits(**{k: read[k][idx] if k in read else sc.gather(k, plan, idx.shape[0])
+                                   for k in self.FIELDS})
+        src = self.__dict__.get("_source")
+        have = self.__dict__
+        if src is not None and any(k not in have for k in self.LAZY):
+            return CastHits(source=src.take(idx), **{k: have[k][idx] for k in self.FIELDS if k in have})
         return CastHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
 
     @classmethod
@@ -72,6 +100,7 @@ class CastHits:
         that together cover 0..n-1 once); nothing is copied until a field is read or
         rows are taken."""
         hits = cls.__new__(cls)
+        hits._source = None
         hits._scatter = _Scatter(parts, rows, n)
         return hits
 
@@ -81,13 +110,55 @@ class CastHits:
         the surface normal (:func:`~..raycast.trace.facing_normals`)."""
         return facing_normals(self.normal, self.last_dir)[1]
 
-    def __getattr__(self, name):  # only for attributes not set: a lazily scattered field
+    def __getattr__(self, name):  # only for attributes not set: a lazy or lazily scattered field
+        if name not in CastHits.FIELDS:
+            raise AttributeError(name)
+        src = self.__dict__.get("_source")
+        if src is not None and name in CastHits.LAZY:
+            for k, v in src.fields(slice(None)).items():
+                if k not in self.__dict__:
+                    setattr(self, k, v)
+            return self.__dict__[name]
         sc = self.__dict__.get("_scatter")
-        if sc is None or name not in CastHits.FIELDS:
+        if sc is None:
             raise AttributeError(name)
         value = sc.field(name)
         setattr(self, name, value)
         return value
+
+
+class _Labels:
+    """The labels and colour of hits, made on demand (:attr:`CastHits.LAZY`): from
+    ``instance`` (R,) int32 (-1: a miss) and material rows ``material`` (R,) int32 of a
+    step's snapshot ``snap`` (its :meth:`~.extract.Snapshot.labels`), the class per
+    object id ``semantic`` and the material colours ``color`` (M, 3) uint8."""
+
+    def __init__(self, snap, semantic: np.ndarray, color: np.ndarray, instance: np.ndarray,
+                 material: np.ndarray) -> None:
+        self.snap, self.semantic, self.color = snap, semantic, color
+        self.instance, self.material = instance, material
+        self._made: dict = {}  # id(rows) -> (rows, fields): the fields are read one by one
+
+    def take(self, idx) -> "_Labels":
+        """The rows ``idx`` of the source."""
+        return _Labels(self.snap, self.semantic, self.color, self.instance[idx], self.material[idx])
+
+    def fields(self, sel) -> dict:
+        """The :attr:`CastHits.LAZY` fields of rows ``sel`` (slice, index array or mask)."""
+        made = self._made.get(id(sel))
+        if made is not None and made[0] is sel:
+            return made[1]
+        object_id, instancer_id, instance_id, semantic = self.snap.labels(self.instance[sel], self.semantic)
+        out = {"color": self.color[self.material[sel]], "object_id": object_id, "instancer_id": instancer_id,
+               "instance_id": instance_id, "semantic": semantic}
+        if len(self._made) >= 256:
+            self._made.clear()
+        self._made[id(sel)] = (sel, out)  # holds sel: its id is not reused meanwhile
+        return out
+
+    def field(self, name: str, sel) -> np.ndarray:
+        """One :attr:`CastHits.LAZY` field of rows ``sel``."""
+        return self.fields(sel)[name]
 
 
 #: a part's rows that form at most this many runs of consecutive rays are moved run by
@@ -121,11 +192,12 @@ class _Scatter:
     def field(self, name: str, moves=None, m: int = 0) -> np.ndarray:
         """Field ``name`` scattered to ray order, or with ``moves`` (per part, from
         :meth:`moves`) only the ``m`` rows kept."""
-        first = getattr(self.parts[0], name)
-        out = np.empty((self.n if moves is None else m, *first.shape[1:]), first.dtype)
+        out = None
         if moves is None:
             for p, r, runs in zip(self.parts, self.rows, self.runs):
                 v = getattr(p, name)
+                if out is None:
+                    out = np.empty((self.n, *v.shape[1:]), v.dtype)
                 if runs is None:
                     out[r] = v
                 else:
@@ -133,13 +205,58 @@ class _Scatter:
                         out[d:d + b - a] = v[a:b]
         else:
             for p, mv in zip(self.parts, moves):
-                v = getattr(p, name)
-                if isinstance(mv, list):  # runs: (start, end, kept mask, first place, count kept)
-                    for a, b, keep, c, k in mv:
-                        out[c:c + k] = v[a:b][keep] if k < b - a else v[a:b]
+                if isinstance(mv, list):  # runs: (start, end, kept mask, first place, count kept, rows kept)
+                    for a, b, keep, c, k, sel in mv:
+                        if k:
+                            out = self._put(out, m, slice(c, c + k), p._rows(name, sel))
                 else:
                     src, dst = mv
-                    out[dst] = v[src]
+                    out = self._put(out, m, dst, p._rows(name, src))
+        if out is None:  # nothing kept
+            v = self.parts[0]._rows(name, slice(0, 0))
+            out = np.empty((self.n if moves is None else m, *v.shape[1:]), v.dtype)
+        return out
+
+    @staticmethod
+    def _put(out, m: int, dst, v: np.ndarray) -> np.ndarray:
+        """``out[dst] = v``, ``out`` made (m rows, like ``v``) on the first call."""
+        if out is None:
+            out = np.empty((m, *v.shape[1:]), v.dtype)
+        out[dst] = v
+        return out
+
+    def locate(self, idx: np.ndarray) -> list:
+        """Per part, (places in ``idx``, rows of the part) of the rays ``idx`` (K,) int:
+        the plan of :meth:`gather`."""
+        where = self.__dict__.get("_where")
+        if where is None:  # part and row within it of every ray, made once
+            part = np.empty(self.n, np.int32)
+            local = np.empty(self.n, np.int64)
+            for i, (r, runs) in enumerate(zip(self.rows, self.runs)):
+                if runs is None:
+                    part[r] = i
+                    local[r] = np.arange(len(r))
+                else:
+                    for a, b, d in runs:
+                        part[d:d + b - a] = i
+                        local[d:d + b - a] = np.arange(a, b)
+            where = self._where = (part, local)
+        part, local = where
+        pi, li = part[idx], local[idx]
+        plan = []
+        for i in range(len(self.parts)):
+            at = np.flatnonzero(pi == i)
+            plan.append((at, li[at]))
+        return plan
+
+    def gather(self, name: str, plan: list, k: int) -> np.ndarray:
+        """Field ``name`` of the K rays planned by :meth:`locate`."""
+        out = None
+        for p, (at, src) in zip(self.parts, plan):
+            out = self._put(out, k, at, p._rows(name, src))
+        if out is None:
+            v = self.parts[0]._rows(name, slice(0, 0))
+            out = np.empty((k, *v.shape[1:]), v.dtype)
         return out
 
     def moves(self, idx: np.ndarray) -> tuple[list, int]:
@@ -157,9 +274,42 @@ class _Scatter:
                 mv = []
                 for a, b, d in runs:
                     before = int(csum[d] - idx[d])  # rows kept before the run
-                    mv.append((a, b, idx[d:d + b - a], before, int(csum[d + b - a - 1]) - before))
+                    keep = idx[d:d + b - a]
+                    k = int(csum[d + b - a - 1]) - before
+                    sel = slice(a, b) if k == b - a else a + np.flatnonzero(keep)
+                    mv.append((a, b, keep, before, k, sel))
                 moves.append(mv)
         return moves, m
+
+
+def _as_slice(idx):
+    """``idx`` (int array, ascending) as the slice it equals when its values are
+    consecutive, else ``idx``."""
+    if isinstance(idx, slice) or idx.size == 0:
+        return idx
+    a, b = int(idx[0]), int(idx[-1]) + 1
+    if idx.ndim == 1 and b - a == idx.size and bool((np.diff(idx) == 1).all()):
+        return slice(a, b)
+    return idx
+
+
+def _rotate_bundled(pose, sb: np.ndarray, v: np.ndarray, b: int) -> np.ndarray:
+    """``pose.rotate(np.repeat(sb, b), v)`` (:meth:`.timeline.PoseSegment.rotate`) with
+    the cosine and sine of the angle taken once per group of ``b`` rows (fractions ``sb``
+    (N / b,), vectors ``v`` (N, 3) float64): the same formula, operation for operation
+    (:func:`.timeline._rodrigues`), so the same bytes; tests/test_bundle.py checks it."""
+    if pose.theta == 0:
+        return pose.rotate(None, v)
+    angle = pose.theta * sb
+    c, s = np.repeat(np.cos(angle), b), np.repeat(np.sin(angle), b)
+    a0, a1, a2 = (float(a) for a in pose.axis)
+    x, y, z = v[:, 0], v[:, 1], v[:, 2]
+    d = (x * a0 + y * a1 + z * a2) * (1.0 - c)
+    out = np.empty(v.shape, np.float64)
+    out[:, 0] = x * c + (a1 * z - a2 * y) * s + d * a0
+    out[:, 1] = y * c + (a2 * x - a0 * z) * s + d * a1
+    out[:, 2] = z * c + (a0 * y - a1 * x) * s + d * a2
+    return out @ pose.R0.T
 
 
 class TimelineContext:
@@ -247,6 +397,7 @@ class TimelineContext:
         rows, in ray order. Without glass or alpha the hits are those of ``split=False``,
         byte for byte."""
         self._split, self._rng, self._wavelength = bool(split), rng, wavelength
+        self._bundle = max(1, int(bundle))
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
         t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
@@ -272,11 +423,19 @@ class TimelineContext:
         sizes = [len(r) for r in order]
         if all(p.range.shape[0] == m for p, m in zip(parts, sizes)):
             return CastHits.scatter(parts, order, n)
-        # split paths: the rays' rows scattered as always, the extra rows after them
-        main = CastHits.scatter([p.take(slice(0, m)) for p, m in zip(parts, sizes)], order, n)
-        extra = CastHits.concat([p.take(slice(m, None)) for p, m in zip(parts, sizes)])
-        extra = extra.take(np.argsort(extra.ray, kind="stable"))
-        return CastHits.concat([main, extra])
+        # split paths: the rays' rows scattered as always, the extra rows after them in ray
+        # order (a stable sort of the parts' extra rows one after the other); each part's
+        # rays and extra rows are two parts of the scatter (views, nothing copied)
+        extra_ray = np.concatenate([p.ray[m:] for p, m in zip(parts, sizes)])
+        place = np.empty(extra_ray.shape[0], np.int64)
+        place[np.argsort(extra_ray, kind="stable")] = n + np.arange(extra_ray.shape[0])
+        views, rows, at = [], [], 0
+        for p, m, r in zip(parts, sizes, order):
+            e = p.range.shape[0] - m
+            views += [p.take(slice(0, m)), p.take(slice(m, None))]
+            rows += [r, place[at:at + e]]
+            at += e
+        return CastHits.scatter(views, rows, n + extra_ray.shape[0])
 
     def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> CastHits:
         seg = self._use(step)
@@ -288,9 +447,23 @@ class TimelineContext:
                     else pose.rotate(None, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx]))
             s = None
         else:
-            s = pose.fraction(t[idx])
-            dirs = pose.rotate(s, d_s[idx])
-            orig = pose.position(s) - snap.origin
+            rows = _as_slice(idx)  # a step's rays are mostly one run: views, not copies
+            tt = t[rows]
+            b = getattr(self, "_bundle", 1)
+            if b > 1 and tt.shape[0] % b == 0 and (tt.reshape(-1, b) == tt[::b, None]).all():
+                # the sub-rays of a beam share its time: the pose once per beam (the same
+                # values, element by element, as per row)
+                sb = pose.fraction(tt[::b])
+                s = np.repeat(sb, b)
+                dirs = _rotate_bundled(pose, sb, d_s[rows], b)
+                orig = pose.position(sb) - snap.origin
+                if origins is None:  # rounded to float32 (as trace does) before it is repeated
+                    orig = orig.astype(np.float32)
+                orig = np.repeat(orig, b, axis=0)
+            else:
+                s = pose.fraction(tt)
+                dirs = pose.rotate(s, d_s[idx])
+                orig = pose.position(s) - snap.origin
             if origins is not None:
                 orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
         mats = snap.materials
@@ -299,10 +472,9 @@ class TimelineContext:
         tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
                    time=s.astype(np.float32) if step.moving else None,
                    optics=mats.optics if optics else None,
-                   rng=getattr(self, "_rng", None) if optics else None)
+                   rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1))
         del dirs, orig
         mat = mats.lookup(tr.instance, tr.primitive)
-        object_id, instancer_id, instance_id, semantic = snap.labels(tr.instance, self.semantic)
         time = t[idx]
         if time.shape[0] != tr.ray.shape[0]:  # extra rows of split paths: their ray's time
             time = time[tr.ray]
@@ -310,10 +482,10 @@ class TimelineContext:
                                     getattr(self, "_wavelength", None))
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
             refl = (np.asarray(refl, dtype=np.float32) * tr.diffuse + tr.specular).astype(np.float32)
-        return CastHits(range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
-                        last_dir=tr.last_dir, color=mats.color[mat], object_id=object_id,
-                        instancer_id=instancer_id, instance_id=instance_id, semantic=semantic, time=time,
-                        segment=np.full(time.shape[0], seg, np.int32),
+        # labels and colour when read, of the rows read (most sub-rays never become returns)
+        return CastHits(source=_Labels(snap, self.semantic, mats.color, tr.instance, mat),
+                        range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
+                        last_dir=tr.last_dir, time=time, segment=np.full(time.shape[0], seg, np.int32),
                         ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=tr.weight)
 
     def surface(self, pattern, hits) -> dict:

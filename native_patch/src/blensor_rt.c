@@ -1032,10 +1032,20 @@ static inline int motion_inverse(const motion_t *mo, double s, double *W, double
 
 /* The ray (org, dir) in the object space of a moving instance at time s: 0 (the instance
  * is not hit) if U(s) is singular or the moved ray does not fit in float. */
+static inline int motion_apply(const double *W, const double *t, const float *org, const float *dir,
+                               float *lorg, float *ldir);
 static inline int motion_ray(const motion_t *mo, double s, const float *org, const float *dir, float *lorg,
                              float *ldir) {
-    double W[9], t[3], p[3], lo[3], ld[3];
+    double W[9], t[3];
     if (!motion_inverse(mo, s, W, t)) return 0;
+    return motion_apply(W, t, org, dir, lorg, ldir);
+}
+
+/* motion_ray with the inverse transform (W, t) of motion_inverse at hand (the rays of a
+ * bundle share their time): the same arithmetic. */
+static inline int motion_apply(const double *W, const double *t, const float *org, const float *dir,
+                               float *lorg, float *ldir) {
+    double p[3], lo[3], ld[3];
     for (int k = 0; k < 3; ++k) p[k] = (double)org[k] - t[k];
     int ok = 1;
     for (int r = 0; r < 3; ++r) {
@@ -1275,6 +1285,60 @@ typedef struct {
 } hit_t;
 
 
+/* a and b are the same direction bit for bit (NaN: no; either answer is right where it
+ * only chooses between ray_setup and ray_setup_dir_of, which give the same values). */
+static inline int same_dir(const float *a, const float *b) {
+    return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && signbit(a[0]) == signbit(b[0])
+           && signbit(a[1]) == signbit(b[1]) && signbit(a[2]) == signbit(b[2]);
+}
+
+/* Bundles (traverse.inc.h, cast_bundle): at most BUNDLE_MAX rays; BUNDLE_TIE is the
+ * relative distance within which two triangles' hits count as a tie. */
+#define BUNDLE_MAX 64
+#define BUNDLE_TIE 1e-5
+static int64_t bundle_recasts; /* rays of bundles cast again on their own (brt_bundle_recasts) */
+BRT_API int64_t brt_bundle_recasts(void) { return BRT_FETCH_ADD(&bundle_recasts, 0); }
+
+#if defined(BRT_SIMD)
+/* The slab data of a bundle: the shared origin, the least and greatest reciprocal
+ * direction (inv and inv * BOX_WIDEN) per axis over the active rays, the entry and exit
+ * planes of the shared signs. */
+typedef struct {
+    float org[3], ilo[3], ihi[3], flo[3], fhi[3];
+    int near_off[3], far_off[3];
+} bray_t;
+
+/* b from the rays rs[i] with act[i]: 0 if there are none, or their origins differ (bit
+ * for bit) or the signs of their directions do. */
+static int bundle_setup(bray_t *b, const ray_t *rs, const uint8_t *act, int S) {
+    int first = -1;
+    for (int i = 0; i < S; ++i) {
+        if (!act[i]) continue;
+        const ray_t *r = &rs[i];
+        if (first < 0) {
+            first = i;
+            memcpy(b->org, r->org, sizeof b->org);
+            for (int k = 0; k < 3; ++k) {
+                b->ilo[k] = b->ihi[k] = r->inv[k];
+                b->flo[k] = b->fhi[k] = r->invf[k];
+                b->near_off[k] = r->near_off[k];
+                b->far_off[k] = r->far_off[k];
+            }
+            continue;
+        }
+        if (memcmp(b->org, r->org, sizeof b->org) != 0) return 0;
+        for (int k = 0; k < 3; ++k) {
+            if (r->near_off[k] != b->near_off[k]) return 0;
+            if (r->inv[k] < b->ilo[k]) b->ilo[k] = r->inv[k];
+            if (r->inv[k] > b->ihi[k]) b->ihi[k] = r->inv[k];
+            if (r->invf[k] < b->flo[k]) b->flo[k] = r->invf[k];
+            if (r->invf[k] > b->fhi[k]) b->fhi[k] = r->invf[k];
+        }
+    }
+    return first >= 0;
+}
+#endif
+
 #define BRT_FN(name) name##_base
 #include "traverse.inc.h"
 #undef BRT_FN
@@ -1309,6 +1373,8 @@ typedef struct {
     void (*cast)(const brt_scene *, const float *, const float *, float, double, hit_t *);
     const float *time; /* (nrays,) or NULL */
     const int32_t *perm; /* inputs reordered (see ray_order): input i is the caller's ray perm[i]; or NULL */
+    int bundle;          /* rays in consecutive bundles of this many (1: none; then perm is NULL) */
+    void (*cast_bundle)(const brt_scene *, const float *, const float *, const float *, double, hit_t *, int);
 } job_t;
 
 #define CHUNK 1024
@@ -1521,18 +1587,52 @@ static void run_permuted(job_t *j, int64_t a, int64_t b) {
     }
 }
 
-/* Rays [a, b) of the job, in the caller's order or through perm. */
+/* Rays [a, b) of the job, a a multiple of j->bundle, in bundles: a bundle whose rays
+ * share their time goes to cast_bundle, the others (and a last incomplete one) ray by
+ * ray, as run_range casts them. */
+static void run_bundled(job_t *j, int64_t a, int64_t b) {
+    hit_t hs[CHUNK];
+    double tss[CHUNK];
+    float tms[CHUNK];
+    const int S = j->bundle;
+    for (int64_t i = a; i < b; ++i) {
+        float tm = j->tmax ? j->tmax[i] : j->tmax_default;
+        double ts = 0.0;
+        if (j->time) {
+            float tv = j->time[i];
+            if (!isfinite(tv)) tm = NAN;
+            ts = tv > 0.0f ? (tv < 1.0f ? (double)tv : 1.0) : 0.0;
+        }
+        tss[i - a] = ts;
+        tms[i - a] = tm;
+    }
+    for (int64_t c = a; c < b; c += S) {
+        int same = c + S <= b && j->cast_bundle != NULL;
+        for (int64_t i = c + 1; same && i < c + S; ++i) same = tss[i - a] == tss[c - a];
+        if (same) {
+            j->cast_bundle(j->s, j->org + 3 * c, j->dir + 3 * c, tms + (c - a), tss[c - a], hs + (c - a), S);
+        } else {
+            for (int64_t i = c; i < b && i < c + S; ++i)
+                j->cast(j->s, j->org + 3 * i, j->dir + 3 * i, tms[i - a], tss[i - a], &hs[i - a]);
+        }
+    }
+    for (int64_t i = a; i < b; ++i) write_hit(j, i, &hs[i - a], tss[i - a]);
+}
+
+/* Rays [a, b) of the job, in the caller's order or through perm, or in bundles. */
 static void run_chunk(job_t *j, int64_t a, int64_t b) {
-    if (j->perm) run_permuted(j, a, b);
+    if (j->bundle > 1) run_bundled(j, a, b);
+    else if (j->perm) run_permuted(j, a, b);
     else run_range(j, a, b);
 }
 
 static void *worker(void *arg) {
     job_t *j = (job_t *)arg;
+    const int64_t chunk = j->bundle > 1 ? (CHUNK / j->bundle) * j->bundle : CHUNK; /* whole bundles */
     for (;;) {
-        int64_t a = BRT_FETCH_ADD(&j->next, CHUNK);
+        int64_t a = BRT_FETCH_ADD(&j->next, chunk);
         if (a >= j->nrays) break;
-        int64_t b = a + CHUNK < j->nrays ? a + CHUNK : j->nrays;
+        int64_t b = a + chunk < j->nrays ? a + chunk : j->nrays;
         run_chunk(j, a, b);
     }
     return NULL;
@@ -1557,15 +1657,29 @@ BRT_API int brt_intersect_timed(const brt_scene *s, const float *org, const floa
                                 const float *tmax, float tmax_default, int64_t nrays, int nthreads,
                                 float *t_out, int32_t *inst_out, int32_t *prim_out, float *ng_out,
                                 float *uv_out) {
+    return brt_intersect_bundled(s, org, dir, time, tmax, tmax_default, nrays, 1, nthreads, t_out, inst_out,
+                                 prim_out, ng_out, uv_out);
+}
+
+BRT_API int brt_intersect_bundled(const brt_scene *s, const float *org, const float *dir, const float *time,
+                                  const float *tmax, float tmax_default, int64_t nrays, int bundle,
+                                  int nthreads, float *t_out, int32_t *inst_out, int32_t *prim_out,
+                                  float *ng_out, float *uv_out) {
     if (!s || nrays < 0 || (nrays > 0 && (!org || !dir || !t_out || !inst_out || !prim_out)))
         return BRT_E_ARG;
+    if (bundle < 1) return BRT_E_ARG;
+    if (bundle > BUNDLE_MAX) bundle = 1; /* the same answers, ray by ray */
     job_t j = {s, org, dir, tmax, tmax_default, nrays, t_out, ng_out, uv_out, inst_out, prim_out, 0,
-               cast_one_base, time, NULL};
-#if defined(BRT_HAVE_AVX)
-    if (use_avx()) j.cast = cast_one_avx;
+               cast_one_base, time, NULL, bundle, NULL};
+#if defined(BRT_SIMD)
+    j.cast_bundle = cast_bundle_base;
 #endif
-    /* scattered origins: cast in Morton order, chunk by chunk (run_permuted) */
-    j.perm = s->ninst > 0 ? ray_order(org, nrays) : NULL;
+#if defined(BRT_HAVE_AVX)
+    if (use_avx()) { j.cast = cast_one_avx; j.cast_bundle = cast_bundle_avx; }
+#endif
+    /* scattered origins: cast in Morton order, chunk by chunk (run_permuted); bundles
+     * share their origin and keep the caller's order */
+    j.perm = s->ninst > 0 && bundle == 1 ? ray_order(org, nrays) : NULL;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 256) nthreads = 256;
     if ((int64_t)nthreads > nrays / CHUNK + 1) nthreads = (int)(nrays / CHUNK + 1);

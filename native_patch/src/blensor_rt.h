@@ -32,8 +32,9 @@
 #define BRT_API __attribute__((visibility("default")))
 #endif
 
-#define BRT_API_VERSION 4 /* 2: brt_kernel(); 3: moving instances, per-ray time;
-                             4: brt_mesh_node_count removed, brt_crash_message() */
+#define BRT_API_VERSION 5 /* 2: brt_kernel(); 3: moving instances, per-ray time;
+                             4: brt_mesh_node_count removed, brt_crash_message();
+                             5: brt_intersect_bundled() */
 
 /* Error codes (negative). */
 #define BRT_OK 0
@@ -51,6 +52,10 @@ BRT_API int brt_api_version(void);
 /* Number of intersect batches cast in the Morton order of their origins so far (rays
  * from scattered origins, 16,384 or more; see brt_intersect_timed). For tests. */
 BRT_API int64_t brt_reordered_batches(void);
+
+/* Number of rays of bundles (brt_intersect_bundled) cast again on their own so far (a tie
+ * between two triangles, or an instance that parts the bundle's direction signs). For tests. */
+BRT_API int64_t brt_bundle_recasts(void);
 
 /* Traversal kernel brt_intersect uses on this CPU: "avx", "sse2" or "portable"
  * (x86-64 picks AVX at run time unless the CPU lacks it or BLENSOR_RT_NO_AVX is set). */
@@ -129,5 +134,18 @@ BRT_API int brt_intersect_timed(const brt_scene *scene, const float *org, const 
                                 const float *time, const float *tmax, float tmax_default, int64_t nrays,
                                 int nthreads, float *t_out, int32_t *inst_out, int32_t *prim_out,
                                 float *ng_out, float *uv_out);
+
+/* brt_intersect_timed for rays that come in consecutive bundles of `bundle` rays (the
+ * sub-rays of one divergent beam: one origin, one time, close directions), which are
+ * traversed together: the inner nodes of the trees are tested once per bundle, the
+ * triangles per ray. The answers are brt_intersect_timed's, bit for bit: a bundle whose
+ * rays do not share their origin (bit for bit), time or direction signs, a last incomplete
+ * bundle, and a ray that meets two triangles at (nearly) the same distance are cast ray by
+ * ray. bundle 1 is brt_intersect_timed; bundle above 64 is cast ray by ray; below 1:
+ * BRT_E_ARG. Bundles keep the caller's order (no Morton reordering). */
+BRT_API int brt_intersect_bundled(const brt_scene *scene, const float *org, const float *dir,
+                                  const float *time, const float *tmax, float tmax_default, int64_t nrays,
+                                  int bundle, int nthreads, float *t_out, int32_t *inst_out,
+                                  int32_t *prim_out, float *ng_out, float *uv_out);
 
 #endif

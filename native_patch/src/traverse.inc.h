@@ -320,7 +320,8 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
                 }
                 /* an instance that does not rotate or scale (a translation) keeps the
                  * direction: its setup is the world ray's */
-                if (memcmp(lr.dir, wr.dir, sizeof lr.dir) == 0) ray_setup_dir_of(&lr, &wr);
+                if (same_dir(lr.dir, wr.dir)) ray_setup_dir_of(&lr, &wr); /* (not memcmp: it stalls
+                                                                         * on the stores just made) */
                 else ray_setup(&lr);
                 BRT_FN(traverse_mesh)(in->mesh, &lr, h, ii);
             }
@@ -332,3 +333,259 @@ static void BRT_FN(cast_one)(const brt_scene *s, const float *org, const float *
     }
 }
 
+
+
+/* ------------------------------------------------------------------ bundles
+ * A bundle: S rays from one origin (bit for bit) at one time, such as the sub-rays of one
+ * divergent beam (issue 22, section 2). Its inner nodes are tested once for all S rays by
+ * a conservative slab test over the rays' reciprocal ranges; its leaves per ray, with the
+ * per-ray triangle tests. Every ray tests every triangle its own traversal would test
+ * (the bundle's box test contains each ray's, and nodes are cut only beyond the bundle's
+ * widened farthest hit), so the nearest hit is the same; only the order differs, which
+ * decides between triangles at (nearly) equal distance: a ray that meets such a tie
+ * (bundle_tie) is cast again on its own, so every answer is the per-ray kernel's. */
+#if defined(BRT_SIMD)
+
+/* The slab test of a wide node's children for bundle b: a lane is reported if some ray of
+ * the bundle may enter it within (0, tmax); tnear gets the bundle's least entry distance.
+ * Per axis the entry is the least of (plane - org) times the rays' least and greatest
+ * reciprocal (rounding is monotonic, so it is at most every ray's entry), the exit the
+ * greatest; a NaN (origin on a plane, an infinite reciprocal) leaves the interval as the
+ * per-ray test's NaN does. */
+#if defined(BRT_AVX)
+static inline int BRT_FN(bundle_box_hit)(const wnode_t *n, const bray_t *b, float tmax, float tnear[BW]) {
+    const char *base = (const char *)n;
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), pinf = _mm256_set1_ps(INFINITY);
+    __m256 t0 = _mm256_setzero_ps(), t1 = _mm256_set1_ps(tmax);
+    for (int k = 0; k < 3; ++k) {
+        const __m256 o = _mm256_broadcast_ss(&b->org[k]);
+        const __m256 dl = _mm256_sub_ps(_mm256_loadu_ps((const float *)(base + b->near_off[k])), o);
+        const __m256 dh = _mm256_sub_ps(_mm256_loadu_ps((const float *)(base + b->far_off[k])), o);
+        const __m256 a1 = _mm256_mul_ps(dl, _mm256_broadcast_ss(&b->ilo[k]));
+        const __m256 a2 = _mm256_mul_ps(dl, _mm256_broadcast_ss(&b->ihi[k]));
+        const __m256 b1 = _mm256_mul_ps(dh, _mm256_broadcast_ss(&b->flo[k]));
+        const __m256 b2 = _mm256_mul_ps(dh, _mm256_broadcast_ss(&b->fhi[k]));
+        const __m256 a = _mm256_blendv_ps(_mm256_min_ps(a1, a2), ninf, _mm256_cmp_ps(a1, a2, _CMP_UNORD_Q));
+        const __m256 e = _mm256_blendv_ps(_mm256_max_ps(b1, b2), pinf, _mm256_cmp_ps(b1, b2, _CMP_UNORD_Q));
+        t0 = _mm256_max_ps(a, t0);
+        t1 = _mm256_min_ps(e, t1);
+    }
+    _mm256_storeu_ps(tnear, t0);
+    return _mm256_movemask_ps(_mm256_cmp_ps(t0, t1, _CMP_LE_OQ));
+}
+#else
+static inline int BRT_FN(bundle_box_hit)(const wnode_t *n, const bray_t *b, float tmax, float tnear[BW]) {
+    const char *base = (const char *)n;
+    int mask = 0;
+    for (int j = 0; j < BW; ++j) {
+        float t0 = 0.0f, t1 = tmax;
+        for (int k = 0; k < 3; ++k) {
+            const float dl = ((const float *)(base + b->near_off[k]))[j] - b->org[k];
+            const float dh = ((const float *)(base + b->far_off[k]))[j] - b->org[k];
+            const float a1 = dl * b->ilo[k], a2 = dl * b->ihi[k];
+            const float b1 = dh * b->flo[k], b2 = dh * b->fhi[k];
+            const float a = (isnan(a1) || isnan(a2)) ? -INFINITY : (a1 < a2 ? a1 : a2);
+            const float e = (isnan(b1) || isnan(b2)) ? INFINITY : (b1 > b2 ? b1 : b2);
+            t0 = a > t0 ? a : t0;
+            t1 = e < t1 ? e : t1;
+        }
+        tnear[j] = t0;
+        mask |= (t0 <= t1) << j;
+    }
+    return mask;
+}
+#endif
+
+/* tri4_hit for one ray of a bundle, which also sets *tie when a triangle that passes the
+ * edge tests lies within BUNDLE_TIE (relative) of the nearest hit so far. */
+static inline void BRT_FN(tri4_hit_tie)(const brt_mesh *m, int64_t pkt, const ray_t *r, float *best,
+                                        int64_t *slot, float *b1, float *b2, int *tie) {
+    const float *P = m->pk + 36 * pkt;
+    const int kx = r->kx, ky = r->ky, kz = r->kz;
+    float U[4], V[4], W[4];
+    const __m128 ox = _mm_set1_ps(r->org[kx]), oy = _mm_set1_ps(r->org[ky]), oz = _mm_set1_ps(r->org[kz]);
+    const __m128 sx = _mm_set1_ps(r->sx), sy = _mm_set1_ps(r->sy);
+    __m128 X[3], Y[3];
+    for (int v = 0; v < 3; ++v) {
+        const __m128 dz = _mm_sub_ps(_mm_loadu_ps(P + (3 * v + kz) * 4), oz);
+        X[v] = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(P + (3 * v + kx) * 4), ox), _mm_mul_ps(sx, dz));
+        Y[v] = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(P + (3 * v + ky) * 4), oy), _mm_mul_ps(sy, dz));
+    }
+    const __m128 u = _mm_sub_ps(_mm_mul_ps(X[2], Y[1]), _mm_mul_ps(Y[2], X[1]));
+    const __m128 vv = _mm_sub_ps(_mm_mul_ps(X[0], Y[2]), _mm_mul_ps(Y[0], X[2]));
+    const __m128 w = _mm_sub_ps(_mm_mul_ps(X[1], Y[0]), _mm_mul_ps(Y[1], X[0]));
+    const __m128 z = _mm_setzero_ps();
+    const __m128 neg = _mm_or_ps(_mm_or_ps(_mm_cmplt_ps(u, z), _mm_cmplt_ps(vv, z)), _mm_cmplt_ps(w, z));
+    const __m128 pos = _mm_or_ps(_mm_or_ps(_mm_cmpgt_ps(u, z), _mm_cmpgt_ps(vv, z)), _mm_cmpgt_ps(w, z));
+    const __m128 zer = _mm_or_ps(_mm_or_ps(_mm_cmpeq_ps(u, z), _mm_cmpeq_ps(vv, z)), _mm_cmpeq_ps(w, z));
+    const __m128 det = _mm_add_ps(_mm_add_ps(u, vv), w);
+    int zero = _mm_movemask_ps(zer);
+    int cand = _mm_movemask_ps(_mm_andnot_ps(_mm_and_ps(neg, pos), _mm_cmpneq_ps(det, z))) & ~zero;
+    _mm_storeu_ps(U, u);
+    _mm_storeu_ps(V, vv);
+    _mm_storeu_ps(W, w);
+    while (zero) { /* the scalar test, without a limit: its distance decides as below */
+        int lane = brt_ctz(zero);
+        zero &= zero - 1;
+        float tv[9], t, c1, c2;
+        for (int v = 0; v < 3; ++v)
+            for (int a = 0; a < 3; ++a) tv[3 * v + a] = P[(3 * v + a) * 4 + lane];
+        if (!BRT_FN(tri_hit)(tv, r, INFINITY, &t, &c1, &c2)) continue;
+        if (fabs((double)t - (double)*best) <= BUNDLE_TIE * (double)*best) { *tie = 1; continue; }
+        if (t < *best) { *best = t; *slot = 4 * pkt + lane; *b1 = c1; *b2 = c2; }
+    }
+    while (cand) {
+        int lane = brt_ctz(cand);
+        cand &= cand - 1;
+        double td = BRT_FN(plane_distance)(P + lane, 4, r);
+        if (!(td > 0.0)) continue;
+        if (fabs(td - (double)*best) <= BUNDLE_TIE * (double)*best) *tie = 1;
+        if (!(td < (double)*best)) continue;
+        float dsum = U[lane] + V[lane] + W[lane];
+        *best = (float)td;
+        *slot = 4 * pkt + lane;
+        *b1 = V[lane] / dsum;
+        *b2 = W[lane] / dsum;
+    }
+}
+
+/* The bundle's limit: its farthest hit so far, widened so that a node entered exactly
+ * there (a tie) is still visited. */
+static inline float BRT_FN(bundle_limit)(const hit_t *hs, const uint8_t *act, int S) {
+    float T = 0.0f;
+    for (int i = 0; i < S; ++i)
+        if (act[i] && hs[i].t > T) T = hs[i].t;
+    return T + T * (float)(4.0 * BUNDLE_TIE);
+}
+
+/* The mesh of instance inst for the active rays rs[i] (act[i]) of a bundle, which share
+ * their origin and their directions' signs (bundle_setup). */
+static void BRT_FN(traverse_mesh_bundle)(const brt_mesh *m, const ray_t *rs, const bray_t *b, int S,
+                                         const uint8_t *act, hit_t *hs, int32_t inst, int *tie) {
+    entry_t stack[STACK_SIZE];
+    int sp = 0;
+    stack[sp++] = (entry_t){0, 0, 0.0f};
+    float tn[BW];
+    float T = BRT_FN(bundle_limit)(hs, act, S);
+    while (sp > 0) {
+        entry_t e = stack[--sp];
+        if (!(e.t < T)) continue;
+        if (e.count == 0) {
+            int mask = BRT_FN(bundle_box_hit)(&m->nodes[e.idx], b, T, tn);
+            if (mask) sp = BRT_FN(push_children)(&m->nodes[e.idx], mask, tn, stack, sp);
+            continue;
+        }
+        if (e.count < 0) continue; /* an empty lane */
+        for (int i = 0; i < S; ++i) {
+            if (!act[i]) continue;
+            hit_t *h = &hs[i];
+            /* the leaf starts beyond this ray's hit (and its tie window): the bundle's entry
+             * is at most the ray's, so none of its triangles is nearer or ties */
+            if (!(e.t <= h->t + h->t * (float)(4.0 * BUNDLE_TIE))) continue;
+            float best = h->t, c1 = 0.0f, c2 = 0.0f;
+            int64_t slot = -1;
+            for (int32_t p = e.idx; p < e.idx + e.count; ++p)
+                BRT_FN(tri4_hit_tie)(m, p, &rs[i], &best, &slot, &c1, &c2, &tie[i]);
+            if (slot >= 0) { h->t = best; h->b1 = c1; h->b2 = c2; h->slot = slot; h->inst = inst; }
+        }
+        T = BRT_FN(bundle_limit)(hs, act, S);
+    }
+}
+
+/* Closest hits of the S <= BUNDLE_MAX rays org[i], dir[i] (3 floats each) with limits
+ * tmax[i], all at time fraction tm: as cast_one gives them, ray by ray (which is what a
+ * bundle that is not one, such as rays from different origins, gets). */
+static void BRT_FN(cast_bundle)(const brt_scene *s, const float *org, const float *dir, const float *tmax,
+                                double tm, hit_t *hs, int S) {
+    ray_t wr[BUNDLE_MAX], lr[BUNDLE_MAX];
+    uint8_t all[BUNDLE_MAX], act[BUNDLE_MAX];
+    int tie[BUNDLE_MAX];
+    int ok = S >= 2 && S <= BUNDLE_MAX && s->ninst > 0;
+    for (int i = 0; ok && i < S; ++i) {
+        const float *o = org + 3 * i, *d = dir + 3 * i;
+        ok = tmax[i] > 0.0f && memcmp(o, org, 3 * sizeof(float)) == 0 && isfinite(o[0]) && isfinite(o[1])
+             && isfinite(o[2]) && isfinite(d[0]) && isfinite(d[1]) && isfinite(d[2])
+             && (d[0] != 0.0f || d[1] != 0.0f || d[2] != 0.0f);
+    }
+    bray_t wb;
+    if (ok) {
+        for (int i = 0; i < S; ++i) {
+            memcpy(wr[i].org, org + 3 * i, sizeof wr[i].org);
+            memcpy(wr[i].dir, dir + 3 * i, sizeof wr[i].dir);
+            ray_setup(&wr[i]);
+            all[i] = 1;
+            tie[i] = 0;
+            hs[i].t = tmax[i]; hs[i].inst = -1; hs[i].slot = -1; hs[i].b1 = hs[i].b2 = 0.0f;
+        }
+        ok = bundle_setup(&wb, wr, all, S);
+    }
+    if (!ok) {
+        for (int i = 0; i < S; ++i) BRT_FN(cast_one)(s, org + 3 * i, dir + 3 * i, tmax[i], tm, &hs[i]);
+        return;
+    }
+    int redo = 0; /* an instance where the rays' signs part: every ray on its own */
+    bray_t lb;    /* the bundle of the rays that meet an instance, in its object space */
+    entry_t stack[STACK_SIZE];
+    int sp = 0;
+    stack[sp++] = (entry_t){0, 0, 0.0f};
+    float tn[BW];
+    float T = BRT_FN(bundle_limit)(hs, all, S);
+    while (sp > 0 && !redo) {
+        entry_t e = stack[--sp];
+        if (!(e.t < T)) continue;
+        if (e.count == 0) {
+            const wnode_t *n = &s->nodes[e.idx];
+            int mask = BRT_FN(bundle_box_hit)(n, &wb, T, tn);
+            if (mask) sp = BRT_FN(push_children)(n, mask, tn, stack, sp);
+            continue;
+        }
+        /* the rays whose hit (and tie window) lies before this leaf's entry skip it */
+        uint8_t reach[BUNDLE_MAX];
+        int nreach = 0;
+        for (int i = 0; i < S; ++i) {
+            reach[i] = e.t <= hs[i].t + hs[i].t * (float)(4.0 * BUNDLE_TIE);
+            nreach += reach[i];
+        }
+        if (nreach == 0) continue;
+        for (int32_t q = e.idx; q < e.idx + e.count && !redo; ++q) { /* count -1: nothing */
+            int32_t ii = s->order[q];
+            const instance_t *in = &s->inst[ii];
+            if (in->identity) {
+                if (bundle_setup(&lb, wr, reach, S))
+                    BRT_FN(traverse_mesh_bundle)(in->mesh, wr, &lb, S, reach, hs, ii, tie);
+                continue;
+            }
+            int any = 0;
+            double W[9], wt[3]; /* a moving instance's transform at the bundle's time, once */
+            if (in->mo && !motion_inverse(in->mo, tm, W, wt)) continue;
+            for (int i = 0; i < S; ++i) {
+                const float *o = org + 3 * i, *d = dir + 3 * i;
+                act[i] = reach[i];
+                if (!act[i]) continue;
+                if (in->mo) {
+                    if (!motion_apply(W, wt, o, d, lr[i].org, lr[i].dir)) { act[i] = 0; continue; }
+                } else {
+                    for (int row = 0; row < 3; ++row) {
+                        const float *qq = in->inv + 4 * row;
+                        lr[i].org[row] = qq[0] * o[0] + qq[1] * o[1] + qq[2] * o[2] + qq[3];
+                        lr[i].dir[row] = qq[0] * d[0] + qq[1] * d[1] + qq[2] * d[2];
+                    }
+                }
+                /* (compared as floats with their signs, not by memcmp: an 8-byte load of the
+                 * 4-byte stores just made stalls; either setup gives the same values) */
+                if (same_dir(lr[i].dir, wr[i].dir)) ray_setup_dir_of(&lr[i], &wr[i]);
+                else ray_setup(&lr[i]);
+                any = 1;
+            }
+            if (!any) continue;
+            if (!bundle_setup(&lb, lr, act, S)) { redo = 1; break; }
+            BRT_FN(traverse_mesh_bundle)(in->mesh, lr, &lb, S, act, hs, ii, tie);
+        }
+        T = BRT_FN(bundle_limit)(hs, all, S);
+    }
+    int again = 0;
+    for (int i = 0; i < S; ++i)
+        if (redo || tie[i]) { BRT_FN(cast_one)(s, org + 3 * i, dir + 3 * i, tmax[i], tm, &hs[i]); ++again; }
+    if (again) BRT_FETCH_ADD(&bundle_recasts, again);
+}
+#endif /* BRT_SIMD */

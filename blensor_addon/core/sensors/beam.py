@@ -290,6 +290,28 @@ def rank_returns(beam: np.ndarray, rng_range: np.ndarray) -> tuple[np.ndarray, n
     return np.minimum(num, 255).astype(np.uint8), np.minimum(tot, 255).astype(np.uint8)
 
 
+def _merge_extra(rng_all: np.ndarray, ok: np.ndarray, ray: np.ndarray, beam: np.ndarray, S: int,
+                 R: int) -> np.ndarray:
+    """The candidate rows ``ok`` (bool (R + E,)) ordered by beam, then range, then row:
+    ``lexsort((range, beam))`` of them, computed without sorting all rows. The first R
+    rows are the sub-rays, beam-major (S per beam): each beam's S ranges are sorted, and
+    the E extra rows (behind glass, beam ``beam[ray]``) are sorted among themselves and
+    inserted after the beam's candidates of smaller or equal range (their row indices are
+    larger). About 4x faster than the lexsort for 10^6 rows (issue 22, section 2)."""
+    key = np.where(ok[:R], rng_all[:R], np.inf).reshape(-1, S)
+    main = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
+    main = main[ok[main]]
+    extra = R + np.flatnonzero(ok[R:])
+    if extra.size == 0:
+        return main
+    eb, er = beam[ray[extra]], rng_all[extra]
+    o = np.lexsort((er, eb))
+    extra, eb, er = extra[o], eb[o], er[o]
+    ok_per_beam = ok[:R].reshape(-1, S).sum(axis=1)
+    before = np.cumsum(ok_per_beam) - ok_per_beam  # candidates of the beams before
+    return np.insert(main, before[eb] + (key[eb] <= er[:, None]).sum(axis=1), extra)
+
+
 def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generator,
                  select: bool = True) -> Returns:
     """The returns of the beams: the candidates (rows of ``hits``, the cast of ``sub``;
@@ -306,9 +328,8 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
     ok = np.asarray(hits.hit) & (rng_all <= max_range)
     S, R = int(sub.per_beam), sub.beam.shape[0]
     # the candidates' rows of hits by beam, then range, then row (ties: row order)
-    if ok.shape[0] != R:  # extra path ends (glass, alpha): a general sort
-        rows = np.flatnonzero(ok)
-        rows = rows[np.lexsort((rng_all[rows], sub.beam[np.asarray(hits.ray)[rows]]))]
+    if ok.shape[0] != R:  # extra path ends (glass, alpha): merged into the sub-rays' order
+        rows = _merge_extra(rng_all, ok, np.asarray(hits.ray), sub.beam, S, R)
     elif S == 1:  # one row per beam, in beam order
         rows = np.flatnonzero(ok)
     else:  # one row per sub-ray, beam-major: sort each beam's S ranges
