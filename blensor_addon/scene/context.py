@@ -472,9 +472,10 @@ class TimelineContext:
         tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
                    time=s.astype(np.float32) if step.moving else None,
                    optics=mats.optics if optics else None,
-                   rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1))
+                   rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1),
+                   material=mats.lookup if optics else None)
         del dirs, orig
-        mat = mats.lookup(tr.instance, tr.primitive)
+        mat = tr.material if tr.material is not None else mats.lookup(tr.instance, tr.primitive)
         time = t[idx]
         if time.shape[0] != tr.ray.shape[0]:  # extra rows of split paths: their ray's time
             time = time[tr.ray]
