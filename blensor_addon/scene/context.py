@@ -81,7 +81,8 @@ class CastHits:
                                    for k in self.FIELDS})
             if idx.dtype.kind in "iu" and idx.ndim == 1:
                 plan = sc.locate(idx)
-                return CastHits(**{k: read[k][idx] if k in read else sc.gather(k, plan, idx.shape[0])
+                return CastHits(**{k: _rows_of(read[k], idx) if k in read
+                                   else sc.gather(k, plan, idx.shape[0])
                                    for k in self.FIELDS})
         if isinstance(idx, np.ndarray) and idx.dtype == bool and idx.shape == self.range.shape[:1]:
             # the same rows as the mask gives, faster: a mask that keeps every row copies
@@ -169,7 +170,8 @@ class _Labels:
         if made is not None and made[0] is sel:
             return made[1]
         object_id, instancer_id, instance_id, semantic = self.snap.labels(self.instance[sel], self.semantic)
-        out = {"color": _rows_of(self.color, _rows_of(self.material, sel)), "object_id": object_id, "instancer_id": instancer_id,
+        out = {"color": _rows_of(self.color, _rows_of(self.material, sel)), "object_id": object_id,
+               "instancer_id": instancer_id,
                "instance_id": instance_id, "semantic": semantic}
         if len(self._made) >= 256:
             self._made.clear()
@@ -266,7 +268,8 @@ class _Scatter:
         plan = []
         for i in range(len(self.parts)):
             at = np.flatnonzero(pi == i)
-            plan.append((at, li[at]))
+            # a sweep's rays of one part are mostly consecutive: slices (views, block copies)
+            plan.append((_as_slice(at), _as_slice(li.take(at))))
         return plan
 
     def gather(self, name: str, plan: list, k: int) -> np.ndarray:
