@@ -480,15 +480,25 @@ class TimelineContext:
                 s = np.repeat(sb, b)
                 dirs = _rotate_bundled(pose, sb, d_s[rows], b)
                 orig = pose.position(sb) - snap.origin
-                if origins is None:  # rounded to float32 (as trace does) before it is repeated
-                    orig = orig.astype(np.float32)
-                orig = np.repeat(orig, b, axis=0)
+                per_beam = origins is None
+                if origins is not None:
+                    ob = np.ascontiguousarray(np.asarray(origins, dtype=np.float64).reshape(-1, 3)[rows])
+                    bits = ob.view(np.int64)
+                    # one origin per beam (bit for bit): rotated once per beam, the same
+                    # values as row by row (tests/test_bundle.py checks it)
+                    per_beam = bool((bits.reshape(-1, b, 3) == bits[::b, None, :]).all())
+                    if per_beam:
+                        orig = orig + pose.rotate(sb, ob[::b])
+                    else:
+                        orig = np.repeat(orig, b, axis=0) + pose.rotate(s, ob)
+                if per_beam:  # rounded to float32 (as trace does) before it is repeated
+                    orig = np.repeat(orig.astype(np.float32), b, axis=0)
             else:
                 s = pose.fraction(tt)
                 dirs = pose.rotate(s, d_s[idx])
                 orig = pose.position(s) - snap.origin
-            if origins is not None:
-                orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
+                if origins is not None:
+                    orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
         mats = snap.materials
         mirror = mats.is_mirror if mats.mirror.any() else None
         optics = getattr(self, "_split", False) and mats.has_optics()
