@@ -175,6 +175,37 @@ def test_merge_extra_is_the_lexsort():
     ok[R:] = False
     rows = np.flatnonzero(ok)
     assert np.array_equal(_merge_extra(rr, ok, ray, beam, S, R), rows[np.lexsort((rr[rows], beam[ray[rows]]))])
+    # extra rows in ray order (as the cast gives them), sorted or not within a beam, with
+    # equal ranges: the sorted case skips the lexsort (issue 22, section 2: speed)
+    for shuffle in (False, True):
+        ray = np.concatenate([np.arange(R), np.sort(rng.integers(0, R, E))])
+        rr = rng.choice([1.0, 2.0, 2.5, 3.0, 7.25], R + E)
+        if not shuffle:  # each beam's extra ranges ascending
+            eb = beam[ray[R:]]
+            rr[R:] = rr[R:][np.lexsort((rr[R:], eb))]
+        ok = rng.random(R + E) < 0.7
+        rows = np.flatnonzero(ok)
+        want = rows[np.lexsort((rr[rows], beam[ray[rows]]))]
+        assert np.array_equal(_merge_extra(rr, ok, ray, beam, S, R), want)
+
+
+def test_order_by_beam_range_is_the_lexsort():
+    """The extra rows' order in form_returns (issue 22, section 2: one argsort of a
+    combined key instead of a lexsort): the lexsort's, with ties (equal pairs, ranges
+    1 ulp apart that the key merges: then the lexsort itself) and without."""
+    from blensor_addon.core.sensors.beam import _order_by_beam_range
+    rng = np.random.default_rng(11)
+    for E, ties in ((5000, False), (5000, True), (1, False), (0, False)):
+        eb = np.sort(rng.integers(0, 400, E))
+        er = rng.random(E) * 120.0
+        if ties:
+            er[::7] = 2.5
+            er[1::11] = np.nextafter(er[2::11][: er[1::11].size], np.inf)
+        got = _order_by_beam_range(eb, er)
+        assert np.array_equal(got, np.lexsort((er, eb))), (E, ties)
+    eb = rng.integers(0, 50, 3000)  # beams in any order
+    er = rng.random(3000)
+    assert np.array_equal(_order_by_beam_range(eb, er), np.lexsort((er, eb)))
 
 
 def _scan_arrays(result) -> dict:

@@ -290,6 +290,33 @@ def rank_returns(beam: np.ndarray, rng_range: np.ndarray) -> tuple[np.ndarray, n
     return np.minimum(num, 255).astype(np.uint8), np.minimum(tot, 255).astype(np.uint8)
 
 
+def _order_by_beam_range(eb: np.ndarray, er: np.ndarray) -> np.ndarray:
+    """``np.lexsort((er, eb))`` of beams ``eb`` (E,) int >= 0 and finite ranges ``er``
+    (E,) float64, about 3x faster: one argsort of ``er + eb * span`` with ``span`` more
+    than twice the largest |range| (the beams' key intervals do not overlap, and adding
+    a constant keeps the ranges' order: rounding is monotonic), then each run of equal
+    keys (one beam: equal ranges, or ranges too close to part after the addition) by
+    range, then row (the lexsort is stable)."""
+    if eb.size < 2:
+        return np.arange(eb.size)
+    span = 2.0 * float(np.abs(er).max()) + 1.0
+    if not np.isfinite(span):
+        return np.lexsort((er, eb))
+    key = er + eb * span
+    o = np.argsort(key)
+    k = key[o]
+    eq = k[1:] == k[:-1]
+    if not eq.any():
+        return o
+    if not (eb[o[:-1][eq]] == eb[o[1:][eq]]).all():
+        return np.lexsort((er, eb))
+    t = np.flatnonzero(np.r_[eq, False] | np.r_[False, eq])  # places in runs of equal keys
+    run = np.cumsum(np.r_[True, ~eq])[t]
+    ot = o[t]
+    o[t] = ot[np.lexsort((ot, er[ot], run))]  # each run (one beam) by range, then row
+    return o
+
+
 def _merge_extra(rng_all: np.ndarray, ok: np.ndarray, ray: np.ndarray, beam: np.ndarray, S: int,
                  R: int) -> np.ndarray:
     """The candidate rows ``ok`` (bool (R + E,)) ordered by beam, then range, then row:
@@ -305,7 +332,7 @@ def _merge_extra(rng_all: np.ndarray, ok: np.ndarray, ray: np.ndarray, beam: np.
     if extra.size == 0:
         return main
     eb, er = beam[ray[extra]], rng_all[extra]
-    o = np.lexsort((er, eb))
+    o = _order_by_beam_range(eb, er)
     extra, eb, er = extra[o], eb[o], er[o]
     ok_per_beam = ok[:R].reshape(-1, S).sum(axis=1)
     before = np.cumsum(ok_per_beam) - ok_per_beam  # candidates of the beams before
