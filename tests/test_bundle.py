@@ -208,6 +208,31 @@ def test_order_by_beam_range_is_the_lexsort():
     assert np.array_equal(_order_by_beam_range(eb, er), np.lexsort((er, eb)))
 
 
+def test_beam_axes_are_numpys_cross_and_norm():
+    """beam_axes writes np.cross and np.linalg.norm out (issue 22, section 2: speed): the
+    same bytes as they give, for random beams, vertical ones (the fallback axis), signed
+    zeros and float32-rounded directions."""
+    from blensor_addon.core.sensors.beam import _VERTICAL, UP, _norm3, beam_axes
+    rng = np.random.default_rng(3)
+    d = rng.normal(size=(20000, 3))
+    d[::50] = (0.0, 1.0, 0.0)
+    d[1::50] = (0.0, -1.0, -0.0)
+    d[2::77, 0] = -0.0
+    d[3::91] = d[3::91].astype(np.float32)
+    assert _norm3(d).tobytes() == np.linalg.norm(d, axis=1).tobytes()
+    d /= np.linalg.norm(d, axis=1)[:, None]
+    h = np.cross(UP, d)
+    norm = np.linalg.norm(h, axis=1)
+    flat = norm < _VERTICAL
+    h[flat] = (1.0, 0.0, 0.0)
+    norm[flat] = 1.0
+    h /= norm[:, None]
+    v = np.cross(d, h)
+    v /= np.linalg.norm(v, axis=1)[:, None]
+    got = beam_axes(d)
+    assert flat.sum() >= 400 and got[0].tobytes() == h.tobytes() and got[1].tobytes() == v.tobytes()
+
+
 def _scan_arrays(result) -> dict:
     out = {}
     for k, v in vars(result).items():
