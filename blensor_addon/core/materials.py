@@ -333,7 +333,8 @@ class MaterialTable:
     def optics(self, instance: np.ndarray, primitive: np.ndarray, rows: np.ndarray | None = None) -> tuple:
         """(transmission, ior, alpha) (H,) float32 of the hits (instance, primitive) (H,)
         int32 >= 0 (see the attributes); ``rows`` (H,) int32: their material rows
-        (:meth:`lookup`) when the caller has them already."""
+        (:meth:`lookup`) when the caller has them already (then ``instance`` and
+        ``primitive`` are not read)."""
         if rows is None:
             rows = self.lookup(instance, primitive)
         n = rows.shape[0]

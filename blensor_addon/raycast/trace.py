@@ -201,9 +201,11 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             their first segment together. The result is the same.
         material: with ``optics``, maps (instance (H,) int32, primitive (H,) int32; -1:
             a miss) to material rows (H,) int32, and ``optics`` takes them as ``rows=``
-            (:meth:`~blensor_addon.core.materials.MaterialTable.optics`): the first
-            hits are looked up once, for both, and the result's ``material`` holds every
-            row's (issue 22, section 2: speed). Ignored without ``optics``.
+            (and then reads nothing else:
+            :meth:`~blensor_addon.core.materials.MaterialTable.optics`): the first hits
+            are looked up once, their optics read once per material row, and the
+            result's ``material`` holds every row's (issue 22, section 2: speed).
+            Ignored without ``optics``.
     Returns:
         :class:`TraceResult`: N rows without ``optics``; with it, rows 0..n-1 the rays'
         first path ends, then the extra ends of split paths (hits or misses) in ray order.
@@ -341,8 +343,14 @@ class _Tracer:
         got = h.instance >= 0
         gi = np.flatnonzero(got)
         mat = None if self.material is None else self.material(h.instance, h.primitive)
-        trans, _, alpha = self._optics(h.instance[gi], h.primitive[gi], None if mat is None else mat[gi])
-        busy = (trans > 0.0) | (alpha < 1.0)
+        if mat is None:
+            trans, _, alpha = self._optics(h.instance[gi], h.primitive[gi])
+            busy = (trans > 0.0) | (alpha < 1.0)
+        else:  # the same test once per material row, then per hit by its row
+            m = int(mat.max()) + 1 if mat.size else 0
+            rows = np.arange(m, dtype=np.int32)
+            trans, _, alpha = self._optics(rows, rows, rows)
+            busy = ((trans > 0.0) | (alpha < 1.0))[mat[gi]]
         if self.is_mirror is not None:
             busy |= np.asarray(self.is_mirror(h.instance[gi], h.primitive[gi]), bool)
         total = h.t.astype(np.float64)
