@@ -353,8 +353,7 @@ class _Tracer:
             busy = ((trans > 0.0) | (alpha < 1.0))[mat[gi]]
         if self.is_mirror is not None:
             busy |= np.asarray(self.is_mirror(h.instance[gi], h.primitive[gi]), bool)
-        total = h.t.astype(np.float64)
-        total[~got] = np.inf
+        total = np.where(got, h.t.astype(np.float64), np.inf)
         first = dict(range=total, hit=got, instance=h.instance, primitive=h.primitive, normal=h.normal,
                      last_dir=d, bounces=np.zeros(n, np.uint8), bary=h.uv, ray=np.arange(n, dtype=np.int64),
                      weight=np.ones(n, np.float32), diffuse=np.ones(n, np.float32),

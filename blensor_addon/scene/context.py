@@ -478,11 +478,12 @@ class TimelineContext:
                 # values, element by element, as per row)
                 sb = pose.fraction(tt[::b])
                 s = np.repeat(sb, b)
-                dirs = _rotate_bundled(pose, sb, d_s[rows], b)
+                dirs = _rotate_bundled(pose, sb, _rows_of(d_s, rows), b)
                 orig = pose.position(sb) - snap.origin
                 per_beam = origins is None
                 if origins is not None:
-                    ob = np.ascontiguousarray(np.asarray(origins, dtype=np.float64).reshape(-1, 3)[rows])
+                    ob = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
+                    ob = np.ascontiguousarray(_rows_of(ob, rows))
                     bits = ob.view(np.int64)
                     # one origin per beam (bit for bit): rotated once per beam, the same
                     # values as row by row (tests/test_bundle.py checks it)
@@ -495,10 +496,11 @@ class TimelineContext:
                     orig = np.repeat(orig.astype(np.float32), b, axis=0)
             else:
                 s = pose.fraction(tt)
-                dirs = pose.rotate(s, d_s[idx])
+                dirs = pose.rotate(s, _rows_of(d_s, idx))
                 orig = pose.position(s) - snap.origin
                 if origins is not None:
-                    orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
+                    ob = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
+                    orig = orig + pose.rotate(s, _rows_of(ob, idx))
         mats = snap.materials
         mirror = mats.is_mirror if mats.mirror.any() else None
         optics = getattr(self, "_split", False) and mats.has_optics()
@@ -515,7 +517,8 @@ class TimelineContext:
         refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary,
                                     getattr(self, "_wavelength", None))
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
-            refl = (np.asarray(refl, dtype=np.float32) * tr.diffuse + tr.specular).astype(np.float32)
+            refl = np.multiply(np.asarray(refl, dtype=np.float32), tr.diffuse)  # float32, as before
+            refl += tr.specular
         # labels and colour when read, of the rows read (most sub-rays never become returns)
         return CastHits(source=_Labels(snap, self.semantic, mats.color, tr.instance, mat),
                         range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
