@@ -175,6 +175,62 @@ def test_merge_extra_is_the_lexsort():
     ok[R:] = False
     rows = np.flatnonzero(ok)
     assert np.array_equal(_merge_extra(rr, ok, ray, beam, S, R), rows[np.lexsort((rr[rows], beam[ray[rows]]))])
+    # extra rows in ray order (as the cast gives them), sorted or not within a beam, with
+    # equal ranges: the sorted case skips the lexsort (issue 22, section 2: speed)
+    for shuffle in (False, True):
+        ray = np.concatenate([np.arange(R), np.sort(rng.integers(0, R, E))])
+        rr = rng.choice([1.0, 2.0, 2.5, 3.0, 7.25], R + E)
+        if not shuffle:  # each beam's extra ranges ascending
+            eb = beam[ray[R:]]
+            rr[R:] = rr[R:][np.lexsort((rr[R:], eb))]
+        ok = rng.random(R + E) < 0.7
+        rows = np.flatnonzero(ok)
+        want = rows[np.lexsort((rr[rows], beam[ray[rows]]))]
+        assert np.array_equal(_merge_extra(rr, ok, ray, beam, S, R), want)
+
+
+def test_order_by_beam_range_is_the_lexsort():
+    """The extra rows' order in form_returns (issue 22, section 2: one argsort of a
+    combined key instead of a lexsort): the lexsort's, with ties (equal pairs, ranges
+    1 ulp apart that the key merges: then the lexsort itself) and without."""
+    from blensor_addon.core.sensors.beam import _order_by_beam_range
+    rng = np.random.default_rng(11)
+    for E, ties in ((5000, False), (5000, True), (1, False), (0, False)):
+        eb = np.sort(rng.integers(0, 400, E))
+        er = rng.random(E) * 120.0
+        if ties:
+            er[::7] = 2.5
+            er[1::11] = np.nextafter(er[2::11][: er[1::11].size], np.inf)
+        got = _order_by_beam_range(eb, er)
+        assert np.array_equal(got, np.lexsort((er, eb))), (E, ties)
+    eb = rng.integers(0, 50, 3000)  # beams in any order
+    er = rng.random(3000)
+    assert np.array_equal(_order_by_beam_range(eb, er), np.lexsort((er, eb)))
+
+
+def test_beam_axes_are_numpys_cross_and_norm():
+    """beam_axes writes np.cross and np.linalg.norm out (issue 22, section 2: speed): the
+    same bytes as they give, for random beams, vertical ones (the fallback axis), signed
+    zeros and float32-rounded directions."""
+    from blensor_addon.core.sensors.beam import _VERTICAL, UP, _norm3, beam_axes
+    rng = np.random.default_rng(3)
+    d = rng.normal(size=(20000, 3))
+    d[::50] = (0.0, 1.0, 0.0)
+    d[1::50] = (0.0, -1.0, -0.0)
+    d[2::77, 0] = -0.0
+    d[3::91] = d[3::91].astype(np.float32)
+    assert _norm3(d).tobytes() == np.linalg.norm(d, axis=1).tobytes()
+    d /= np.linalg.norm(d, axis=1)[:, None]
+    h = np.cross(UP, d)
+    norm = np.linalg.norm(h, axis=1)
+    flat = norm < _VERTICAL
+    h[flat] = (1.0, 0.0, 0.0)
+    norm[flat] = 1.0
+    h /= norm[:, None]
+    v = np.cross(d, h)
+    v /= np.linalg.norm(v, axis=1)[:, None]
+    got = beam_axes(d)
+    assert flat.sum() >= 400 and got[0].tobytes() == h.tobytes() and got[1].tobytes() == v.tobytes()
 
 
 def _scan_arrays(result) -> dict:
@@ -187,18 +243,22 @@ def _scan_arrays(result) -> dict:
     return out
 
 
-@pytest.mark.parametrize("backend,angle", [("native", 360.0), ("bvhtree", 20.0)])
-def test_scan_same_with_and_without_bundles(crossing, monkeypatch, backend, angle):
+@pytest.mark.parametrize("backend,angle,focus", [("native", 360.0, 0.0), ("bvhtree", 20.0, 0.0),
+                                                 ("native", 20.0, 5.0)])
+def test_scan_same_with_and_without_bundles(crossing, monkeypatch, backend, angle, focus):
     """The demo's HDL-64E with 7 sub-rays per beam (glass in the scene: split paths): the
     same bytes when the scene layer is told that the sub-rays come in bundles (native
-    traversal, pose per beam, lazy labels) as when it is not (every array of the result)."""
+    traversal, pose per beam, the lasers' origins rotated once per beam, lazy labels) as
+    when it is not (every array of the result). With a focus distance the sub-rays'
+    origins differ: rotated row by row."""
     import bpy
 
     import blensor_addon
     from blensor_addon.scene.context import TimelineContext
     cam = bpy.data.objects["Velodyne"]
     cam.data.blensor.end_angle = angle
-    kw = dict(frame=12, backend=backend, samples_per_beam=7, beam_divergence=0.002, returns="dual")
+    kw = dict(frame=12, backend=backend, samples_per_beam=7, beam_divergence=0.002, returns="dual",
+              focus_distance=focus)
     on = _scan_arrays(blensor_addon.scan(cam, **kw))
     cast = TimelineContext.cast
 
@@ -207,6 +267,6 @@ def test_scan_same_with_and_without_bundles(crossing, monkeypatch, backend, angl
         return cast(self, *a, **k)
     monkeypatch.setattr(TimelineContext, "cast", unbundled)
     off = _scan_arrays(blensor_addon.scan(cam, **kw))
-    assert on.keys() == off.keys() and len(on["range"]) > (1000 if backend == "bvhtree" else 100000)
+    assert on.keys() == off.keys() and len(on["range"]) > (100000 if angle == 360.0 else 1000)
     for k in on:
         assert on[k].dtype == off[k].dtype and on[k].tobytes() == off[k].tobytes(), k

@@ -330,10 +330,13 @@ class MaterialTable:
         return bool((self.transmission is not None and (self.transmission > 0).any())
                     or (self.alpha is not None and (self.alpha < 1).any()))
 
-    def optics(self, instance: np.ndarray, primitive: np.ndarray) -> tuple:
+    def optics(self, instance: np.ndarray, primitive: np.ndarray, rows: np.ndarray | None = None) -> tuple:
         """(transmission, ior, alpha) (H,) float32 of the hits (instance, primitive) (H,)
-        int32 >= 0 (see the attributes)."""
-        rows = self.lookup(instance, primitive)
+        int32 >= 0 (see the attributes); ``rows`` (H,) int32: their material rows
+        (:meth:`lookup`) when the caller has them already (then ``instance`` and
+        ``primitive`` are not read)."""
+        if rows is None:
+            rows = self.lookup(instance, primitive)
         n = rows.shape[0]
         t = np.zeros(n, np.float32) if self.transmission is None else self.transmission[rows]
         ior = np.full(n, 1.45, np.float32) if self.ior is None else self.ior[rows]
@@ -350,6 +353,16 @@ class MaterialTable:
             (N,) int32 material rows; misses and empty slots give 0 (the default).
         """
         instance = np.asarray(instance)
+        table = self._row_table()
+        if table is not None and instance.size:
+            # one gather per hit from the per-instance rows (issue 22, section 2: speed);
+            # a miss reads the table's last entry, 0
+            rows, start = table
+            ok = instance >= 0
+            # a miss reads start's last entry (the zero row) plus 0
+            at = start[np.where(ok, instance, -1)]
+            at += np.where(ok, primitive, 0)
+            return rows[at]
         out = np.zeros(instance.shape, dtype=np.int32)
         ok = instance >= 0
         if not ok.any():
@@ -365,6 +378,47 @@ class MaterialTable:
         rows[has] = self.slot_material[(start + slot)[has]]
         out[ok] = rows
         return out
+
+    #: instances above which :meth:`lookup` goes through the slots per hit instead of a
+    #: table of rows per triangle of every distinct (mesh, slots) pair
+    ROW_TABLE_MAX_INSTANCES = 4096
+
+    def _row_table(self) -> tuple | None:
+        """(rows (T + 1,) int32, start (I + 1,) int64), made once: the material row of
+        every triangle of each distinct (mesh, slot materials) of the instances
+        (instances that share both share the rows), the zero row last, and where
+        instance i's rows start (``start[I]``: the zero row). None with more than
+        :attr:`ROW_TABLE_MAX_INSTANCES` instances. The rows are those of the per-hit
+        lookup: slot clipped to the instance's slots, 0 without slots."""
+        cached = self.__dict__.get("_rows_table", False)
+        if cached is not False:
+            return cached
+        n_inst = self.inst_slot_offset.shape[0] - 1
+        table = None
+        if 0 < n_inst <= self.ROW_TABLE_MAX_INSTANCES and self.inst_mesh.shape[0] >= n_inst:
+            seen: dict = {}
+            parts, at = [], 0
+            start = np.empty(n_inst + 1, np.int64)
+            for i in range(n_inst):
+                m = int(self.inst_mesh[i])
+                s0, s1 = int(self.inst_slot_offset[i]), int(self.inst_slot_offset[i + 1])
+                key = (m, self.slot_material[s0:s1].tobytes())
+                o = seen.get(key)
+                if o is None:
+                    slot = self.tri_material[int(self.mesh_tri_offset[m]):int(self.mesh_tri_offset[m + 1])]
+                    if s1 > s0:
+                        r = self.slot_material[s0 + np.clip(slot, 0, s1 - s0 - 1)].astype(np.int32)
+                    else:
+                        r = np.zeros(slot.shape[0], np.int32)
+                    o = seen[key] = at
+                    parts.append(r)
+                    at += r.shape[0]
+                start[i] = o
+            start[n_inst] = at
+            parts.append(np.zeros(1, np.int32))
+            table = (np.concatenate(parts), start)
+        self._rows_table = table
+        return table
 
     def is_mirror(self, instance: np.ndarray, primitive: np.ndarray) -> np.ndarray:
         """(N,) bool: the hits (instance (N,) int32 >= 0, primitive (N,) int32) are on a

@@ -108,6 +108,8 @@ class TraceResult:
             specular reflection back into the sensor (glass within the acceptance
             angle), else 0. The surface's effective reflectivity is
             ``reflectivity * diffuse + specular``.
+        material (R,) int32 or None: the final surfaces' material rows, when
+            :func:`trace` was given ``material`` (each hit looked up once); else None.
     """
 
     range: np.ndarray
@@ -122,18 +124,23 @@ class TraceResult:
     weight: np.ndarray
     diffuse: np.ndarray
     specular: np.ndarray
+    material: np.ndarray | None = None
 
     _FIELDS = ("range", "hit", "instance", "primitive", "normal", "last_dir", "bounces", "bary", "ray",
                "weight", "diffuse", "specular")
 
     def take(self, idx: np.ndarray) -> "TraceResult":
         """The rows ``idx`` (int array, bool mask or slice), in order."""
-        return TraceResult(*(getattr(self, f)[idx] for f in self._FIELDS))
+        return TraceResult(*(getattr(self, f)[idx] for f in self._FIELDS),
+                           material=None if self.material is None else self.material[idx])
 
     @classmethod
     def concat(cls, parts: list["TraceResult"]) -> "TraceResult":
         """Rows of ``parts`` one after the other (at least one part)."""
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS))
+        mat = None
+        if all(p.material is not None for p in parts):
+            mat = np.concatenate([p.material for p in parts])
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS), material=mat)
 
 
 def _reflect(o: np.ndarray, d: np.ndarray, t: np.ndarray,
@@ -163,7 +170,8 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
           is_mirror: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
           max_bounces: int = 8, time: np.ndarray | None = None, optics=None,
           rng: np.random.Generator | None = None, acceptance: float = SPECULAR_ACCEPTANCE,
-          bundle: int = 1) -> TraceResult:
+          bundle: int = 1, material: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+          ) -> TraceResult:
     """Cast rays and follow mirror reflections (and, with ``optics``, glass and alpha:
     module docstring).
 
@@ -191,6 +199,13 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         bundle: the rays come in consecutive groups of that many from one origin at one
             time (the sub-rays of a beam); a backend that can (``Backend.bundles``) casts
             their first segment together. The result is the same.
+        material: with ``optics``, maps (instance (H,) int32, primitive (H,) int32; -1:
+            a miss) to material rows (H,) int32, and ``optics`` takes them as ``rows=``
+            (and then reads nothing else:
+            :meth:`~blensor_addon.core.materials.MaterialTable.optics`): the first hits
+            are looked up once, their optics read once per material row, and the
+            result's ``material`` holds every row's (issue 22, section 2: speed).
+            Ignored without ``optics``.
     Returns:
         :class:`TraceResult`: N rows without ``optics``; with it, rows 0..n-1 the rays'
         first path ends, then the extra ends of split paths (hits or misses) in ray order.
@@ -207,7 +222,8 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             raise ValueError(f"time must be None or ({n},), got {ts.shape}")
     first = _first_cast(backend, bundle)
     if optics is not None and n:
-        tracer = _Tracer(backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first)
+        tracer = _Tracer(backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first,
+                         material)
         return tracer.run(o, d)
     h = first(o, d, np.float32(max_range), time=ts)
     got = h.instance >= 0
@@ -275,7 +291,9 @@ class _Tracer:
     or one alpha pass to every path that goes on, so ``max_bounces`` and
     :data:`MAX_ALPHA_PASSES` bound the rounds)."""
 
-    def __init__(self, backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first=None):
+    def __init__(self, backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first=None,
+                 material=None):
+        self.material = material
         self.backend, self.max_range, self.is_mirror = backend, float(max_range), is_mirror
         self.first = backend.intersect if first is None else first  # the first segments' cast
         self.max_bounces, self.ts, self.optics = int(max_bounces), ts, optics
@@ -324,19 +342,25 @@ class _Tracer:
         h = self.first(o, d, np.float32(self.max_range), time=self.ts)
         got = h.instance >= 0
         gi = np.flatnonzero(got)
-        trans, _, alpha = self._optics(h.instance[gi], h.primitive[gi])
-        busy = (trans > 0.0) | (alpha < 1.0)
+        mat = None if self.material is None else self.material(h.instance, h.primitive)
+        if mat is None:
+            trans, _, alpha = self._optics(h.instance[gi], h.primitive[gi])
+            busy = (trans > 0.0) | (alpha < 1.0)
+        else:  # the same test once per material row, then per hit by its row
+            m = int(mat.max()) + 1 if mat.size else 0
+            rows = np.arange(m, dtype=np.int32)
+            trans, _, alpha = self._optics(rows, rows, rows)
+            busy = ((trans > 0.0) | (alpha < 1.0))[mat[gi]]
         if self.is_mirror is not None:
             busy |= np.asarray(self.is_mirror(h.instance[gi], h.primitive[gi]), bool)
-        total = h.t.astype(np.float64)
-        total[~got] = np.inf
+        total = np.where(got, h.t.astype(np.float64), np.inf)
         first = dict(range=total, hit=got, instance=h.instance, primitive=h.primitive, normal=h.normal,
                      last_dir=d, bounces=np.zeros(n, np.uint8), bary=h.uv, ray=np.arange(n, dtype=np.int64),
                      weight=np.ones(n, np.float32), diffuse=np.ones(n, np.float32),
                      specular=np.zeros(n, np.float32))
         cx = gi[busy]
         if cx.size == 0:
-            return TraceResult(**first)
+            return TraceResult(**first, material=mat)
         k = cx.size
         z = np.zeros(k, np.int64)
         dc = d[cx]
@@ -348,14 +372,17 @@ class _Tracer:
                  p_normal=h.normal[cx], p_uv=h.uv[cx])
         while p is not None:
             p = self._round(p)
-        return self._result(first)
+        return self._result(first, mat)
 
-    def _optics(self, inst, prim) -> tuple:
-        """(transmission in [0, 1], ior >= 1, alpha) (H,) float64 of the hits."""
+    def _optics(self, inst, prim, rows=None) -> tuple:
+        """(transmission in [0, 1], ior >= 1, alpha) (H,) float64 of the hits (their
+        material ``rows`` when known)."""
         if inst.size == 0:
             e = np.zeros(0)
             return e, e, e
-        trans, ior, alpha = self.optics(inst, prim)
+        if rows is None and self.material is not None:
+            rows = self.material(inst, prim)
+        trans, ior, alpha = self.optics(inst, prim) if rows is None else self.optics(inst, prim, rows=rows)
         return (np.clip(np.asarray(trans, dtype=np.float64), 0.0, 1.0),
                 np.maximum(np.asarray(ior, dtype=np.float64), 1.0),  # glass in air: n >= 1
                 np.asarray(alpha, dtype=np.float64))
@@ -517,18 +544,24 @@ class _Tracer:
             nxt.append(self._take(q, t_sel))
         return nxt
 
-    def _result(self, first: dict) -> TraceResult:
+    def _result(self, first: dict, mat: np.ndarray | None = None) -> TraceResult:
         """The rows: ``first`` (the N rays' rows of the first cast) with the path ends of
-        the rays that became paths in their place, then the extra path ends in ray order."""
+        the rays that became paths in their place, then the extra path ends in ray order
+        (and so the material rows ``mat`` (N,) of the first hits, when given)."""
         rows = self.rows
         cat = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+        fields = TraceResult._FIELDS
+        if mat is not None:
+            first = dict(first, material=mat)
+            cat["material"] = self.material(cat["instance"], cat["primitive"])
+            fields = fields + ("material",)
         prim = np.flatnonzero(cat["primary"])
         extra = np.flatnonzero(~cat["primary"])
         extra = extra[np.argsort(cat["ray"][extra], kind="stable")]
         at = cat["ray"][prim]
         out = []
         n = first["range"].shape[0]
-        for f in TraceResult._FIELDS:
+        for f in fields:
             # one new array per field (the first cast's arrays and the caller's directions
             # stay as they are): the first rows, the path ends in their place, the extras
             v, c = first[f], cat[f]
@@ -542,4 +575,5 @@ class _Tracer:
             a[at] = c[prim]
             a[n:] = c[extra]
             out.append(a)
-        return TraceResult(*out)
+        k = len(TraceResult._FIELDS)
+        return TraceResult(*out[:k], material=out[k] if mat is not None else None)

@@ -67,7 +67,7 @@ class CastHits:
             if src is not None and name in CastHits.LAZY:
                 return src.field(name, sel)
             v = getattr(self, name)
-        return v[sel]
+        return _rows_of(v, sel)
 
     def take(self, idx) -> "CastHits":
         """The rows ``idx`` (index array or boolean mask) of every field."""
@@ -81,13 +81,26 @@ class CastHits:
                                    for k in self.FIELDS})
             if idx.dtype.kind in "iu" and idx.ndim == 1:
                 plan = sc.locate(idx)
-                return CastHits(**{k: read[k][idx] if k in read else sc.gather(k, plan, idx.shape[0])
+                return CastHits(**{k: _rows_of(read[k], idx) if k in read
+                                   else sc.gather(k, plan, idx.shape[0])
                                    for k in self.FIELDS})
+        if isinstance(idx, np.ndarray) and idx.dtype == bool and idx.shape == self.range.shape[:1]:
+            # the same rows as the mask gives, faster: a mask that keeps every row copies
+            # (the sensors' keep masks mostly do), else the row indices (a mask on an
+            # (N, 3) field costs about 4x the index array; issue 22, section 2: speed)
+            return self._take_rows(None if idx.all() else np.flatnonzero(idx))
+        return self._take_rows(idx)
+
+    def _take_rows(self, idx) -> "CastHits":
+        """:meth:`take` of an unscattered one: ``idx`` an index array or slice, or None
+        for a copy of every row."""
+        pick = (lambda v: v.copy()) if idx is None else (lambda v: _rows_of(v, idx))
         src = self.__dict__.get("_source")
         have = self.__dict__
         if src is not None and any(k not in have for k in self.LAZY):
-            return CastHits(source=src.take(idx), **{k: have[k][idx] for k in self.FIELDS if k in have})
-        return CastHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
+            return CastHits(source=src.take(slice(None) if idx is None else idx),
+                            **{k: pick(have[k]) for k in self.FIELDS if k in have})
+        return CastHits(**{k: pick(getattr(self, k)) for k in self.FIELDS})
 
     @classmethod
     def concat(cls, parts: list["CastHits"]) -> "CastHits":
@@ -127,6 +140,14 @@ class CastHits:
         return value
 
 
+def _rows_of(v: np.ndarray, sel) -> np.ndarray:
+    """``v[sel]``: with an integer index array through ``take`` (the same rows; about 4x
+    faster for an (N, 3) array than fancy indexing)."""
+    if isinstance(sel, np.ndarray) and sel.dtype.kind in "iu" and sel.ndim == 1:
+        return v.take(sel, axis=0)
+    return v[sel]
+
+
 class _Labels:
     """The labels and colour of hits, made on demand (:attr:`CastHits.LAZY`): from
     ``instance`` (R,) int32 (-1: a miss) and material rows ``material`` (R,) int32 of a
@@ -149,7 +170,8 @@ class _Labels:
         if made is not None and made[0] is sel:
             return made[1]
         object_id, instancer_id, instance_id, semantic = self.snap.labels(self.instance[sel], self.semantic)
-        out = {"color": self.color[self.material[sel]], "object_id": object_id, "instancer_id": instancer_id,
+        out = {"color": _rows_of(self.color, _rows_of(self.material, sel)), "object_id": object_id,
+               "instancer_id": instancer_id,
                "instance_id": instance_id, "semantic": semantic}
         if len(self._made) >= 256:
             self._made.clear()
@@ -246,7 +268,8 @@ class _Scatter:
         plan = []
         for i in range(len(self.parts)):
             at = np.flatnonzero(pi == i)
-            plan.append((at, li[at]))
+            # a sweep's rays of one part are mostly consecutive: slices (views, block copies)
+            plan.append((_as_slice(at), _as_slice(li.take(at))))
         return plan
 
     def gather(self, name: str, plan: list, k: int) -> np.ndarray:
@@ -455,33 +478,47 @@ class TimelineContext:
                 # values, element by element, as per row)
                 sb = pose.fraction(tt[::b])
                 s = np.repeat(sb, b)
-                dirs = _rotate_bundled(pose, sb, d_s[rows], b)
+                dirs = _rotate_bundled(pose, sb, _rows_of(d_s, rows), b)
                 orig = pose.position(sb) - snap.origin
-                if origins is None:  # rounded to float32 (as trace does) before it is repeated
-                    orig = orig.astype(np.float32)
-                orig = np.repeat(orig, b, axis=0)
+                per_beam = origins is None
+                if origins is not None:
+                    ob = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
+                    ob = np.ascontiguousarray(_rows_of(ob, rows))
+                    bits = ob.view(np.int64)
+                    # one origin per beam (bit for bit): rotated once per beam, the same
+                    # values as row by row (tests/test_bundle.py checks it)
+                    per_beam = bool((bits.reshape(-1, b, 3) == bits[::b, None, :]).all())
+                    if per_beam:
+                        orig = orig + pose.rotate(sb, ob[::b])
+                    else:
+                        orig = np.repeat(orig, b, axis=0) + pose.rotate(s, ob)
+                if per_beam:  # rounded to float32 (as trace does) before it is repeated
+                    orig = np.repeat(orig.astype(np.float32), b, axis=0)
             else:
                 s = pose.fraction(tt)
-                dirs = pose.rotate(s, d_s[idx])
+                dirs = pose.rotate(s, _rows_of(d_s, idx))
                 orig = pose.position(s) - snap.origin
-            if origins is not None:
-                orig = orig + pose.rotate(s, np.asarray(origins, dtype=np.float64).reshape(-1, 3)[idx])
+                if origins is not None:
+                    ob = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
+                    orig = orig + pose.rotate(s, _rows_of(ob, idx))
         mats = snap.materials
         mirror = mats.is_mirror if mats.mirror.any() else None
         optics = getattr(self, "_split", False) and mats.has_optics()
         tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
                    time=s.astype(np.float32) if step.moving else None,
                    optics=mats.optics if optics else None,
-                   rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1))
+                   rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1),
+                   material=mats.lookup if optics else None)
         del dirs, orig
-        mat = mats.lookup(tr.instance, tr.primitive)
+        mat = tr.material if tr.material is not None else mats.lookup(tr.instance, tr.primitive)
         time = t[idx]
         if time.shape[0] != tr.ray.shape[0]:  # extra rows of split paths: their ray's time
             time = time[tr.ray]
         refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary,
                                     getattr(self, "_wavelength", None))
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
-            refl = (np.asarray(refl, dtype=np.float32) * tr.diffuse + tr.specular).astype(np.float32)
+            refl = np.multiply(np.asarray(refl, dtype=np.float32), tr.diffuse)  # float32, as before
+            refl += tr.specular
         # labels and colour when read, of the rows read (most sub-rays never become returns)
         return CastHits(source=_Labels(snap, self.semantic, mats.color, tr.instance, mat),
                         range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
