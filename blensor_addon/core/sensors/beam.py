@@ -399,6 +399,10 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
         return Returns(beam=np.zeros(0, np.int64), row=np.zeros(0, np.int64), range=e,
                        reflectivity=refl[:0], returned=e, energy=e, return_number=np.zeros(0, np.uint8),
                        number_of_returns=np.zeros(0, np.uint8), weather=np.zeros(0, bool))
+    if S == 1 and ok.shape[0] == R:  # one candidate per beam: each is its beam's one echo, as is
+        one = np.ones(n, np.uint8)
+        return Returns(beam=b, row=rows, range=rr, reflectivity=refl, returned=rt, energy=en, return_number=one,
+                       number_of_returns=one.copy(), weather=np.zeros(n, bool))
     bstart = _starts(b)
     if algorithm == "echoes":
         new = np.zeros(n, bool)
