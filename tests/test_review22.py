@@ -193,3 +193,24 @@ def test_range_image_of_a_multi_return_result_keeps_the_strongest_return():
     one = range_image(base)
     cell1 = (rows - 1 - base.ring.astype(np.int64)) * cols + base.ray_index.astype(np.int64) % cols
     np.testing.assert_array_equal(one["range"].ravel()[cell1], base.range.astype(np.float32))
+
+
+def test_glass_reflects_back_within_half_the_beam_divergence(bpy_mod, empty_scene):
+    # issue 22 review: the specular return of a clear pane counts within half the sensor's beam
+    # divergence (the reflected beam overlaps the outgoing one), the 2 mrad default without one.
+    # A pane 5 m ahead; columns every 0.1 deg from -0.35 deg: 0.87, 2.62, 4.36, 6.11 mrad off normal
+    mat = _material(bpy_mod, "Clear", (0.8, 0.8, 0.8))
+    _bsdf(mat).inputs["Transmission Weight"].default_value = 1.0
+    _bsdf(mat).inputs["IOR"].default_value = 1.5
+    v, f = quad(-20, 20, -20, 20, -5.0)
+    add_mesh(bpy_mod, "Pane", v, f, mat)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-0.35, end_angle=0.35, angle_resolution=0.1)
+
+    def offsets_mrad(**kw):
+        r = blensor_addon.scan(cam, axes="blensor", **kw)
+        return sorted(np.round(np.abs(np.arccos(np.clip(5.0 / r.range, -1, 1))) * 1e3, 1).tolist())
+
+    assert max(offsets_mrad()) < SPECULAR_ACCEPTANCE * 1e3  # the default: 2 mrad
+    within4 = offsets_mrad(beam_divergence=0.008)  # half of 8 mrad: 4 mrad
+    assert 2.0 < max(within4) < 4.0 and len(within4) > len(offsets_mrad())  # 2.62 in, 4.36 out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..raycast import trace
-from ..raycast.trace import facing_normals
+from ..raycast.trace import SPECULAR_ACCEPTANCE, facing_normals
 from .timeline import Step, Timeline, groups
 
 
@@ -408,7 +408,7 @@ class TimelineContext:
         return self._by_segment(hits, lambda sg, s, i: sg.position(s))
 
     def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
-             wavelength=None, bundle=1) -> CastHits:
+             wavelength=None, bundle=1, acceptance=None) -> CastHits:
         """:meth:`ScanContext.cast <blensor_addon.core.sensors.sensor.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time (the held step: all), from
@@ -418,9 +418,11 @@ class TimelineContext:
         them (:func:`~blensor_addon.raycast.trace.trace` with ``optics``, the alpha draws
         from ``rng``, step after step) and the extra path ends come after the N rays'
         rows, in ray order. Without glass or alpha the hits are those of ``split=False``,
-        byte for byte."""
+        byte for byte. ``acceptance``: rad, the half-angle within which glass reflects back
+        into the sensor (None: :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`)."""
         self._split, self._rng, self._wavelength = bool(split), rng, wavelength
         self._bundle = max(1, int(bundle))
+        self._acceptance = SPECULAR_ACCEPTANCE if acceptance is None else float(acceptance)
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
         t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
@@ -508,7 +510,8 @@ class TimelineContext:
                    time=s.astype(np.float32) if step.moving else None,
                    optics=mats.optics if optics else None,
                    rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1),
-                   material=mats.lookup if optics else None)
+                   material=mats.lookup if optics else None,
+                   acceptance=getattr(self, "_acceptance", SPECULAR_ACCEPTANCE))
         del dirs, orig
         mat = tr.material if tr.material is not None else mats.lookup(tr.instance, tr.primitive)
         time = t[idx]

@@ -207,6 +207,16 @@ def sub_rays_per_beam(s) -> int:
     return 1 if S <= 1 or div == 0.0 else S
 
 
+def specular_acceptance(s) -> float | None:
+    """rad: the half-angle of incidence within which a glass surface's mirror reflection
+    returns into the sensor of settings ``s``: half its larger full beam divergence
+    (``beam_divergence``, ``beam_divergence_vertical``), the reflected beam then overlapping
+    the outgoing one; None without a divergence (the caster's default,
+    :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`, half of seed 001's 4 mrad)."""
+    div = max(float(getattr(s, "beam_divergence", 0.0)), float(getattr(s, "beam_divergence_vertical", 0.0)))
+    return 0.5 * div if div > 0.0 else None
+
+
 def footprint(s, pattern: RayPattern) -> SubRays:
     """The sub-rays of the beams of ``pattern`` (B rays) under settings ``s``
     (:class:`~.returns.ReturnSettings`: ``samples_per_beam``, ``beam_divergence``,
@@ -401,8 +411,8 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
                        number_of_returns=np.zeros(0, np.uint8), weather=np.zeros(0, bool))
     if S == 1 and ok.shape[0] == R:  # one candidate per beam: each is its beam's one echo, as is
         one = np.ones(n, np.uint8)
-        return Returns(beam=b, row=rows, range=rr, reflectivity=refl, returned=rt, energy=en, return_number=one,
-                       number_of_returns=one.copy(), weather=np.zeros(n, bool))
+        return Returns(beam=b, row=rows, range=rr, reflectivity=refl, returned=rt, energy=en,
+                       return_number=one, number_of_returns=one.copy(), weather=np.zeros(n, bool))
     bstart = _starts(b)
     if algorithm == "echoes":
         new = np.zeros(n, bool)
@@ -515,5 +525,6 @@ def _select_echoes(mode: str, g_beam: np.ndarray, g_power: np.ndarray, max_retur
 #: the first row of each run of equal keys (rows grouped by beam), for the stages after this one
 run_starts = _starts
 
-__all__ = ["SubRays", "run_starts", "footprint", "form_returns", "select_returns", "power", "sub_rays_per_beam",
+__all__ = ["SubRays", "run_starts", "specular_acceptance", "footprint", "form_returns", "select_returns", "power",
+           "sub_rays_per_beam",
            "disc_pattern", "ring_counts", "beam_axes", "rank_returns", "UP"]

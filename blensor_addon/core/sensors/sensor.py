@@ -103,7 +103,7 @@ class ScanContext(Protocol):
         Blender camera (used by the depth sensor).
     Methods:
         cast(origins, directions, max_range, max_bounces, times=None, split=False,
-            rng=None, wavelength=None, bundle=1) -> Hits: origins (N, 3) (or None: all at
+            rng=None, wavelength=None, bundle=1, acceptance=None) -> Hits: origins (N, 3) (or None: all at
             the sensor origin) and unit directions (N, 3) float64 in the sensor frame (m); times (N,)
             float64 absolute firing times (s): in continuous time the sensor pose and the
             scene are taken at each ray's time; split: glass splits paths and alpha lets
@@ -112,7 +112,9 @@ class ScanContext(Protocol):
             wavelength: nm, for the materials' library reflectance (None: the
             materials' own reflectivity); bundle: the rays come in consecutive groups
             of this many sub-rays of one beam (same origin region, time and nearly the
-            same direction), which the caster may traverse together.
+            same direction), which the caster may traverse together; acceptance: rad,
+            the half-angle of incidence within which a glass surface reflects back into
+            the sensor (None: the caster's default).
         sensor_points_to(frame, xyz, hits, world=None) -> (N, 3) float64: points given
             in the sensor frame at each ray's firing time, in ``"world"`` or in the sensor
             frame at the packet's start (``"start"``, deskewed); ``world``: the same
@@ -132,7 +134,7 @@ class ScanContext(Protocol):
 
     def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int,
              times: np.ndarray | None = None, split: bool = False, rng: np.random.Generator | None = None,
-             wavelength: float | None = None, bundle: int = 1): ...
+             wavelength: float | None = None, bundle: int = 1, acceptance: float | None = None): ...
 
     def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
                          world: np.ndarray | None = None) -> np.ndarray: ...
@@ -352,7 +354,8 @@ class Sensor:
             sub = beam.footprint(s, pattern)
             hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times,
                             split=True, rng=stage_rng(s.seed, frame, k, STAGE_CAST),
-                            wavelength=float(s.wavelength), bundle=sub.per_beam)
+                            wavelength=float(s.wavelength), bundle=sub.per_beam,
+                            acceptance=beam.specular_acceptance(s))
             ret = beam.form_returns(s, sub, hits, max_range, stage_rng(s.seed, frame, k, STAGE_BEAM),
                                     select=False)
             ret = weather.apply(s, ret, sub, stage_rng(s.seed, frame, k, STAGE_WEATHER))
