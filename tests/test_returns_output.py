@@ -324,7 +324,7 @@ def test_ouster_dual_profile_carries_the_strongest_and_second_strongest(tmp_path
                      mode="dual_ouster")
     write_pcap(tmp_path, [r], ouster_profile="RNG19_RFL8_SIG16_NIR16_DUAL")
     assert "strongest return" not in capfd.readouterr().err  # every return is written: no note
-    pkt = _ouster_packets(tmp_path / "scan.pcap")[0]
+    pkt = _packets(tmp_path / "scan.pcap")[0]
     assert len(pkt) == 32 + 16 * (12 + 64 * 16) + 32
     first, second = strongest_per_beam(r), second_strongest(r)
     assert first.size + second.size == len(r) and second.size > 1000
@@ -356,16 +356,6 @@ def test_ouster_dual_profile_carries_the_strongest_and_second_strongest(tmp_path
     two["xyz"] = dec["xyz"] + dec["direction"] * ((dec["range2"] - dec["range"]) / 1000.0)[..., None]
     stats2 = compare_ouster(dev, {k: getattr(r, k)[second] for k in keys}, two)  # RANGE2: the second
     print(f"OS1-64 dual: strongest {stats}, second strongest {stats2}")
-
-
-def _ouster_packets(pcap: Path) -> list[bytes]:
-    data = pcap.read_bytes()
-    out, off = [], 24
-    while off < len(data):
-        incl = struct.unpack_from("<I", data, off + 8)[0]
-        out.append(data[off + 16 + 42:off + 16 + incl])
-        off += 16 + incl
-    return out
 
 
 def test_single_return_packets_of_a_multi_return_scan_carry_the_strongest(tmp_path, capfd):

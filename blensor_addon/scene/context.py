@@ -16,7 +16,7 @@ import numpy as np
 
 from ..raycast import trace
 from ..raycast.trace import SPECULAR_ACCEPTANCE, facing_normals
-from .timeline import Step, Timeline, groups
+from .timeline import Step, Timeline, rodrigues_cs, groups
 
 
 class CastHits:
@@ -325,14 +325,7 @@ def _rotate_bundled(pose, sb: np.ndarray, v: np.ndarray, b: int) -> np.ndarray:
         return pose.rotate(None, v)
     angle = pose.theta * sb
     c, s = np.repeat(np.cos(angle), b), np.repeat(np.sin(angle), b)
-    a0, a1, a2 = (float(a) for a in pose.axis)
-    x, y, z = v[:, 0], v[:, 1], v[:, 2]
-    d = (x * a0 + y * a1 + z * a2) * (1.0 - c)
-    out = np.empty(v.shape, np.float64)
-    out[:, 0] = x * c + (a1 * z - a2 * y) * s + d * a0
-    out[:, 1] = y * c + (a2 * x - a0 * z) * s + d * a1
-    out[:, 2] = z * c + (a0 * y - a1 * x) * s + d * a2
-    return out @ pose.R0.T
+    return rodrigues_cs(pose.axis, c, s, v) @ pose.R0.T
 
 
 class TimelineContext:

@@ -40,7 +40,13 @@ def _rodrigues(axis: np.ndarray, angle: np.ndarray, v: np.ndarray) -> np.ndarray
     """Vectors ``v`` (N, 3) rotated by ``angle`` (N,) rad about the unit ``axis`` (3,):
     ``v cos + (axis x v) sin + axis (axis . v)(1 - cos)``, written out per component
     (np.cross and np.outer took 60% longer)."""
-    c, s = np.cos(angle), np.sin(angle)
+    return rodrigues_cs(axis, np.cos(angle), np.sin(angle), v)
+
+
+def rodrigues_cs(axis: np.ndarray, c: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """:func:`_rodrigues` from the angles' cosines ``c`` and sines ``s`` (N,) float64: vectors
+    ``v`` (N, 3) rotated about the unit ``axis`` (3,); (N, 3) float64. For callers that share
+    one angle among several rows (the sub-rays of a beam)."""
     a0, a1, a2 = (float(a) for a in axis)
     x, y, z = v[:, 0], v[:, 1], v[:, 2]
     d = (x * a0 + y * a1 + z * a2) * (1.0 - c)
