@@ -87,7 +87,14 @@ def _build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("scan", help="scan frames of a .blend into files", epilog=option_help(),
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sc.add_argument("blend", help="the .blend file")
-    sc.add_argument("--camera", help="camera object (default: the scene camera)")
+    sc.add_argument("--camera", help="camera object, or several comma-separated (a rig: scanned in one pass "
+                    "over time, one subfolder each; default: the scene camera)")
+    sc.add_argument("--all-sensors", action="store_true", help="scan every camera of the scene with BlenSor "
+                    "settings as one rig")
+    sc.add_argument("--sensor", metavar="FILE", help="a sensor config file (" + _config_help() + ") whose "
+                    "sensors are scanned instead of the .blend's cameras (the .blend is not changed)")
+    sc.add_argument("--rig-base", metavar="OBJECT", help="a rig's base object: the extrinsics are relative to "
+                    "it (default: the cameras' common parent, else the first camera)")
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames: every packet "
                     "(sweep or frame) that starts within it, scanned whole")
@@ -147,10 +154,32 @@ def _build_parser() -> argparse.ArgumentParser:
     ci.add_argument("file", metavar="FILE", help="the calibration file")
     ci.add_argument("--camera", help="camera object (default: the scene camera)")
     ci.add_argument("blend", metavar="SCENE.blend", help="the .blend file (saved in place)")
+    cfg = sub.add_parser("config", help="import or export sensor config files (" + _config_help() + ")")
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="import|export", required=True,
+                                 parser_class=_Parser)
+    cim = cfg_sub.add_parser("import", help="create or update cameras of a .blend from a config file (saved)")
+    cim.add_argument("format", metavar="FORMAT", help="the file's format: " + _config_names())
+    cim.add_argument("file", metavar="FILE", help="the config file")
+    cim.add_argument("blend", metavar="SCENE.blend", help="the .blend file (saved in place)")
+    cex = cfg_sub.add_parser("export", help="write cameras' sensors to a config file")
+    cex.add_argument("format", metavar="FORMAT", help="the file's format: " + _config_names())
+    cex.add_argument("blend", metavar="SCENE.blend", help="the .blend file")
+    cex.add_argument("file", metavar="FILE", help="the config file to write")
+    cex.add_argument("--camera", help="comma-separated cameras (default: every camera with BlenSor settings)")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
     return ap
+
+
+def _config_names() -> str:
+    from .io.configs import CONFIG_FORMATS
+    return ", ".join(CONFIG_FORMATS) or "(none)"
+
+
+def _config_help() -> str:
+    from .io.configs import CONFIG_FORMATS
+    return ", ".join(f"{f.name}: {'/'.join(f.suffixes)}" for f in CONFIG_FORMATS.values()) or "none"
 
 
 def option_help() -> str:
@@ -589,12 +618,20 @@ def cmd_scan(args) -> int:
                             f"--pcd-ascii --option pcd.ascii={format_options['pcd.ascii']}")
     make_options(formats, {**format_options, **({"pcd.ascii": True} if args.pcd_ascii
                                                  else {})})  # refuse bad options before loading
+    configs = None
+    if args.sensor is not None:  # read before Blender loads: a bad file is refused first
+        if args.camera is not None or args.all_sensors:
+            raise SettingsError("--sensor", "given without --camera and --all-sensors (the file names the "
+                                "sensors)", args.sensor)
+        from .io.configs import format_of_file
+        configs = format_of_file(args.sensor).read(args.sensor)
+    elif args.camera is not None and args.all_sensors:
+        raise SettingsError("--all-sensors", "given without --camera (one or the other)", args.camera)
     bpy = _open_blend(args.blend)
-    cam = _camera(bpy, args.camera)
-    overrides = parse_sets(texts, cam)
-    axes = args.axes if args.axes is not None else camera_axes(cam)
+    cams = _cameras(bpy, args, configs)
+    overrides = {cam.name: parse_sets(texts, cam) for cam in cams}
+    axes = {cam.name: args.axes if args.axes is not None else camera_axes(cam) for cam in cams}
     frames = parse_frames(args.frames, bpy.context.scene) if interval is None else None
-    from .jobs.range_scan import scan_range
     bar = None
 
     def progress(done, total, entry):
@@ -611,11 +648,22 @@ def cmd_scan(args) -> int:
             bar.update(1)
 
     t0 = time.perf_counter()
+    rig = len(cams) > 1 or args.rig_base is not None
     try:
-        job = scan_range(cam, frames, _out_dir(args), formats, args.seed, backend=args.backend,
-                         frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
-                         overwrite=args.overwrite, resume=args.resume, progress=progress,
-                         options=format_options, axes=axes, time=interval, **overrides)
+        if rig:
+            from .jobs.rig import scan_rig
+            job = scan_rig(cams, frames, _out_dir(args), formats, args.seed, base=args.rig_base,
+                           backend=args.backend, frame_of_reference=args.frame_of_reference,
+                           pcd_ascii=args.pcd_ascii, overwrite=args.overwrite, resume=args.resume,
+                           progress=progress, options=format_options, axes=axes, time=interval,
+                           overrides=overrides)
+        else:
+            from .jobs.range_scan import scan_range
+            cam = cams[0]
+            job = scan_range(cam, frames, _out_dir(args), formats, args.seed, backend=args.backend,
+                             frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
+                             overwrite=args.overwrite, resume=args.resume, progress=progress,
+                             options=format_options, axes=axes[cam.name], time=interval, **overrides[cam.name])
     finally:
         if bar is not None:
             bar.close()
@@ -624,9 +672,44 @@ def cmd_scan(args) -> int:
         return EXIT_INTERRUPTED
     if not args.quiet:
         reused = f", {job.reused} reused" if job.reused else ""
-        say(f"blensor: {len(job.done)} {job.packets}s{reused}, {job.points} points, {dt:.2f} s "
-            f"({job.scanner.backend.name}) -> {job.out}")
+        if rig:
+            say(f"blensor: rig of {len(cams)} sensors, {len(job.done)} packets{reused}, {job.points} points, "
+                f"{dt:.2f} s ({job.backend_name}) -> {job.out}")
+        else:
+            say(f"blensor: {len(job.done)} {job.packets}s{reused}, {job.points} points, {dt:.2f} s "
+                f"({job.scanner.backend.name}) -> {job.out}")
     return 0
+
+
+def _cameras(bpy, args, configs) -> list:
+    """The cameras ``blensor scan`` scans: those the ``--sensor`` file describes (made or
+    updated in the open scene, never saved), those of ``--camera A,B,C``, every camera
+    with BlenSor settings (``--all-sensors``), or the scene camera.
+
+    Raises:
+        SettingsError: no such camera, a name twice, no camera with BlenSor settings."""
+    from .core.errors import SettingsError
+    scene = bpy.context.scene
+    if configs is not None:
+        from .jobs.configs import apply_configs
+        cams, notes = apply_configs(configs, scene)
+        if not args.quiet:
+            for line in notes:
+                say(f"blensor: {args.sensor}: {line}", err=True)
+        return cams
+    if args.all_sensors:
+        cams = [o for o in sorted(scene.objects, key=lambda o: o.name)
+                if o.type == "CAMERA" and o.data.get("blensor") is not None]
+        if not cams:
+            raise SettingsError("--all-sensors", "a scene with at least one camera with BlenSor settings",
+                                "none in " + str(args.blend))
+        return cams
+    if args.camera is None or "," not in args.camera:
+        return [_camera(bpy, args.camera)]
+    names = [n.strip() for n in args.camera.split(",")]
+    if any(not n for n in names) or len(set(names)) != len(names):
+        raise SettingsError("--camera", "comma-separated camera names, each once", args.camera)
+    return [_camera(bpy, n) for n in names]
 
 
 def cmd_info(args) -> int:
@@ -693,7 +776,38 @@ def cmd_calib(args) -> int:
     return 0
 
 
-COMMANDS = {"scan": cmd_scan, "depth": cmd_depth, "motion": cmd_motion, "info": cmd_info,
+def cmd_config(args) -> int:
+    """``blensor config import FORMAT FILE SCENE.blend``: read the file first (a bad one:
+    exit 2, the .blend untouched), then create or update a camera per sensor and save the
+    .blend atomically. ``blensor config export FORMAT SCENE.blend FILE [--camera A,B]``:
+    write the cameras' sensors (each thing the format cannot express named on stderr)."""
+    from .io.configs import get_format
+    from .jobs.configs import apply_configs, configs_of
+    fmt = get_format(args.format)
+    if args.config_command == "import":
+        configs = fmt.read(args.file)
+        bpy = _open_blend(args.blend, libraries=False)
+        cams, notes = apply_configs(configs, bpy.context.scene)
+        from .jobs.calib import save_blend_atomically
+        with _stdout_dropped():
+            save_blend_atomically(args.blend)
+        for line in notes:
+            say(f"blensor: {args.file}: {line}", err=True)
+        say(f"blensor: {len(cams)} sensors from {args.file} ({fmt.name}) stored in {args.blend}: "
+            + ", ".join(c.name for c in cams))
+        return 0
+    bpy = _open_blend(args.blend, libraries=False)
+    args.all_sensors = args.camera is None
+    args.quiet = True
+    cams = _cameras(bpy, args, None)
+    notes = fmt.write(args.file, configs_of(cams))
+    for line in notes:
+        say(f"blensor: {args.file}: {line}", err=True)
+    say(f"blensor: {len(cams)} sensors written to {args.file} ({fmt.name})")
+    return 0
+
+
+COMMANDS = {"scan": cmd_scan, "config": cmd_config, "depth": cmd_depth, "motion": cmd_motion, "info": cmd_info,
             "sensors": cmd_sensors, "calib": cmd_calib}
 
 

@@ -197,7 +197,8 @@ def test_enums_store_explicit_numbers_that_saved_files_hold(bpy_mod, empty_scene
     items = {i.identifier: i.value for i in p.bl_rna.properties["formats"].enum_items}
     assert items == {k: 1 << FLAG_BITS[k] for k in WRITERS}
     items = {i.identifier: i.value for i in p.bl_rna.properties["sensor_type"].enum_items}
-    assert items == {"rotating": 0, "line": 1, "planar": 2, "tof": 3, "kinect": 4, "depth": 5}
+    assert items == {"rotating": 0, "line": 1, "planar": 2, "tof": 3, "kinect": 4, "depth": 5, "rosette": 6,
+                     "cylindrical": 7, "pattern": 8}
     depth = {i.identifier for i in p.bl_rna.properties["depth_formats"].enum_items}
     assert depth == {"exr", "npy", "pfm", "dmap"}
 

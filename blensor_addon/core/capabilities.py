@@ -81,6 +81,8 @@ class Capabilities:
         fields: names of the per-point fields of its results (``ScanResult`` fields).
         max_range: float m, the longest range the sensor reports (range-image scales,
             ROS ``LaserScan.range_max``), or None.
+        min_range: float m, the shortest range the sensor reports (ROS
+            ``LaserScan.range_min``; 0: none).
         column_angles: (first, step) float rad for a sensor whose grid columns are
             evenly spaced in azimuth over a sweep of ``grid[1]`` columns and whose
             single grid row is a scan plane (planar scanners): the angle of column 0
@@ -96,6 +98,7 @@ class Capabilities:
     organized: bool = False
     fields: tuple = ()
     max_range: float | None = None
+    min_range: float = 0.0
     column_angles: tuple | None = None
     device: Device | None = None
 

@@ -306,7 +306,7 @@ class Sensor:
         multi = ("return_number", "number_of_returns") if getattr(s, "multi_return", False) else ()
         return Capabilities(timing=timing, grid=grid, organized=bool(self.organized),
                             fields=(*FIELDS, *deskew, *multi, *self.extra_fields),
-                            max_range=self.reported_range(s))
+                            max_range=self.reported_range(s), min_range=float(getattr(s, "min_range", 0.0)))
 
     def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """The scan's returns. A sensor with :class:`~.returns.ReturnSettings` is traced
