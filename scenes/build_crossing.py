@@ -11,10 +11,12 @@ car drives north on the right lane with a Velodyne HDL-64E S2 on its roof: the c
 ``Velodyne`` (local +Y = world up, looking north). Materials come from
 ``blensor_addon/core/tables/reflectance.json``.
 
-Usage: ``python scenes/build_crossing.py [OUT.blend] [--variant fog]`` (pip ``bpy``; the
+Usage: ``python scenes/build_crossing.py [OUT.blend] [--variant fog|rig]`` (pip ``bpy``; the
 committed files are built with bpy 4.2.23: ``.venv-bpy4.2.23/bin/python``), default
 ``scenes/crossing.blend``; ``--variant fog`` gives ``scenes/crossing_fog.blend``, the same
-scene with the sensor's ``weather = fog`` at ``fog_visibility`` :data:`FOG_VISIBILITY` m.
+scene with the sensor's ``weather = fog`` at ``fog_visibility`` :data:`FOG_VISIBILITY` m;
+``--variant rig`` gives ``scenes/crossing_rig.blend``, the same scene with three more sensors
+on the ego car (:data:`RIG`: two side VLP-16s and a front Kinect) for rig scans.
 The same script gives the same scene every time.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ import bpy
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMES = (1, 48)
-VARIANTS = ("clear", "fog")
+VARIANTS = ("clear", "fog", "rig")
 #: meteorological optical range of the fog variant (m): dense fog (Hahner et al. 2021 simulate
 #: MOR 15-600 m)
 FOG_VISIBILITY = 80.0
@@ -183,6 +185,35 @@ def empty_file_with_addon() -> bool:
         return False
 
 
+#: the rig variant's extra sensors on the ego car: name -> (sensor type, preset, location in
+#: the car's frame (+X ahead, +Y left, +Z up; m), yaw about the car's up axis (deg))
+RIG = {
+    "VLP16_Left": ("rotating", "vlp16", (0.2, 0.95, 1.9), 90.0),
+    "VLP16_Right": ("rotating", "vlp16", (0.2, -0.95, 1.9), -90.0),
+    "Kinect": ("kinect", "", (2.3, 0.0, 0.9), 0.0),
+}
+
+
+def add_rig(scene, ego, registered: bool) -> None:
+    """The rig variant's sensors (:data:`RIG`), parented to the ego car beside its roof
+    HDL-64E: two VLP-16s on the sides looking left and right, a Kinect in the front
+    bumper looking ahead (camera -Z along the yaw, +Y up)."""
+    for name, (stype, preset, loc, yaw) in RIG.items():
+        data = bpy.data.cameras.new(name)
+        cam = bpy.data.objects.new(name, data)
+        scene.collection.objects.link(cam)
+        cam.parent = ego
+        cam.location = loc
+        cam.rotation_euler = (math.pi / 2, 0.0, math.radians(yaw) - math.pi / 2)
+        if registered:
+            s = data.blensor
+            s.sensor_type = stype
+            if preset:
+                s.preset = preset
+            s.time_model = "continuous"
+            s.axes = "ros"
+
+
 def build(out: Path, variant: str = "clear") -> None:
     registered = empty_file_with_addon()
     bpy.context.preferences.edit.keyframe_new_interpolation_type = "LINEAR"
@@ -324,6 +355,8 @@ def build(out: Path, variant: str = "clear") -> None:
             s.weather = "fog"
             s.fog_visibility = FOG_VISIBILITY
 
+    if variant == "rig":  # issue 23: a sensor rig on the ego car (blensor scan --all-sensors)
+        add_rig(scene, ego, registered)
     out.parent.mkdir(parents=True, exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)
     if registered:  # bpy 4.2/4.5 crash or hang at exit while add-on classes are registered

@@ -33,13 +33,14 @@ class WriterThread:
     ``benchmarks/writers.py``). The writers run on this one thread only, one frame after
     the other, so they see exactly the calls of a serial run and write the same bytes.
 
-    At most one frame waits while another is written (:meth:`submit` blocks), so memory
-    stays at a few frames' results. After a job fails, later jobs are dropped and the
-    error is raised by the next :meth:`submit` or by :meth:`drain`.
+    At most ``depth`` frames wait while another is written (:meth:`submit` blocks; 1 for
+    one run, one per sensor for a rig's shared thread, whose sensors' packets differ in
+    size), so memory stays at a few frames' results. After a job fails, later jobs are
+    dropped and the error is raised by the next :meth:`submit` or by :meth:`drain`.
     """
 
-    def __init__(self) -> None:
-        self._q: queue.Queue = queue.Queue(maxsize=1)
+    def __init__(self, depth: int = 1) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=max(1, int(depth)))
         self.error: BaseException | None = None
         self.raised = False  # the error was raised to the caller already
         self._ended = threading.Event()
@@ -111,20 +112,24 @@ class Pipeline:
         reuse: packet index -> an earlier run's manifest entry (``resume``), verified
             against the files before it is trusted.
         objects: function () -> the scanner's object table now (main thread).
+        writing: a :class:`WriterThread` shared with other pipelines (a rig's members,
+            issue 23: one thread writes every member's packets in the order they were
+            scanned, so the rig's one bag has the same bytes in every run), drained by its
+            owner before :meth:`finish`; None: the pipeline makes its own.
     Attributes:
         reused: packets taken over from the earlier run. dropped: formats whose
         multi-frame file could not be closed (removed).
     """
 
     def __init__(self, scanner, plan: Plan, folder: OutputFolder, writers: list, trajectory: TrajectoryWriter,
-                 manifest: ManifestWriter, reuse: dict, objects) -> None:
+                 manifest: ManifestWriter, reuse: dict, objects, writing: WriterThread | None = None) -> None:
         self.scanner, self.plan, self.folder = scanner, plan, folder
         self.writers = list(writers)
         self.trajectory, self.manifest = trajectory, manifest
         self._reuse = reuse
         self._objects = objects
-        self._threaded = all(w.threaded for w in self.writers)
-        self._writing: WriterThread | None = None
+        self._threaded = all(w.threaded for w in self.writers) or writing is not None
+        self._writing: WriterThread | None = writing
         self._next = 0
         self.reused = 0
 

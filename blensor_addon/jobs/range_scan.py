@@ -122,6 +122,16 @@ class RangeScanJob:
     options: dict = field(default_factory=dict)
     axes: str = "ros"
     time: tuple | None = None
+    #: a rig's member (issue 23, :mod:`~blensor_addon.jobs.rig`): Scanner keyword
+    #: arguments (``rig``, ``ray_caster``), writer constructors by format (the rig's one
+    #: bag), the writer thread shared by the rig's members, whether the job stops after
+    #: validating (the rig calls :meth:`start` once every member is validated), and
+    #: whether it checks transforms (the rig checks every camera in one pass)
+    scanner_options: dict = field(default_factory=dict)
+    writer_factories: dict = field(default_factory=dict)
+    writing: object = None
+    deferred: bool = False
+    transform_check: bool = True
 
     def __post_init__(self) -> None:
         self._check_arguments()
@@ -129,22 +139,19 @@ class RangeScanJob:
         self._old_frame = self.scene.frame_current
         self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
                                frame_of_reference=self.frame_of_reference, overrides=self.overrides,
-                               axes=self.axes, packet_hashes=True)
+                               axes=self.axes, packet_hashes=True, **self.scanner_options)
         self.folder: OutputFolder | None = None
         self.pipeline: Pipeline | None = None
         self.signal = None
+        self._reuse = None
+        self._guard(self._validate)
+        if not self.deferred:
+            self.start()
+
+    def _guard(self, fn) -> None:
+        """Run a set-up phase; on failure undo the set-up (nothing of the run is left)."""
         try:
-            self.plan = self._plan()
-            self.packets = self.plan.kind
-            self._validate_scene()
-            self.folder = self._open_folder()
-            reuse = self._resumable()
-            # everything is validated: only now is anything of an earlier run deleted
-            self.folder.prepare()
-            if self.resume and self.folder.earlier is not None:
-                self._drop_unplanned(reuse)
-            self.pipeline = self._build_pipeline(reuse)
-            self.pipeline.manifest.start()
+            fn()
         except OSError as exc:  # setting up the folder failed: nothing of the run is left
             self._abandon_setup()
             if isinstance(exc, OutputError):
@@ -154,6 +161,34 @@ class RangeScanJob:
         except BaseException:
             self._abandon_setup()
             raise
+
+    def _validate(self) -> None:
+        self.plan = self._plan()
+        self.packets = self.plan.kind
+        self._validate_scene()
+        self.folder = self._open_folder()
+        self._reuse = self._resumable()
+
+    def start(self) -> None:
+        """Prepare the folder (only now is anything of an earlier run deleted), build the
+        pipeline and write the first manifest. Called by the constructor unless
+        ``deferred`` (a rig starts its members once all of them are validated).
+
+        Raises:
+            OutputError: the folder could not be set up (the run's set-up is undone)."""
+        def begin():
+            reuse = self._reuse
+            self.folder.prepare()
+            if self.resume and self.folder.earlier is not None:
+                self._drop_unplanned(reuse)
+            self.pipeline = self._build_pipeline(reuse)
+            self.pipeline.manifest.start()
+        self._guard(begin)
+
+    def abandon(self) -> None:
+        """Give up a job that was validated but not started, or started and not finished
+        (a rig member whose sibling failed): writers discarded, the folder released."""
+        self._abandon_setup()
 
     # -- validation (nothing touched) ------------------------------------------------------
 
@@ -191,7 +226,8 @@ class RangeScanJob:
         transforms (continuous time) and every object's class label."""
         self.scanner.check_budget(self.plan.packets[0])
         # continuous time: refuse a NaN/inf transform before anything is written (no-op otherwise)
-        self.scanner.check_transforms(self.plan.scene_frames())
+        if self.transform_check:
+            self.scanner.check_transforms(self.plan.scene_frames())
         semantic_of_objects(self.scanner.extractor.table.table)  # an unknown blensor_label
 
     def _open_folder(self) -> OutputFolder:
@@ -273,11 +309,13 @@ class RangeScanJob:
         writers: list = []
         self._writers = writers  # discarded if a later constructor fails
         for f in self.formats:
-            writers.append(WRITERS[f](self.folder.path, self._options[f], run))
+            make = self.writer_factories.get(f, WRITERS[f])
+            writers.append(make(self.folder.path, self._options[f], run))
         objects = lambda: self.scanner.extractor.table.table  # noqa: E731
         manifest = ManifestWriter(self.folder, self._static(), objects)
         return Pipeline(self.scanner, self.plan, self.folder, writers,
-                        TrajectoryWriter(self.folder.path, self.plan.packet_time), manifest, reuse, objects)
+                        TrajectoryWriter(self.folder.path, self.plan.packet_time), manifest, reuse, objects,
+                        writing=self.writing)
 
     def _abandon_setup(self) -> None:
         """Undo a set-up that failed: writers discarded, the folder released, and the

@@ -1,11 +1,430 @@
 """Rigs: several sensor cameras scanned in one pass over time (issue 23, section 3).
 
-CONTRACT STUB: filled by the lead (RigJob, scan_rig)."""
+A rig is a list of cameras of one scene (a roof HDL-64E, two side VLP-16s, a Kinect...)
+scanned over the same frames (or time interval) by ``blensor scan --camera A,B,C``,
+``--all-sensors``, ``--sensor FILE`` with several sensors, or :func:`scan_rig`:
+
+- **One scene evaluation per time for all sensors.** Every member is a
+  :class:`~.range_scan.RangeScanJob` of its own (its own plan, subfolder, writers,
+  manifest, ``--resume``), but their scanners share one
+  :class:`~blensor_addon.scene.rig.RigSampler` (Blender's ``frame_set`` and one walk over
+  the evaluated scene per distinct time give every camera its snapshot) and one ray
+  caster (each mesh's BVH is built once). The members' packets are scanned in the order
+  of their start times (ties: the cameras' order), so each time is evaluated while every
+  sensor that needs it is near; each snapshot is relative to its own sensor's position,
+  so every member's files are byte for byte those of a run of that camera alone.
+- **Folders.** ``OUT/<camera>/`` holds the camera's files and ``manifest.json`` as a
+  single run writes them; ``OUT/rig.json`` lists the rig (every sensor, its subfolder,
+  type and extrinsics, the run's status); ``OUT/calib_rig.txt`` (KITTI-style) and
+  ``OUT/extrinsics.json`` give each sensor's pose in the rig base's frame
+  (:mod:`blensor_addon.io.extrinsics`).
+- **One bag.** With ``rosbag2`` among the formats, every member's messages go into one
+  bag, ``OUT/rosbag2``, on its own topics (``/blensor/<sensor>/points``, ...), with the
+  extrinsics in ``/tf_static`` (:class:`~blensor_addon.io.formats.rosbag2.RigBag`); the
+  members' packets are written by one writer thread in the order they were scanned, so
+  the bag has the same bytes in every run.
+- **The base.** ``base`` (``--rig-base``) names the object whose frame the extrinsics are
+  given in; default: the cameras' common parent (a vehicle), else the first camera. A
+  camera as the base gives its REP-103 sensor frame (x ahead, y left, z up); any other
+  object its own local axes (Blender's convention for a vehicle: x ahead, z up). The
+  extrinsics are taken at the first time scanned (a sensor that moves on its vehicle
+  keeps its own per-packet poses in its files).
+
+Faults: everything of every member is validated before anything of an earlier run is
+deleted; a member that fails stops the rig, every finished packet of every member is
+kept and each manifest (and ``rig.json``) says ``failed`` or ``cancelled``.
+"""
 from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bpy
+import numpy as np
+
+from .. import __version__
+from ..core.axes import ros_pose
+from ..core.errors import SettingsError
+from ..io.atomic import commit_files
+from ..io.formats import parse_formats
+from ..io.outdir import OutputFolder
+from ..raycast import BACKENDS, get_backend
+from ..scene.extract import sensor_pose
+from ..scene.rig import RigSampler
+from ..scene.scanner import check_camera, read_sensor
+from .pipeline import WriterThread
+from .range_scan import RangeScanJob, output_path
+from .signals import Signals
+
+RIG_MANIFEST = "rig.json"
+CALIB_FILES = ("calib_rig.txt", "extrinsics.json")
+#: files a rig run leaves in its folder besides the members' subfolders
+RIG_PATTERNS = (r"rig\.json", r"calib_rig\.txt", r"extrinsics\.json", r"rosbag2/metadata\.yaml",
+                r"rosbag2/rosbag2\.(mcap|db3)")
+
+
+def member_name(camera_name: str) -> str:
+    """The subfolder (and tf frame / topic namespace) of a rig member: the camera's name
+    with every character other than ASCII letters, digits and ``_`` turned into ``_``,
+    and ``_`` before a leading digit (a ROS name must not start with one).
+
+    Raises:
+        SettingsError (``camera``): a name with none of those characters."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", str(camera_name))
+    if not name.strip("_"):
+        raise SettingsError("camera", "a camera name with a letter or digit (it names the sensor's subfolder)",
+                            camera_name)
+    return "_" + name if name[0].isdigit() else name
+
+
+def rig_files(man: dict) -> set | dict | None:
+    """Relative paths a rig run of manifest ``man`` wrote at the rig's level (its members'
+    files are their own folders' business): ``rig.json``, the calibration files and the
+    bag."""
+    out = {RIG_MANIFEST, *CALIB_FILES}
+    if "rosbag2" in (man.get("formats") or []):
+        return {"files": out, "pattern": [p for p in RIG_PATTERNS if p.startswith("rosbag2")]}
+    return out
+
+
+def _common_parent(cameras):
+    parents = {c.parent.name if c.parent is not None else None for c in cameras}
+    if len(parents) == 1 and None not in parents:
+        return cameras[0].parent
+    return None
+
+
+def base_frame_pose(base, cameras) -> np.ndarray:
+    """(4, 4) float64 world pose of the rig base's frame now: a camera's REP-103 sensor
+    frame, or any other object's local axes, scale removed.
+
+    Raises:
+        SettingsError (``--rig-base``): a base whose world matrix has no rigid pose."""
+    try:
+        pose = sensor_pose(base.matrix_world)
+    except SettingsError as exc:
+        raise SettingsError("--rig-base", exc.allowed.replace("a camera", "an object"), exc.value) from None
+    return ros_pose(pose) if base in cameras else pose
+
+
+@dataclass
+class RigJob:
+    """A rig's range scan advanced one packet at a time (see the module docstring).
+
+    Args:
+        cameras: camera objects of the scene (at least one, each once).
+        base: name of the rig base object, or None (see the module docstring).
+        overrides: camera name -> setting overrides of that camera's sensor.
+        axes: ``"ros"``/``"blensor"`` for every member, or camera name -> axes.
+        The others: as :func:`~.range_scan.scan_range`, for every member.
+    Attributes:
+        members: the :class:`~.range_scan.RangeScanJob` of every camera, in order.
+        names: each member's subfolder / frame name. extrinsics: name -> (4, 4) float64
+        base_to_sensor (REP-103). sampler: the shared :class:`RigSampler`.
+    Raises (on construction; nothing is written and nothing of an earlier run is deleted
+    on bad input): SettingsError, OutputError as :class:`~.range_scan.RangeScanJob`.
+    """
+
+    cameras: list
+    frames: object
+    out_dir: object
+    formats: tuple = ("npz",)
+    seed: int | None = None
+    base: str | None = None
+    backend: str = "auto"
+    frame_of_reference: str = "sensor"
+    pcd_ascii: bool = False
+    overwrite: bool = False
+    resume: bool = False
+    options: dict = field(default_factory=dict)
+    axes: object = "ros"
+    time: tuple | None = None
+    overrides: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.scene = bpy.context.scene
+        self.members: list[RangeScanJob] = []
+        self.folder: OutputFolder | None = None
+        self.bag = None
+        self.sampler = None
+        self.caster = None
+        self.writing = None
+        self.signal = None
+        self.status = "running"
+        try:
+            self._setup()
+        except BaseException:
+            self._undo()
+            raise
+
+    # -- set-up --------------------------------------------------------------------------
+    def _check(self) -> None:
+        cams = list(self.cameras) if isinstance(self.cameras, (list, tuple)) else None
+        if not cams:
+            raise SettingsError("camera", "a list of one or more camera objects", self.cameras)
+        for c in cams:
+            check_camera(c)
+        names = [c.name for c in cams]
+        if len(set(names)) != len(names):
+            raise SettingsError("camera", "each camera once in a rig", ", ".join(names))
+        self.cameras = cams
+        self.names = [member_name(n) for n in names]
+        if len(set(self.names)) != len(self.names):
+            raise SettingsError("camera", "cameras whose names stay distinct as folder names (letters, digits, "
+                                "_)", ", ".join(names))
+        self.formats = parse_formats(self.formats)
+        if self.backend not in BACKENDS:
+            raise SettingsError("backend", "one of " + ", ".join(BACKENDS), self.backend)
+        if self.base is not None:
+            obj = self.scene.objects.get(self.base)
+            if obj is None:
+                raise SettingsError("--rig-base", "an object of the scene", self.base)
+            self._base = obj
+        else:
+            self._base = _common_parent(cams) or cams[0]
+        output_path(self.out_dir)
+
+    def _setup(self) -> None:
+        self._check()
+        out = output_path(self.out_dir)
+        self._made_out = None if out.exists() else out  # removed again if set-up fails and it stays empty
+        _, first = read_sensor(self.cameras[0], self.seed, self.overrides.get(self.cameras[0].name))
+        self.sampler = RigSampler(self.scene, self.cameras, render=first.visibility == "render")
+        self.caster = get_backend(self.backend)
+        sqlite_bag = "rosbag2" in self.formats and (self.options or {}).get("rosbag2.storage") == "sqlite3"
+        self.writing = None if sqlite_bag else WriterThread(depth=len(self.cameras))
+        factories = {}
+        if "rosbag2" in self.formats:
+            factories["rosbag2"] = self._bag_writer
+        for cam, name in zip(self.cameras, self.names):
+            axes = self.axes.get(cam.name, "ros") if isinstance(self.axes, dict) else self.axes
+            self.members.append(RangeScanJob(
+                cam, self.frames, out / name, self.formats, self.seed, self.backend, self.frame_of_reference,
+                self.pcd_ascii, self.overwrite, self.resume, dict(self.overrides.get(cam.name) or {}),
+                dict(self.options or {}), axes, self.time,
+                scanner_options={"rig": self.sampler, "ray_caster": self.caster},
+                writer_factories=factories, writing=self.writing, deferred=True, transform_check=False))
+        # continuous time: every camera's and object's transform at every frame, in one pass
+        frames = sorted({f for m in self.members for f in m.plan.scene_frames()})
+        for m in self.members:
+            if m.scanner.continuous:
+                m.scanner.check_transforms(frames, self.cameras)
+                break
+        self.extrinsics = self._extrinsics()
+        self.folder = OutputFolder(out, manifest=RIG_MANIFEST, patterns=RIG_PATTERNS, listed=rig_files)
+        self.folder.open()
+        self.folder.check(overwrite=self.overwrite, resume=self.resume)
+        # everything is validated: only now is anything of an earlier run deleted
+        self.folder.prepare()
+        if "rosbag2" in self.formats:
+            from ..io.formats import make_options
+            from ..io.formats.rosbag2 import RigBag
+            opts = make_options(["rosbag2"], {k: v for k, v in (self.options or {}).items()
+                                              if k.startswith("rosbag2.")})["rosbag2"]
+            self.bag = RigBag(out, opts, [(n, self.extrinsics[n]) for n in self.names])
+        for m in self.members:
+            m.start()
+        from ..io.extrinsics import rig_calibration_files
+        base_name = self._base.name
+        commit_files(out, rig_calibration_files(member_name(base_name), [(n, self.extrinsics[n])
+                                                                         for n in self.names]))
+        self._write_manifest()
+
+    def _bag_writer(self, folder, options, run):
+        """The rosbag2 'writer' of a member: its messages go into the rig's one bag."""
+        name = self.names[[c.name for c in self.cameras].index(run.camera)]
+        return self.bag.writer(name)
+
+    def _extrinsics(self) -> dict:
+        """name -> (4, 4) float64 pose of each sensor (REP-103 frame) in the base frame, at
+        the first time any member scans."""
+        t0 = min(m.plan.span(m.plan.packets[0])[0] for m in self.members)
+        ft = float(self.scene.render.fps_base) / float(self.scene.render.fps)
+        frame = int(np.floor(t0 / ft + 1e-9))
+        old, old_sub = self.scene.frame_current, self.scene.frame_subframe
+        try:
+            self.scene.frame_set(frame)
+            base = base_frame_pose(self._base, self.cameras)
+            inv = np.linalg.inv(base)
+            return {n: inv @ ros_pose(sensor_pose(c.matrix_world)) for c, n in zip(self.cameras, self.names)}
+        finally:
+            self.scene.frame_set(old, subframe=old_sub)
+
+    def _write_manifest(self) -> None:
+        doc = {
+            "blensor_version": __version__,
+            "blender_version": bpy.app.version_string,
+            "blend_file": bpy.data.filepath,
+            "status": self.status,
+            "base": self._base.name,
+            "base_frame": member_name(self._base.name),
+            "formats": list(self.formats),
+            "sensors": [{"camera": c.name, "folder": n, "frame_id": n, "sensor_type": m.scanner.sensor_type,
+                         "packets": m.packets, "planned": len(m.plan), "done": len(m.done) if m.pipeline else 0,
+                         "base_to_sensor": [float(v) for v in self.extrinsics[n].ravel()]}
+                        for c, n, m in zip(self.cameras, self.names, self.members)],
+            "scene_evaluations": self.sampler.evaluations,
+            "files": [RIG_MANIFEST, *CALIB_FILES] + (["rosbag2/metadata.yaml"] if self.bag is not None else []),
+        }
+        commit_files(self.folder.path, [(RIG_MANIFEST, (json.dumps(doc, indent=2) + "\n").encode())])
+
+    def _undo(self) -> None:
+        """A set-up that failed: members abandoned, the bag discarded, everything freed."""
+        for m in self.members:
+            try:
+                m.abandon()
+            except Exception:  # noqa: BLE001 - undoing as much as possible
+                pass
+        if self.writing is not None:
+            self.writing.drain()
+        if self.bag is not None:
+            self.bag.discard()
+        self._release()
+        made = getattr(self, "_made_out", None)
+        if made is not None and made.is_dir() and not any(made.iterdir()):
+            made.rmdir()
+
+    def _release(self) -> None:
+        if self.folder is not None:
+            self.folder.release()
+        if self.sampler is not None:
+            self.sampler.close()
+        if self.caster is not None:
+            self.caster.close()
+            self.caster = None
+
+    # -- progress ------------------------------------------------------------------------
+    @property
+    def out(self) -> Path:
+        """The rig's folder."""
+        return self.folder.path
+
+    @property
+    def backend_name(self) -> str:
+        return self.members[0].scanner.backend.name
+
+    @property
+    def done(self) -> list:
+        """Manifest entries of every member's finished packets."""
+        return [e for m in self.members for e in m.done]
+
+    @property
+    def points(self) -> int:
+        return sum(m.points for m in self.members)
+
+    @property
+    def reused(self) -> int:
+        return sum(m.reused for m in self.members)
+
+    @property
+    def remaining(self) -> int:
+        return sum(m.remaining for m in self.members)
+
+    @property
+    def scanned(self) -> int:
+        return sum(m.scanned for m in self.members)
+
+    @property
+    def total(self) -> int:
+        """Packets of every member."""
+        return sum(len(m.plan) for m in self.members)
+
+    def step(self) -> dict:
+        """Scan the member packet that starts first (ties: the cameras' order); returns its
+        manifest entry with ``camera`` added."""
+        best, when = None, None
+        for m in self.members:
+            if m.remaining:
+                t = m.plan.span(m.plan.packets[m.scanned])[0]
+                if when is None or t < when - 1e-12:
+                    best, when = m, t
+        entry = best.step()
+        return dict(entry, camera=best.camera_object.name)
+
+    def finish(self, status: str = "complete", bad_input: bool = False, error: BaseException | None = None):
+        """Finish every member (see :meth:`RangeScanJob.finish`), close the bag, write
+        ``rig.json`` with the run's status, release everything. Raises what the first
+        member raised (RunFailed, RunInterrupted), after all are finished."""
+        raised = None
+        try:
+            if self.writing is not None:
+                try:
+                    self.writing.drain()
+                except KeyboardInterrupt as exc:
+                    error = error or exc
+            for m in self.members:
+                try:
+                    m.finish(status, bad_input, error)
+                except BaseException as exc:  # the first is raised once every member is finished
+                    raised = raised or exc
+            if raised is not None and status == "complete":
+                status = "failed"
+            if isinstance(raised, KeyboardInterrupt) or isinstance(error, KeyboardInterrupt):
+                status = "cancelled"
+            if self.bag is not None:
+                if any(m.done for m in self.members):
+                    try:
+                        self.bag.close(status)
+                    except OSError as exc:
+                        self.bag.discard()
+                        status, raised = "failed", raised or exc
+                else:
+                    self.bag.discard()
+                self.bag = None
+            self.status = status
+            try:
+                self._write_manifest()
+            except OSError as exc:
+                raised = raised or exc
+        finally:
+            self._release()
+        if raised is not None:
+            raise raised
 
 
 def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None, backend="auto",
              frame_of_reference="sensor", pcd_ascii=False, overwrite=False, resume=False, progress=None,
-             should_cancel=None, options=None, axes="ros", time=None, overrides=None):
-    """Scan ``cameras`` as one rig into ``out_dir`` (one subfolder per camera)."""
-    raise NotImplementedError
+             should_cancel=None, options=None, axes="ros", time=None, overrides=None) -> RigJob:
+    """Scan ``cameras`` as one rig into ``out_dir`` (see the module docstring).
+
+    Args: as :func:`~.range_scan.scan_range`, plus ``base`` (the rig base object's name),
+    ``overrides`` (camera name -> setting overrides) and ``axes`` (one value or camera
+    name -> value). ``progress(scanned, total, entry)`` counts every member's packets.
+    Returns:
+        the finished :class:`RigJob`.
+    Raises:
+        as :func:`~.range_scan.scan_range`.
+    """
+    with Signals.scope() as sig:
+        job = RigJob(list(cameras), frames, out_dir, formats, seed, base, backend, frame_of_reference, pcd_ascii,
+                     overwrite, resume, dict(options or {}), axes, time, dict(overrides or {}))
+        status, bad_input, error = "failed", False, None
+        with sig.finishing():
+            try:
+                if progress is not None:
+                    progress(0, job.total, None)
+                while job.remaining:
+                    if sig.stop_requested or (should_cancel is not None and should_cancel()):
+                        status = "cancelled"
+                        break
+                    entry = job.step()
+                    if progress is not None:
+                        progress(job.scanned, job.total, entry)
+                else:
+                    status = "complete"
+            except KeyboardInterrupt as exc:
+                status, error = "cancelled", exc
+            except SettingsError as exc:
+                bad_input, error = True, exc
+            except BaseException as exc:
+                error = exc
+            job.signal = sig.signum if sig.stop_requested else None
+            job.finish(status, bad_input, error)
+    if error is not None:
+        raise error
+    return job
+
+
+__all__ = ["RigJob", "scan_rig", "member_name", "RIG_MANIFEST"]

@@ -786,14 +786,27 @@ class SceneExtractor:
         Raises:
             SettingsError (``camera``): the sensor's world matrix has no rigid pose.
         """
-        snap = None
+        return self.extract_many(depsgraph, [sensor_object], render)[0]
+
+    def extract_many(self, depsgraph, sensor_objects, render: bool = True) -> list:
+        """One :class:`SceneSnapshot` per object of ``sensor_objects`` (a rig's cameras,
+        issue 23) from one walk over the evaluated scene: the same geometry, each with
+        its own sensor pose and its transforms relative to its own sensor position, so
+        each snapshot is byte for byte the one :meth:`extract` gives for that sensor
+        alone. None of the sensor objects is scanned (cameras have no geometry).
+
+        Raises:
+            SettingsError (``camera``): a sensor's world matrix has no rigid pose.
+        """
+        snaps = None
         if self.vectorize and compat.GeometrySet is not None:
             try:
-                snap = self._extract(depsgraph, sensor_object, render, True)
+                snaps = self._extract(depsgraph, sensor_objects, render, True)
             except _PlanMismatch:  # Blender listed the instances otherwise: loop over them
                 pass
-        if snap is None:
-            snap = self._extract(depsgraph, sensor_object, render, False)
+        if snaps is None:
+            snaps = self._extract(depsgraph, sensor_objects, render, False)
+        snap = snaps[0]
         for name, n in sorted(snap.dropped.items()):
             if name not in self.warned:
                 self.warned.add(name)
@@ -806,17 +819,19 @@ class SceneExtractor:
                 self.warned_materials.add(key)
                 from ..core.text import printable
                 print(printable(line), file=sys.stderr)
-        return snap
+        return snaps
 
     #: read Geometry Nodes instances as arrays where possible (tests turn it off to compare)
     vectorize = True
 
-    def _extract(self, depsgraph, sensor_object, render: bool, vectorize: bool) -> SceneSnapshot:
+    def _extract(self, depsgraph, sensor_objects, render: bool, vectorize: bool) -> list:
         b = _Builder(self.table, self.static_meshes, self.images, self.static_uvs, self.material_evals)
-        sensor_name = sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name
-        cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
-        pose = sensor_pose(cam.matrix_world)
-        origin = pose[:3, 3].copy()
+        sensor_names = set()
+        poses = []
+        for sensor_object in sensor_objects:
+            sensor_names.add(sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name)
+            cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
+            poses.append(sensor_pose(cam.matrix_world))
         plans: dict = {}
         entries = None
         if vectorize:
@@ -840,7 +855,7 @@ class SceneExtractor:
             entries = self._instances(depsgraph, plans)
         for ob, parent, matrix_world, pid in entries:
             orig = ob.original
-            if orig.name == sensor_name:
+            if orig.name in sensor_names:
                 continue
             if render and (parent.hide_render if parent is not None else orig.hide_render):
                 continue
@@ -868,7 +883,7 @@ class SceneExtractor:
                 finally:
                     ob.to_mesh_clear()
             b.add_instance(mi, matrix_world, rows, orig, parent, pid)
-        return b.snapshot(pose, origin)
+        return [b.snapshot(pose, pose[:3, 3].copy()) for pose in poses]
 
     @staticmethod
     def _instances(depsgraph, plans: dict):

@@ -150,6 +150,11 @@ class Scanner:
             (:attr:`PacketRecord.geometry_hash <blensor_addon.core.packets.PacketRecord>`,
             which the range-scan runner keeps in its manifest for ``--resume``); a sha256
             over every instance transform of every step, so single scans skip it.
+        rig: a :class:`~.rig.RigSampler` shared by the scanners of a rig (issue 23): the
+            scene is evaluated once per sample time for all of them (it applies the render
+            visibility and owns the extractor).
+        ray_caster: a backend instance shared by a rig's scanners (not closed by this
+            scanner), instead of one made from ``backend``.
     Raises:
         SettingsError: bad camera, setting, backend or frame of reference.
     """
@@ -157,7 +162,7 @@ class Scanner:
     def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
                  frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
                  overrides: dict | None = None, axes: str = "ros",
-                 packet_hashes: bool = False) -> None:
+                 packet_hashes: bool = False, rig=None, ray_caster=None) -> None:
         keep_freed_memory()  # once per process: a scan's arrays reuse freed pages (process/alloc.py)
         self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
         self.axes = check_axes(axes)
@@ -171,9 +176,16 @@ class Scanner:
         self.camera = camera_object
         self.scene = scene
         self.frame_of_reference = frame_of_reference
-        self._shared = shared
-        self.backend = shared_backend(backend, threads) if shared else get_backend(backend, threads)
-        self.extractor = SceneExtractor()
+        self._shared = shared or ray_caster is not None
+        if ray_caster is not None:
+            self.backend = ray_caster
+        else:
+            self.backend = shared_backend(backend, threads) if shared else get_backend(backend, threads)
+        self._rig = rig
+        if rig is not None and rig.render != (self.settings.visibility == "render"):
+            raise SettingsError("visibility", f"'{'render' if rig.render else 'viewport'}' as the rig's other "
+                                "sensors (one scene evaluation serves them all)", self.settings.visibility)
+        self.extractor = rig.extractor if rig is not None else SceneExtractor()
         self._visibility = None  # VisibilitySwitch while the render visibility is applied
         self._semantic = None  # class id per object id
         s = self.settings
@@ -219,7 +231,10 @@ class Scanner:
         return render
 
     def _sample(self, frame: int, subframe: float):
-        """Snapshot of the scene evaluated at ``frame + subframe``."""
+        """Snapshot of the scene evaluated at ``frame + subframe`` (a rig's: the shared
+        evaluation's snapshot for this camera)."""
+        if self._rig is not None:
+            return self._rig.sample(self.camera, frame, subframe)
         render = self._ensure_visibility()
         if self.scene.frame_current != frame or subframe or self.scene.frame_subframe:
             self.scene.frame_set(frame, subframe=subframe)
@@ -234,7 +249,7 @@ class Scanner:
                                       s.time_step)
         return self._timeline
 
-    def check_transforms(self, frames) -> None:
+    def check_transforms(self, frames, cameras=None) -> None:
         """In continuous time (:attr:`continuous`): evaluate ``frames`` (scene frame
         numbers) as the scan will (render visibility applied) and refuse an object whose
         world matrix is not finite at one of them, before anything is scanned: the sensor
@@ -242,6 +257,8 @@ class Scanner:
         one evaluation of the scene; no mesh is read. Instances (Geometry Nodes,
         collection instances, particles) are checked when their frame is scanned. Frozen
         frames leave such objects out with a warning instead (nothing is checked here).
+        ``cameras``: the sensors whose transforms are checked (default: this scanner's;
+        a rig checks all of its cameras in one pass).
 
         Raises:
             SettingsError (``transform of object 'NAME'``): naming the first one found.
@@ -249,16 +266,16 @@ class Scanner:
         if not self.continuous:
             return
         from .extract import GEOMETRY_TYPES
-        render = self._ensure_visibility()
+        render = self._rig.render if self._rig is not None else self._ensure_visibility()
         ft = frame_time(self.scene)
         old, old_sub = self.scene.frame_current, self.scene.frame_subframe
-        cam = self.camera.name
+        names = {c.name for c in (cameras or [self.camera])}
         try:
             for f in frames:
                 self.scene.frame_set(int(f))
                 for ob in bpy.context.evaluated_depsgraph_get().objects:
                     orig = ob.original
-                    if orig.name != cam and (ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)):
+                    if orig.name not in names and (ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)):
                         continue
                     if not np.isfinite(np.array(ob.matrix_world, dtype=np.float64)).all():
                         raise non_finite_transform(orig.name, int(f) * ft, int(f))
