@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -294,7 +295,7 @@ def _read_csv(p: str) -> PatternFile:
     limit = ray_limit()
     period = None
     names = None
-    rows, lines = [], []
+    cells_out, lines = array("d"), array("q")  # flat, 8 bytes a number: a large file stays compact
     try:
         f = open(p, "r", encoding="utf-8", newline="")
     except OSError as e:
@@ -323,17 +324,15 @@ def _read_csv(p: str) -> PatternFile:
                 if len(cells) != len(names):
                     raise _refuse(p, f"a pattern file with {len(names)} cells a row, as its header", line,
                                   f"line {lineno}: {len(cells)} cells")
-                if len(rows) >= limit:
+                if len(lines) >= limit:
                     raise _refuse(p, f"a pattern of at most {limit:,} firings a period (the ray budget)",
                                   f"more than {limit:,} rows", f"line {lineno}")
-                vals = []
                 for j, c in enumerate(cells):
                     try:
-                        vals.append(float(c))
+                        cells_out.append(float(c))
                     except ValueError:
                         raise _refuse(p, f"a pattern file whose {names[j]} cells are numbers", c.strip(),
                                       f"line {lineno}, column {j + 1} ({names[j]})") from None
-                rows.append(vals)
                 lines.append(lineno)
         except UnicodeDecodeError as e:
             raise _refuse(p, "a UTF-8 text (CSV) pattern file", p, f"undecodable byte at offset {e.start}") \
@@ -342,11 +341,12 @@ def _read_csv(p: str) -> PatternFile:
             raise _refuse(p, "a readable pattern file", p, f"read error: {e.strerror}") from None
     if names is None:
         raise _refuse(p, f"a pattern file with the header '{HEADER}' and one row per firing", "", "empty")
-    if not rows:
+    if not lines:
         raise _refuse(p, "a pattern file with at least one firing", "", "no rows after the header")
-    data = np.asarray(rows, dtype=np.float64)
+    data = np.frombuffer(cells_out, dtype=np.float64).reshape(len(lines), len(names))
     order = [names.index(n) for n in COLUMNS + (ORIGIN_COLUMNS if ORIGIN_COLUMNS[0] in names else ())]
-    return _build(p, data[:, order], np.asarray(lines, np.int64), period, "line", [o + 1 for o in order])
+    return _build(p, data[:, order], np.frombuffer(lines, dtype=np.int64).copy(), period, "line",
+                  [o + 1 for o in order])
 
 
 def _read_npy(p: str) -> PatternFile:
