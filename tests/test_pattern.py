@@ -22,7 +22,7 @@ from conftest import CROSSING, ROOT, add_camera, add_mesh
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.sensors import get_sensor
 from blensor_addon.core.sensors import pattern_file as pfm
-from blensor_addon.core.sensors.pattern import firings, loaded
+from blensor_addon.core.sensors.pattern import firing_count, firings, loaded
 from blensor_addon.core.sensors.patterns import angles_of
 
 EX = ROOT / "examples" / "patterns"
@@ -99,6 +99,7 @@ def test_file_times_repeat_every_period_and_frames_tile_time(tmp_path):
     assert np.array_equal(t, 5 * (1 / 24) + pf.time_s)
     # scene frames of 1/24 s: every firing of 0..0.5 s exactly once, in time order
     got = [firings(pf, P, f, 1 / 24, "range") for f in range(12)]
+    assert [g[0].shape[0] for g in got] == [firing_count(pf, P, f, 1 / 24, "range") for f in range(12)]
     t = np.concatenate([g[1] for g in got])
     idx = np.concatenate([g[0] for g in got])
     assert t.shape[0] == 50_000 and (np.diff(t) > 0).all()
@@ -268,7 +269,8 @@ def test_bad_npy_files_and_paths_are_one_line(tmp_path, monkeypatch):
 def test_a_frame_of_many_periods_is_refused_naming_pattern_period(monkeypatch):
     from blensor_addon.core.sensors import pattern as pmod
     s = settings(EX / "planar_2d.csv")
-    assert PATTERN.check_budget(s, 0, 1 / 24, "range", None) <= 1080 * 3
+    assert PATTERN.check_budget(s, 0, 1 / 24, "range", None) == 1800  # 1/24 s at 43,200 firings/s
+    assert PATTERN.check_budget(s, 7, 0.025, "range", None) == 1080  # a sweep packet: one repetition
     monkeypatch.setattr(pmod, "ray_limit", lambda: 2000)
     monkeypatch.setattr("blensor_addon.core.sensors.budget.ray_limit", lambda: 2000)
     with pytest.raises(SettingsError, match=r"pattern_period must be at least .* s at these settings"):

@@ -130,6 +130,26 @@ def firings(pf: PatternFile, period: float, frame: int, frame_time: float, mode:
     return keep % n, t[keep]
 
 
+def firing_count(pf: PatternFile, period: float, frame: int, frame_time: float, mode: str) -> int:
+    """How many firings :func:`firings` returns, counted without making them (the
+    repetitions in the frame times the pattern's firings, the partial ones at both ends
+    by binary search of the sorted offsets); at most about ``frame_time / period + 2``
+    repetitions are looked at, and a frame of more repetitions than the ray budget holds
+    is counted from the repetitions alone."""
+    n = len(pf)
+    if mode != "range":
+        return n
+    whole = frame_time / period
+    if whole > ray_limit():  # every repetition fires at least once: more rays than the budget anyway
+        return int(math.ceil(whole)) * n
+    lo, hi = frame * frame_time, (frame + 1) * frame_time
+    k = np.arange(int(math.floor(lo / period)) - 1, int(math.floor(hi / period)) + 1, dtype=np.int64)
+    tol = 1e-9 * period / n + 8 * np.spacing(abs(hi))
+    a = np.searchsorted(pf.time_s, lo - tol - k * period, side="left")
+    b = np.searchsorted(pf.time_s, hi - tol - k * period, side="left")
+    return int(np.sum(b - a))
+
+
 class Pattern(Sensor):
     """Pattern-file LiDAR (see the module docstring)."""
 
@@ -169,10 +189,10 @@ class Pattern(Sensor):
 
     def check_budget(self, s, frame, frame_time, mode, camera):
         """Refuse a scan of more rays than :func:`~.budget.ray_limit` (``pattern_period``:
-        a frame that holds many repetitions), before anything is cast."""
+        a frame that holds many repetitions), before anything is cast; returns the rays
+        (:func:`firing_count`)."""
         ld = loaded(s)
-        n = len(ld.file)
-        rays = n if mode != "range" else int(math.ceil(frame_time / ld.period + 1)) * n
+        rays = firing_count(ld.file, ld.period, frame, frame_time, mode)
         if rays > ray_limit():
             refuse_rays(rays, "pattern_period", ld.period, unit="s")
         return rays
