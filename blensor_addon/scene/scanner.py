@@ -96,7 +96,19 @@ def read_sensor(camera_object, seed: int | None = None, overrides: dict | None =
     sensor = get_sensor(stype)
     if seed is not None:
         overrides["seed"] = seed
-    return make_settings(stype, stored_values(camera_object, sensor), overrides)
+    return make_settings(stype, blend_paths(sensor, stored_values(camera_object, sensor)),
+                         blend_paths(sensor, overrides))
+
+
+def blend_paths(sensor, values: dict) -> dict:
+    """``values`` with the sensor's file settings (``sensor.path_settings``, e.g. the
+    pattern sensor's ``pattern_file``) that start with ``//`` made absolute: Blender's
+    convention, relative to the open .blend (``bpy.path.abspath``)."""
+    for name in getattr(sensor, "path_settings", ()):
+        value = values.get(name)
+        if isinstance(value, str) and value.startswith("//") and bpy.data.filepath:
+            values[name] = bpy.path.abspath(value)
+    return values
 
 
 def camera_frame(camera_object, scene) -> CameraFrame:
