@@ -51,8 +51,8 @@ JSON_NAME = "extrinsics.json"
 #: (0, 0, 0, 1)
 RIGID_TOLERANCE = 1e-6
 AXES = "REP-103: x ahead, y left, z up (right-handed)"
-TRANSFORM = ("base_to_sensor: the pose of the sensor frame in the base frame; maps points from the sensor frame "
-             "to the base frame, p_base = matrix @ p_sensor (homogeneous, m)")
+TRANSFORM = ("base_to_sensor: the pose of the sensor frame in the base frame; maps points from the sensor "
+             "frame to the base frame, p_base = matrix @ p_sensor (homogeneous, m)")
 RPY = "rpy_deg: roll, pitch, yaw (deg) about the base's fixed x, y, z axes: R = Rz(yaw) Ry(pitch) Rx(roll)"
 QUATERNION = "quaternion_xyzw: unit quaternion of R, (x, y, z, w) with w >= 0"
 
@@ -72,7 +72,8 @@ def check_extrinsics(sensors, setting: str = "rig") -> None:
         except (TypeError, ValueError):
             raise SettingsError(key, "a (4, 4) matrix of numbers", T) from None
         if M.shape != (4, 4) or not np.isfinite(M).all():
-            raise SettingsError(key, "a finite (4, 4) matrix", f"shape {M.shape}" if M.shape != (4, 4) else M.tolist())
+            raise SettingsError(key, "a finite (4, 4) matrix",
+                                f"shape {M.shape}" if M.shape != (4, 4) else M.tolist())
         R = M[:3, :3]
         if (np.abs(M[3] - (0.0, 0.0, 0.0, 1.0)).max() > RIGID_TOLERANCE
                 or np.abs(R @ R.T - np.eye(3)).max() > RIGID_TOLERANCE or np.linalg.det(R) < 0):

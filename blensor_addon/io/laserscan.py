@@ -38,7 +38,8 @@ from ..core.capabilities import Capabilities
 from ..core.errors import SettingsError
 
 #: the scalar fields of a LaserScan, in the message's order (float32 in the message)
-SCALARS = ("angle_min", "angle_max", "angle_increment", "time_increment", "scan_time", "range_min", "range_max")
+SCALARS = ("angle_min", "angle_max", "angle_increment", "time_increment", "scan_time", "range_min",
+           "range_max")
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,9 @@ def check_laserscan(caps: Capabilities, fmt: str = "laserscan") -> None:
     """
     if not writes_laserscan(caps):
         rows = caps.grid[0] if caps.grid is not None else "no"
-        raise SettingsError("formats", f"formats the sensor can serve ({fmt} needs one scan plane swept at even "
-                            "angle steps: a planar scanner with one elevation, or a rotating LiDAR with one laser "
-                            "at elevation 0 over a whole turn)",
+        raise SettingsError("formats", f"formats the sensor can serve ({fmt} needs one scan plane swept at "
+                            "even angle steps: a planar scanner with one elevation, or a rotating LiDAR with one "
+                            "laser at elevation 0 over a whole turn)",
                             f"{fmt} with a sensor of {rows} ray grid rows"
                             f"{'' if caps.column_angles is not None else ' and no column angles'}")
 
@@ -141,8 +142,8 @@ def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: in
         a0 = first + col[seg[0]] * step
         out.append(LaserScan(stamp=float(stamps[seg[0]]), angle_min=float(a0),
                              angle_max=float(a0 + step * (seg.size - 1)), angle_increment=float(step),
-                             time_increment=float(period / count), scan_time=float(period), range_min=range_min,
-                             range_max=range_max, ranges=ranges[seg], intensities=inten[seg],
+                             time_increment=float(period / count), scan_time=float(period),
+                             range_min=range_min, range_max=range_max, ranges=ranges[seg], intensities=inten[seg],
                              first_column=int(col[seg[0]])))
     return out
 

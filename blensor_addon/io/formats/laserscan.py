@@ -101,8 +101,8 @@ class LaserScanOptions:
     """Options of the laserscan writer: ``format`` (``npz`` or ``csv``), ``ranges``
     (``noisy`` or ``clean``)."""
 
-    format: str = setting("npz", "LaserScan file", "LaserScan layout: npz (arrays per packet) or csv (one row "
-                          "per ray)", choices=("npz", "csv"))
+    format: str = setting("npz", "LaserScan file", "LaserScan layout: npz (arrays per packet) or csv (one "
+                          "row per ray)", choices=("npz", "csv"))
     ranges: str = setting("noisy", "LaserScan ranges", "Measured (noisy) or true (clean) ranges",
                           choices=("noisy", "clean"))
 
@@ -111,7 +111,7 @@ class LaserScanWriter(Writer):
     """``laserscan/scan<frame:05d>.npz`` or ``.csv`` per packet (see the module docstring)."""
 
     name = "laserscan"
-    description = "sensor_msgs/LaserScan of one-plane scanners as npz or CSV (ranges with inf where no return)"
+    description = "sensor_msgs/LaserScan of one-plane scanners as npz or CSV (inf where nothing returned)"
     files = "laserscan/scan<frame:05d>.npz (or .csv)"
     outputs = (r"laserscan/scan\d+\.(npz|csv)",)
     Options = LaserScanOptions

@@ -252,7 +252,8 @@ class BagFile:
     def put(self, topic: str, msg, stamp: float) -> None:
         """Write ``msg`` on ``topic`` at ``stamp`` s (the log time, ns rounded)."""
         msgtype = msg.__msgtype__
-        self.bag.write(self.conn(topic, msgtype), int(round(stamp * 1e9)), self.ts.serialize_cdr(msg, msgtype))
+        self.bag.write(self.conn(topic, msgtype), int(round(stamp * 1e9)),
+                       self.ts.serialize_cdr(msg, msgtype))
 
     def header(self, stamp: float, frame_id: str):
         """``std_msgs/Header`` at ``stamp`` s (ns rounded) in ``frame_id``."""
@@ -557,12 +558,13 @@ class RigBag:
         taken = {o.odom_frame: "the odometry frame", o.base_frame: "the base frame"}
         for name, _ in sensors:
             if not ros_name_ok(name):
-                raise SettingsError(f"rig.{name}", "a ROS name: a letter or '_' first, then letters, digits and "
-                                    "'_', no '__', not ending in '_' (ros_names() makes one from any name)", name)
+                raise SettingsError(f"rig.{name}", "a ROS name: a letter or '_' first, then letters, digits "
+                                    "and '_', no '__', not ending in '_' (ros_names() makes one from any name)",
+                                    name)
             for frame, what in ((name, "a sensor name"), (name + "_optical", "an optical frame")):
                 if frame in taken:
-                    raise SettingsError(f"rig.{name}", f"a name whose frame {frame} is not already {taken[frame]}",
-                                        name)
+                    raise SettingsError(f"rig.{name}", f"a name whose frame {frame} is not already "
+                                        f"{taken[frame]}", name)
                 taken[frame] = what if frame != name else "a sensor's frame"
         check_extrinsics(sensors, "rig")
         _check_folder(self.folder)
@@ -582,7 +584,8 @@ class RigBag:
         Raises:
             SettingsError (``rig.sensor``): not a sensor of this rig."""
         if name not in self._mount:
-            raise SettingsError("rig.sensor", "one of the rig's sensors (" + ", ".join(self._order) + ")", name)
+            raise SettingsError("rig.sensor", "one of the rig's sensors (" + ", ".join(self._order) + ")",
+                                name)
         if name not in self._writers:
             self._writers[name] = RigSensorWriter(self, name)
         return self._writers[name]
