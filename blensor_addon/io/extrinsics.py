@@ -20,7 +20,7 @@ the axes are in ``extrinsics.json``. Numbers are Python's shortest round-trip de
 the float64 (reading gives the matrix back exactly), a value within 1e-15 of 0 written
 as 0.0.
 
-``extrinsics.json``::
+``extrinsics.json`` (one sensor a line)::
 
     {"format": "blensor-rig-extrinsics", "version": 1, "base": <base name>,
      "axes": "REP-103 ...", "transform": "base_to_sensor ...", "rpy": "...",
@@ -124,9 +124,11 @@ def extrinsics_json(base_name: str, sensors) -> str:
                     "translation": [_clean(v) for v in M[:3, 3]],
                     "quaternion_xyzw": [_clean(v) for v in quaternion_xyzw(M[:3, :3])],
                     "rpy_deg": [_clean(v) for v in rpy_deg(M[:3, :3])]})
-    doc = {"format": "blensor-rig-extrinsics", "version": 1, "base": base_name, "axes": AXES,
-           "transform": TRANSFORM, "rpy": RPY, "quaternion": QUATERNION, "sensors": out}
-    return json.dumps(doc, indent=2) + "\n"
+    head = {"format": "blensor-rig-extrinsics", "version": 1, "base": base_name, "axes": AXES,
+            "transform": TRANSFORM, "rpy": RPY, "quaternion": QUATERNION}
+    lines = [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
+    items = ",\n".join(f"    {json.dumps(s)}" for s in out)  # one sensor a line
+    return "{\n" + "\n".join(lines) + '\n  "sensors": [\n' + items + ("\n" if out else "") + "  ]\n}\n"
 
 
 def rig_calibration_files(base_name: str, sensors) -> list[tuple[str, bytes]]:

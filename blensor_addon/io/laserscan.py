@@ -92,11 +92,11 @@ def check_laserscan(caps: Capabilities, fmt: str = "laserscan") -> None:
         row / no sweep), naming the format and which sensors write it.
     """
     if not writes_laserscan(caps):
-        rows = caps.grid[0] if caps.grid is not None else "no"
+        rows = f"{caps.grid[0]} ray grid rows" if caps.grid is not None else "no ray grid"
         raise SettingsError("formats", f"formats the sensor can serve ({fmt} needs one scan plane swept at "
                             "even angle steps: a planar scanner with one elevation, or a rotating LiDAR with one "
                             "laser at elevation 0 over a whole turn)",
-                            f"{fmt} with a sensor of {rows} ray grid rows"
+                            f"{fmt} with a sensor of {rows}"
                             f"{'' if caps.column_angles is not None else ' and no column angles'}")
 
 
