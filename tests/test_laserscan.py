@@ -9,7 +9,6 @@ import importlib.util
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

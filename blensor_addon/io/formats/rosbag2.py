@@ -552,7 +552,7 @@ class RigBag:
         self.folder = Path(folder)
         self.options = options if options is not None else Rosbag2Options()
         o = self.options
-        sensors = [(n, np.asarray(T, dtype=np.float64)) for n, T in sensors]
+        sensors = list(sensors)
         if not sensors:
             raise SettingsError("rig.sensors", "at least one (name, base_to_sensor)", sensors)
         taken = {o.odom_frame: "the odometry frame", o.base_frame: "the base frame"}
@@ -568,6 +568,7 @@ class RigBag:
                 taken[frame] = what if frame != name else "a sensor's frame"
         check_extrinsics(sensors, "rig")
         _check_folder(self.folder)
+        sensors = [(n, np.array(T, dtype=np.float64)) for n, T in sensors]
         self._mount = {n: (T, np.linalg.inv(T)) for n, T in sensors}
         self._order = [n for n, _ in sensors]
         self.file = BagFile(self.folder, self.options)
