@@ -292,7 +292,8 @@ def test_builtin_stored_numbers_are_explicit_and_unchanged():
                                                           "kinect": 4, "depth": 5, "rosette": 6,
                                                           "cylindrical": 7, "pattern": 8}
     assert FLAG_BITS == {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kitti": 6, "rosbag2": 7,
-                         "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13}
+                         "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13,
+                         "laserscan": 14}
     assert {k: m.bit for k, m in MOTION_FORMATS.items()} == {"blensor": 0, "tum": 1, "kitti": 2, "json": 3}
 
 

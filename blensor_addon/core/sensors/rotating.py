@@ -551,6 +551,30 @@ def noisy_range(rng: np.random.Generator, rng_clean: np.ndarray, channel: np.nda
     return rng_clean.astype(np.float64) + bias[channel.astype(np.int64)] + per_ray
 
 
+def laser_scan_angles(s: LidarSettings) -> tuple | None:
+    """``Capabilities.column_angles`` (first, step rad) of a head that is a 2D laser
+    scanner (ROS ``LaserScan``, seed 004's laser-scan output), else None: the ``generic``
+    table with one laser at elevation 0, a whole turn (``end_angle - start_angle`` = 360:
+    a range scan keeps every column) of a whole number of columns (``360 /
+    angle_resolution``, so sweep column c looks at the same angle in every turn). A ``cw``
+    head's global column k looks at ``end_angle - k res`` (:func:`scan_columns`): first =
+    ``end_angle`` wrapped into (-180, 180] deg, step ``-res`` (psi falls with time); a
+    ``ccw`` head's at ``k res``: first 0, step ``res``, when ``start_angle`` is a whole turn
+    (0; a single scan then starts there too; other starts: None)."""
+    table = s.table
+    if table.lasers != 1 or float(table.elevation_deg[0]) != 0.0 or s.end_angle - s.start_angle != 360.0:
+        return None
+    count = 360.0 / s.angle_resolution
+    if abs(count - round(count)) > 1e-9 * count:
+        return None
+    if s.rotation_direction == "cw":
+        first = -float(wrap360(180.0 - np.array([s.end_angle]))[0]) + 180.0  # (-180, 180]
+        return float(np.deg2rad(first)), -float(np.deg2rad(s.angle_resolution))
+    if float(wrap360(np.array([s.start_angle]))[0]) != 0.0:
+        return None
+    return 0.0, float(np.deg2rad(s.angle_resolution))
+
+
 class Rotating(Sensor):
     """The rotating LiDAR sensor type (see the module docstring)."""
 
@@ -623,7 +647,7 @@ class Rotating(Sensor):
         caps = super().capabilities(s, camera)
         table = s.table
         if table.vendor == "generic":
-            return caps
+            return dataclasses.replace(caps, column_angles=laser_scan_angles(s))
         columns = 360.0 / s.angle_resolution
         device = Device(vendor=table.vendor, model=table.model, table=table,
                         rotation_speed=float(s.rotation_speed), direction=s.rotation_direction,

@@ -33,7 +33,8 @@ ENTRY_POINT_GROUP = "blensor.writers"
 #: flag bit of each built-in format in the stored ``formats`` (and ``depth_formats``) sets:
 #: the values saved files hold, never to change; the registry's order
 BUILTIN_BITS = {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kitti": 6, "rosbag2": 7,
-                "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13}
+                "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13,
+                "laserscan": 14}
 #: bits of plug-in writers (Blender's flag enums hold 31 usable bits)
 PLUGIN_BITS = range(16, 31)
 

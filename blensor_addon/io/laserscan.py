@@ -1,0 +1,151 @@
+"""``sensor_msgs/LaserScan`` from a scan result: the math both LaserScan writers share
+(rosbag2's ``/blensor/scan`` topic and the ``laserscan`` npz/CSV writer). numpy only.
+
+The message is seed 004's "Laser-Scan Output" schema (ROS ``sensor_msgs/LaserScan``):
+``angle_min``, ``angle_max``, ``angle_increment`` (rad, about the sensor's up axis,
+counter-clockwise from ahead: REP-103 x ahead, y left, z up), ``time_increment`` (s
+between measurements), ``scan_time`` (s between scans), ``range_min``, ``range_max``
+(m), ``ranges`` (m, float32, one value for every angle step: "a value for every single
+ray including those that did not hit", stored as +inf, as seed 004 says and REP-117
+prescribes for "no return within range_max") and ``intensities``; the header stamp is
+"the acquisition time of the first ray in the scan".
+
+Which sensors: those whose :class:`~blensor_addon.core.capabilities.Capabilities` give
+``column_angles`` with a grid of one row and a ``sweep`` timing: a planar scanner with one
+scan plane, and a rotating LiDAR with one laser at elevation 0 over a whole turn (see
+:meth:`blensor_addon.core.sensors.rotating.Rotating.capabilities`). A clockwise head's
+azimuth falls with time, so its ``angle_increment`` is negative (legal in ROS: ``angle_max
+< angle_min``; the n-th range is at ``angle_min + n * angle_increment`` either way).
+
+The columns of a packet: sweep column ``c`` looks at ``first + c * step`` rad
+(``column_angles``); a range scan's packet (a scene frame or a sweep) holds the global
+columns ``g0 .. g0 + C - 1`` in firing order, ``g0`` the first column that fires at or
+after the packet's start (:meth:`~blensor_addon.core.capabilities.Timing.first_column`),
+global column ``g`` firing at ``g * period / count`` s as column ``g % count`` of sweep
+``g // count``. One LaserScan per sweep, or per part of a sweep in the packet (a packet
+is cut where a new sweep starts). ``range_min`` is the sensor's
+``Capabilities.min_range`` (ranges below it are never reported, so never appear);
+``range_max`` its ``max_range``. Intensities: the result's 0..1 intensity x 255, rounded
+(the units of the PointCloud2 intensity field that BlenSor writes for a generic sensor).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.capabilities import Capabilities
+from ..core.errors import SettingsError
+
+#: the scalar fields of a LaserScan, in the message's order (float32 in the message)
+SCALARS = ("angle_min", "angle_max", "angle_increment", "time_increment", "scan_time", "range_min",
+           "range_max")
+
+
+@dataclass(frozen=True)
+class LaserScan:
+    """One ``sensor_msgs/LaserScan`` (seed 004, "Laser-Scan Output").
+
+    Attributes:
+        stamp: float s, the firing time of its first ray (the header stamp).
+        angle_min, angle_max, angle_increment: float rad (``angle_max = angle_min + (n -
+            1) * angle_increment``; the increment is negative for a clockwise head).
+        time_increment: float s between consecutive rays; scan_time: float s, the sweep
+            period.
+        range_min, range_max: float m, the ranges the sensor reports.
+        ranges: (n,) float32 m, +inf where the ray returned nothing (REP-117).
+        intensities: (n,) float32, 0..255 (0 where nothing returned).
+        first_column: int, the sweep column of the first ray (0 = ``column_angles``'s
+            first angle).
+    """
+
+    stamp: float
+    angle_min: float
+    angle_max: float
+    angle_increment: float
+    time_increment: float
+    scan_time: float
+    range_min: float
+    range_max: float
+    ranges: np.ndarray
+    intensities: np.ndarray
+    first_column: int = 0
+
+    @property
+    def angles(self) -> np.ndarray:
+        """(n,) float64 rad, the angle of each range (``angle_min + i * angle_increment``)."""
+        return self.angle_min + self.angle_increment * np.arange(self.ranges.shape[0], dtype=np.float64)
+
+
+def writes_laserscan(caps: Capabilities) -> bool:
+    """Whether a sensor with capabilities ``caps`` gives LaserScans: ``column_angles``
+    declared, a ray grid of one row and ``sweep`` timing with a period."""
+    return (caps.column_angles is not None and caps.grid is not None and caps.grid[0] == 1
+            and caps.timing.kind == "sweep" and caps.timing.period is not None)
+
+
+def check_laserscan(caps: Capabilities, fmt: str = "laserscan") -> None:
+    """Refuse (when the job is planned) a sensor that gives no LaserScan.
+
+    Raises:
+        SettingsError (``formats``): ``caps`` has no ``column_angles`` (or not one grid
+        row / no sweep), naming the format and which sensors write it.
+    """
+    if not writes_laserscan(caps):
+        rows = f"{caps.grid[0]} ray grid rows" if caps.grid is not None else "no ray grid"
+        raise SettingsError("formats", f"formats the sensor can serve ({fmt} needs one scan plane swept at "
+                            "even angle steps: a planar scanner with one elevation, or a rotating LiDAR with one "
+                            "laser at elevation 0 over a whole turn)",
+                            f"{fmt} with a sensor of {rows}"
+                            f"{'' if caps.column_angles is not None else ' and no column angles'}")
+
+
+def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: int | None = None
+                ) -> list[LaserScan]:
+    """The LaserScans of one packet (see the module docstring); [] for a sensor that
+    gives none (:func:`writes_laserscan`) or a packet without columns.
+
+    Args:
+        result: a :class:`~blensor_addon.core.result.ScanResult` with a grid of one row
+            (``ray_index`` = the column in the packet, in firing order).
+        caps: its :class:`Capabilities` (``column_angles``, ``grid`` (1, count),
+            ``timing.period``, ``min_range``, ``max_range``).
+        noisy: ranges measured (``range_noisy``, default) or true (``range``).
+        first_column: the global column of the packet's first column; None: the first
+            that fires at or after ``result.frame * result.frame_time`` (a range scan's
+            scene frame or sweep packet). A single scan (``blensor_addon.scan``) is
+            sweep columns ``0 .. count - 1`` fired from its frame's time: pass 0.
+    Returns:
+        list of :class:`LaserScan`, in time order.
+    """
+    if not writes_laserscan(caps) or not result.has_grid:
+        return []
+    count, period = int(caps.grid[1]), float(caps.timing.period)
+    cols = result.grid_shape[1]  # the packet's columns, in firing order
+    if not cols or not count:
+        return []
+    if first_column is None:
+        first_column = caps.timing.first_column(count, result.frame * result.frame_time)
+    g = int(first_column) + np.arange(cols, dtype=np.int64)
+    col, stamps = g % count, g / (count / period)
+    ranges = np.full(cols, np.inf, np.float32)
+    inten = np.zeros(cols, np.float32)
+    local = result.ray_index.astype(np.int64) % cols
+    ranges[local] = result.range_noisy if noisy else result.range
+    inten[local] = np.round(np.clip(result.intensity, 0, 1) * 255)
+    cut = np.flatnonzero(np.diff(col) < 0) + 1  # a new sweep starts
+    first, step = caps.column_angles
+    range_max = float(caps.max_range) if caps.max_range is not None else float("inf")
+    range_min = float(caps.min_range or 0.0)
+    out = []
+    for seg in np.split(np.arange(cols), cut):
+        a0 = first + col[seg[0]] * step
+        out.append(LaserScan(stamp=float(stamps[seg[0]]), angle_min=float(a0),
+                             angle_max=float(a0 + step * (seg.size - 1)), angle_increment=float(step),
+                             time_increment=float(period / count), scan_time=float(period),
+                             range_min=range_min, range_max=range_max, ranges=ranges[seg], intensities=inten[seg],
+                             first_column=int(col[seg[0]])))
+    return out
+
+
+__all__ = ["SCALARS", "LaserScan", "writes_laserscan", "check_laserscan", "laser_scans"]
