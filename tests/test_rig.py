@@ -82,16 +82,16 @@ def test_rig_extrinsics_are_the_sensors_poses_on_the_vehicle(rig_scene, tmp_path
     from blensor_addon.jobs.rig import scan_rig
     cams = [rig_scene.objects[n] for n in LIDARS]
     job = scan_rig(cams, range(1, 2), tmp_path, ("npz",))
-    left = job.extrinsics["VLP16_Left"]
+    left = job.extrinsics["vlp16_left"]
     want = np.array([[0, -1, 0, 0.2], [1, 0, 0, 0.95], [0, 0, 1, 1.9], [0, 0, 0, 1]], float)
     np.testing.assert_allclose(left, want, atol=1e-6)
-    roof = job.extrinsics["Velodyne"]
+    roof = job.extrinsics["velodyne"]
     np.testing.assert_allclose(roof, np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 2.5], [0, 0, 0, 1.0]]),
                                atol=1e-6)
     calib = read_calib_rig(tmp_path / "calib_rig.txt")
-    assert set(calib) == set(LIDARS)
-    for n in LIDARS:
-        np.testing.assert_allclose(calib[n], job.extrinsics[n], atol=1e-6)
+    assert list(calib) == ["velodyne", "vlp16_left", "vlp16_right"]
+    for n in calib:
+        np.testing.assert_allclose(calib[n], job.extrinsics[n], atol=1e-9)
     man = json.loads((tmp_path / "rig.json").read_text())
     np.testing.assert_allclose(np.array(man["sensors"][1]["base_to_sensor"]).reshape(4, 4), want, atol=1e-6)
 
@@ -101,8 +101,8 @@ def test_rig_base_may_be_a_camera(rig_scene, tmp_path):
     from blensor_addon.jobs.rig import scan_rig
     cams = [rig_scene.objects[n] for n in LIDARS]
     job = scan_rig(cams, range(1, 2), tmp_path, ("npz",), base="Velodyne")
-    np.testing.assert_allclose(job.extrinsics["Velodyne"], np.eye(4), atol=1e-9)
-    np.testing.assert_allclose(job.extrinsics["VLP16_Left"][:3, 3], [0.2, 0.95, -0.6], atol=1e-6)
+    np.testing.assert_allclose(job.extrinsics["velodyne"], np.eye(4), atol=1e-9)
+    np.testing.assert_allclose(job.extrinsics["vlp16_left"][:3, 3], [0.2, 0.95, -0.6], atol=1e-6)
 
 
 def test_cancelled_rig_keeps_every_finished_packet_and_resume_gives_the_same_bytes(rig_scene, tmp_path):
@@ -163,3 +163,28 @@ def test_rig_refuses_sensors_that_disagree_on_visibility_before_writing(rig_scen
     with pytest.raises(SettingsError, match="visibility"):
         scan_rig(cams, range(1, 2), tmp_path / "out", ("npz",))
     assert not (tmp_path / "out").exists()
+
+
+def test_rig_writes_one_bag_with_every_sensors_topics_and_the_extrinsics_in_tf_static(rig_scene, tmp_path):
+    # issue 23, section 3: every sensor's messages in one bag on their own topics; the
+    # extrinsics in /tf_static; the same bytes in every run (one writer thread, in order)
+    from rosbags.highlevel import AnyReader
+    from blensor_addon.jobs.rig import scan_rig
+    cams = [rig_scene.objects[n] for n in (*LIDARS, "Kinect")]
+    job = scan_rig(cams, range(1, 3), tmp_path / "a", ("npz", "rosbag2"))
+    scan_rig(cams, range(1, 3), tmp_path / "b", ("npz", "rosbag2"))
+    bag = tmp_path / "a" / "rosbag2"
+    assert (bag / "rosbag2.mcap").read_bytes() == (tmp_path / "b" / "rosbag2" / "rosbag2.mcap").read_bytes()
+    assert not any((tmp_path / "a" / c.name / "rosbag2").exists() for c in cams)  # one bag, at the rig's level
+    with AnyReader([bag]) as reader:
+        topics = {c.topic: c.msgcount for c in reader.connections}
+        for ns in ("velodyne", "vlp16_left", "vlp16_right"):
+            assert topics[f"/blensor/{ns}/points"] == len(job.members[0].done)  # one cloud per sweep
+        assert topics["/blensor/kinect/depth/image"] == 2  # one image per scene frame
+        static = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages()
+                  if c.topic == "/tf_static"]
+    assert len(static) == 1
+    got = {t.child_frame_id: t for t in static[0].transforms if t.header.frame_id == "base_link"}
+    for name, T in job.extrinsics.items():
+        tr = got[name].transform.translation
+        np.testing.assert_allclose([tr.x, tr.y, tr.z], T[:3, 3], atol=1e-9)

@@ -66,7 +66,7 @@ RIG_PATTERNS = (r"rig\.json", r"calib_rig\.txt", r"extrinsics\.json", r"rosbag2/
 
 
 def member_name(camera_name: str) -> str:
-    """The subfolder (and tf frame / topic namespace) of a rig member: the camera's name
+    """The subfolder of a rig member: the camera's name
     with every character other than ASCII letters, digits and ``_`` turned into ``_``,
     and ``_`` before a leading digit (a ROS name must not start with one).
 
@@ -121,8 +121,10 @@ class RigJob:
         The others: as :func:`~.range_scan.scan_range`, for every member.
     Attributes:
         members: the :class:`~.range_scan.RangeScanJob` of every camera, in order.
-        names: each member's subfolder / frame name. extrinsics: name -> (4, 4) float64
-        base_to_sensor (REP-103). sampler: the shared :class:`RigSampler`.
+        names: each member's subfolder. frame_ids: each member's tf frame, topic namespace
+        and calibration name (:func:`~blensor_addon.io.formats.rosbag2.ros_names`: ``VLP16
+        Left`` -> ``vlp16_left``). extrinsics: frame id -> (4, 4) float64 base_to_sensor
+        (REP-103). sampler: the shared :class:`RigSampler`.
     Raises (on construction; nothing is written and nothing of an earlier run is deleted
     on bad input): SettingsError, OutputError as :class:`~.range_scan.RangeScanJob`.
     """
@@ -174,6 +176,8 @@ class RigJob:
         if len(set(self.names)) != len(self.names):
             raise SettingsError("camera", "cameras whose names stay distinct as folder names (letters, digits, "
                                 "_)", ", ".join(names))
+        from ..io.formats.rosbag2 import ros_names
+        self.frame_ids = ros_names(names)  # tf frames, bag topics and calibration names
         self.formats = parse_formats(self.formats)
         if self.backend not in BACKENDS:
             raise SettingsError("backend", "one of " + ", ".join(BACKENDS), self.backend)
@@ -223,23 +227,22 @@ class RigJob:
             from ..io.formats.rosbag2 import RigBag
             opts = make_options(["rosbag2"], {k: v for k, v in (self.options or {}).items()
                                               if k.startswith("rosbag2.")})["rosbag2"]
-            self.bag = RigBag(out, opts, [(n, self.extrinsics[n]) for n in self.names])
+            self.bag = RigBag(out, opts, [(n, self.extrinsics[n]) for n in self.frame_ids])
         for m in self.members:
             m.start()
         from ..io.extrinsics import rig_calibration_files
-        base_name = self._base.name
-        commit_files(out, rig_calibration_files(member_name(base_name), [(n, self.extrinsics[n])
-                                                                         for n in self.names]))
+        commit_files(out, rig_calibration_files(self._base.name, [(n, self.extrinsics[n])
+                                                                  for n in self.frame_ids]))
         self._write_manifest()
 
     def _bag_writer(self, folder, options, run):
         """The rosbag2 'writer' of a member: its messages go into the rig's one bag."""
-        name = self.names[[c.name for c in self.cameras].index(run.camera)]
+        name = self.frame_ids[[c.name for c in self.cameras].index(run.camera)]
         return self.bag.writer(name)
 
     def _extrinsics(self) -> dict:
-        """name -> (4, 4) float64 pose of each sensor (REP-103 frame) in the base frame, at
-        the first time any member scans."""
+        """frame id -> (4, 4) float64 pose of each sensor (REP-103 frame) in the base frame,
+        at the first time any member scans."""
         t0 = min(m.plan.span(m.plan.packets[0])[0] for m in self.members)
         ft = float(self.scene.render.fps_base) / float(self.scene.render.fps)
         frame = int(np.floor(t0 / ft + 1e-9))
@@ -248,7 +251,7 @@ class RigJob:
             self.scene.frame_set(frame)
             base = base_frame_pose(self._base, self.cameras)
             inv = np.linalg.inv(base)
-            return {n: inv @ ros_pose(sensor_pose(c.matrix_world)) for c, n in zip(self.cameras, self.names)}
+            return {n: inv @ ros_pose(sensor_pose(c.matrix_world)) for c, n in zip(self.cameras, self.frame_ids)}
         finally:
             self.scene.frame_set(old, subframe=old_sub)
 
@@ -259,12 +262,11 @@ class RigJob:
             "blend_file": bpy.data.filepath,
             "status": self.status,
             "base": self._base.name,
-            "base_frame": member_name(self._base.name),
             "formats": list(self.formats),
-            "sensors": [{"camera": c.name, "folder": n, "frame_id": n, "sensor_type": m.scanner.sensor_type,
+            "sensors": [{"camera": c.name, "folder": n, "frame_id": f, "sensor_type": m.scanner.sensor_type,
                          "packets": m.packets, "planned": len(m.plan), "done": len(m.done) if m.pipeline else 0,
-                         "base_to_sensor": [float(v) for v in self.extrinsics[n].ravel()]}
-                        for c, n, m in zip(self.cameras, self.names, self.members)],
+                         "base_to_sensor": [float(v) for v in self.extrinsics[f].ravel()]}
+                        for c, n, f, m in zip(self.cameras, self.names, self.frame_ids, self.members)],
             "scene_evaluations": self.sampler.evaluations,
             "files": [RIG_MANIFEST, *CALIB_FILES] + (["rosbag2/metadata.yaml"] if self.bag is not None else []),
         }
