@@ -609,3 +609,27 @@ def test_seed004_example_scans_into_a_laserscan_that_matches_the_xml(bpy_mod, em
     np.testing.assert_allclose(m.ranges, expect, rtol=1e-5)
     # range_min from the XML's ray/range/min (the rosbag2 writer reads Capabilities.min_range)
     assert m.range_min == np.float32(0.05)
+
+
+def test_seed003_sample_scans_with_no_edit(bpy_mod, empty_scene, tmp_path):
+    # seed 003's sample on a cylinder around the mount point: 16 channels equally spaced over -45..-15 deg,
+    # every point on one of them, 100,000 points a second at 10 revolutions a second
+    from blensor_addon.core.sensors import cylindrical
+    from conftest import cylinder_mesh
+    if "CONTRACT STUB" in (cylindrical.__doc__ or ""):
+        pytest.skip("the cylindrical sensor's pattern is filled by the patterns part of issue 23")
+    add_mesh(bpy_mod, "Drum", *cylinder_mesh(10.0, -30.0, 30.0))
+    empty_scene.frame_start = empty_scene.frame_end = 1
+    scene = tmp_path / "drum.blend"
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(scene))
+    res = run("scan", scene, "--sensor", AIRSIM_SAMPLE, "--formats", "npz", "--frames", "1", "--out",
+              tmp_path / "out", "--quiet")
+    assert res.returncode == 0, res.stderr
+    files = sorted((tmp_path / "out").glob("*.npz"))
+    assert files
+    xyz = np.load(files[0])["xyz"].astype(np.float64)  # REP-103 sensor frame
+    el = np.degrees(np.arcsin(xyz[:, 2] / np.linalg.norm(xyz, axis=1)))
+    channels = np.linspace(-45.0, -15.0, 16)
+    nearest = np.abs(el[:, None] - channels[None, :]).min(axis=1)
+    assert nearest.max() < 1e-3 and len(np.unique(np.abs(el[:, None] - channels).argmin(axis=1))) == 16
+    assert abs(len(xyz) - 10000) <= 16  # one revolution: 100,000 points/s / 10 Hz
