@@ -681,6 +681,15 @@ def cmd_scan(args) -> int:
     return 0
 
 
+def _has_blensor_settings(obj) -> bool:
+    """The camera object has stored BlenSor settings (Blender 4.x keeps them in the data's
+    custom properties, 5.0 apart from them: ``bl_system_properties_get``)."""
+    if obj.data.get("blensor") is not None:
+        return True
+    get = getattr(getattr(obj.data, "blensor", None), "bl_system_properties_get", None)
+    return get is not None and get() is not None and len(get().keys()) > 0
+
+
 def _cameras(bpy, args, configs) -> list:
     """The cameras ``blensor scan`` scans: those the ``--sensor`` file describes (made or
     updated in the open scene, never saved), those of ``--camera A,B,C``, every camera
@@ -699,7 +708,7 @@ def _cameras(bpy, args, configs) -> list:
         return cams
     if args.all_sensors:
         cams = [o for o in sorted(scene.objects, key=lambda o: o.name)
-                if o.type == "CAMERA" and o.data.get("blensor") is not None]
+                if o.type == "CAMERA" and _has_blensor_settings(o)]
         if not cams:
             raise SettingsError("--all-sensors", "a scene with at least one camera with BlenSor settings",
                                 "none in " + str(args.blend))
