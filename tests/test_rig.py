@@ -188,3 +188,36 @@ def test_rig_writes_one_bag_with_every_sensors_topics_and_the_extrinsics_in_tf_s
     for name, T in job.extrinsics.items():
         tr = got[name].transform.translation
         np.testing.assert_allclose([tr.x, tr.y, tr.z], T[:3, 3], atol=1e-9)
+
+
+TWO_SENSORS = """<sdf>
+<sensor type="ray" name="front2d"><update_rate>10</update_rate>
+<ray><scan><horizontal><samples>181</samples><min_angle>-1.57</min_angle><max_angle>1.57</max_angle></horizontal>
+<vertical><samples>1</samples><min_angle>0</min_angle><max_angle>0</max_angle></vertical></scan>
+<range><min>0.05</min><max>30</max></range></ray></sensor>
+<sensor type="ray" name="spin3d"><update_rate>10</update_rate>
+<ray><scan><horizontal><samples>900</samples><min_angle>-3.14159265</min_angle><max_angle>3.14159265</max_angle>
+</horizontal><vertical><samples>16</samples><min_angle>-0.26</min_angle><max_angle>0.26</max_angle></vertical></scan>
+<range><min>0.3</min><max>100</max></range></ray></sensor>
+</sdf>
+"""
+
+
+def test_cli_sensor_file_with_two_sensors_scans_them_as_a_rig(tmp_path):
+    # issue 23: blensor scan SCENE --sensor FILE scans the file's sensors (a rig when several),
+    # the .blend unchanged; a format one member cannot serve is refused naming that camera
+    blend = ROOT / "scenes" / "crossing.blend"
+    before = blend.read_bytes()
+    xml = tmp_path / "two.xml"
+    xml.write_text(TWO_SENSORS)
+    r = blensor("scan", blend, "--sensor", xml, "--frames", "1-2", "--formats", "npz,laserscan", "--out",
+                tmp_path / "bad")
+    assert r.returncode == 2 and "(camera 'spin3d')" in r.stderr.splitlines()[-1], r.stderr
+    assert not (tmp_path / "bad").exists()
+    r = blensor("scan", blend, "--sensor", xml, "--frames", "1-2", "--formats", "npz", "--out", tmp_path / "ok")
+    assert r.returncode == 0, r.stderr
+    man = json.loads((tmp_path / "ok" / "rig.json").read_text())
+    assert [(s["camera"], s["sensor_type"]) for s in man["sensors"]] == [("front2d", "planar"),
+                                                                          ("spin3d", "rotating")]
+    assert list((tmp_path / "ok" / "front2d").glob("scan*.npz")) and list((tmp_path / "ok" / "spin3d").glob("*.npz"))
+    assert blend.read_bytes() == before

@@ -89,6 +89,22 @@ def rig_files(man: dict) -> set | dict | None:
     return out
 
 
+class _naming:
+    """Context: a SettingsError raised for one member names its camera in the value
+    (``got 'laserscan ...' (camera 'spin3d')``), so a rig's refusal says which sensor."""
+
+    def __init__(self, camera: str) -> None:
+        self.camera = camera
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if isinstance(exc, SettingsError) and "(camera '" not in str(exc.value):
+            raise SettingsError(exc.setting, exc.allowed, f"{exc.value} (camera '{self.camera}')") from None
+        return False
+
+
 def _common_parent(cameras):
     parents = {c.parent.name if c.parent is not None else None for c in cameras}
     if len(parents) == 1 and None not in parents:
@@ -204,12 +220,19 @@ class RigJob:
             factories["rosbag2"] = self._bag_writer
         for cam, name in zip(self.cameras, self.names):
             axes = self.axes.get(cam.name, "ros") if isinstance(self.axes, dict) else self.axes
-            self.members.append(RangeScanJob(
-                cam, self.frames, out / name, self.formats, self.seed, self.backend, self.frame_of_reference,
-                self.pcd_ascii, self.overwrite, self.resume, dict(self.overrides.get(cam.name) or {}),
-                dict(self.options or {}), axes, self.time,
-                scanner_options={"rig": self.sampler, "ray_caster": self.caster},
-                writer_factories=factories, writing=self.writing, deferred=True, transform_check=False))
+            with _naming(cam.name):
+                self._add_member(cam, name, out, axes, factories)
+        self._after_members(out)
+
+    def _add_member(self, cam, name, out, axes, factories) -> None:
+        self.members.append(RangeScanJob(
+            cam, self.frames, out / name, self.formats, self.seed, self.backend, self.frame_of_reference,
+            self.pcd_ascii, self.overwrite, self.resume, dict(self.overrides.get(cam.name) or {}),
+            dict(self.options or {}), axes, self.time,
+            scanner_options={"rig": self.sampler, "ray_caster": self.caster},
+            writer_factories=factories, writing=self.writing, deferred=True, transform_check=False))
+
+    def _after_members(self, out) -> None:
         # continuous time: every camera's and object's transform at every frame, in one pass
         frames = sorted({f for m in self.members for f in m.plan.scene_frames()})
         for m in self.members:
@@ -217,22 +240,24 @@ class RigJob:
                 m.scanner.check_transforms(frames, self.cameras)
                 break
         self.extrinsics = self._extrinsics()
+        from ..io.extrinsics import rig_calibration_files
+        calib = rig_calibration_files(self._base.name, [(n, self.extrinsics[n]) for n in self.frame_ids])
+        bag_options = None
+        if "rosbag2" in self.formats:
+            from ..io.formats import make_options
+            bag_options = make_options(["rosbag2"], {k: v for k, v in (self.options or {}).items()
+                                                     if k.startswith("rosbag2.")})["rosbag2"]
         self.folder = OutputFolder(out, manifest=RIG_MANIFEST, patterns=RIG_PATTERNS, listed=rig_files)
         self.folder.open()
         self.folder.check(overwrite=self.overwrite, resume=self.resume)
         # everything is validated: only now is anything of an earlier run deleted
         self.folder.prepare()
-        if "rosbag2" in self.formats:
-            from ..io.formats import make_options
+        if bag_options is not None:
             from ..io.formats.rosbag2 import RigBag
-            opts = make_options(["rosbag2"], {k: v for k, v in (self.options or {}).items()
-                                              if k.startswith("rosbag2.")})["rosbag2"]
-            self.bag = RigBag(out, opts, [(n, self.extrinsics[n]) for n in self.frame_ids])
+            self.bag = RigBag(out, bag_options, [(n, self.extrinsics[n]) for n in self.frame_ids])
         for m in self.members:
             m.start()
-        from ..io.extrinsics import rig_calibration_files
-        commit_files(out, rig_calibration_files(self._base.name, [(n, self.extrinsics[n])
-                                                                  for n in self.frame_ids]))
+        commit_files(out, calib)
         self._write_manifest()
 
     def _bag_writer(self, folder, options, run):
