@@ -264,3 +264,29 @@ def test_blensor_scan_with_a_livox_preset_on_the_demo_scene(tmp_path):
         np.testing.assert_allclose(np.stack([las.x, las.y, las.z], 1), z["xyz"], atol=2e-3)
         msg = clouds[k]
         assert msg.height == 1 and msg.width == len(t)  # unorganized
+
+
+def test_report_frequency_0_gives_one_packet_per_scene_frame_in_continuous_time(bpy_mod, empty_scene,
+                                                                                 tmp_path):
+    """report_frequency < 0.5 (seed 003: "as often as possible"): a packet per scene frame,
+    every ray cast at its own time: the camera moves at 6 m/s along +X above the plane
+    z = -H, so a ray fired at t lands at x = 6 t + its offset in the sensor frame."""
+    from blensor_addon.jobs.range_scan import scan_range
+    H, v = 5.0, 6.0
+    add_mesh(bpy_mod, "Plane", *quad(-100, 100, -100, 100, -H))
+    cam = add_camera(bpy_mod)
+    fc = cam.driver_add("location", 0)
+    fc.driver.type = "SCRIPTED"
+    fc.driver.expression = f"{v} * frame / 24"
+    job = scan_range(cam, range(1, 3), tmp_path, ("npz",), axes="blensor", frame_of_reference="world",
+                     sensor_type="rosette", preset="livox_mid70", report_frequency=0.0, noise_sigma=0.0)
+    assert job.status == "complete" and job.plan.kind == "frame" and job.plan.indices == [1, 2]
+    for f in (1, 2):
+        z = np.load(tmp_path / f"scan{f:05d}.npz")
+        n = np.round(z["timestamp"] * 100000.0).astype(np.int64)
+        np.testing.assert_array_equal(n, np.arange(*firing_range(100000.0, f / 24, (f + 1) / 24)))
+        s = settings(preset="livox_mid70")
+        d = firings(s, n)["directions"]
+        local = d * (H / -d[:, 2])[:, None]  # the ray from the sensor to the plane
+        np.testing.assert_allclose(z["xyz"][:, 0], v * z["timestamp"] + local[:, 0], atol=1e-4)
+        np.testing.assert_allclose(z["xyz"][:, 2], -H, atol=1e-4)

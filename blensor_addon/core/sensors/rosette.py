@@ -63,8 +63,8 @@ checked against Livox's user manuals):
   -7..52 deg around the horizon over 360 deg (Mid-360 user manual v1.0: 360 x 59 deg,
   -7..52 deg, 200,000 points/s, 10 Hz, 0.1 m blind zone, 70 m at 80 % reflectivity), the
   Livox rosette frequencies, identity scan orientation. The FOV, point rate and packet rate
-  are the unit's; the distribution of points inside the band is the rosette's (densest
-  near -7 deg), not the unit's.
+  are the unit's; the distribution of points inside the band is the rosette's (a third
+  of them within 7.4 deg of the 52 deg rim), not the unit's.
 """
 from __future__ import annotations
 
