@@ -39,8 +39,9 @@ def test_the_seed_sample_has_625_columns_per_revolution():
     assert caps.grid == (16, 625) and caps.timing.kind == "sweep" and caps.timing.period == pytest.approx(0.1)
     assert caps.column_angles is None
     # rounding: half away from zero, at least one column
-    assert columns_per_revolution(make(channels=16, points_per_second=100000.0, rotation_frequency=9.0)[1]) == 694
-    assert columns_per_revolution(make(channels=1, points_per_second=1250.0, rotation_frequency=100.0)[1]) == 13
+    assert columns_per_revolution(make(channels=16, points_per_second=1e5, rotation_frequency=9.0)[1]) == 694
+    assert columns_per_revolution(make(channels=1, points_per_second=1250.0, rotation_frequency=100.0)[1]) \
+        == 13
     assert columns_per_revolution(make(channels=16, points_per_second=1.0, rotation_frequency=10.0)[1]) == 1
 
 
@@ -86,7 +87,8 @@ def test_analytic_ranges_to_a_wall(bpy_mod, empty_scene):
     cam = add_camera(bpy_mod)
     sc = Scanner(cam, backend="native", axes="blensor",
                  overrides={"sensor_type": "cylindrical", "channels": 4, "points_per_second": 14400.0,
-                            "rotation_frequency": 10.0, "vertical_fov_lower": -10.0, "vertical_fov_upper": 10.0,
+                            "rotation_frequency": 10.0, "vertical_fov_lower": -10.0,
+                            "vertical_fov_upper": 10.0,
                             "horizontal_fov_start": 320.0, "horizontal_fov_end": 40.0})
     try:
         r, _ = sc.scan(Packet("single", 1))
@@ -108,7 +110,8 @@ def test_one_plane_at_elevation_0_writes_a_laser_scan(bpy_mod, empty_scene, tmp_
     add_mesh(bpy_mod, "Wall", *quad(-10 * math.tan(math.radians(60.5)), 10 * math.tan(math.radians(60.5)),
                                     -5, 5, -10.0))
     cam = add_camera(bpy_mod)
-    over = {"sensor_type": "cylindrical", "channels": 1, "points_per_second": 3600.0, "rotation_frequency": 10.0,
+    over = {"sensor_type": "cylindrical", "channels": 1, "points_per_second": 3600.0,
+            "rotation_frequency": 10.0,
             "vertical_fov_lower": 0.0, "vertical_fov_upper": 0.0, "max_range": 50.0}
     sensor, s = make(**{k: v for k, v in over.items() if k != "sensor_type"})
     assert sensor.capabilities(s).column_angles == (0.0, pytest.approx(-math.pi / 180))

@@ -6,7 +6,6 @@ rosbags)."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -240,7 +239,8 @@ def test_blensor_scan_with_a_livox_preset_on_the_demo_scene(tmp_path):
     packet, the same points in each, read back with pypcd4, laspy and rosbags."""
     out = tmp_path / "o"
     res = subprocess.run([BLENSOR, "scan", str(CROSSING), "--frames", "1-3", "--out", str(out), "--formats",
-                          "npz,pcd,las,rosbag2", "--set", "sensor_type=rosette", "--set", "preset=livox_mid70"],
+                          "npz,pcd,las,rosbag2", "--set", "sensor_type=rosette", "--set",
+                          "preset=livox_mid70"],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     man = json.loads((out / "manifest.json").read_text())

@@ -65,14 +65,16 @@ class CylindricalSettings(ReturnSettings):
 
     preset: str = setting("generic", "Sensor", "Sensor model; choosing one sets its values",
                           choices=tuple(PRESETS))
-    channels: int = setting(16, "Channels", "Number of lasers, equally spaced over the vertical field of view",
-                            lo=1, hi=256)
-    points_per_second: float = setting(100000.0, "Points per second", "Points fired per second (all channels)",
-                                       "Hz", lo=0.0, hi=1e8, lo_open=True)
+    channels: int = setting(16, "Channels",
+                            "Number of lasers, equally spaced over the vertical field of view", lo=1, hi=256)
+    points_per_second: float = setting(100000.0, "Points per second",
+                                       "Points fired per second (all channels)", "Hz", lo=0.0, hi=1e8,
+                                       lo_open=True)
     rotation_frequency: float = setting(10.0, "Rotation frequency", "Revolutions per second", "Hz",
                                         lo=0.0, hi=1000.0, lo_open=True)
-    horizontal_fov_start: float = setting(0.0, "Horizontal FOV start", "Start of the horizontal field of view "
-                                          "(0 ahead, clockwise from above)", "deg", lo=0.0, hi=360.0)
+    horizontal_fov_start: float = setting(0.0, "Horizontal FOV start",
+                                          "Start of the horizontal field of view (0 ahead, clockwise from "
+                                          "above)", "deg", lo=0.0, hi=360.0)
     horizontal_fov_end: float = setting(360.0, "Horizontal FOV end", "End of the horizontal field of view",
                                         "deg", lo=0.0, hi=360.0)
     vertical_fov_lower: float = setting(-15.0, "Vertical FOV lower", "Lowest laser's elevation", "deg",

@@ -93,7 +93,8 @@ _GENERIC = {"channels": 1, "points_per_second": 100000.0, "horizontal_rotation_f
             "vertical_fov_lower": -45.0, "vertical_fov_upper": -15.0, "radial_scaling": 1.0,
             "max_range": 100.0, "min_range": 0.0, "noise_mu": 0.0, "noise_sigma": 0.0,
             "report_frequency": 10.0, "scan_orientation": (0.0, 0.0, 0.0)}
-_LIVOX = {**_GENERIC, "horizontal_rotation_frequency": LIVOX_H_FREQ, "vertical_rotation_frequency": LIVOX_V_FREQ,
+_LIVOX = {**_GENERIC, "horizontal_rotation_frequency": LIVOX_H_FREQ,
+          "vertical_rotation_frequency": LIVOX_V_FREQ,
           "vertical_fov_lower": -90.0, "vertical_fov_upper": -54.8, "radial_scaling": 0.375,
           "scan_orientation": (0.0, 90.0, 0.0)}
 PRESETS = {
@@ -108,10 +109,12 @@ PRESETS = {
                          "seed 003 livox_avia; Project AirSim lidar.cpp livox_avia; Livox Avia user manual "
                          "v1.0 (240,000 points/s; its 70.4 x 77.2 deg kept as the 70.4 deg circle)"),
     "livox_mid360": Preset("Livox Mid-360 (approximate)",
-                           {**_LIVOX, "channels": 4, "points_per_second": 200000.0, "vertical_fov_lower": -7.0,
-                            "vertical_fov_upper": 52.0, "max_range": 70.0, "min_range": 0.1, "noise_sigma": 0.02,
+                           {**_LIVOX, "channels": 4, "points_per_second": 200000.0,
+                            "vertical_fov_lower": -7.0, "vertical_fov_upper": 52.0, "max_range": 70.0,
+                            "min_range": 0.1, "noise_sigma": 0.02,
                             "scan_orientation": (0.0, 0.0, 0.0)},
-                           "Livox Mid-360 user manual v1.0 (360 x 59 deg, -7..52 deg, 200,000 points/s, 10 Hz); "
+                           "Livox Mid-360 user manual v1.0 (360 x 59 deg, -7..52 deg, 200,000 points/s, "
+                           "10 Hz); "
                            "the pattern inside the band is the rosette's, not the unit's"),
 }
 
@@ -137,15 +140,17 @@ class RosetteSettings(ReturnSettings):
     preset: str = setting("generic", "Sensor", "Sensor model; choosing one sets its values",
                           choices=tuple(PRESETS))
     channels: int = setting(1, "Channels", "Number of simultaneous scan channels", lo=1, hi=256)
-    points_per_second: float = setting(100000.0, "Points per second", "Points fired per second (all channels)",
-                                       "Hz", lo=0.0, hi=1e8, lo_open=True)
+    points_per_second: float = setting(100000.0, "Points per second",
+                                       "Points fired per second (all channels)", "Hz", lo=0.0, hi=1e8,
+                                       lo_open=True)
     horizontal_rotation_frequency: float = setting(11.0, "Horizontal rotation", "Rate at which the rolling "
                                                    "circle travels around the fixed circle", "Hz",
                                                    lo=-1e4, hi=1e4)
     vertical_rotation_frequency: float = setting(100.0, "Vertical rotation", "Angular rate of the rolling "
                                                  "circle (negative: an epitrochoid)", "Hz", lo=-1e5, hi=1e5)
-    horizontal_fov_start: float = setting(0.0, "Horizontal FOV start", "Start of the horizontal field of view "
-                                          "(0 ahead, clockwise from above)", "deg", lo=0.0, hi=360.0)
+    horizontal_fov_start: float = setting(0.0, "Horizontal FOV start",
+                                          "Start of the horizontal field of view (0 ahead, clockwise from "
+                                          "above)", "deg", lo=0.0, hi=360.0)
     horizontal_fov_end: float = setting(360.0, "Horizontal FOV end", "End of the horizontal field of view",
                                         "deg", lo=0.0, hi=360.0)
     vertical_fov_lower: float = setting(-45.0, "Vertical FOV lower", "Elevation at polar radius 0", "deg",
