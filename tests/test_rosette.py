@@ -60,8 +60,8 @@ def test_a_negative_vertical_frequency_gives_the_epitrochoid():
     np.testing.assert_allclose(rho, np.hypot(x, y), atol=1e-9)
     far = rho > 1e-6
     np.testing.assert_allclose(wrap(theta - np.arctan2(y, x))[far], 0.0, atol=1e-6)
-    # an epitrochoid's loops stay on one side: the angle never runs backwards by more than
-    # the offset allows, and the radius still spans 0..1
+    # the radius still spans 0..1; the hypotrochoid of the same |f_v| is another curve
+    assert not np.allclose(rosette_polar(t, f_h, -f_v)[1], rho, atol=1e-3)
     assert rho.min() < 1e-3 and rho.max() > 1 - 1e-6
 
 
