@@ -165,7 +165,8 @@ def packet_kind(timing: Timing, setting: str, continuous: bool, sensor: str, nee
                                 "one image per scene frame)", setting)
         default = "frame"
     else:
-        default = "sweep" if continuous else "frame"
+        # a stream without a packet period (seed 003 report-frequency < 0.5) is reported per frame
+        default = "sweep" if continuous and timing.period else "frame"
     wants = {f: n.packets for f, n in needs.items() if n is not None and n.packets is not None}
     kinds = set(wants.values())
     if len(kinds) > 1:

@@ -224,7 +224,8 @@ class Scanner:
         that fires over time (a sweep, or an image read out row by row). Otherwise a
         ``single`` or ``frame`` packet is its scene frame held still."""
         s = self.settings
-        swept = self.sweep_period is not None or self.sensor.exposure_time(s) > 0
+        swept = (self.sweep_period is not None or self.sensor.exposure_time(s) > 0
+                 or self.capabilities.timing.kind == "stream")  # a stream reported per scene frame
         return s.time_model == "continuous" and swept
 
     @functools.cached_property
@@ -316,6 +317,8 @@ class Scanner:
         if not self.continuous:
             return f, ft, mode, f * ft, (f + 1) * ft, True
         P = self.sweep_period
+        if P is None and self.capabilities.timing.kind == "stream":
+            P = ft  # a stream without a packet period (seed 003 report-frequency < 0.5): scene frames
         span = P if P is not None else self.sensor.exposure_time(self.settings)
         t1 = (f + 1) * ft if mode == "range" and P is not None else f * ft + span
         return f, ft, mode, f * ft, t1, False

@@ -1,18 +1,49 @@
 """Generic cylindrical LiDAR: seed 003's ``generic_cylindrical``.
 
-CONTRACT STUB (issue 23): the settings below are fixed (the config importers map seed
-003's fields onto them by these names); the pattern and timing are filled by the patterns
-part. Seed 003 ("Generic cylindrical lidar type"): ``channels`` beams equally spaced over
-the vertical field of view sweep 360 deg at ``rotation_frequency``; data only inside the
-horizontal field of view; ``points_per_second`` for the whole sensor.
+Seed 003 ("Generic cylindrical lidar type"): ``channels`` beams "equally spaced vertically
+to cover the vertical FOV" sweep 360 deg at ``rotation_frequency``; "data is returned only
+when the beams are within the horizontal FOV range"; ``points_per_second`` for the whole
+sensor. Project AirSim's ``CylindricalScanPattern`` (unreal/.../Sensors/UnrealLidar.cpp)
+numbers the lasers from the top.
+
+- Channels: channel i of C has elevation ``vertical_fov_upper - i (upper - lower) / (C - 1)``
+  (channel 0 the highest, channel C - 1 at ``vertical_fov_lower``); one channel lies at
+  ``vertical_fov_upper`` (Project AirSim's spacing, 0 for one laser). The ``ring`` field is
+  the elevation rank (0 = lowest), as for the other LiDARs.
+- Columns: a revolution has ``N = round(points_per_second / (channels rotation_frequency))``
+  columns (round half away from zero, at least 1; seed 003's sample: 100,000 / (16 x 10) =
+  625). Column j of revolution k fires at ``t = (k N + j) / (N rotation_frequency)`` s, at
+  horizontal angle ``h_j = 360 j / N`` deg (0 ahead, increasing clockwise seen from above,
+  seed 003), every channel at once. The sweep starts ahead at t = 0.
+- Field of view: only the columns with ``h_j`` within ``horizontal_fov_start..end`` (both
+  ends included, clockwise from the start; start == end modulo 360 and 0..360 are the whole
+  circle, as Project AirSim) are cast; the grid is (C, M), M the columns of one revolution
+  inside the FOV, in firing order (ascending j, so a FOV through 0 deg is two runs).
+- Directions, BlenSor's sensor frame (+X right, +Y up, -Z ahead; azimuth psi = -h):
+  ``(cos e sin h, sin e, -cos e cos h)``.
+- Timing ``sweep``, period ``1 / rotation_frequency``. A one-plane sensor (one channel at
+  elevation 0) whose FOV is the whole circle declares ``column_angles`` = (0, -360/N deg)
+  in rad (psi = -h: the sweep turns clockwise), so ROS ``LaserScan`` can be written; a cut
+  FOV does not (its columns do not fill the period evenly, which LaserScan's time increment
+  assumes).
+- Returns: seed 003's ideal sensor (a hit within ``max_range`` on a surface that sends
+  something back), range noise ``N(noise_mu, noise_sigma)``, ``min_range`` on the measured
+  range.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..settings import Preset, setting
-from .physics import min_range_setting, noise_mu_setting, noise_sigma_setting
+from .budget import CHUNK_RAYS, refuse_rays
+from .patterns import RayPattern, angles_of
+from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .returns import ReturnSettings
+from .rosette import gaussian_range, ideal_returns, in_horizontal_fov
 from .sensor import SweptSensor
 
 PRESETS = {
@@ -34,14 +65,16 @@ class CylindricalSettings(ReturnSettings):
 
     preset: str = setting("generic", "Sensor", "Sensor model; choosing one sets its values",
                           choices=tuple(PRESETS))
-    channels: int = setting(16, "Channels", "Number of lasers, equally spaced over the vertical field of view",
-                            lo=1, hi=256)
-    points_per_second: float = setting(100000.0, "Points per second", "Points fired per second (all channels)",
-                                       "Hz", lo=0.0, hi=1e8, lo_open=True)
+    channels: int = setting(16, "Channels",
+                            "Number of lasers, equally spaced over the vertical field of view", lo=1, hi=256)
+    points_per_second: float = setting(100000.0, "Points per second",
+                                       "Points fired per second (all channels)", "Hz", lo=0.0, hi=1e8,
+                                       lo_open=True)
     rotation_frequency: float = setting(10.0, "Rotation frequency", "Revolutions per second", "Hz",
                                         lo=0.0, hi=1000.0, lo_open=True)
-    horizontal_fov_start: float = setting(0.0, "Horizontal FOV start", "Start of the horizontal field of view "
-                                          "(0 ahead, clockwise from above)", "deg", lo=0.0, hi=360.0)
+    horizontal_fov_start: float = setting(0.0, "Horizontal FOV start",
+                                          "Start of the horizontal field of view (0 ahead, clockwise from "
+                                          "above)", "deg", lo=0.0, hi=360.0)
     horizontal_fov_end: float = setting(360.0, "Horizontal FOV end", "End of the horizontal field of view",
                                         "deg", lo=0.0, hi=360.0)
     vertical_fov_lower: float = setting(-15.0, "Vertical FOV lower", "Lowest laser's elevation", "deg",
@@ -53,9 +86,43 @@ class CylindricalSettings(ReturnSettings):
     noise_mu: float = noise_mu_setting()
     noise_sigma: float = noise_sigma_setting(0.0)
 
+    def check(self) -> None:
+        check_min_range(self)
+
+
+def columns_per_revolution(s) -> int:
+    """N = points_per_second / (channels rotation_frequency), rounded half away from zero,
+    at least 1 (seed 003's sample: 625)."""
+    return max(1, int(math.floor(s.points_per_second / (s.channels * s.rotation_frequency) + 0.5)))
+
+
+def channel_elevations_deg(s) -> np.ndarray:
+    """(C,) float64 deg: channel i at ``upper - i (upper - lower) / (C - 1)``; one channel
+    at ``upper`` (Project AirSim's CylindricalScanPattern)."""
+    C = int(s.channels)
+    step = (s.vertical_fov_upper - s.vertical_fov_lower) / (C - 1) if C > 1 else 0.0
+    return s.vertical_fov_upper - step * np.arange(C, dtype=np.float64)
+
+
+def fov_columns(s) -> np.ndarray:
+    """(M,) int64 ascending: the columns j of a revolution whose angle ``360 j / N`` deg is
+    within the horizontal FOV."""
+    N = columns_per_revolution(s)
+    j = np.arange(N, dtype=np.int64)
+    return j[in_horizontal_fov(360.0 * j / N, s.horizontal_fov_start, s.horizontal_fov_end)]
+
+
+def column_directions(s, j: np.ndarray) -> np.ndarray:
+    """(K, C, 3) float64 unit directions (BlenSor sensor frame) of revolution columns ``j``
+    (K,) for every channel."""
+    h = np.deg2rad(360.0 * np.asarray(j, dtype=np.float64) / columns_per_revolution(s))[:, None]
+    e = np.deg2rad(channel_elevations_deg(s))[None, :]
+    ce = np.cos(e)
+    return np.stack(np.broadcast_arrays(ce * np.sin(h), np.sin(e), -ce * np.cos(h)), axis=-1)
+
 
 class Cylindrical(SweptSensor):
-    """Generic cylindrical LiDAR (stub; see the module docstring)."""
+    """Generic cylindrical LiDAR (see the module docstring)."""
 
     name = "cylindrical"
     label = "Cylindrical LiDAR"
@@ -64,6 +131,82 @@ class Cylindrical(SweptSensor):
     presets = PRESETS
     storage = "cylindrical"
     number = 7
+
+    def lasers(self, s) -> int:
+        return int(s.channels)
+
+    def channel_elevations(self, s):
+        return channel_elevations_deg(s)
+
+    @staticmethod
+    def columns(s) -> int:
+        """Columns of one revolution inside the FOV (the grid's width)."""
+        return int(fov_columns(s).shape[0])
+
+    def sweep_period(self, s):
+        return 1.0 / s.rotation_frequency
+
+    def column_times(self, s, frame, frame_time, mode):
+        """The scan's columns in firing order: (position in the FOV's columns (C,) int64,
+        firing time (C,) float64 s). ``single``: one revolution from ``frame *
+        frame_time``; ``range``: every column fired in ``[frame, frame + 1) * frame_time``
+        (global column g = k N + j fires at g / (N rotation_frequency))."""
+        cols = fov_columns(s)
+        N, rate = columns_per_revolution(s), float(s.rotation_frequency)
+        M = cols.shape[0]
+        if mode != "range":
+            return np.arange(M, dtype=np.int64), frame * frame_time + cols / (N * rate)
+        lo, hi = frame * frame_time, (frame + 1) * frame_time
+        per_s = N * rate
+        g0, g1 = (int(math.ceil(t * per_s - 1e-9)) for t in (lo, hi))
+        k = np.arange(g0 // N, (g1 - 1) // N + 1 if g1 > g0 else g0 // N, dtype=np.int64)
+        g = (k[:, None] * N + cols[None, :]).ravel()
+        pos = np.tile(np.arange(M, dtype=np.int64), k.shape[0])
+        keep = (g >= g0) & (g < g1)
+        return pos[keep], g[keep] / per_s
+
+    def grid_shape(self, s, frame, frame_time, mode, camera):
+        return (self.lasers(s), int(self.column_times(s, frame, frame_time, mode)[0].shape[0]))
+
+    def check_budget(self, s, frame, frame_time, mode, camera):
+        rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
+        refuse_rays(rows * cols, "points_per_second", s.points_per_second, grows=True, unit="Hz")
+        return rows * cols
+
+    def capabilities(self, s, camera=None):
+        """The swept sensor's; a single channel at elevation 0 over the whole circle also
+        declares ``column_angles`` (0, -360 / N deg) in rad: a ROS laser scanner."""
+        caps = super().capabilities(s, camera)
+        cols = fov_columns(s)
+        N = columns_per_revolution(s)
+        if int(s.channels) != 1 or channel_elevations_deg(s)[0] != 0.0 or cols.shape[0] != N:
+            return caps
+        return dataclasses.replace(caps, column_angles=(0.0, float(-2.0 * np.pi / N)))
+
+    def patterns(self, s, frame, frame_time, mode, camera):
+        """The columns of :meth:`column_times`, every channel each; ``ray_index = channel *
+        C + position`` (C the packet's columns) in firing order."""
+        pos, stamp = self.column_times(s, frame, frame_time, mode)
+        cols = fov_columns(s)
+        L = self.lasers(s)
+        C = pos.shape[0]
+        step = max(1, CHUNK_RAYS // L)
+        for i in range(0, max(1, C), step):
+            p = pos[i:i + step]
+            d = column_directions(s, cols[p]).reshape(-1, 3)
+            az, el = angles_of(d)
+            local = np.arange(i, i + p.shape[0], dtype=np.int64)
+            yield RayPattern(
+                directions=d.astype(np.float32), azimuth=az, elevation=el,
+                channel=np.tile(np.arange(L, dtype=np.uint16), p.shape[0]),
+                ray_index=(np.arange(L, dtype=np.int64)[None, :] * C + local[:, None]).ravel(),
+                timestamp=np.repeat(stamp[i:i + step], L))
+
+    def returns(self, s, pattern, hits):
+        return ideal_returns(hits, s)
+
+    def measure(self, s, pattern, r, rng):
+        return gaussian_range(s, r, rng)
 
 
 SENSOR = Cylindrical()
