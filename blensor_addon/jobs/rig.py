@@ -359,16 +359,28 @@ class RigJob:
         return sum(len(m.plan) for m in self.members)
 
     def step(self) -> dict:
-        """Scan the member packet that starts first (ties: the cameras' order); returns its
-        manifest entry with ``camera`` added."""
-        best, when = None, None
-        for m in self.members:
-            if m.remaining:
-                t = m.plan.span(m.plan.packets[m.scanned])[0]
-                if when is None or t < when - 1e-12:
-                    best, when = m, t
+        """Scan the next member packet; returns its manifest entry with ``camera`` added.
+
+        The order: the member packet that starts first (ties: the cameras' order), except
+        that the member scanned last goes on while its next packet starts within one
+        packet length (the longest member's) of that: consecutive packets of one sensor
+        share the scene step at their boundary, whose top-level BVH the ray caster then
+        keeps (a sensor switch rebuilds it), and the samples of the scene it needs are
+        still in the :class:`RigSampler`'s cache when the others get there."""
+        pending = [m for m in self.members if m.remaining]
+        start = {id(m): m.plan.span(m.plan.packets[m.scanned])[0] for m in pending}
+        first = min(pending, key=lambda m: start[id(m)])  # min keeps the first of equal starts
+        best = first
+        last = getattr(self, "_last", None)
+        if last is not None and last.remaining and start[id(last)] < start[id(first)] + self._horizon - 1e-12:
+            best = last
+        self._last = best
         entry = best.step()
         return dict(entry, camera=best.camera_object.name)
+
+    @property
+    def _horizon(self) -> float:
+        return max(m.plan.packet_time for m in self.members)
 
     def finish(self, status: str = "complete", bad_input: bool = False, error: BaseException | None = None):
         """Finish every member (see :meth:`RangeScanJob.finish`), close the bag, write
