@@ -3,10 +3,10 @@
 Runnable examples are the README's fenced blocks marked ``sh`` (command lines) and
 ``python``; blocks marked ``text`` are synopses and are not run. Every fenced block must
 say which it is. They run in a temporary folder holding what a clone has (``scenes/``,
-``examples/``) and this test environment as ``.venv``, in the README's order: first the
-quick start's scan (its ``bash tools/setup.sh`` and ``bash tools/test.sh`` are what this
-environment and this suite already are), then every other command and the Python example,
-each checked for exit status 0 and for the files it writes.
+``examples/``, ``tests/data/configs/``) and this test environment as ``.venv``, in the
+README's order: first the quick start's scan (its ``bash tools/setup.sh`` and ``bash
+tools/test.sh`` are what this environment and this suite already are), then every other
+command and the Python example, each checked for exit status 0 and for the files it writes.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ QUICK_START_FILES = ("scan00000.npz", "clean/scan00000.pcd", "noisy/scan00000.pc
 FORMAT_FILES = {
     "npz": (".npz",), "evd": (".evd",), "pcd": (".pcd",), "las": (".las",), "laz": (".laz",),
     "ply": (".ply",), "kitti": (".bin", "poses.txt"), "rosbag2": (".mcap", ".db3"),
+    "laserscan": (".npz", ".csv"),
     "range_image": (".png",), "pcap": (".pcap",), "exr": (".exr",), "npy": (".npy",), "pfm": (".pfm",), "dmap": (".dmap",),
 }
 MOTION_FILES = {"blensor": ("motion.txt",), "tum": (".tum",), "kitti": (".txt",), "json": (".json",)}
@@ -84,12 +85,13 @@ PYTHON_BLOCKS = [(code, line) for lang, code, line in BLOCKS if lang == "python"
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """A folder laid out as the repository after the quick start: ``scenes/`` and
-    ``examples/`` copied, this environment as ``.venv``, the quick start's scan run."""
+    """A folder laid out as the repository after the quick start: ``scenes/``, ``examples/``
+    and the sample config files ``tests/data/configs/`` copied, this environment as ``.venv``,
+    the quick start's scan run."""
     if not (Path(sys.prefix) / "bin" / "blensor").is_file():
         pytest.skip(f"{sys.prefix} has no bin/blensor: run the suite in the environment of tools/setup.sh")
     d = tmp_path_factory.mktemp("readme")
-    for name in ("scenes", "examples"):
+    for name in ("scenes", "examples", "tests/data/configs"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, d / name, ignore=shutil.ignore_patterns("__pycache__", "*.blend1"))
     (d / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
@@ -153,7 +155,8 @@ def test_readme_command_runs(workdir, command, request):
     assert found, f"{command}: {out}/ is empty"
     if argv[0] == ".venv/bin/blensor":
         kinds = MOTION_FILES if argv[1] == "motion" else FORMAT_FILES
-        meta = "motion.json" if argv[1] == "motion" else "manifest.json"
+        # a rig (several cameras) lists its sensors' folders in rig.json
+        meta = "motion.json" if argv[1] == "motion" else "rig.json" if "rig.json" in found else "manifest.json"
         assert meta in found, found
         if argv[1] != "motion":
             assert json.loads((folder / meta).read_text())["status"] == "complete"
