@@ -629,7 +629,14 @@ def cmd_scan(args) -> int:
         raise SettingsError("--all-sensors", "given without --camera (one or the other)", args.camera)
     bpy = _open_blend(args.blend)
     cams = _cameras(bpy, args, configs)
-    overrides = {cam.name: parse_sets(texts, cam) for cam in cams}
+    overrides = {}
+    for cam in cams:  # --set applies to every camera of a rig; a refusal names the camera
+        try:
+            overrides[cam.name] = parse_sets(texts, cam)
+        except SettingsError as exc:
+            if len(cams) == 1:
+                raise
+            raise SettingsError(exc.setting, exc.allowed, f"{exc.value} (camera '{cam.name}')") from None
     axes = {cam.name: args.axes if args.axes is not None else camera_axes(cam) for cam in cams}
     frames = parse_frames(args.frames, bpy.context.scene) if interval is None else None
     bar = None

@@ -221,3 +221,68 @@ def test_cli_sensor_file_with_two_sensors_scans_them_as_a_rig(tmp_path):
                                                                           ("spin3d", "rotating")]
     assert list((tmp_path / "ok" / "front2d").glob("scan*.npz")) and list((tmp_path / "ok" / "spin3d").glob("*.npz"))
     assert blend.read_bytes() == before
+
+
+def test_resume_with_rosbag2_solo_and_rig(tmp_path):
+    # issue 23 review: --resume with rosbag2 was always refused (the manifest stores the
+    # option base_to_sensor as a JSON list, the new run had a tuple); a rig's members resume
+    # too (the one bag is written again whole)
+    for args, name in ((("--camera", "Velodyne"), "solo"), (("--camera", "Velodyne,VLP16_Left"), "rig")):
+        out = tmp_path / name
+        r = blensor("scan", RIG_BLEND, *args, "--frames", "1-2", "--formats", "npz,rosbag2", "--out", out, "--quiet")
+        assert r.returncode == 0, r.stderr
+        r = blensor("scan", RIG_BLEND, *args, "--frames", "1-3", "--formats", "npz,rosbag2", "--out", out, "--resume")
+        assert r.returncode == 0, r.stderr
+        full = tmp_path / f"{name}_full"
+        r = blensor("scan", RIG_BLEND, *args, "--frames", "1-3", "--formats", "npz,rosbag2", "--out", full, "--quiet")
+        assert r.returncode == 0, r.stderr
+        assert _files(out) == _files(full) and _files(out)
+
+
+def test_resume_names_the_one_option_that_differs(tmp_path):
+    r = blensor("scan", RIG_BLEND, "--frames", "1", "--formats", "npz,rosbag2", "--out", tmp_path, "--quiet")
+    assert r.returncode == 0, r.stderr
+    r = blensor("scan", RIG_BLEND, "--frames", "1", "--formats", "npz,rosbag2", "--out", tmp_path, "--resume",
+                "--option", "rosbag2.labels=true")
+    assert r.returncode == 2 and "same options.rosbag2.labels, got 'False in" in r.stderr, r.stderr
+
+
+def test_a_solo_run_into_a_rigs_folder_is_refused_even_with_overwrite(tmp_path):
+    # issue 23 review: a solo --overwrite into a rig's folder mixed the two runs
+    r = blensor("scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path, "--quiet")
+    assert r.returncode == 0, r.stderr
+    before = _files(tmp_path)
+    r = blensor("scan", RIG_BLEND, "--camera", "Velodyne", "--frames", "1", "--out", tmp_path, "--overwrite")
+    assert r.returncode == 2 and "rig.json" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert _files(tmp_path) == before and not (tmp_path / "manifest.json").exists()
+
+
+def test_rig_set_refusal_names_the_camera(tmp_path):
+    # --set applies to every camera of a rig: a setting one camera's sensor lacks is named with it
+    r = blensor("scan", RIG_BLEND, "--all-sensors", "--set", "rotation_speed=5", "--frames", "1", "--out", tmp_path)
+    assert r.returncode == 2 and "(camera 'Kinect')" in r.stderr, r.stderr
+
+
+def test_rig_write_failure_counts_every_members_packets(tmp_path):
+    # issue 23 review: the failure line counted the first member's frames only
+    import os
+    import shutil
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root and tmpfs to make a small file system")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("needs root and tmpfs to make a small file system")
+    try:
+        r = blensor("scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1-48", "--out", disk,
+                    "--quiet")
+        assert r.returncode == 1, r.stderr
+        man = json.loads((disk / "rig.json").read_text())
+        assert man["status"] == "failed"
+        done = sum(s["done"] for s in man["sensors"])
+        kept = sum(len(json.loads((disk / s["folder"] / "manifest.json").read_text())["frames"])
+                   for s in man["sensors"])
+        assert done == kept > 0
+        assert f"{done} finished frames" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

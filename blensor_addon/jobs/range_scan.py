@@ -22,6 +22,7 @@ packet, finished multi-frame files (a terminated ``scan.evd``) and a manifest wh
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,6 +236,9 @@ class RangeScanJob:
                               listed=range_run_files)
         self.folder = folder
         folder.open()
+        if "rig" not in self.scanner_options and (folder.path / "rig.json").exists():
+            raise SettingsError("out", "a folder that is not a rig's (it holds rig.json: scan the rig again, "
+                                "with --overwrite to replace it, or choose another folder)", str(folder.path))
         for f in self.formats:  # before anything of an earlier run is deleted
             WRITERS[f].check_folder(folder.path)
         folder.check(overwrite=self.overwrite, resume=self.resume)
@@ -277,15 +281,20 @@ class RangeScanJob:
             if not self.folder.existing():
                 return {}  # nothing to resume: a fresh run
             raise SettingsError("resume", "a folder whose manifest.json is readable", str(path))
-        mine = self._static()
+        # as the manifest stores them (JSON: tuples are lists), so equal settings compare equal
+        mine = json.loads(json.dumps(self._static()))
         for key in RESUME_KEYS:
             a, b = old.get(key), mine[key]
             if a != b:
-                if isinstance(a, dict) and isinstance(b, dict):  # name the settings that differ
+                where = key
+                while isinstance(a, dict) and isinstance(b, dict):  # name the settings that differ
                     keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-                    key = f"{key} ({', '.join(keys)})"
-                    a, b = ({k: d.get(k) for k in keys} for d in (a, b))
-                raise SettingsError("resume", f"a folder scanned with the same {key}",
+                    if len(keys) != 1:
+                        where = f"{where} ({', '.join(keys)})"
+                        a, b = ({k: d.get(k) for k in keys} for d in (a, b))
+                        break
+                    where, a, b = f"{where}.{keys[0]}", a.get(keys[0]), b.get(keys[0])
+                raise SettingsError("resume", f"a folder scanned with the same {where}",
                                     f"{a!r} in {path}, {b!r} now")
         return {e["frame"]: e for e in old.get("frames", []) if isinstance(e, dict) and "frame" in e}
 

@@ -255,6 +255,7 @@ class RigJob:
         if bag_options is not None:
             from ..io.formats.rosbag2 import RigBag
             self.bag = RigBag(out, bag_options, [(n, self.extrinsics[n]) for n in self.frame_ids])
+            self._bag_suffix = "mcap" if bag_options.storage == "mcap" else "db3"
         for m in self.members:
             m.start()
         commit_files(out, calib)
@@ -293,7 +294,8 @@ class RigJob:
                          "base_to_sensor": [float(v) for v in self.extrinsics[f].ravel()]}
                         for c, n, f, m in zip(self.cameras, self.names, self.frame_ids, self.members)],
             "scene_evaluations": self.sampler.evaluations,
-            "files": [RIG_MANIFEST, *CALIB_FILES] + (["rosbag2/metadata.yaml"] if self.bag is not None else []),
+            "files": [RIG_MANIFEST, *CALIB_FILES] + (["rosbag2/metadata.yaml", f"rosbag2/rosbag2.{self._bag_suffix}"]
+                                                      if getattr(self, "_bag_closed", False) else []),
         }
         commit_files(self.folder.path, [(RIG_MANIFEST, (json.dumps(doc, indent=2) + "\n").encode())])
 
@@ -400,25 +402,38 @@ class RigJob:
                     raised = raised or exc
             if raised is not None and status == "complete":
                 status = "failed"
+            dropped = []
             if isinstance(raised, KeyboardInterrupt) or isinstance(error, KeyboardInterrupt):
                 status = "cancelled"
             if self.bag is not None:
                 if any(m.done for m in self.members):
                     try:
                         self.bag.close(status)
+                        self._bag_closed = True
                     except OSError as exc:
                         self.bag.discard()
+                        dropped.append("rosbag2")
                         status, raised = "failed", raised or exc
                 else:
                     self.bag.discard()
+                    if raised is not None:
+                        dropped.append("rosbag2")
                 self.bag = None
             self.status = status
+            written = True
             try:
                 self._write_manifest()
             except OSError as exc:
-                raised = raised or exc
+                written, raised = False, raised or exc
         finally:
             self._release()
+        if isinstance(raised, OSError):  # the rig's totals, not the first member's
+            from .failures import RunFailed
+            cause = raised.cause if isinstance(raised, RunFailed) else raised
+            members = list(raised.dropped_formats) if isinstance(raised, RunFailed) else []
+            raise RunFailed(cause, finished_frames=len(self.done), manifest_path=self.folder.path / RIG_MANIFEST,
+                            manifest_status="failed" if written else "stale",
+                            dropped_formats=sorted(set(members + dropped))) from cause
         if raised is not None:
             raise raised
 
