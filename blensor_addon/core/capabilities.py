@@ -26,11 +26,15 @@ class Timing:
         period: float s, the sweep period (``sweep``) or packet length (``stream``);
             None for ``exposure``.
         exposure: float s, an image's readout time (``exposure``; 0 = instantaneous).
+        setting: the name of the setting that sets ``period`` (``rotation_speed``,
+            ``pattern_period``, ``report_frequency``), for messages (a plan of too many
+            packets names it); ``""`` when none does.
     """
 
     kind: str
     period: float | None = None
     exposure: float = 0.0
+    setting: str = ""
 
     def first_column(self, columns: int, start: float) -> int:
         """Global index of the first column that fires at or after ``start`` s, for a
