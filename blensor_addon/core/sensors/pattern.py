@@ -14,7 +14,10 @@ period_s`` line): firing i of repetition k fires at ``k P + time_i`` s.
   ``ray_index = channel * cols + k`` (k: the firing's rank among its channel's in the
   packet, in firing order); else no grid (``ray_index`` is then the firing's place in the
   packet). A pattern of one channel at elevation 0 with evenly spaced azimuths and
-  firing times (a 2D scanner) declares ``column_angles``: ROS ``LaserScan`` is written.
+  evenly spaced firing times (a 2D scanner: ``time_i = t0 + i dt``, any first offset t0
+  and step dt) declares ``column_angles``, and ``column_time`` (t0, dt) unless the
+  firings fill the period from 0 (``dt = P / N``): ROS ``LaserScan`` is written, with
+  ``time_increment`` dt.
 - Returns: the return physics of :mod:`.returns` (beam divergence, echoes, weather,
   intensity) as the other LiDARs; the reflectivity limit of seed 000 Eq. 1
   (``ref_dist``, ``ref_limit``, ``ref_slope``); range noise ``N(noise_mu, noise_sigma)``
@@ -208,11 +211,12 @@ class Pattern(Sensor):
 
     def capabilities(self, s, camera=None):
         """Timing ``sweep`` over the pattern's period; grid (channels, firings per
-        channel) or None; ``column_angles`` for a one-plane pattern
-        (:meth:`.pattern_file.PatternFile.column_angles`)."""
+        channel) or None; ``column_angles`` and ``column_time`` for a one-plane pattern
+        (:meth:`.pattern_file.PatternFile.column_angles`, ``column_time``)."""
         ld = loaded(s)
         caps = super().capabilities(s, camera)
-        return dataclasses.replace(caps, grid=ld.file.grid, column_angles=ld.file.column_angles(ld.period))
+        return dataclasses.replace(caps, grid=ld.file.grid, column_angles=ld.file.column_angles(ld.period),
+                                   column_time=ld.file.column_time(ld.period))
 
     def patterns(self, s, frame, frame_time, mode, camera):
         """The scan's firings in firing order (:func:`firings`), in chunks of

@@ -190,9 +190,9 @@ class PatternFile:
     def column_angles(self, period: float) -> tuple | None:
         """(first, step) rad when the pattern is one scan plane as ROS ``LaserScan``
         describes it: one channel, every elevation 0, azimuths evenly spaced in firing
-        order (step != 0) and firings evenly spaced over the period from 0 (``time_i = i P
-        / N``, to 1e-6 of a step); None otherwise. Angles: BlenSor's azimuth psi (ROS's,
-        counter-clockwise from ahead), not wrapped."""
+        order (step != 0) and firings evenly spaced in time (``time_i = t0 + i dt``, dt >
+        0, to 1e-6 of dt; :meth:`column_time`); None otherwise. Angles: BlenSor's azimuth
+        psi (ROS's, counter-clockwise from ahead), not wrapped."""
         n = len(self)
         if n < 2 or self.channels != 1 or bool(np.any(self.elevation_deg != 0.0)):
             return None
@@ -200,10 +200,35 @@ class PatternFile:
         step = (a[-1] - a[0]) / (n - 1)
         if step == 0.0 or not np.allclose(np.diff(a), step, rtol=0.0, atol=1e-6 * abs(step)):
             return None
-        dt = period / n
-        if not np.allclose(self.time_s, np.arange(n) * dt, rtol=0.0, atol=1e-6 * dt):
+        if self._even_times() is None:
             return None
         return float(a[0]), float(step)
+
+    def _even_times(self) -> tuple | None:
+        """(t0, dt) s when ``time_i = t0 + i dt`` (dt > 0, to 1e-6 of dt), else None."""
+        n = len(self)
+        if n < 2:
+            return None
+        t0 = float(self.time_s[0])
+        dt = float((self.time_s[-1] - t0) / (n - 1))
+        if not dt > 0.0 or not np.allclose(self.time_s, t0 + np.arange(n) * dt, rtol=0.0, atol=1e-6 * dt):
+            return None
+        return t0, dt
+
+    def column_time(self, period: float) -> tuple | None:
+        """``Capabilities.column_time`` of a one-plane pattern (:meth:`column_angles` not
+        None): (t0, dt) s, the first firing's offset in the period and the step between
+        firings, when they are not ``time_i = i P / N`` (a 2D scanner's real timing: 270
+        deg fired in 3/4 of the period); None when they are (to 1e-6 of a step: the
+        planar scanner's model, whose LaserScans keep their bytes) or the pattern is not
+        one plane."""
+        if self.column_angles(period) is None:
+            return None
+        t0, dt = self._even_times()
+        n = len(self)
+        if np.allclose(self.time_s, np.arange(n) * (period / n), rtol=0.0, atol=1e-6 * period / n):
+            return None
+        return t0, dt
 
 
 def channel_positions(channel: np.ndarray) -> np.ndarray:
