@@ -3,7 +3,7 @@ fields of a planar scan of the demo crossing read back from the bag (rosbags), t
 the CSV (numpy); a one-laser rotating head against a wall's closed form in both spin
 directions; the plan refusing sensors without column angles; rosbag2's other bytes
 unchanged by the refactor (only range_min); a pattern fired in part of its period (its own
-time_increment and stamps)."""
+time_increment and stamps) and a multi-return scan (each beam's strongest return)."""
 from __future__ import annotations
 
 import importlib.util
@@ -238,7 +238,8 @@ def test_rosbag2_bytes_are_unchanged_but_range_min(bpy_mod, crossing, tmp_path):
     assert scans == 4  # LMS511 at 25 Hz: a frame of 1/24 s crosses one sweep start (0.08, 0.12 s)
 
 
-# issue 23 review: a 2D scanner's real timing (its sector fired in part of the period)
+# issue 23 review: a 2D scanner's real timing (its sector fired in part of the period) and several
+# returns a beam
 
 
 def _hokuyo(path):
@@ -304,3 +305,30 @@ def test_a_pattern_fired_in_part_of_its_period_writes_laserscans_with_its_own_ti
     assert z["first_column"].tolist() == [780, 0, 0] and z["count"].tolist() == [300, 1080, 300]
     np.testing.assert_allclose(z["stamp"], [1 / 24, 0.05 + P / 8, 0.075 + P / 8], rtol=0, atol=1e-15)
 
+
+def test_a_multi_return_laserscan_keeps_each_beams_strongest_return(bpy_mod, crossing, tmp_path):
+    # issue 23 review: with several returns a beam the LaserScan kept whichever came last
+    from blensor_addon.core.sensors.intensity import received_power
+    cam = bpy_mod.data.objects["Velodyne"]
+    job = scan_range(cam, [1, 2], tmp_path, ("npz", "laserscan"), sensor_type="planar", returns="all",
+                     beam_divergence=0.015, samples_per_beam=16)
+    assert job.status == "complete"
+    not_last = not_first = 0
+    for f in (1, 2):
+        pts = np.load(tmp_path / f"scan{f:05d}.npz")
+        z = np.load(tmp_path / "laserscan" / f"scan{f:05d}.npz")
+        r = np.concatenate([rows(z, s)[0] for s in range(len(z["count"]))])
+        i = np.concatenate([rows(z, s)[1] for s in range(len(z["count"]))])
+        ri = pts["ray_index"].astype(np.int64)
+        power = received_power(pts["intensity"], pts["range"], "lambert")  # intensity / r^2 (issue 22)
+        beams, counts = np.unique(ri, return_counts=True)
+        assert (counts > 1).sum() >= 10  # the divergent beam splits on edges
+        for b in beams:
+            at = np.flatnonzero(ri == b)
+            best = at[np.argmax(power[at])]  # the nearest among equals (rows nearest first)
+            assert r[b] == np.float32(pts["range_noisy"][best]), b
+            assert i[b] == np.round(np.clip(pts["intensity"][best], 0, 1) * 255)
+            not_last += best != at[-1]
+            not_first += best != at[0]
+        assert np.isposinf(np.delete(r, beams)).all()
+    assert not_last > 0 and not_first > 0  # neither the last nor the first return would pass

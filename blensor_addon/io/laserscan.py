@@ -36,6 +36,10 @@ starts); its stamp is its first ray's firing time. ``range_min`` is the sensor's
 ``range_max`` its ``max_range``. Intensities: the result's 0..1 intensity x 255, rounded
 (the units of the PointCloud2 intensity field that BlenSor writes for a generic sensor).
 
+Several returns a beam (``returns`` dual, dual_ouster or all, issue 22): a LaserScan has
+one range a ray, the beam's strongest return (largest received power,
+:func:`~blensor_addon.io.packets.strongest_per_beam`, the nearer on a tie), as the
+single-return packets and the ouster-ros cloud keep; its intensity goes with it.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ import numpy as np
 
 from ..core.capabilities import Capabilities
 from ..core.errors import SettingsError
+from .packets import strongest_per_beam
 
 #: the scalar fields of a LaserScan, in the message's order (float32 in the message)
 SCALARS = ("angle_min", "angle_max", "angle_increment", "time_increment", "scan_time", "range_min",
@@ -150,9 +155,10 @@ def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: in
         stamps = (g // count) * period + (t0 + col * time_increment)
     ranges = np.full(cols, np.inf, np.float32)
     inten = np.zeros(cols, np.float32)
-    local = result.ray_index.astype(np.int64) % cols
-    ranges[local] = result.range_noisy if noisy else result.range
-    inten[local] = np.round(np.clip(result.intensity, 0, 1) * 255)
+    keep = strongest_per_beam(result)  # each beam's strongest return (every row: one return a beam)
+    local = result.ray_index.astype(np.int64)[keep] % cols
+    ranges[local] = (result.range_noisy if noisy else result.range)[keep]
+    inten[local] = np.round(np.clip(result.intensity[keep], 0, 1) * 255)
     cut = np.flatnonzero(np.diff(col) < 0) + 1  # a new sweep starts
     first, step = caps.column_angles
     range_max = float(caps.max_range) if caps.max_range is not None else float("inf")
