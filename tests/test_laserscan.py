@@ -2,10 +2,12 @@
 fields of a planar scan of the demo crossing read back from the bag (rosbags), the npz and
 the CSV (numpy); a one-laser rotating head against a wall's closed form in both spin
 directions; the plan refusing sensors without column angles; rosbag2's other bytes
-unchanged by the refactor (only range_min)."""
+unchanged by the refactor (only range_min); a pattern fired in part of its period (its own
+time_increment and stamps) and a multi-return scan (each beam's strongest return)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import subprocess
 import sys
@@ -234,3 +236,99 @@ def test_rosbag2_bytes_are_unchanged_but_range_min(bpy_mod, crossing, tmp_path):
         y.range_min = 0.0
         assert ts.serialize_cdr(y, msgtype).tobytes() == a
     assert scans == 4  # LMS511 at 25 Hz: a frame of 1/24 s crosses one sweep start (0.08, 0.12 s)
+
+
+# issue 23 review: a 2D scanner's real timing (its sector fired in part of the period) and several
+# returns a beam
+
+
+def _hokuyo(path):
+    """A UTM-30LX-like pattern: 1080 firings, -135 .. 134.75 deg at 0.25 deg, fired evenly in 3/4 of a
+    25 ms period from 1/8 of it (the mirror's dead 90 deg behind the unit split around t = 0)."""
+    from blensor_addon.core.sensors.pattern_file import write_csv
+    P, n = 0.025, 1080
+    dt = 0.75 * P / n
+    write_csv(str(path), -135.0 + 0.25 * np.arange(n), np.zeros(n), P / 8 + dt * np.arange(n),
+              np.zeros(n, int), period=P)
+    return P, n, dt
+
+
+def test_a_pattern_fired_in_part_of_its_period_writes_laserscans_with_its_own_timing(bpy_mod, crossing,
+                                                                                      tmp_path):
+    # issue 23 review: such a pattern declared no column_angles, so no LaserScan at all
+    from blensor_addon.core.sensors import get_sensor
+    from blensor_addon.core.sensors import pattern_file as pfm
+    P, n, dt = _hokuyo(tmp_path / "utm.csv")
+    pat = get_sensor("pattern")
+    caps = pat.capabilities(pat.settings({"pattern_file": str(tmp_path / "utm.csv")}))
+    assert caps.column_angles == (math.radians(-135.0), math.radians(0.25)) and caps.grid == (1, n)
+    assert caps.column_time[0] == P / 8 and math.isclose(caps.column_time[1], dt, rel_tol=1e-12)
+    # the planar model's timing (columns over the whole period from 0) keeps column_time None
+    planar_2d = pfm.load(str(ROOT / "examples" / "patterns" / "planar_2d.csv"))
+    assert planar_2d.column_angles(0.025) is not None and planar_2d.column_time(0.025) is None
+    cam = bpy_mod.data.objects["Velodyne"]
+    for packets in ("sweep", "frame"):
+        out = tmp_path / packets
+        job = scan_range(cam, [1, 2], out, ("npz", "laserscan", "rosbag2"), sensor_type="pattern",
+                         pattern_file=str(tmp_path / "utm.csv"), packets=packets, noise_sigma=0.0)
+        assert job.status == "complete"
+        bag = read_bag(out / "rosbag2")["/blensor/scan"]
+        k = 0
+        for f in [e["frame"] for e in json.loads((out / "manifest.json").read_text())["frames"]]:
+            z = np.load(out / "laserscan" / f"scan{f:05d}.npz")
+            pts = np.load(out / f"scan{f:05d}.npz")
+            S = len(z["count"])
+            # every ray's firing time from the scans' stamps and time_increment: the points' own times
+            t = np.concatenate([z["stamp"][s] + dt * np.arange(z["count"][s]) for s in range(S)])
+            np.testing.assert_allclose(pts["timestamp"], t[pts["ray_index"]], rtol=0, atol=1e-12)
+            r = np.concatenate([rows(z, s)[0] for s in range(S)])
+            np.testing.assert_array_equal(r[pts["ray_index"]], pts["range_noisy"].astype(np.float32))
+            for s in range(S):
+                c0 = int(z["first_column"][s])
+                sweep = round((z["stamp"][s] - P / 8 - c0 * dt) / P)  # the stamp is the first ray's time
+                assert math.isclose(z["stamp"][s], sweep * P + P / 8 + c0 * dt, rel_tol=0, abs_tol=1e-15)
+                assert z["time_increment"][s] == np.float32(dt) and z["scan_time"][s] == np.float32(P)
+                assert np.isclose(z["angle_min"][s], math.radians(-135.0 + 0.25 * c0))
+                stamp, m, _ = bag[k]
+                k += 1
+                ns = m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+                assert stamp == round(z["stamp"][s] * 1e9) == ns
+                assert m.time_increment == np.float32(0.75 * 0.025 / 1080) and m.scan_time == np.float32(P)
+                np.testing.assert_array_equal(m.ranges, rows(z, s)[0])
+            if packets == "sweep":  # a sweep packet is one whole sweep f, fired from f P + P / 8
+                assert z["count"].tolist() == [n] and z["first_column"].tolist() == [0]
+                assert z["stamp"][0] == f * P + P / 8
+        assert k == len(bag) > 0
+    # frame 1 = [1/24, 2/24) s starts exactly at column 780 of sweep 1 (1/24 = 0.025 + P/8 + 780 dt):
+    # scans of columns 780..1079, then sweep 2's 0..1079, then sweep 3's 0..299 (up to 2/24 s)
+    z = np.load(tmp_path / "frame" / "laserscan" / "scan00001.npz")
+    assert z["first_column"].tolist() == [780, 0, 0] and z["count"].tolist() == [300, 1080, 300]
+    np.testing.assert_allclose(z["stamp"], [1 / 24, 0.05 + P / 8, 0.075 + P / 8], rtol=0, atol=1e-15)
+
+
+def test_a_multi_return_laserscan_keeps_each_beams_strongest_return(bpy_mod, crossing, tmp_path):
+    # issue 23 review: with several returns a beam the LaserScan kept whichever came last
+    from blensor_addon.core.sensors.intensity import received_power
+    cam = bpy_mod.data.objects["Velodyne"]
+    job = scan_range(cam, [1, 2], tmp_path, ("npz", "laserscan"), sensor_type="planar", returns="all",
+                     beam_divergence=0.015, samples_per_beam=16)
+    assert job.status == "complete"
+    not_last = not_first = 0
+    for f in (1, 2):
+        pts = np.load(tmp_path / f"scan{f:05d}.npz")
+        z = np.load(tmp_path / "laserscan" / f"scan{f:05d}.npz")
+        r = np.concatenate([rows(z, s)[0] for s in range(len(z["count"]))])
+        i = np.concatenate([rows(z, s)[1] for s in range(len(z["count"]))])
+        ri = pts["ray_index"].astype(np.int64)
+        power = received_power(pts["intensity"], pts["range"], "lambert")  # intensity / r^2 (issue 22)
+        beams, counts = np.unique(ri, return_counts=True)
+        assert (counts > 1).sum() >= 10  # the divergent beam splits on edges
+        for b in beams:
+            at = np.flatnonzero(ri == b)
+            best = at[np.argmax(power[at])]  # the nearest among equals (rows nearest first)
+            assert r[b] == np.float32(pts["range_noisy"][best]), b
+            assert i[b] == np.round(np.clip(pts["intensity"][best], 0, 1) * 255)
+            not_last += best != at[-1]
+            not_first += best != at[0]
+        assert np.isposinf(np.delete(r, beams)).all()
+    assert not_last > 0 and not_first > 0  # neither the last nor the first return would pass

@@ -195,7 +195,10 @@ BAD_CSV = [
     ("empty", "", r"the header .* and one row per firing .*empty"),
     ("comments only", "# nothing\n\n", r"empty"),
     ("header only", H, r"at least one firing .*no rows after the header"),
-    ("period line", "# period_s: -1\n" + H[16:] + "0,0,0,0\n", r"period_s is in \(0, 3600\] s.*line 1"),
+    ("period line", "# period_s: -1\n" + H[16:] + "0,0,0,0\n", r"period_s is in \[0.0001, 3600\] s.*line 1"),
+    # issue 23 review: a period below the floor (1e-4 s) planned 41,666,668 sweeps of one scene frame
+    ("tiny period", "# period_s: 1e-9\n" + H[16:] + "0,0,0,0\n",
+     r"period_s is in \[0.0001, 3600\] s \(.*tiny_period.csv, line 1\), got '1e-9'"),
     ("origin", pfm.HEADER_ORIGINS + "\n0,0,0,0,0,5000,0\n",
      r"origin_y_m cells are in \[-1000, 1000\] m.*line 2, column 6 \(origin_y_m\)"),
     ("permuted columns", "# period_s: 0.1\nchannel,time_s,elevation_deg,azimuth_deg\n0,0,-95,0\n",
@@ -455,6 +458,24 @@ def test_cli_2d_pattern_writes_laserscan_and_at128_scans(tmp_path):
     z = np.load(tmp_path / "at" / "scan00000.npz")
     assert np.array_equal(z["grid_shape"], [128, 1200]) and len(z["range"]) > 100_000
     assert z["timestamp"].max() < 0.1 and set(np.unique(z["channel"])) <= set(range(128))
+
+
+def test_cli_a_period_below_the_floor_exits_2_with_one_line_and_no_files(tmp_path):
+    # issue 23 review: '# period_s: 1e-9' and one firing planned 41,666,668 sweeps of frame 1
+    tiny = csv(tmp_path, "# period_s: 1e-9\n" + H[16:] + "0,0,0,0\n", "tiny.csv")
+    ok = csv(tmp_path, "# period_s: 1\n" + H[16:] + "0,0,0,0\n", "ok.csv")
+    cases = ((tiny, (), "pattern_file must be a pattern file whose period_s is in [0.0001, 3600] s"),
+             (ok, ("--set", "pattern_period=1e-9"), "pattern_period must be 0 (the file's own period) or in "
+                                                    "[0.0001, 3600] s, got 1e-09"))
+    for path, extra, needle in cases:
+        res = run("scan", CROSSING, "--frames", "1", "--out", tmp_path / "o", "--set", "sensor_type=pattern",
+                  "--set", f"pattern_file={path}", *extra)
+        assert res.returncode == 2, res.stderr
+        lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], res.stderr
+        assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    # the floor itself is accepted: frame 1 ([1/24, 2/24) s) holds 417 repetitions of 1e-4 s
+    assert PATTERN.check_budget(settings(ok, pattern_period=1e-4), 1, 1 / 24, "range", None) == 417
 
 
 def test_cli_bad_pattern_file_exits_2_with_one_line_and_no_files(tmp_path):

@@ -116,3 +116,64 @@ def test_the_scene_frames_a_plan_needs_cover_every_packet():
     p = plan(frames=[1])  # sweep 0: [0, 0.1) s = frames 0 .. 2.4: 0 .. 3 evaluated
     assert list(p.scene_frames()) == [0, 1, 2, 3]
     assert p.span(p.packets[0]) == (0.0, 0.1)
+
+
+def test_a_plan_of_more_than_max_packets_is_refused_in_one_line_naming_the_period_setting(monkeypatch):
+    # issue 23 review: a 1e-9 s pattern period planned 41,666,668 sweeps of one scene frame (and built
+    # them all) instead of a one-line refusal
+    from blensor_addon.jobs import plan as planning
+    monkeypatch.setattr(planning, "MAX_PACKETS", 20)
+    fast = Capabilities(Timing("sweep", period=FT / 20, setting="pattern_period"), grid=(1, 10))
+    assert len(plan(frames=[1], caps=fast)) == 20  # [1/24, 2/24) s: sweeps 20 .. 39
+    with pytest.raises(SettingsError) as e:
+        plan(frames=[1, 2], caps=fast)  # 40 sweeps
+    msg = str(e.value)
+    assert "\n" not in msg and "'40 sweep packets'" in msg
+    assert msg.startswith("pattern_period must be a value whose sweep period (0.00208333 s now) gives at "
+                          "most 20 packets")
+    assert len(plan(time=(FT, 2 * FT - 1e-6), caps=fast)) == 20  # sweeps 20 .. 39 start in it
+    with pytest.raises(SettingsError, match=r"^pattern_period must be .*'21 sweep packets'"):
+        plan(time=(FT, 2 * FT + 1e-6), caps=fast)  # sweeps 20 .. 40
+    with pytest.raises(SettingsError, match=r"^frames must be at most 20 scene frames a run, got '21 frames'"):
+        plan(frames=range(1, 22), packets="frame")
+    with pytest.raises(SettingsError, match=r"^packets must be a value whose sweep period"):
+        plan(frames=[1, 2], caps=Capabilities(Timing("stream", period=FT / 20), grid=None))  # none named
+    monkeypatch.undo()
+    # the real limit, 10**7, refuses the reviewer's repro at once (a range, never a list of 41 M packets)
+    assert planning.MAX_PACKETS == 10**7
+    tiny = Capabilities(Timing("sweep", period=1e-9, setting="pattern_period"), grid=(1, 1))
+    with pytest.raises(SettingsError, match=r"'41,666,668 sweep packets'"):
+        plan(frames=[1], caps=tiny)
+
+
+def test_every_swept_or_streamed_sensor_names_its_period_setting_whose_floor_is_1e_4_s(tmp_path):
+    # issue 23 review: the pattern period had no floor; check every sweep/stream sensor's period setting
+    from blensor_addon.core.sensors import SENSORS
+    from blensor_addon.core.settings import meta_of
+    one = tmp_path / "one.csv"
+    one.write_text("# period_s: 0.1\nazimuth_deg,elevation_deg,time_s,channel\n0,0,0,0\n")
+    base = {"pattern": {"pattern_file": str(one)}}
+    named = {}
+    for name, sensor in SENSORS.items():
+        if sensor.organized:  # image sensors: one exposure per scene frame, no period
+            continue
+        caps = sensor.capabilities(sensor.settings(base.get(name, {})))
+        assert caps.timing.kind in ("sweep", "stream"), name
+        setting = caps.timing.setting
+        named[name] = setting
+        meta = meta_of(sensor.Settings, setting)
+        if meta.unit == "Hz":  # a frequency: the period is 1 / value; its upper bound is the floor
+            fastest = sensor.capabilities(sensor.settings({**base.get(name, {}), setting: meta.hi}))
+            assert fastest.timing.period >= 1e-4, name
+            with pytest.raises(SettingsError, match=f"^{setting} must be"):
+                sensor.settings({**base.get(name, {}), setting: meta.hi * 1.001})
+        else:
+            assert meta.unit == "s", name
+            ok = sensor.capabilities(sensor.settings({**base.get(name, {}), setting: 1e-4}))
+            assert ok.timing.period == 1e-4
+            with pytest.raises(SettingsError, match=rf"^{setting} must be 0 \(the file's own period\) or in "
+                               r"\[0.0001, 3600\] s, got 1e-09"):
+                sensor.settings({**base.get(name, {}), setting: 1e-9})
+    assert named == {"rotating": "rotation_speed", "line": "rotation_speed", "planar": "rotation_speed",
+                     "rosette": "report_frequency", "cylindrical": "rotation_frequency",
+                     "pattern": "pattern_period"}

@@ -26,11 +26,15 @@ class Timing:
         period: float s, the sweep period (``sweep``) or packet length (``stream``);
             None for ``exposure``.
         exposure: float s, an image's readout time (``exposure``; 0 = instantaneous).
+        setting: the name of the setting that sets ``period`` (``rotation_speed``,
+            ``pattern_period``, ``report_frequency``), for messages (a plan of too many
+            packets names it); ``""`` when none does.
     """
 
     kind: str
     period: float | None = None
     exposure: float = 0.0
+    setting: str = ""
 
     def first_column(self, columns: int, start: float) -> int:
         """Global index of the first column that fires at or after ``start`` s, for a
@@ -89,6 +93,13 @@ class Capabilities:
             and the step, about the sensor's up axis, counter-clockwise from ahead
             (ROS ``LaserScan`` angles; BlenSor's azimuth psi); None otherwise (no
             ``LaserScan`` is written).
+        column_time: (t0, dt) float s for a sensor with ``column_angles`` whose columns
+            do not fill the period evenly from its start: column ``c`` of sweep ``k``
+            fires at ``k * period + t0 + c * dt`` (``dt``: ROS ``LaserScan.time_increment``;
+            a 2D scanner that fires its 270 deg in 3/4 of the period); None: at ``(k *
+            grid[1] + c) * period / grid[1]``, the columns spread over the whole period
+            (the planar and line scanners' model, reference 6.3: "one FOV sweep takes
+            1/rps"; a rotating head's whole turn).
         device: :class:`Device` for a sensor that models a real unit whose driver
             layout or packets writers can reproduce; None otherwise.
     """
@@ -101,6 +112,7 @@ class Capabilities:
     min_range: float = 0.0
     column_angles: tuple | None = None
     device: Device | None = None
+    column_time: tuple | None = None
 
 
 @dataclass(frozen=True)

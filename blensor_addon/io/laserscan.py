@@ -12,30 +12,45 @@ prescribes for "no return within range_max") and ``intensities``; the header sta
 
 Which sensors: those whose :class:`~blensor_addon.core.capabilities.Capabilities` give
 ``column_angles`` with a grid of one row and a ``sweep`` timing: a planar scanner with one
-scan plane, and a rotating LiDAR with one laser at elevation 0 over a whole turn (see
-:meth:`blensor_addon.core.sensors.rotating.Rotating.capabilities`). A clockwise head's
-azimuth falls with time, so its ``angle_increment`` is negative (legal in ROS: ``angle_max
-< angle_min``; the n-th range is at ``angle_min + n * angle_increment`` either way).
+scan plane, a rotating LiDAR with one laser at elevation 0 over a whole turn (see
+:meth:`blensor_addon.core.sensors.rotating.Rotating.capabilities`), a pattern file of one
+plane (:meth:`blensor_addon.core.sensors.pattern_file.PatternFile.column_angles`). A
+clockwise head's azimuth falls with time, so its ``angle_increment`` is negative (legal in
+ROS: ``angle_max < angle_min``; the n-th range is at ``angle_min + n * angle_increment``
+either way).
 
 The columns of a packet: sweep column ``c`` looks at ``first + c * step`` rad
 (``column_angles``); a range scan's packet (a scene frame or a sweep) holds the global
 columns ``g0 .. g0 + C - 1`` in firing order, ``g0`` the first column that fires at or
-after the packet's start (:meth:`~blensor_addon.core.capabilities.Timing.first_column`),
-global column ``g`` firing at ``g * period / count`` s as column ``g % count`` of sweep
-``g // count``. One LaserScan per sweep, or per part of a sweep in the packet (a packet
-is cut where a new sweep starts). ``range_min`` is the sensor's
+after the packet's start, global column ``g`` being column ``c = g % count`` of sweep
+``k = g // count``. It fires at ``g * period / count`` s
+(:meth:`~blensor_addon.core.capabilities.Timing.first_column`; ``time_increment = period /
+count``) unless the sensor declares ``Capabilities.column_time`` (t0, dt): then at ``k *
+period + t0 + c * dt`` (:func:`first_timed_column`; ``time_increment = dt``; a pattern
+file of a 2D scanner that fires its sector in part of the period). The planar and line
+scanners spread a sector's columns over the whole period (their model, reference 6.3:
+"one FOV sweep takes 1/rps"), so ``period / count`` is their own timing. One LaserScan
+per sweep, or per part of a sweep in the packet (a packet is cut where a new sweep
+starts); its stamp is its first ray's firing time. ``range_min`` is the sensor's
 ``Capabilities.min_range`` (ranges below it are never reported, so never appear);
 ``range_max`` its ``max_range``. Intensities: the result's 0..1 intensity x 255, rounded
 (the units of the PointCloud2 intensity field that BlenSor writes for a generic sensor).
+
+Several returns a beam (``returns`` dual, dual_ouster or all, issue 22): a LaserScan has
+one range a ray, the beam's strongest return (largest received power,
+:func:`~blensor_addon.io.packets.strongest_per_beam`, the nearer on a tie), as the
+single-return packets and the ouster-ros cloud keep; its intensity goes with it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.capabilities import Capabilities
 from ..core.errors import SettingsError
+from .packets import strongest_per_beam
 
 #: the scalar fields of a LaserScan, in the message's order (float32 in the message)
 SCALARS = ("angle_min", "angle_max", "angle_increment", "time_increment", "scan_time", "range_min",
@@ -124,15 +139,26 @@ def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: in
     cols = result.grid_shape[1]  # the packet's columns, in firing order
     if not cols or not count:
         return []
-    if first_column is None:
-        first_column = caps.timing.first_column(count, result.frame * result.frame_time)
-    g = int(first_column) + np.arange(cols, dtype=np.int64)
-    col, stamps = g % count, g / (count / period)
+    start = result.frame * result.frame_time
+    if caps.column_time is None:  # columns spread over the whole period (the planar model)
+        if first_column is None:
+            first_column = caps.timing.first_column(count, start)
+        g = int(first_column) + np.arange(cols, dtype=np.int64)
+        col, stamps = g % count, g / (count / period)
+        time_increment = period / count
+    else:  # column c of sweep k at k P + t0 + c dt
+        t0, time_increment = (float(v) for v in caps.column_time)
+        if first_column is None:
+            first_column = first_timed_column(count, period, t0, time_increment, start)
+        g = int(first_column) + np.arange(cols, dtype=np.int64)
+        col = g % count
+        stamps = (g // count) * period + (t0 + col * time_increment)
     ranges = np.full(cols, np.inf, np.float32)
     inten = np.zeros(cols, np.float32)
-    local = result.ray_index.astype(np.int64) % cols
-    ranges[local] = result.range_noisy if noisy else result.range
-    inten[local] = np.round(np.clip(result.intensity, 0, 1) * 255)
+    keep = strongest_per_beam(result)  # each beam's strongest return (every row: one return a beam)
+    local = result.ray_index.astype(np.int64)[keep] % cols
+    ranges[local] = (result.range_noisy if noisy else result.range)[keep]
+    inten[local] = np.round(np.clip(result.intensity[keep], 0, 1) * 255)
     cut = np.flatnonzero(np.diff(col) < 0) + 1  # a new sweep starts
     first, step = caps.column_angles
     range_max = float(caps.max_range) if caps.max_range is not None else float("inf")
@@ -142,10 +168,22 @@ def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: in
         a0 = first + col[seg[0]] * step
         out.append(LaserScan(stamp=float(stamps[seg[0]]), angle_min=float(a0),
                              angle_max=float(a0 + step * (seg.size - 1)), angle_increment=float(step),
-                             time_increment=float(period / count), scan_time=float(period),
+                             time_increment=float(time_increment), scan_time=float(period),
                              range_min=range_min, range_max=range_max, ranges=ranges[seg], intensities=inten[seg],
                              first_column=int(col[seg[0]])))
     return out
 
 
-__all__ = ["SCALARS", "LaserScan", "writes_laserscan", "check_laserscan", "laser_scans"]
+def first_timed_column(count: int, period: float, t0: float, dt: float, start: float) -> int:
+    """Global index ``g = k * count + c`` of the first column that fires at or after
+    ``start`` s (to 1e-9 of a step) for columns fired at ``k * period + t0 + c * dt``
+    (``Capabilities.column_time``; c in [0, count), t0 + (count - 1) dt < period)."""
+    k = math.floor((start - t0) / period)
+    for kk in (k - 1, k, k + 1):  # k - 1: start - t0 a rounding below a sweep's start
+        c = max(0, math.ceil((start - kk * period - t0) / dt - 1e-9))
+        if c < count:
+            return kk * count + c
+    return (k + 2) * count
+
+
+__all__ = ["SCALARS", "LaserScan", "writes_laserscan", "check_laserscan", "laser_scans", "first_timed_column"]

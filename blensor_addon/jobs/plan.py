@@ -35,6 +35,10 @@ from ..core.packets import Packet
 
 #: values of the ``packets`` setting
 PACKET_SETTINGS = ("auto", "frame", "sweep")
+#: most packets one run may plan; more is refused in one line before the packet list is built
+#: (every packet is a file per format: 10**7 packets are 11.6 days of a 10 Hz head's sweeps, or
+#: 1,000 s of the shortest packet any sensor allows, 1e-4 s)
+MAX_PACKETS = 10**7
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,9 @@ def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Cap
         :class:`Plan`.
     Raises:
         SettingsError: bad frames (``frames``) or interval (``time``), a non-contiguous
-            frame list with sweeps, no packet starting in the interval, or formats the
+            frame list with sweeps, no packet starting in the interval, more than
+            :data:`MAX_PACKETS` packets (naming ``caps.timing.setting``, the setting that
+            sets the sweep period, or ``frames``), or formats the
             sensor or each other cannot serve (see :func:`packet_kind`,
             :func:`check_writers`).
     """
@@ -267,8 +273,15 @@ def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Cap
             if not contiguous:
                 raise SettingsError("frames", "a contiguous range A-B with packets=sweep", requested)
             idx = overlapping(frames[0] * ft, (frames[-1] + 1) * ft, period)
+    if len(idx) > MAX_PACKETS:  # before the packet list is built
+        if kind == "frame":
+            raise SettingsError("frames", f"at most {MAX_PACKETS:,} scene frames a run",
+                                f"{len(idx):,} frames")
+        raise SettingsError(caps.timing.setting or "packets", f"a value whose sweep period ({period:.6g} s "
+                            f"now) gives at most {MAX_PACKETS:,} packets in the requested span (or fewer "
+                            "frames)", f"{len(idx):,} sweep packets")
     return Plan(kind, tuple(Packet(kind, k) for k in idx), float(period), ft, requested)
 
 
-__all__ = ["PACKET_SETTINGS", "Plan", "plan_range", "packet_kind", "check_writers", "check_frames",
-           "check_time_interval", "starting_in", "overlapping"]
+__all__ = ["PACKET_SETTINGS", "MAX_PACKETS", "Plan", "plan_range", "packet_kind", "check_writers",
+           "check_frames", "check_time_interval", "starting_in", "overlapping"]

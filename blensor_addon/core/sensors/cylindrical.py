@@ -131,6 +131,7 @@ class Cylindrical(SweptSensor):
     presets = PRESETS
     storage = "cylindrical"
     number = 7
+    period_setting = "rotation_frequency"
 
     def lasers(self, s) -> int:
         return int(s.channels)

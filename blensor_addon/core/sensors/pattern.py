@@ -14,7 +14,10 @@ period_s`` line): firing i of repetition k fires at ``k P + time_i`` s.
   ``ray_index = channel * cols + k`` (k: the firing's rank among its channel's in the
   packet, in firing order); else no grid (``ray_index`` is then the firing's place in the
   packet). A pattern of one channel at elevation 0 with evenly spaced azimuths and
-  firing times (a 2D scanner) declares ``column_angles``: ROS ``LaserScan`` is written.
+  evenly spaced firing times (a 2D scanner: ``time_i = t0 + i dt``, any first offset t0
+  and step dt) declares ``column_angles``, and ``column_time`` (t0, dt) unless the
+  firings fill the period from 0 (``dt = P / N``): ROS ``LaserScan`` is written, with
+  ``time_increment`` dt.
 - Returns: the return physics of :mod:`.returns` (beam divergence, echoes, weather,
   intensity) as the other LiDARs; the reflectivity limit of seed 000 Eq. 1
   (``ref_dist``, ``ref_limit``, ``ref_slope``); range noise ``N(noise_mu, noise_sigma)``
@@ -33,7 +36,7 @@ import numpy as np
 from ..errors import SettingsError
 from ..settings import Preset, setting
 from .budget import CHUNK_RAYS, ray_limit, refuse_rays
-from .pattern_file import PatternFile, channel_positions, check_period, load
+from .pattern_file import MAX_PERIOD, MIN_PERIOD, PatternFile, channel_positions, check_period, load
 from .patterns import RayPattern
 from .physics import (
     check_min_range,
@@ -59,16 +62,18 @@ class PatternSettings(ReturnSettings):
 
     Attributes: preset; pattern_file (path of a .csv or .npy pattern; ``//``: relative to
     the .blend); pattern_period (s, the pattern repeats every period; 0: the file's own
-    period); max_range, min_range (m); noise_mu, noise_sigma (m); ref_dist (m), ref_limit
-    (1), ref_slope (1/m): the reflectivity limit (seed 000 Eq. 1).
+    period; else in [:data:`~.pattern_file.MIN_PERIOD`, 3600]); max_range, min_range (m);
+    noise_mu, noise_sigma (m); ref_dist (m), ref_limit (1), ref_slope (1/m): the
+    reflectivity limit (seed 000 Eq. 1).
     """
 
     preset: str = setting("file", "Sensor", "Sensor model; choosing one sets its values",
                           choices=tuple(PRESETS))
     pattern_file: str = setting("", "Pattern file", "A .csv or .npy file of firings (azimuth, elevation, "
                                 "time, channel)", kind="text")
-    pattern_period: float = setting(0.0, "Pattern period", "Seconds after which the pattern repeats (0: the "
-                                    "file's own)", "s", lo=0.0, hi=3600.0)
+    pattern_period: float = setting(0.0, "Pattern period", "Seconds after which the pattern repeats (0: "
+                                    f"the file's own; else at least {MIN_PERIOD:g} s)", "s", lo=0.0,
+                                    hi=MAX_PERIOD)
     max_range: float = setting(100.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     min_range: float = min_range_setting()
     noise_mu: float = noise_mu_setting()
@@ -78,7 +83,13 @@ class PatternSettings(ReturnSettings):
     ref_slope: float = ref_slope_setting(0.01)
 
     def check(self) -> None:
+        """Raises SettingsError: ``min_range`` not below ``max_range``; ``pattern_period``
+        in (0, :data:`~.pattern_file.MIN_PERIOD`) (a floor: 10 kHz repetition, see
+        :mod:`.pattern_file`)."""
         check_min_range(self)
+        if 0.0 < self.pattern_period < MIN_PERIOD:
+            raise SettingsError("pattern_period", f"0 (the file's own period) or in [{MIN_PERIOD:g}, "
+                                f"{MAX_PERIOD:g}] s", self.pattern_period)
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,7 @@ class Pattern(Sensor):
     presets = PRESETS
     storage = "pattern"
     number = 8
+    period_setting = "pattern_period"
     #: settings holding a file path: the scene layer makes a ``//`` (relative to the .blend) path absolute
     path_settings = ("pattern_file",)
 
@@ -199,11 +211,12 @@ class Pattern(Sensor):
 
     def capabilities(self, s, camera=None):
         """Timing ``sweep`` over the pattern's period; grid (channels, firings per
-        channel) or None; ``column_angles`` for a one-plane pattern
-        (:meth:`.pattern_file.PatternFile.column_angles`)."""
+        channel) or None; ``column_angles`` and ``column_time`` for a one-plane pattern
+        (:meth:`.pattern_file.PatternFile.column_angles`, ``column_time``)."""
         ld = loaded(s)
         caps = super().capabilities(s, camera)
-        return dataclasses.replace(caps, grid=ld.file.grid, column_angles=ld.file.column_angles(ld.period))
+        return dataclasses.replace(caps, grid=ld.file.grid, column_angles=ld.file.column_angles(ld.period),
+                                   column_time=ld.file.column_time(ld.period))
 
     def patterns(self, s, frame, frame_time, mode, camera):
         """The scan's firings in firing order (:func:`firings`), in chunks of

@@ -25,7 +25,11 @@ CSV (UTF-8 text; ``#`` starts a comment line; blank lines are skipped)::
   starts at the sensor origin.
 - The header line names the columns (any order, each once). The period comes from the
   setting ``pattern_period`` when it is > 0, else from a comment line ``# period_s: P``
-  (or ``# period_s = P``) before the header.
+  (or ``# period_s = P``) before the header. Either must lie in [:data:`MIN_PERIOD`,
+  3600] s: 1e-4 s (10 kHz repetition) is far above any real scan pattern's rate (2D
+  scanners 10-100 Hz, MEMS and hybrid solid-state units 10-20 Hz) and equals the fastest
+  packet of the other streamed sensors (rosette ``report_frequency`` at most 1e4 Hz); a
+  shorter period would only turn a scene frame into millions of sweep packets.
 
 .npy: the same columns as a float array of shape (N, 4) or (N, 7) in the order above, or
 a structured array with those field names (any numeric dtypes). A .npy file holds no
@@ -68,6 +72,11 @@ HEADER_ORIGINS = ",".join(COLUMNS + ORIGIN_COLUMNS)
 MAX_CHANNEL = 65535
 #: largest |origin coordinate| (m)
 MAX_ORIGIN = 1000.0
+#: shortest pattern period (s), the file's ``# period_s`` line and the setting
+#: ``pattern_period`` alike (module docstring): 10 kHz repetition
+MIN_PERIOD = 1e-4
+#: longest pattern period (s)
+MAX_PERIOD = 3600.0
 #: parsed files kept (by resolved path, size, mtime_ns)
 CACHE_SIZE = 8
 _PERIOD_LINE = re.compile(r"^#\s*period_s\s*[:=]\s*(\S+)\s*$", re.IGNORECASE)
@@ -181,9 +190,9 @@ class PatternFile:
     def column_angles(self, period: float) -> tuple | None:
         """(first, step) rad when the pattern is one scan plane as ROS ``LaserScan``
         describes it: one channel, every elevation 0, azimuths evenly spaced in firing
-        order (step != 0) and firings evenly spaced over the period from 0 (``time_i = i P
-        / N``, to 1e-6 of a step); None otherwise. Angles: BlenSor's azimuth psi (ROS's,
-        counter-clockwise from ahead), not wrapped."""
+        order (step != 0) and firings evenly spaced in time (``time_i = t0 + i dt``, dt >
+        0, to 1e-6 of dt; :meth:`column_time`); None otherwise. Angles: BlenSor's azimuth
+        psi (ROS's, counter-clockwise from ahead), not wrapped."""
         n = len(self)
         if n < 2 or self.channels != 1 or bool(np.any(self.elevation_deg != 0.0)):
             return None
@@ -191,10 +200,35 @@ class PatternFile:
         step = (a[-1] - a[0]) / (n - 1)
         if step == 0.0 or not np.allclose(np.diff(a), step, rtol=0.0, atol=1e-6 * abs(step)):
             return None
-        dt = period / n
-        if not np.allclose(self.time_s, np.arange(n) * dt, rtol=0.0, atol=1e-6 * dt):
+        if self._even_times() is None:
             return None
         return float(a[0]), float(step)
+
+    def _even_times(self) -> tuple | None:
+        """(t0, dt) s when ``time_i = t0 + i dt`` (dt > 0, to 1e-6 of dt), else None."""
+        n = len(self)
+        if n < 2:
+            return None
+        t0 = float(self.time_s[0])
+        dt = float((self.time_s[-1] - t0) / (n - 1))
+        if not dt > 0.0 or not np.allclose(self.time_s, t0 + np.arange(n) * dt, rtol=0.0, atol=1e-6 * dt):
+            return None
+        return t0, dt
+
+    def column_time(self, period: float) -> tuple | None:
+        """``Capabilities.column_time`` of a one-plane pattern (:meth:`column_angles` not
+        None): (t0, dt) s, the first firing's offset in the period and the step between
+        firings, when they are not ``time_i = i P / N`` (a 2D scanner's real timing: 270
+        deg fired in 3/4 of the period); None when they are (to 1e-6 of a step: the
+        planar scanner's model, whose LaserScans keep their bytes) or the pattern is not
+        one plane."""
+        if self.column_angles(period) is None:
+            return None
+        t0, dt = self._even_times()
+        n = len(self)
+        if np.allclose(self.time_s, np.arange(n) * (period / n), rtol=0.0, atol=1e-6 * period / n):
+            return None
+        return t0, dt
 
 
 def channel_positions(channel: np.ndarray) -> np.ndarray:
@@ -313,9 +347,9 @@ def _read_csv(p: str) -> PatternFile:
                             period = float(m.group(1))
                         except ValueError:
                             period = float("nan")
-                        if not (math.isfinite(period) and 0.0 < period <= 3600.0):
-                            raise _refuse(p, "a pattern file whose period_s is in (0, 3600] s", m.group(1),
-                                          f"line {lineno}")
+                        if not (math.isfinite(period) and MIN_PERIOD <= period <= MAX_PERIOD):
+                            raise _refuse(p, f"a pattern file whose period_s is in [{MIN_PERIOD:g}, "
+                                          f"{MAX_PERIOD:g}] s", m.group(1), f"line {lineno}")
                     continue
                 cells = line.split(",")
                 if names is None:
@@ -458,5 +492,6 @@ def write_csv(path: str, azimuth_deg, elevation_deg, time_s, channel, origin=Non
             f.write(",".join(cells) + "\n")
 
 
-__all__ = ["PatternFile", "COLUMNS", "ORIGIN_COLUMNS", "HEADER", "HEADER_ORIGINS", "load", "resolve",
+__all__ = ["PatternFile", "MIN_PERIOD", "MAX_PERIOD", "COLUMNS", "ORIGIN_COLUMNS", "HEADER", "HEADER_ORIGINS",
+           "load", "resolve",
            "check_period", "clear_cache", "channel_positions", "write_csv"]

@@ -286,6 +286,7 @@ class Rosette(Sensor):
     presets = PRESETS
     storage = "rosette"
     number = 6
+    period_setting = "report_frequency"
 
     def _span(self, s, frame: int, frame_time: float, mode: str) -> tuple[float, float]:
         t0 = frame * frame_time
@@ -311,8 +312,9 @@ class Rosette(Sensor):
         period = 1.0 / rf if rf >= MIN_REPORT_FREQUENCY else None
         deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if s.deskew else ()
         multi = ("return_number", "number_of_returns") if s.multi_return else ()
-        return Capabilities(timing=Timing("stream", period), grid=None, fields=(*FIELDS, *deskew, *multi),
-                            max_range=self.reported_range(s), min_range=float(s.min_range))
+        return Capabilities(timing=Timing("stream", period, setting=self.period_setting), grid=None,
+                            fields=(*FIELDS, *deskew, *multi), max_range=self.reported_range(s),
+                            min_range=float(s.min_range))
 
     def patterns(self, s, frame, frame_time, mode, camera):
         """The firings of the packet inside the horizontal FOV, in firing order;

@@ -585,6 +585,7 @@ class Rotating(Sensor):
     presets = PRESETS
     storage = ""  # v0.1 kept these settings on Camera.blensor itself
     number = 0  # stored value of sensor_type (saved files keep it)
+    period_setting = "rotation_speed"
 
     def grid_shape(self, s, frame, frame_time, mode, camera):
         if mode == "range":

@@ -163,6 +163,8 @@ class Sensor:
             stable one from its name (:func:`blensor_addon.core.sensors.register_sensor`).
         extra_fields: names of per-point fields the sensor adds in ``result.extra``
             (declared in its :meth:`capabilities`).
+        period_setting: the setting that sets :meth:`sweep_period` (``Timing.setting``:
+            a plan of too many packets names it); ``""``: none.
     """
 
     name = ""
@@ -175,6 +177,7 @@ class Sensor:
     organized = False
     number: int | None = None
     extra_fields: tuple = ()
+    period_setting = ""
 
     # -- settings ---------------------------------------------------------------------
     def settings(self, values: dict | None = None):
@@ -299,7 +302,7 @@ class Sensor:
         a pattern that never repeats overrides it (timing ``stream``, grid None).
         """
         period = self.sweep_period(s)
-        timing = Timing("sweep", float(period)) if period is not None else \
+        timing = Timing("sweep", float(period), setting=self.period_setting) if period is not None else \
             Timing("exposure", exposure=float(self.exposure_time(s)))
         grid = tuple(int(v) for v in self.grid_shape(s, 0, 1.0, "single", camera))
         deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if getattr(s, "deskew", False) else ()
@@ -435,6 +438,8 @@ class SweptSensor(Sensor):
     ``1 / s.rotation_speed`` s, firing :meth:`lasers` rays per column (line and planar
     scanners, reference 6.2 and 6.3), with the reflectivity limit of seed 000 Eq. 1.
     Subclasses give :meth:`lasers` and :meth:`directions`."""
+
+    period_setting = "rotation_speed"
 
     def lasers(self, s) -> int:
         """Rays per column."""
