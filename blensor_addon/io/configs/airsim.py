@@ -83,7 +83,8 @@ ALIASES = {"vertical-fov-start-deg": "vertical-fov-lower-deg",
 INTEGER_FIELDS = ("number-of-channels", "points-per-second")
 #: the booleans seed 003 defines that BlenSor does not use: why, kept for export
 FLAGS = {
-    "enabled": "BlenSor scans every sensor of the file (or the cameras named); kept for export",
+    "enabled": "blensor config import makes the camera all the same (kept for export); blensor scan "
+               "--sensor FILE skips a sensor with enabled false",
     "draw-debug-points": "a Project AirSim viewer option; ignored (kept for export)",
     "disable-self-hits": "not modelled: rays hit every object of the scene, the parent's included; ignored "
                          "(kept for export)",
