@@ -43,6 +43,7 @@ import math
 
 import numpy as np
 
+from ...core.axes import NED_FROM_ROS
 from ...core.errors import SettingsError
 from ...core.sensors import SENSORS
 from . import ConfigFormat, SensorConfig
@@ -98,8 +99,8 @@ IGNORED = {
                                          "frame (the packets setting); kept for export",
 }
 OWN = ("id", "type", "lidar-type", "parent-link", "origin")
-#: NED <-> REP-103 (its own inverse)
-F = np.diag([1.0, -1.0, -1.0])
+#: NED <-> REP-103 (its own inverse; :data:`~...core.axes.NED_FROM_ROS`)
+F = NED_FROM_ROS
 
 
 def _strip_comments(text: str) -> str:
