@@ -77,8 +77,8 @@ def in_process(bpy, frames: range, repeat: int, tmp: Path) -> tuple:
                 shutil.rmtree(tmp / f"{name}{k}", ignore_errors=True)
     finally:
         bpy.app.handlers.frame_change_post.remove(counted)
-    return (evals["separate"], evals["rig"], statistics.median(times["separate"]), statistics.median(times["rig"]),
-            same)
+    return (evals["separate"], evals["rig"], statistics.median(times["separate"]),
+            statistics.median(times["rig"]), same)
 
 
 def on_cli(frames: range, tmp: Path) -> tuple:
@@ -88,8 +88,8 @@ def on_cli(frames: range, tmp: Path) -> tuple:
     spec = f"{frames.start}-{frames.stop - 1}"
     t = time.perf_counter()
     for c in CAMERAS:
-        subprocess.run([exe, "scan", blend, "--camera", c, "--frames", spec, "--out", str(tmp / "cli_sep" / c),
-                        "--quiet"], check=True)
+        subprocess.run([exe, "scan", blend, "--camera", c, "--frames", spec,
+                        "--out", str(tmp / "cli_sep" / c), "--quiet"], check=True)
     sep = time.perf_counter() - t
     t = time.perf_counter()
     subprocess.run([exe, "scan", blend, "--camera", ",".join(CAMERAS), "--frames", spec, "--out",
@@ -124,7 +124,8 @@ def main(argv=None) -> int:
             rows.append(("crossing, 3 LiDARs, 3 processes vs 1", "", "", sep, rig, same))
     blensor_addon.unregister()
     print(f"frames {args.frames} at 24 fps, sensors {', '.join(CAMERAS)}; median of {args.repeat}")
-    print(f"{'case':<40} {'evals sep':>9} {'evals rig':>9} {'sep s':>7} {'rig s':>7} {'rig/sep':>7} same bytes")
+    print(f"{'case':<40} {'evals sep':>9} {'evals rig':>9} {'sep s':>7} {'rig s':>7} {'rig/sep':>7} "
+          "same bytes")
     for name, es, er, ts, tr, same in rows:
         print(f"{name:<40} {es!s:>9} {er!s:>9} {ts:7.2f} {tr:7.2f} {tr / ts:7.2f} {'yes' if same else 'NO'}")
     return 0

@@ -60,8 +60,8 @@ from pathlib import Path
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
-_OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed", "resume", "format",
-                 "objects", "axes", "time", "overwrite"}
+_OPTION_NAMES = {"frames", "out", "formats", "backend", "camera", "frame_of_reference", "seed", "resume",
+                 "format", "objects", "axes", "time", "overwrite"}
 
 
 class _Spelled(argparse.Action):
@@ -93,8 +93,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     "settings as one rig")
     sc.add_argument("--sensor", metavar="FILE", help="a sensor config file (" + _config_help() + ") whose "
                     "sensors are scanned instead of the .blend's cameras (the .blend is not changed)")
-    sc.add_argument("--rig-base", metavar="OBJECT", help="a rig's base object: the extrinsics are relative to "
-                    "it (default: the cameras' common parent, else the first camera)")
+    sc.add_argument("--rig-base", metavar="OBJECT", help="a rig's base object: the extrinsics are relative "
+                    "to it (default: the cameras' common parent, else the first camera)")
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames: every packet "
                     "(sweep or frame) that starts within it, scanned whole")
@@ -478,7 +478,8 @@ def parse_sets(texts: dict[str, str], cam) -> dict:
                     raise SettingsError(f"--set {name}", exc.allowed, exc.value) from None
                 raise
         else:
-            raise SettingsError(name, f"a setting of sensor type '{stype}': " + ", ".join(sorted(metas)), text)
+            raise SettingsError(name, f"a setting of sensor type '{stype}': " + ", ".join(sorted(metas)),
+                                text)
     return out
 
 
@@ -544,7 +545,8 @@ def cmd_depth(args) -> int:
         raise SettingsError("--backend", "one of " + ", ".join(BACKENDS), args.backend)
     texts = split_sets(args.set)
     if texts.get("sensor_type", "depth") != "depth":
-        raise SettingsError("sensor_type", "depth (blensor depth always uses the depth camera)", texts["sensor_type"])
+        raise SettingsError("sensor_type", "depth (blensor depth always uses the depth camera)",
+                            texts["sensor_type"])
     texts["sensor_type"] = "depth"
     bpy = _open_blend(args.blend)
     cam = _camera(bpy, args.camera)
@@ -625,6 +627,13 @@ def cmd_scan(args) -> int:
                                 "sensors)", args.sensor)
         from .io.configs import format_of_file
         configs = format_of_file(args.sensor).read(args.sensor)
+        skipped = [c for c in configs if not c.enabled]
+        if skipped and not args.quiet:
+            for c in skipped:  # issue 23 review: a switched-off sensor is not scanned
+                say(f"blensor: {args.sensor}: {c.name}: enabled false; not scanned", err=True)
+        if len(skipped) == len(configs):
+            raise SettingsError("--sensor", "a config file with at least one enabled sensor", args.sensor)
+        configs = [c for c in configs if c.enabled]
     elif args.camera is not None and args.all_sensors:
         raise SettingsError("--all-sensors", "given without --camera (one or the other)", args.camera)
     bpy = _open_blend(args.blend)
@@ -670,7 +679,8 @@ def cmd_scan(args) -> int:
             job = scan_range(cam, frames, _out_dir(args), formats, args.seed, backend=args.backend,
                              frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
                              overwrite=args.overwrite, resume=args.resume, progress=progress,
-                             options=format_options, axes=axes[cam.name], time=interval, **overrides[cam.name])
+                             options=format_options, axes=axes[cam.name], time=interval,
+                             **overrides[cam.name])
     finally:
         if bar is not None:
             bar.close()
@@ -823,8 +833,8 @@ def cmd_config(args) -> int:
     return 0
 
 
-COMMANDS = {"scan": cmd_scan, "config": cmd_config, "depth": cmd_depth, "motion": cmd_motion, "info": cmd_info,
-            "sensors": cmd_sensors, "calib": cmd_calib}
+COMMANDS = {"scan": cmd_scan, "config": cmd_config, "depth": cmd_depth, "motion": cmd_motion,
+            "info": cmd_info, "sensors": cmd_sensors, "calib": cmd_calib}
 
 
 #: options whose value may start with "-" (a negative frame or time): argparse takes
@@ -903,7 +913,8 @@ def _main(args) -> int:
         return EXIT_BAD_INPUT
     except OSError as exc:  # a write error outside a range scan's pipeline (motion export)
         where = f" ({exc.filename})" if exc.filename else ""
-        say(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished files are kept", err=True)
+        say(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished files are kept",
+            err=True)
         return EXIT_FAILED
     except KeyboardInterrupt:
         _SIGNALS.quiet()  # what follows (the message, the add-on's unregistration) is not interrupted

@@ -252,10 +252,13 @@ def test_seed004_examples_are_planar_scanners_of_15_samples(path, kind, topic):
     # the values are float32s: the camera's stored angles count the same 15 columns
     assert all(f32(v) == v for v in (s.start_angle, s.end_angle, s.angle_resolution))
     ignored = sorted(line.split(":")[0] for line in c.ignored)
-    assert ignored == {UNITY_RAYTRACED: [], UNITY_PHYSICS: ["ray/scan/horizontal/resolution",
-                                                            "ray/scan/vertical/resolution"],
+    assert ignored == {UNITY_RAYTRACED: ["topic"], UNITY_PHYSICS: ["ray/scan/horizontal/resolution",
+                                                                   "ray/scan/vertical/resolution", "topic"],
                        UNITY_RASTER: ["ray/raster", "ray/scan/horizontal/resolution",
-                                      "ray/scan/vertical/resolution"]}[path]
+                                      "ray/scan/vertical/resolution", "topic"]}[path]
+    # issue 23 review: the topic is kept for export, and the line says where the bag publishes instead
+    assert (f"topic: kept for export; BlenSor's rosbag2 output publishes on /blensor/ (in a rig "
+            f"/blensor/{c.name}/), not on {topic}") in c.ignored
 
 
 def test_seed004_example_written_back_reads_the_same():
@@ -330,7 +333,9 @@ def test_unity_beam_and_outputs():
     assert c.outputs == {"type": "raytracedlidar", "topic": "/t", "is_laserscan": False,
                          "is_pointcloud_organized": True, "movement_technology": "DC"}
     assert c.unknown == ["foo"]
-    assert c.ignored == ["ray/intensity: BlenSor computes intensities from the materials; ignored"]
+    assert c.ignored == ["ray/intensity: BlenSor computes intensities from the materials; ignored",
+                         "topic: kept for export; BlenSor's rosbag2 output publishes on /blensor/ (in a rig "
+                         "/blensor/l/), not on /t"]
     # Unity ignores samples_per_beam without a divergence: so does the import (one line)
     (c2,) = unity.read_configs(text.replace("0.003", "0"), "x.xml")
     assert settings_of(c2).samples_per_beam == 1
@@ -412,7 +417,7 @@ def test_unity_several_sensors_and_parent_links():
             f'{one.replace("lidar1", "lidar9")}<sensor type="camera" name="cam"/></model></sdf>')
     a, b = unity.read_configs(text, "car.sdf")
     assert (a.name, a.parent, b.name, b.parent) == ("lidar1", "roof", "lidar9", None)
-    assert a.ignored == ["sensor 'cam' (type 'camera'): not a lidar; skipped"]
+    assert a.ignored[0] == "sensor 'cam' (type 'camera'): not a lidar; skipped"
 
 
 @pytest.mark.parametrize("text,message", [
@@ -432,6 +437,22 @@ def test_unity_several_sensors_and_parent_links():
     (xml_sensor("<movement_technology>Piezo</movement_technology>"),
      "x.xml sensor 'l' movement_technology must be DC or MEMS, got 'Piezo'"),
     ("<sdf><model/></sdf>", "x.xml must be an XML file with at least one lidar <sensor>"),
+    # issue 23 review: the file's element in the file's units (was "min_angle must be in [-360, 360] deg,
+    # got -572.96" and "angle_resolution must be at least ... deg")
+    (xml_sensor("<ray><scan><horizontal><samples>15</samples><min_angle>-10"
+                "</min_angle><max_angle>1</max_angle></horizontal></scan><range><max>5</max></range></ray>"),
+     "x.xml sensor 'l' ray/scan/horizontal/min_angle must be in [-2 pi, 2 pi] rad ([-6.2831853, 6.2831853], "
+     "one turn either way), got '-10'"),
+    (xml_sensor("<ray><scan><horizontal><samples>100000000</samples><min_angle>"
+                "-3.14</min_angle><max_angle>3.14</max_angle></horizontal></scan><range><max>5</max></range>"
+                "</ray>"),
+     "x.xml sensor 'l' ray/scan/horizontal/samples must be at most 20,000,000 with 1 vertical samples "
+     "(BlenSor casts at most 20,000,000 rays per scan), got '100000000'"),
+    (xml_sensor("<ray><scan><horizontal><samples>2000000</samples><min_angle>"
+                "-3.14</min_angle><max_angle>3.14</max_angle></horizontal><vertical><samples>16</samples>"
+                "<min_angle>-0.2</min_angle><max_angle>0.2</max_angle></vertical></scan><range><max>5</max>"
+                "</range></ray>"),
+     "x.xml sensor 'l' ray/scan/horizontal/samples must be at most 1,250,000 with 16 vertical samples"),
 ])
 def test_unity_bad_files_are_one_line_naming_the_element(text, message):
     with pytest.raises(SettingsError) as err:
@@ -517,7 +538,7 @@ def test_existing_camera_keeps_its_shared_settings(bpy_mod, crossing):
     (c,) = UNITY.read(UNITY_RAYTRACED)
     c.name = "Velodyne"
     (cam2,), notes = apply_configs([c], crossing)
-    assert cam2 is cam and notes == ["Velodyne: updated (planar, preset generic)"]
+    assert cam2 is cam and notes[0] == "Velodyne: updated (planar, preset generic)" and len(notes) == 2
     _, s = read_sensor(cam)
     assert (s.seed, s.start_angle) == (42, settings_of(c).start_angle)
     np.testing.assert_array_equal(np.array(cam.matrix_world), before)  # no pose in the file: kept
@@ -564,8 +585,9 @@ def test_seed003_sample_imports_into_the_crossing_with_no_edit(bpy_mod, tmp_path
      f"blensor: error: {LIVOX_SAMPLE} line 15 column 1 must be JSON (Expecting ',' delimiter), got '}}'"),
     (["config", "import", "unity", AIRSIM_SAMPLE, "SCENE"],
      f"blensor: error: {AIRSIM_SAMPLE} line 1 column 1 must be XML (a <sensor> element)"),
+    # issue 23 review: the positional argument FORMAT is named (it was "--format", no such option)
     (["config", "import", "yaml", AIRSIM_SAMPLE, "SCENE"],
-     "blensor: error: --format must be one of airsim, unity, got 'yaml'"),
+     "blensor: error: FORMAT must be one of airsim, unity, got 'yaml'"),
     (["config", "import", "airsim", DATA / "nope.json", "SCENE"], "blensor: error: "),
     (["config", "export", "unity", "SCENE", "OUT", "--camera", "Nobody"],
      "blensor: error: --camera must be one of the scene's cameras: Velodyne, got 'Nobody'"),
@@ -633,3 +655,67 @@ def test_seed003_sample_scans_with_no_edit(bpy_mod, empty_scene, tmp_path):
     nearest = np.abs(el[:, None] - channels[None, :]).min(axis=1)
     assert nearest.max() < 1e-3 and len(np.unique(np.abs(el[:, None] - channels).argmin(axis=1))) == 16
     assert abs(len(xyz) - 10000) <= 16  # one revolution: 100,000 points/s / 10 Hz
+
+
+# ---------------------------------------------------------------------------------------
+# issue 23 review
+
+
+def _presets_as_configs():
+    """(label, SensorConfig) of every rotating and planar preset, as given and with the
+    sweep rounded to float32 as a camera stores it, and of the pattern sensor."""
+    out = []
+    for stype in ("rotating", "planar"):
+        for preset in SENSORS[stype].presets:
+            s = make_settings(stype, None, {"preset": preset})[1]
+            out.append((f"{stype} {preset}", SensorConfig("s", stype, {"preset": preset})))
+            out.append((f"{stype} {preset} float32", SensorConfig("s", stype, {
+                "preset": preset, "start_angle": f32(s.start_angle), "end_angle": f32(s.end_angle),
+                "angle_resolution": f32(s.angle_resolution)})))
+    out.append(("pattern", SensorConfig("s", "pattern", {"preset": "file", "pattern_file": "/p.csv",
+                                                         "pattern_period": 0.1, "max_range": 120.0})))
+    return out
+
+
+def test_unity_export_import_export_is_byte_identical():
+    # issue 23 review: a VLP-16's 1808 columns do not fill a turn; max_angle "6.2831853" read back as
+    # 359.9999982 deg and the step recomputed in float32 moved min_angle 0.0050345907 -> 0.005034721
+    # (the generic rotating preset, one laser, was not written at all: its planar read-back passed 360 deg)
+    for label, config in _presets_as_configs():
+        first, _ = UNITY.dumps([config])
+        again, _ = UNITY.dumps(unity.read_configs(first, "x.xml"))
+        assert again == first, label
+
+
+def test_unity_camera_export_import_export_is_byte_identical(bpy_mod, empty_scene):
+    # issue 23 review: the CLI's path (camera -> file -> camera -> file), the crossing's Velodyne presets
+    from blensor_addon.jobs.configs import apply_configs, configs_of
+    for preset in ("vlp16", "hdl64e_s2", "hdl32e"):
+        cams, _ = apply_configs([SensorConfig(preset, "rotating", {"preset": preset})], empty_scene)
+        first, _ = UNITY.dumps(configs_of(cams))
+        cams, _ = apply_configs(unity.read_configs(first, "x.xml"), empty_scene)
+        again, _ = UNITY.dumps(configs_of(cams))
+        assert again == first, preset
+
+
+def test_scan_sensor_file_skips_disabled_sensors(bpy_mod, empty_scene, tmp_path):
+    # issue 23 review: "enabled": false was scanned; now one note line and the sensor is left out (config
+    # import still makes its camera: test_airsim_round_trip keeps enabled false through export)
+    doc = json.loads(AIRSIM_SAMPLE.read_text())
+    off = {**doc["sensors"][0], "id": "off", "enabled": False}
+    doc["sensors"].append(off)
+    cfg = tmp_path / "two.json"
+    cfg.write_text(json.dumps(doc))
+    empty_scene.frame_start = empty_scene.frame_end = 1
+    scene = tmp_path / "empty.blend"
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(scene))
+    res = run("scan", scene, "--sensor", cfg, "--formats", "npz", "--frames", "1", "--out", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert f"blensor: {cfg}: off: enabled false; not scanned" in res.stderr.splitlines()
+    assert not (tmp_path / "out" / "off").exists() and sorted((tmp_path / "out").glob("*.npz"))  # one sensor
+    doc["sensors"] = [off]
+    cfg.write_text(json.dumps(doc))
+    res = run("scan", scene, "--sensor", cfg, "--formats", "npz", "--frames", "1", "--out", tmp_path / "o2")
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[-1] == (f"blensor: error: --sensor must be a config file with at least "
+                                           f"one enabled sensor, got '{cfg}'")

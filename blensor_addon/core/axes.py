@@ -1,6 +1,8 @@
 """Axis conventions and rotations: BlenSor's sensor frame and ROS REP-103, a result
 converted between them (:func:`to_axes`), and the add-on's one matrix-to-quaternion
-routine (:func:`matrix_to_quat`) with the rotation vector of a matrix.
+routine (:func:`matrix_to_quat`) with the rotation vector of a matrix, the add-on's one
+roll-pitch-yaw pair (:func:`rpy_matrix`, :func:`matrix_rpy`) and the NED/FRD <-> REP-103
+flip (:data:`NED_FROM_ROS`).
 
 BlenSor's sensor frame is the camera's (kept from the original, reference section 2):
 +X right, +Y up, looking down -Z. REP-103 (ROS; KITTI's LiDAR frame too): x forward,
@@ -11,6 +13,7 @@ right-handed and Z-up, as REP-103's ENU world frames.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -19,6 +22,49 @@ from .errors import SettingsError
 AXES = ("blensor", "ros")
 #: (3, 3) rotation taking BlenSor sensor-frame vectors to REP-103 sensor-frame vectors
 ROS_FROM_BLENSOR = np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+
+#: (3, 3) NED / FRD (x ahead, y right, z down: Project AirSim's frames, seed 003 "Lidar
+#: sensor settings"; aerospace body axes) <-> REP-103 (x ahead, y left, z up); its own
+#: inverse: ``v_ned = NED_FROM_ROS @ v_ros``, ``R_ned = NED_FROM_ROS @ R_ros @ NED_FROM_ROS``
+NED_FROM_ROS = np.diag([1.0, -1.0, -1.0])
+
+
+def rpy_matrix(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    """(3, 3) float64 rotation ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)`` of roll, pitch, yaw
+    (rad): roll about x, then pitch about y, then yaw about z, all about the fixed parent
+    axes (REP-103 and URDF/SDF ``rpy``; the aerospace yaw-pitch-roll of a body, so the
+    same formula in NED/FRD axes is Project AirSim's ``ToQuaternion(roll, pitch, yaw)``).
+    The one implementation of the add-on (rosbag2's ``base_to_sensor``, the config
+    formats' poses, the rosette's ``scan_orientation``): the product of the three
+    elementary matrices, so a pose and the bytes written from it do not depend on who
+    computes it."""
+    cr, sr, cp, sp, cy, sy = (math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch),
+                              math.cos(yaw), math.sin(yaw))
+    rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
+    ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
+    rx = np.array([[1.0, 0.0, 0.0], [0.0, cr, -sr], [0.0, sr, cr]])
+    return rz @ ry @ rx
+
+
+def matrix_rpy(R: np.ndarray) -> tuple[float, float, float]:
+    """(roll, pitch, yaw) rad of a (3, 3) rotation, :func:`rpy_matrix`'s inverse: pitch
+    ``atan2(-R[2,0], hypot(R[0,0], R[1,0]))`` in [-pi/2, pi/2], roll and yaw in (-pi, pi];
+    at gimbal lock (``hypot(R[0,0], R[1,0]) < 1e-12``: pitch +-pi/2, where roll and yaw
+    turn about one axis) roll is 0 and yaw carries the turn."""
+    R = np.asarray(R, dtype=np.float64)
+    c = math.hypot(R[0, 0], R[1, 0])
+    pitch = math.atan2(-R[2, 0], c)
+    if c < 1e-12:
+        return 0.0, pitch, math.atan2(-R[0, 1], R[1, 1])
+    return math.atan2(R[2, 1], R[2, 2]), pitch, math.atan2(R[1, 0], R[0, 0])
+
+
+def blensor_from_frd(v: np.ndarray) -> np.ndarray:
+    """(N, 3) vectors in FRD axes (x ahead, y right, z down) -> BlenSor's sensor frame
+    (x right, y up, -z ahead): ``ROS_FROM_BLENSOR.T @ NED_FROM_ROS @ v``, written as the
+    permutation it is (``(y, -z, -x)``: no products, so a zero keeps its sign)."""
+    v = np.asarray(v)
+    return np.stack([v[:, 1], -v[:, 2], -v[:, 0]], axis=1)
 
 
 def check_axes(axes: str) -> str:

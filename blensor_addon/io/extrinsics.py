@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.axes import quaternion_xyzw
+from ..core.axes import matrix_rpy, quaternion_xyzw
 from ..core.errors import SettingsError
 
 CALIB_NAME = "calib_rig.txt"
@@ -84,14 +84,9 @@ def check_extrinsics(sensors, setting: str = "rig") -> None:
 def rpy_deg(R: np.ndarray) -> tuple[float, float, float]:
     """(roll, pitch, yaw) deg of a (3, 3) rotation, REP-103 fixed axes: ``R = Rz(yaw)
     Ry(pitch) Rx(roll)`` (the inverse of :func:`blensor_addon.io.formats.rosbag2.mount_matrix`'s
-    rotation); pitch in [-90, 90]; at pitch +-90 deg roll is 0."""
-    R = np.asarray(R, dtype=np.float64)
-    pitch = math.atan2(-R[2, 0], math.hypot(R[0, 0], R[1, 0]))
-    if math.hypot(R[0, 0], R[1, 0]) < 1e-12:  # gimbal lock: yaw and roll share one axis
-        roll, yaw = 0.0, math.atan2(-R[0, 1], R[1, 1])
-    else:
-        roll, yaw = math.atan2(R[2, 1], R[2, 2]), math.atan2(R[1, 0], R[0, 0])
-    return tuple(math.degrees(a) for a in (roll, pitch, yaw))
+    rotation); pitch in [-90, 90]; at pitch +-90 deg roll is 0
+    (:func:`~..core.axes.matrix_rpy` in degrees)."""
+    return tuple(math.degrees(a) for a in matrix_rpy(R))
 
 
 def _num(v: float) -> str:

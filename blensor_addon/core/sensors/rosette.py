@@ -73,6 +73,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..axes import blensor_from_frd, rpy_matrix
 from ..capabilities import Capabilities, Timing
 from ..result import FIELDS
 from ..settings import Preset, setting
@@ -213,11 +214,7 @@ def scan_rotation(rpy_deg) -> np.ndarray:
     y right, z down axes (aerospace order, Project AirSim's ``ToQuaternion(roll, pitch,
     yaw)``): pitch 90 turns the down axis to ahead."""
     r, p, y = np.deg2rad(np.asarray(rpy_deg, dtype=np.float64))
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
-    rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
-    ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
-    rx = np.array([[1.0, 0.0, 0.0], [0.0, cr, -sr], [0.0, sr, cr]])
-    return rz @ ry @ rx
+    return rpy_matrix(float(r), float(p), float(y))  # (core/axes.py: the add-on's one)
 
 
 def beam_directions(h_rad: np.ndarray, e_rad: np.ndarray, rpy_deg=(0.0, 0.0, 0.0)) -> np.ndarray:
@@ -228,7 +225,7 @@ def beam_directions(h_rad: np.ndarray, e_rad: np.ndarray, rpy_deg=(0.0, 0.0, 0.0
     frd = np.stack([ce * np.cos(h_rad), ce * np.sin(h_rad), -np.sin(e_rad)], axis=1)
     if any(v != 0.0 for v in rpy_deg):
         frd = frd @ scan_rotation(rpy_deg).T
-    return np.stack([frd[:, 1], -frd[:, 2], -frd[:, 0]], axis=1)
+    return blensor_from_frd(frd)  # ROS_FROM_BLENSOR.T @ NED_FROM_ROS
 
 
 def firing_range(points_per_second: float, t0: float, t1: float) -> tuple[int, int]:

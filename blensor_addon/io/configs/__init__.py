@@ -54,6 +54,13 @@ class SensorConfig:
     ignored: list = field(default_factory=list)
     unknown: list = field(default_factory=list)
 
+    @property
+    def enabled(self) -> bool:
+        """False where the file switches the sensor off (AirSim ``"enabled": false``,
+        kept in :attr:`outputs`): ``blensor scan --sensor FILE`` skips it with one note;
+        ``blensor config import`` still makes its camera so an export writes it back."""
+        return self.outputs.get("enabled", True) is not False
+
 
 class ConfigFormat:
     """A sensor config file format.
@@ -102,9 +109,10 @@ def get_format(name: str) -> ConfigFormat:
     """The config format ``name``.
 
     Raises:
-        SettingsError (``format``): unknown."""
+        SettingsError (``FORMAT``, the positional argument of ``blensor config import|export
+        FORMAT``): unknown."""
     if name not in CONFIG_FORMATS:
-        raise SettingsError("format", "one of " + (", ".join(CONFIG_FORMATS) or "(none)"), name)
+        raise SettingsError("FORMAT", "one of " + (", ".join(CONFIG_FORMATS) or "(none)"), name)
     return CONFIG_FORMATS[name]
 
 

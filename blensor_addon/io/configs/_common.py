@@ -1,6 +1,7 @@
-"""Helpers shared by the config formats of this package (no bpy): poses from roll, pitch
-and yaw, numbers as the files write them, the settings a config gives, the sweep grid of
-a config's N samples, reading a file and writing one atomically, and the lines naming
+"""Helpers shared by the config formats of this package (no bpy): poses (roll, pitch and
+yaw are :mod:`...core.axes`'s :func:`rpy_matrix` / :func:`matrix_rpy`, re-exported here),
+numbers as the files write them, the settings a config gives, the sweep grid of a
+config's N samples, reading a file and writing one atomically, and the lines naming
 what a format cannot express (a written file read back and compared).
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...core.axes import matrix_rpy, rpy_matrix  # noqa: F401 (the formats' poses: one pair, core/axes.py)
 from ...core.errors import SettingsError
 from ...core.sensors import make_settings
 from ...core.sensors.patterns import sweep_column_count
@@ -19,27 +21,6 @@ from ...core.sensors.patterns import sweep_column_count
 #: precision (a camera stores float32; an imported angle is a float32 nudged by an ulp or
 #: two so that its sweep has exactly the file's samples)
 REL_TOL = 5e-7
-
-
-def rpy_matrix(roll: float, pitch: float, yaw: float) -> np.ndarray:
-    """(3, 3) float64 rotation ``Rz(yaw) @ Ry(pitch) @ Rx(roll)`` (rad): roll about x,
-    then pitch about y, then yaw about z, all about the fixed parent axes (URDF's and
-    SDF's ``rpy``; the aerospace yaw-pitch-roll of a body)."""
-    cr, sr, cp, sp, cy, sy = (math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch),
-                              math.cos(yaw), math.sin(yaw))
-    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-                     [-sp, cp * sr, cp * cr]])
-
-
-def matrix_rpy(R: np.ndarray) -> tuple[float, float, float]:
-    """(roll, pitch, yaw) rad of a (3, 3) rotation, :func:`rpy_matrix`'s inverse; pitch
-    in [-pi/2, pi/2]; at pitch +-pi/2 (gimbal lock) roll is 0."""
-    R = np.asarray(R, dtype=np.float64)
-    pitch = math.asin(max(-1.0, min(1.0, -R[2, 0])))
-    if abs(R[2, 0]) > 1.0 - 1e-12:
-        return 0.0, pitch, math.atan2(-R[0, 1], R[1, 1])
-    return math.atan2(R[2, 1], R[2, 2]), pitch, math.atan2(R[1, 0], R[0, 0])
 
 
 def pose_matrix(xyz, R) -> np.ndarray:

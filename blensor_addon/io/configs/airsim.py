@@ -43,6 +43,7 @@ import math
 
 import numpy as np
 
+from ...core.axes import NED_FROM_ROS
 from ...core.errors import SettingsError
 from ...core.sensors import SENSORS
 from . import ConfigFormat, SensorConfig
@@ -83,7 +84,8 @@ ALIASES = {"vertical-fov-start-deg": "vertical-fov-lower-deg",
 INTEGER_FIELDS = ("number-of-channels", "points-per-second")
 #: the booleans seed 003 defines that BlenSor does not use: why, kept for export
 FLAGS = {
-    "enabled": "BlenSor scans every sensor of the file (or the cameras named); kept for export",
+    "enabled": "blensor config import makes the camera all the same (kept for export); blensor scan "
+               "--sensor FILE skips a sensor with enabled false",
     "draw-debug-points": "a Project AirSim viewer option; ignored (kept for export)",
     "disable-self-hits": "not modelled: rays hit every object of the scene, the parent's included; ignored "
                          "(kept for export)",
@@ -97,8 +99,8 @@ IGNORED = {
                                          "frame (the packets setting); kept for export",
 }
 OWN = ("id", "type", "lidar-type", "parent-link", "origin")
-#: NED <-> REP-103 (its own inverse)
-F = np.diag([1.0, -1.0, -1.0])
+#: NED <-> REP-103 (its own inverse; :data:`~...core.axes.NED_FROM_ROS`)
+F = NED_FROM_ROS
 
 
 def _strip_comments(text: str) -> str:

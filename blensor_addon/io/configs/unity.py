@@ -41,7 +41,9 @@ focus_distance (m), divergence_algorithm, samples_per_beam, wavelength (nm)}`` -
 return-physics settings of the same names (``divergence_angle`` -> ``beam_divergence``;
 a ``samples_per_beam`` without divergence is ignored, as Unity ignores it);
 ``topic``, ``output/is_laserscan``, ``output/is_pointcloud_organized`` are kept
-(:attr:`SensorConfig.outputs`). ``resolution`` of the scan axes, ``raster/*``,
+(:attr:`SensorConfig.outputs`) and written back on export; ``topic`` with a note: BlenSor's
+rosbag2 output publishes on its own topics (``/blensor/points``..., in a rig
+``/blensor/<name>/...``), not on the file's. ``resolution`` of the scan axes, ``raster/*``,
 ``intensity``, ``intensity_enabled``, ``is_progressive``, ``always_on`` and
 ``visualize`` are named as ignored; any other element as unknown. ``pose`` (SDF's ``x y z
 roll pitch yaw``, m and rad, REP-103 axes relative to the parent link) is read and
@@ -57,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import SettingsError
+from ...core.sensors.budget import MAX_RAYS
 from . import ConfigFormat, SensorConfig
 from ._common import (f32, grid_samples, matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of,
                       sweep_grid, unexpressed, validated, write_text)
@@ -209,6 +212,11 @@ def _horizontal(s: _Sensor) -> tuple[float, float, int]:
     n = s.number("ray/scan/horizontal/samples", integer=True, lo=1)
     lo = s.number("ray/scan/horizontal/min_angle")
     hi = s.number("ray/scan/horizontal/max_angle")
+    for k, v in (("min_angle", lo), ("max_angle", hi)):  # issue 23 review: the file's element and radians
+        if abs(f32(math.degrees(v))) > 360.0:  # (the bound of the float32 setting: 6.28319 is 2 pi)
+            raise SettingsError(f"{s.where} ray/scan/horizontal/{k}", "in [-2 pi, 2 pi] rad "
+                                "([-6.2831853, 6.2831853], one turn either way)",
+                                s.text(f"ray/scan/horizontal/{k}"))
     if hi < lo:
         raise SettingsError(f"{s.where} ray/scan/horizontal/max_angle", f">= min_angle ({lo:g} rad)", hi)
     if n > 1 and hi == lo:
@@ -243,9 +251,10 @@ def _sensor(where: str, elem: ET.Element, parent: str | None, path: str) -> Sens
     s = _Sensor(where, elem)
     notes = list(s.ignored)
     outputs = {"type": elem.get("type") or "ray"}
-    for key in ("topic",):
-        if s.has(key):
-            outputs[key] = s.text(key)
+    if s.has("topic"):  # issue 23 review: said, not silently unused
+        outputs["topic"] = s.text("topic")
+        notes.append(f"topic: kept for export; BlenSor's rosbag2 output publishes on /blensor/ (in a rig "
+                     f"/blensor/{name}/), not on {s.text('topic')}")
     for key in ("output/is_laserscan", "output/is_pointcloud_organized"):
         if s.has(key):
             outputs[key.split("/")[1]] = s.flag(key)
@@ -279,6 +288,10 @@ def _sensor(where: str, elem: ET.Element, parent: str | None, path: str) -> Sens
         rate = s.number("update_rate", lo=0.0, lo_open=True)
         h_lo, h_hi, hn = _horizontal(s)
         v_lo, v_hi, vn = _vertical(s)
+        if hn * vn > MAX_RAYS:  # issue 23 review: named as the file's element, not angle_resolution
+            raise SettingsError(f"{s.where} ray/scan/horizontal/samples", f"at most {MAX_RAYS // vn:,} with "
+                                f"{vn} vertical samples (BlenSor casts at most {MAX_RAYS:,} rays per scan)",
+                                s.text("ray/scan/horizontal/samples"))
         for key in ("ray/scan/pattern/file", "ray/scan/pattern/period"):
             if s.has(key):
                 notes.append(f"{key}: only read with movement_technology MEMS; ignored")
@@ -353,15 +366,31 @@ def _sub(parent: ET.Element, tag: str, text=None) -> ET.Element:
     return e
 
 
-def _rad(deg: float) -> str:
-    """``deg`` in radians, in the fewest digits that give the same float32 degrees back
-    (a camera's angles are float32: ``-1.57``, not ``-1.570000041628963``)."""
-    rad = math.radians(deg)
+def _horizontal_texts(start: float, end: float, res: float, from_end: bool) -> tuple[str, str, int]:
+    """(``min_angle``, ``max_angle`` rad as written, samples) of the sweep ``start..end``
+    at ``res`` (deg): the first and last column (:func:`._common.grid_samples`) in the
+    fewest digits (6 to 17) whose import (:func:`._common.sweep_grid`, the step recomputed
+    in float32) gives the same first and last column and samples, so that exporting an
+    imported file writes the same text (``-1.57``, not ``-1.570000041628963``; a sector
+    ending at 360 deg is not ``6.2831853``, which reads back as 359.9999982 deg and a
+    step one float32 ulp off). Issue 23 review: export(import(export(x))) == export(x)."""
+    lo, hi, n = grid_samples(start, end, res, from_end=from_end)
+    for _ in range(8):  # onto a grid an import gives (a camera's own angles need not be one)
+        grid = sweep_grid(math.degrees(math.radians(lo)), math.degrees(math.radians(hi)), n,
+                          from_end=from_end)
+        again = grid_samples(*grid[:3], from_end=from_end)
+        if again == (lo, hi, n):
+            break
+        lo, hi, n = again
+    r_lo, r_hi = math.radians(lo), math.radians(hi)
     for digits in range(6, 18):
-        text = f"{rad:.{digits}g}"
-        if f32(math.degrees(float(text))) == f32(deg):
-            return num(float(text))
-    return num(rad)
+        t_lo, t_hi = float(f"{r_lo:.{digits}g}"), float(f"{r_hi:.{digits}g}")
+        if max(abs(f32(math.degrees(t))) for t in (t_lo, t_hi)) > 360.0:
+            continue  # (6.28319 rad is beyond a turn: refused on import)
+        s2, e2, res2, _full = sweep_grid(math.degrees(t_lo), math.degrees(t_hi), n, from_end=from_end)
+        if grid_samples(s2, e2, res2, from_end=from_end) == (lo, hi, n):
+            return num(t_lo), num(t_hi), n
+    return num(r_lo), num(r_hi), n
 
 
 def _sensor_element(config: SensorConfig) -> ET.Element:
@@ -393,13 +422,14 @@ def _sensor_element(config: SensorConfig) -> ET.Element:
         _sub(p, "file", s.pattern_file)
         _sub(p, "period", num(s.pattern_period))
     else:
-        cw = st == "rotating" and s.rotation_direction == "cw"
-        lo, hi, n = grid_samples(s.start_angle, s.end_angle, s.angle_resolution, from_end=cw)
+        el = np.asarray(s.elevations if st == "planar" else s.table.elevation_deg, dtype=np.float64)
+        # the sweep's direction as the file reads back: one laser is a planar scanner (min to max)
+        cw = st == "rotating" and s.rotation_direction == "cw" and el.size > 1
+        t_lo, t_hi, n = _horizontal_texts(s.start_angle, s.end_angle, s.angle_resolution, cw)
         h = _sub(scan, "horizontal")
         _sub(h, "samples", str(n))
-        _sub(h, "min_angle", _rad(lo))
-        _sub(h, "max_angle", _rad(hi))
-        el = np.asarray(s.elevations if st == "planar" else s.table.elevation_deg, dtype=np.float64)
+        _sub(h, "min_angle", t_lo)
+        _sub(h, "max_angle", t_hi)
         v = _sub(scan, "vertical")
         _sub(v, "samples", str(el.size))
         _sub(v, "min_angle", num(math.radians(float(el.min()))))  # (elevations are stored in full)
@@ -407,9 +437,10 @@ def _sensor_element(config: SensorConfig) -> ET.Element:
     rng = _sub(ray, "range")
     _sub(rng, "min", num(s.min_range))
     _sub(rng, "max", num(s.max_range))
-    if st == "planar":
-        _sub(rng, "resolution", num(s.range_resolution))
-    if st == "rotating":
+    lasers = 0 if st == "pattern" else el.size
+    if st == "planar" or lasers == 1:  # (one laser reads back as the planar scanner: written as one)
+        _sub(rng, "resolution", num(getattr(s, "range_resolution", 0.0)))
+    if st == "rotating" and lasers > 1:
         _sub(_sub(ray, "raytraced"), "rotate_cw", "true" if s.rotation_direction == "cw" else "false")
     elif st == "planar" and len(s.elevations) > 1:  # read back as a rotating LiDAR: sweeping as the planar
         _sub(_sub(ray, "raytraced"), "rotate_cw", "false")

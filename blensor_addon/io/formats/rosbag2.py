@@ -63,6 +63,7 @@ a rig report the same).
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import secrets
@@ -73,7 +74,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_sensor_pose, rotation_vector,
-                          sensor_points)
+                          rpy_matrix, sensor_points)
 from ...core.errors import SettingsError
 from ...core.settings import setting
 from ..extrinsics import check_extrinsics
@@ -118,12 +119,8 @@ def mount_matrix(xyzrpy) -> np.ndarray:
     """(4, 4) float64 pose of the sensor in base_link from (x, y, z m, roll, pitch, yaw
     deg): ``R = Rz(yaw) Ry(pitch) Rx(roll)`` (REP-103 fixed-axis roll, pitch, yaw)."""
     x, y, z, r, p, w = (float(v) for v in xyzrpy)
-    r, p, w = np.deg2rad([r, p, w])
-    cr, sr, cp, sp, cw, sw = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(w), np.sin(w)
     T = np.eye(4)
-    Rz = np.array([[cw, -sw, 0], [sw, cw, 0], [0, 0, 1]])
-    Ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
-    T[:3, :3] = Rz @ Ry @ np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    T[:3, :3] = rpy_matrix(math.radians(r), math.radians(p), math.radians(w))  # (core/axes.py)
     T[:3, 3] = (x, y, z)
     return T
 
