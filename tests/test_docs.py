@@ -156,7 +156,9 @@ def test_readme_command_runs(workdir, command, request):
     if argv[0] == ".venv/bin/blensor":
         kinds = MOTION_FILES if argv[1] == "motion" else FORMAT_FILES
         # a rig (several cameras) lists its sensors' folders in rig.json
-        meta = "motion.json" if argv[1] == "motion" else "rig.json" if "rig.json" in found else "manifest.json"
+        meta = (
+            "motion.json" if argv[1] == "motion" else "rig.json" if "rig.json" in found else "manifest.json"
+        )
         assert meta in found, found
         if argv[1] != "motion":
             assert json.loads((folder / meta).read_text())["status"] == "complete"

@@ -117,10 +117,25 @@ def test_one_laser_rotating_head_writes_a_laserscan_of_a_wall(bpy_mod, empty_sce
     scene.frame_start, scene.frame_end = 1, 2
     add_mesh(bpy_mod, "Wall", [(-50, 6, -50), (10, 6, -50), (10, 6, 50), (-50, 6, 50)], [(0, 1, 2, 3)])
     cam = add_camera(bpy_mod, rotation=(math.pi / 2, 0.0, 0.0))  # looks along world +Y; its left is -X
-    job = scan_range(cam, [1, 2], tmp_path, ("laserscan", "rosbag2"), sensor_type="rotating",
-                     preset="generic", elevations=(0.0,), angle_resolution=1.0, rotation_speed=10.0, noise_sigma=0.0,
-                     bias_distribution="gaussian", bias_sigma=0.0, min_range=0.25, max_range=100.0,
-                     rotation_direction=direction, time_model="continuous", packets="sweep")
+    job = scan_range(
+        cam,
+        [1, 2],
+        tmp_path,
+        ("laserscan", "rosbag2"),
+        sensor_type="rotating",
+        preset="generic",
+        elevations=(0.0,),
+        angle_resolution=1.0,
+        rotation_speed=10.0,
+        noise_sigma=0.0,
+        bias_distribution="gaussian",
+        bias_sigma=0.0,
+        min_range=0.25,
+        max_range=100.0,
+        rotation_direction=direction,
+        time_model="continuous",
+        packets="sweep",
+    )
     assert job.status == "complete"
     # sweeps of 0.1 s overlapping frames 1-2 ([1/24, 3/24) s): sweeps 0 and 1, one whole turn each
     scans = read_bag(tmp_path / "rosbag2")["/blensor/scan"]
@@ -164,8 +179,13 @@ def test_sensors_without_column_angles_are_refused_when_planned(bpy_mod, crossin
     assert np.allclose(angles(angle_resolution=0.5, start_angle=-90.0, end_angle=270.0),
                        (-math.pi / 2, -math.radians(0.5)))
     assert angles(angle_resolution=0.5, rotation_direction="ccw") == (0.0, math.radians(0.5))
-    for kw in ({"elevations": (0.0, 1.0)}, {"elevations": (2.0,)}, {"end_angle": 180.0}, {"angle_resolution": 0.1728},
-               {"rotation_direction": "ccw", "start_angle": 90.0, "end_angle": 450.0}):
+    for kw in (
+        {"elevations": (0.0, 1.0)},
+        {"elevations": (2.0,)},
+        {"end_angle": 180.0},
+        {"angle_resolution": 0.1728},
+        {"rotation_direction": "ccw", "start_angle": 90.0, "end_angle": 450.0},
+    ):
         assert angles(**{"angle_resolution": 0.5, **kw}) is None, kw
         with pytest.raises(SettingsError, match="laserscan needs one scan plane"):
             check_laserscan(rot.capabilities(rot.settings({"preset": "generic", "elevations": (0.0,),

@@ -134,7 +134,9 @@ def test_a_plan_of_more_than_max_packets_is_refused_in_one_line_naming_the_perio
     assert len(plan(time=(FT, 2 * FT - 1e-6), caps=fast)) == 20  # sweeps 20 .. 39 start in it
     with pytest.raises(SettingsError, match=r"^pattern_period must be .*'21 sweep packets'"):
         plan(time=(FT, 2 * FT + 1e-6), caps=fast)  # sweeps 20 .. 40
-    with pytest.raises(SettingsError, match=r"^frames must be at most 20 scene frames a run, got '21 frames'"):
+    with pytest.raises(
+        SettingsError, match=r"^frames must be at most 20 scene frames a run, got '21 frames'"
+    ):
         plan(frames=range(1, 22), packets="frame")
     with pytest.raises(SettingsError, match=r"^packets must be a value whose sweep period"):
         plan(frames=[1, 2], caps=Capabilities(Timing("stream", period=FT / 20), grid=None))  # none named

@@ -111,7 +111,9 @@ def test_cancelled_rig_keeps_every_finished_packet_and_resume_gives_the_same_byt
     frames = range(1, 6)
     full = scan_rig(cams, frames, tmp_path / "full", ("npz",))
     steps = []
-    job = scan_rig(cams, frames, tmp_path / "cut", ("npz",), should_cancel=lambda: steps.append(1) or len(steps) > 4)
+    job = scan_rig(
+        cams, frames, tmp_path / "cut", ("npz",), should_cancel=lambda: steps.append(1) or len(steps) > 4
+    )
     assert job.status == "cancelled" and 0 < len(job.done) < len(full.done)
     assert json.loads((tmp_path / "cut" / "rig.json").read_text())["status"] == "cancelled"
     cut = _files(tmp_path / "cut")
@@ -127,16 +129,30 @@ def test_cli_rig_all_sensors_and_camera_list(tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "all").iterdir() if p.is_dir()) == sorted(
         ["Kinect", "VLP16_Left", "VLP16_Right", "Velodyne"])
-    r = blensor("scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path / "two")
+    r = blensor(
+        "scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path / "two"
+    )
     assert r.returncode == 0, r.stderr
     assert "rig of 2 sensors" in r.stdout
     # a second run into the folder is refused without --overwrite, and nothing changes
     before = _files(tmp_path / "two")
-    r = blensor("scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path / "two")
+    r = blensor(
+        "scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path / "two"
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--overwrite" in r.stderr
     assert _files(tmp_path / "two") == before
-    r = blensor("scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path / "two",
-                "--overwrite", "--quiet")
+    r = blensor(
+        "scan",
+        RIG_BLEND,
+        "--camera",
+        "Velodyne,VLP16_Left",
+        "--frames",
+        "1",
+        "--out",
+        tmp_path / "two",
+        "--overwrite",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     assert _files(tmp_path / "two") == before
 
@@ -175,7 +191,9 @@ def test_rig_writes_one_bag_with_every_sensors_topics_and_the_extrinsics_in_tf_s
     scan_rig(cams, range(1, 3), tmp_path / "b", ("npz", "rosbag2"))
     bag = tmp_path / "a" / "rosbag2"
     assert (bag / "rosbag2.mcap").read_bytes() == (tmp_path / "b" / "rosbag2" / "rosbag2.mcap").read_bytes()
-    assert not any((tmp_path / "a" / c.name / "rosbag2").exists() for c in cams)  # one bag, at the rig's level
+    assert not any(
+        (tmp_path / "a" / c.name / "rosbag2").exists() for c in cams
+    )  # one bag, at the rig's level
     with AnyReader([bag]) as reader:
         topics = {c.topic: c.msgcount for c in reader.connections}
         for ns in ("velodyne", "vlp16_left", "vlp16_right"):
@@ -214,12 +232,16 @@ def test_cli_sensor_file_with_two_sensors_scans_them_as_a_rig(tmp_path):
                 tmp_path / "bad")
     assert r.returncode == 2 and "(camera 'spin3d')" in r.stderr.splitlines()[-1], r.stderr
     assert not (tmp_path / "bad").exists()
-    r = blensor("scan", blend, "--sensor", xml, "--frames", "1-2", "--formats", "npz", "--out", tmp_path / "ok")
+    r = blensor(
+        "scan", blend, "--sensor", xml, "--frames", "1-2", "--formats", "npz", "--out", tmp_path / "ok"
+    )
     assert r.returncode == 0, r.stderr
     man = json.loads((tmp_path / "ok" / "rig.json").read_text())
     assert [(s["camera"], s["sensor_type"]) for s in man["sensors"]] == [("front2d", "planar"),
                                                                           ("spin3d", "rotating")]
-    assert list((tmp_path / "ok" / "front2d").glob("scan*.npz")) and list((tmp_path / "ok" / "spin3d").glob("*.npz"))
+    assert list((tmp_path / "ok" / "front2d").glob("scan*.npz")) and list(
+        (tmp_path / "ok" / "spin3d").glob("*.npz")
+    )
     assert blend.read_bytes() == before
 
 
@@ -229,12 +251,18 @@ def test_resume_with_rosbag2_solo_and_rig(tmp_path):
     # too (the one bag is written again whole)
     for args, name in ((("--camera", "Velodyne"), "solo"), (("--camera", "Velodyne,VLP16_Left"), "rig")):
         out = tmp_path / name
-        r = blensor("scan", RIG_BLEND, *args, "--frames", "1-2", "--formats", "npz,rosbag2", "--out", out, "--quiet")
+        r = blensor(
+            "scan", RIG_BLEND, *args, "--frames", "1-2", "--formats", "npz,rosbag2", "--out", out, "--quiet"
+        )
         assert r.returncode == 0, r.stderr
-        r = blensor("scan", RIG_BLEND, *args, "--frames", "1-3", "--formats", "npz,rosbag2", "--out", out, "--resume")
+        r = blensor(
+            "scan", RIG_BLEND, *args, "--frames", "1-3", "--formats", "npz,rosbag2", "--out", out, "--resume"
+        )
         assert r.returncode == 0, r.stderr
         full = tmp_path / f"{name}_full"
-        r = blensor("scan", RIG_BLEND, *args, "--frames", "1-3", "--formats", "npz,rosbag2", "--out", full, "--quiet")
+        r = blensor(
+            "scan", RIG_BLEND, *args, "--frames", "1-3", "--formats", "npz,rosbag2", "--out", full, "--quiet"
+        )
         assert r.returncode == 0, r.stderr
         assert _files(out) == _files(full) and _files(out)
 
@@ -249,7 +277,9 @@ def test_resume_names_the_one_option_that_differs(tmp_path):
 
 def test_a_solo_run_into_a_rigs_folder_is_refused_even_with_overwrite(tmp_path):
     # issue 23 review: a solo --overwrite into a rig's folder mixed the two runs
-    r = blensor("scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path, "--quiet")
+    r = blensor(
+        "scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1", "--out", tmp_path, "--quiet"
+    )
     assert r.returncode == 0, r.stderr
     before = _files(tmp_path)
     r = blensor("scan", RIG_BLEND, "--camera", "Velodyne", "--frames", "1", "--out", tmp_path, "--overwrite")
@@ -259,7 +289,9 @@ def test_a_solo_run_into_a_rigs_folder_is_refused_even_with_overwrite(tmp_path):
 
 def test_rig_set_refusal_names_the_camera(tmp_path):
     # --set applies to every camera of a rig: a setting one camera's sensor lacks is named with it
-    r = blensor("scan", RIG_BLEND, "--all-sensors", "--set", "rotation_speed=5", "--frames", "1", "--out", tmp_path)
+    r = blensor(
+        "scan", RIG_BLEND, "--all-sensors", "--set", "rotation_speed=5", "--frames", "1", "--out", tmp_path
+    )
     assert r.returncode == 2 and "(camera 'Kinect')" in r.stderr, r.stderr
 
 
@@ -271,7 +303,9 @@ def test_rig_write_failure_counts_every_members_packets(tmp_path):
         pytest.skip("needs root and tmpfs to make a small file system")
     disk = tmp_path / "disk"
     disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(disk)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(disk)], capture_output=True
+    ).returncode:
         pytest.skip("needs root and tmpfs to make a small file system")
     try:
         r = blensor("scan", RIG_BLEND, "--camera", "Velodyne,VLP16_Left", "--frames", "1-48", "--out", disk,

@@ -164,16 +164,21 @@ def test_rig_sensor_messages_are_the_single_sensor_bags_but_the_frame(rig, tmp_p
 
 def test_rig_bag_refuses_bad_names_and_transforms_in_one_line(tmp_path):
     T = np.eye(4)
-    cases = [([("Scan Front", T)], "rig.Scan Front must be a ROS name"),
-             ([("2d", T)], "rig.2d must be a ROS name"), ([("a__b", T)], "rig.a__b must be a ROS name"),
-             ([("a", T), ("a", T)], "rig.a must be a name whose frame a is not already a sensor's frame"),
-             ([("base_link", T)], "rig.base_link must be a name whose frame base_link is not already the base "),
-             ([("x", T), ("x_optical", T)], "rig.x_optical must be a name whose frame x_optical is not "
-                                            "already an optical frame"),
-             ([("a", np.diag([2.0, 1, 1, 1]))], "rig.a.base_to_sensor must be a rigid transform"),
-             ([("a", np.eye(3))], "rig.a.base_to_sensor must be a finite (4, 4) matrix"),
-             ([("a", np.diag([1.0, 1, -1, 1]))], "rig.a.base_to_sensor must be a rigid transform"),
-             ([], "rig.sensors must be at least one")]
+    cases = [
+        ([("Scan Front", T)], "rig.Scan Front must be a ROS name"),
+        ([("2d", T)], "rig.2d must be a ROS name"),
+        ([("a__b", T)], "rig.a__b must be a ROS name"),
+        ([("a", T), ("a", T)], "rig.a must be a name whose frame a is not already a sensor's frame"),
+        ([("base_link", T)], "rig.base_link must be a name whose frame base_link is not already the base "),
+        (
+            [("x", T), ("x_optical", T)],
+            "rig.x_optical must be a name whose frame x_optical is not already an optical frame",
+        ),
+        ([("a", np.diag([2.0, 1, 1, 1]))], "rig.a.base_to_sensor must be a rigid transform"),
+        ([("a", np.eye(3))], "rig.a.base_to_sensor must be a finite (4, 4) matrix"),
+        ([("a", np.diag([1.0, 1, -1, 1]))], "rig.a.base_to_sensor must be a rigid transform"),
+        ([], "rig.sensors must be at least one"),
+    ]
     for sensors, needle in cases:
         with pytest.raises(SettingsError) as err:
             RigBag(tmp_path, None, sensors)

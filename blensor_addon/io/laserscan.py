@@ -108,11 +108,14 @@ def check_laserscan(caps: Capabilities, fmt: str = "laserscan") -> None:
     """
     if not writes_laserscan(caps):
         rows = f"{caps.grid[0]} ray grid rows" if caps.grid is not None else "no ray grid"
-        raise SettingsError("formats", f"formats the sensor can serve ({fmt} needs one scan plane swept at "
-                            "even angle steps: a planar scanner with one elevation, or a rotating LiDAR with one "
-                            "laser at elevation 0 over a whole turn)",
-                            f"{fmt} with a sensor of {rows}"
-                            f"{'' if caps.column_angles is not None else ' and no column angles'}")
+        raise SettingsError(
+            "formats",
+            f"formats the sensor can serve ({fmt} needs one scan plane swept at "
+            "even angle steps: a planar scanner with one elevation, or a rotating LiDAR with one "
+            "laser at elevation 0 over a whole turn)",
+            f"{fmt} with a sensor of {rows}"
+            f"{'' if caps.column_angles is not None else ' and no column angles'}",
+        )
 
 
 def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: int | None = None
@@ -166,11 +169,21 @@ def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: in
     out = []
     for seg in np.split(np.arange(cols), cut):
         a0 = first + col[seg[0]] * step
-        out.append(LaserScan(stamp=float(stamps[seg[0]]), angle_min=float(a0),
-                             angle_max=float(a0 + step * (seg.size - 1)), angle_increment=float(step),
-                             time_increment=float(time_increment), scan_time=float(period),
-                             range_min=range_min, range_max=range_max, ranges=ranges[seg], intensities=inten[seg],
-                             first_column=int(col[seg[0]])))
+        out.append(
+            LaserScan(
+                stamp=float(stamps[seg[0]]),
+                angle_min=float(a0),
+                angle_max=float(a0 + step * (seg.size - 1)),
+                angle_increment=float(step),
+                time_increment=float(time_increment),
+                scan_time=float(period),
+                range_min=range_min,
+                range_max=range_max,
+                ranges=ranges[seg],
+                intensities=inten[seg],
+                first_column=int(col[seg[0]]),
+            )
+        )
     return out
 
 

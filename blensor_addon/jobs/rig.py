@@ -74,8 +74,9 @@ def member_name(camera_name: str) -> str:
         SettingsError (``camera``): a name with none of those characters."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", str(camera_name))
     if not name.strip("_"):
-        raise SettingsError("camera", "a camera name with a letter or digit (it names the sensor's subfolder)",
-                            camera_name)
+        raise SettingsError(
+            "camera", "a camera name with a letter or digit (it names the sensor's subfolder)", camera_name
+        )
     return "_" + name if name[0].isdigit() else name
 
 
@@ -190,8 +191,11 @@ class RigJob:
         self.cameras = cams
         self.names = [member_name(n) for n in names]
         if len(set(self.names)) != len(self.names):
-            raise SettingsError("camera", "cameras whose names stay distinct as folder names (letters, digits, "
-                                "_)", ", ".join(names))
+            raise SettingsError(
+                "camera",
+                "cameras whose names stay distinct as folder names (letters, digits, _)",
+                ", ".join(names),
+            )
         from ..io.formats.rosbag2 import ros_names
         self.frame_ids = ros_names(names)  # tf frames, bag topics and calibration names
         self.formats = parse_formats(self.formats)
@@ -277,7 +281,9 @@ class RigJob:
             self.scene.frame_set(frame)
             base = base_frame_pose(self._base, self.cameras)
             inv = np.linalg.inv(base)
-            return {n: inv @ ros_pose(sensor_pose(c.matrix_world)) for c, n in zip(self.cameras, self.frame_ids)}
+            return {
+                n: inv @ ros_pose(sensor_pose(c.matrix_world)) for c, n in zip(self.cameras, self.frame_ids)
+            }
         finally:
             self.scene.frame_set(old, subframe=old_sub)
 
@@ -289,13 +295,26 @@ class RigJob:
             "status": self.status,
             "base": self._base.name,
             "formats": list(self.formats),
-            "sensors": [{"camera": c.name, "folder": n, "frame_id": f, "sensor_type": m.scanner.sensor_type,
-                         "packets": m.packets, "planned": len(m.plan), "done": len(m.done) if m.pipeline else 0,
-                         "base_to_sensor": [float(v) for v in self.extrinsics[f].ravel()]}
-                        for c, n, f, m in zip(self.cameras, self.names, self.frame_ids, self.members)],
+            "sensors": [
+                {
+                    "camera": c.name,
+                    "folder": n,
+                    "frame_id": f,
+                    "sensor_type": m.scanner.sensor_type,
+                    "packets": m.packets,
+                    "planned": len(m.plan),
+                    "done": len(m.done) if m.pipeline else 0,
+                    "base_to_sensor": [float(v) for v in self.extrinsics[f].ravel()],
+                }
+                for c, n, f, m in zip(self.cameras, self.names, self.frame_ids, self.members)
+            ],
             "scene_evaluations": self.sampler.evaluations,
-            "files": [RIG_MANIFEST, *CALIB_FILES] + (["rosbag2/metadata.yaml", f"rosbag2/rosbag2.{self._bag_suffix}"]
-                                                      if getattr(self, "_bag_closed", False) else []),
+            "files": [RIG_MANIFEST, *CALIB_FILES]
+            + (
+                ["rosbag2/metadata.yaml", f"rosbag2/rosbag2.{self._bag_suffix}"]
+                if getattr(self, "_bag_closed", False)
+                else []
+            ),
         }
         commit_files(self.folder.path, [(RIG_MANIFEST, (json.dumps(doc, indent=2) + "\n").encode())])
 
@@ -431,9 +450,13 @@ class RigJob:
             from .failures import RunFailed
             cause = raised.cause if isinstance(raised, RunFailed) else raised
             members = list(raised.dropped_formats) if isinstance(raised, RunFailed) else []
-            raise RunFailed(cause, finished_frames=len(self.done), manifest_path=self.folder.path / RIG_MANIFEST,
-                            manifest_status="failed" if written else "stale",
-                            dropped_formats=sorted(set(members + dropped))) from cause
+            raise RunFailed(
+                cause,
+                finished_frames=len(self.done),
+                manifest_path=self.folder.path / RIG_MANIFEST,
+                manifest_status="failed" if written else "stale",
+                dropped_formats=sorted(set(members + dropped)),
+            ) from cause
         if raised is not None:
             raise raised
 
@@ -452,8 +475,23 @@ def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None
         as :func:`~.range_scan.scan_range`.
     """
     with Signals.scope() as sig:
-        job = RigJob(list(cameras), frames, out_dir, formats, seed, base, backend, frame_of_reference, pcd_ascii,
-                     overwrite, resume, dict(options or {}), axes, time, dict(overrides or {}))
+        job = RigJob(
+            list(cameras),
+            frames,
+            out_dir,
+            formats,
+            seed,
+            base,
+            backend,
+            frame_of_reference,
+            pcd_ascii,
+            overwrite,
+            resume,
+            dict(options or {}),
+            axes,
+            time,
+            dict(overrides or {}),
+        )
         status, bad_input, error = "failed", False, None
         with sig.finishing():
             try:

@@ -829,7 +829,9 @@ class SceneExtractor:
         sensor_names = set()
         poses = []
         for sensor_object in sensor_objects:
-            sensor_names.add(sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name)
+            sensor_names.add(
+                sensor_object.original.name if sensor_object.is_evaluated else sensor_object.name
+            )
             cam = sensor_object.evaluated_get(depsgraph) if not sensor_object.is_evaluated else sensor_object
             poses.append(sensor_pose(cam.matrix_world))
         plans: dict = {}

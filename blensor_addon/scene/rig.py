@@ -52,7 +52,9 @@ class RigSampler:
             sc = self.scene
             if sc.frame_current != frame or subframe or sc.frame_subframe:
                 sc.frame_set(int(frame), subframe=float(subframe))
-            got = self.extractor.extract_many(bpy.context.evaluated_depsgraph_get(), self.cameras, self.render)
+            got = self.extractor.extract_many(
+                bpy.context.evaluated_depsgraph_get(), self.cameras, self.render
+            )
             snaps = {cam.name: snap for cam, snap in zip(self.cameras, got)}
             self.evaluations += 1
             self._cache[key] = snaps

@@ -195,8 +195,12 @@ class Scanner:
             self.backend = shared_backend(backend, threads) if shared else get_backend(backend, threads)
         self._rig = rig
         if rig is not None and rig.render != (self.settings.visibility == "render"):
-            raise SettingsError("visibility", f"'{'render' if rig.render else 'viewport'}' as the rig's other "
-                                "sensors (one scene evaluation serves them all)", self.settings.visibility)
+            raise SettingsError(
+                "visibility",
+                f"'{'render' if rig.render else 'viewport'}' as the rig's other "
+                "sensors (one scene evaluation serves them all)",
+                self.settings.visibility,
+            )
         self.extractor = rig.extractor if rig is not None else SceneExtractor()
         self._visibility = None  # VisibilitySwitch while the render visibility is applied
         self._semantic = None  # class id per object id
@@ -288,7 +292,9 @@ class Scanner:
                 self.scene.frame_set(int(f))
                 for ob in bpy.context.evaluated_depsgraph_get().objects:
                     orig = ob.original
-                    if orig.name not in names and (ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)):
+                    if orig.name not in names and (
+                        ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)
+                    ):
                         continue
                     if not np.isfinite(np.array(ob.matrix_world, dtype=np.float64)).all():
                         raise non_finite_transform(orig.name, int(f) * ft, int(f))

@@ -156,7 +156,6 @@ class Rosbag2Options:
             names[v] = opt
 
 
-
 #: a ROS 2 name token (a topic's namespace part, a tf frame id of a rig's sensor): a letter
 #: or ``_`` first, then letters, digits and ``_``, no ``__``, not ending in ``_`` (the
 #: ROS 2 topic name rules: "must not start with a numeric character", "must not contain any
@@ -265,8 +264,9 @@ class BagFile:
         tr = G["geometry_msgs/msg/Transform"](
             translation=G["geometry_msgs/msg/Vector3"](x=float(T[0, 3]), y=float(T[1, 3]), z=float(T[2, 3])),
             rotation=G["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w))
-        return G["geometry_msgs/msg/TransformStamped"](header=self.header(stamp, parent), child_frame_id=child,
-                                                      transform=tr)
+        return G["geometry_msgs/msg/TransformStamped"](
+            header=self.header(stamp, parent), child_frame_id=child, transform=tr
+        )
 
     def tf(self, topic: str, transforms: list, stamp: float) -> None:
         """A ``tf2_msgs/TFMessage`` of ``transforms`` on ``topic`` (``/tf``, ``/tf_static``)."""
@@ -555,9 +555,12 @@ class RigBag:
         taken = {o.odom_frame: "the odometry frame", o.base_frame: "the base frame"}
         for name, _ in sensors:
             if not ros_name_ok(name):
-                raise SettingsError(f"rig.{name}", "a ROS name: a letter or '_' first, then letters, digits "
-                                    "and '_', no '__', not ending in '_' (ros_names() makes one from any name)",
-                                    name)
+                raise SettingsError(
+                    f"rig.{name}",
+                    "a ROS name: a letter or '_' first, then letters, digits "
+                    "and '_', no '__', not ending in '_' (ros_names() makes one from any name)",
+                    name,
+                )
             for frame, what in ((name, "a sensor name"), (name + "_optical", "an optical frame")):
                 if frame in taken:
                     raise SettingsError(f"rig.{name}", f"a name whose frame {frame} is not already "
