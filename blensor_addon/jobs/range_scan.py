@@ -124,8 +124,8 @@ class RangeScanJob:
     axes: str = "ros"
     time: tuple | None = None
     #: a rig's member (issue 23, :mod:`~blensor_addon.jobs.rig`): Scanner keyword
-    #: arguments (``rig``, ``ray_caster``), writer constructors by format (the rig's one
-    #: bag), the writer thread shared by the rig's members, whether the job stops after
+    #: arguments (``rig``: the shared RigSampler), writer constructors by format (the
+    #: rig's one bag), the writer thread shared by the rig's members, whether the job stops after
     #: validating (the rig calls :meth:`start` once every member is validated), and
     #: whether it checks transforms (the rig checks every camera in one pass)
     scanner_options: dict = field(default_factory=dict)

@@ -8,11 +8,14 @@ scanned over the same frames (or time interval) by ``blensor scan --camera A,B,C
   :class:`~.range_scan.RangeScanJob` of its own (its own plan, subfolder, writers,
   manifest, ``--resume``), but their scanners share one
   :class:`~blensor_addon.scene.rig.RigSampler` (Blender's ``frame_set`` and one walk over
-  the evaluated scene per distinct time give every camera its snapshot) and one ray
-  caster (each mesh's BVH is built once). The members' packets are scanned in the order
-  of their start times (ties: the cameras' order), so each time is evaluated while every
-  sensor that needs it is near; each snapshot is relative to its own sensor's position,
-  so every member's files are byte for byte those of a run of that camera alone.
+  the evaluated scene per distinct time give every camera its snapshot). Each member keeps
+  its own ray caster: its snapshots are relative to its own sensor's position, so its
+  top-level BVH is its own, and a caster shared by all was rebuilt at every switch of
+  sensor (3 LiDARs over 90,000 instances: 14.6 s with one caster each, 17.2 s with one
+  shared, 16.2 s as separate runs); each member's files are byte for byte those of a run
+  of that camera alone. The members' packets are scanned in the order of their start
+  times (ties: the cameras' order), so each time is evaluated while every sensor that
+  needs it is near.
 - **Folders.** ``OUT/<camera>/`` holds the camera's files and ``manifest.json`` as a
   single run writes them; ``OUT/rig.json`` lists the rig (every sensor, its subfolder,
   type and extrinsics, the run's status); ``OUT/calib_rig.txt`` (KITTI-style) and
@@ -50,7 +53,7 @@ from ..core.errors import SettingsError
 from ..io.atomic import commit_files
 from ..io.formats import parse_formats
 from ..io.outdir import OutputFolder
-from ..raycast import BACKENDS, get_backend
+from ..raycast import BACKENDS
 from ..scene.extract import sensor_pose
 from ..scene.rig import RigSampler
 from ..scene.scanner import check_camera, read_sensor
@@ -168,7 +171,6 @@ class RigJob:
         self.folder: OutputFolder | None = None
         self.bag = None
         self.sampler = None
-        self.caster = None
         self.writing = None
         self.signal = None
         self.status = "running"
@@ -216,7 +218,6 @@ class RigJob:
         self._made_out = None if out.exists() else out  # removed again if set-up fails and it stays empty
         _, first = read_sensor(self.cameras[0], self.seed, self.overrides.get(self.cameras[0].name))
         self.sampler = RigSampler(self.scene, self.cameras, render=first.visibility == "render")
-        self.caster = get_backend(self.backend)
         sqlite_bag = "rosbag2" in self.formats and (self.options or {}).get("rosbag2.storage") == "sqlite3"
         self.writing = None if sqlite_bag else WriterThread(depth=len(self.cameras))
         factories = {}
@@ -233,7 +234,7 @@ class RigJob:
             cam, self.frames, out / name, self.formats, self.seed, self.backend, self.frame_of_reference,
             self.pcd_ascii, self.overwrite, self.resume, dict(self.overrides.get(cam.name) or {}),
             dict(self.options or {}), axes, self.time,
-            scanner_options={"rig": self.sampler, "ray_caster": self.caster},
+            scanner_options={"rig": self.sampler},
             writer_factories=factories, writing=self.writing, deferred=True, transform_check=False))
 
     def _after_members(self, out) -> None:
@@ -339,9 +340,6 @@ class RigJob:
             self.folder.release()
         if self.sampler is not None:
             self.sampler.close()
-        if self.caster is not None:
-            self.caster.close()
-            self.caster = None
 
     # -- progress ------------------------------------------------------------------------
     @property
@@ -385,9 +383,9 @@ class RigJob:
         The order: the member packet that starts first (ties: the cameras' order), except
         that the member scanned last goes on while its next packet starts within one
         packet length (the longest member's) of that: consecutive packets of one sensor
-        share the scene step at their boundary, whose top-level BVH the ray caster then
-        keeps (a sensor switch rebuilds it), and the samples of the scene it needs are
-        still in the :class:`RigSampler`'s cache when the others get there."""
+        share the scene step at their boundary, whose top-level BVH the member's ray caster
+        then keeps, and the samples of the scene it needs are still in the
+        :class:`RigSampler`'s cache when the others get there."""
         pending = [m for m in self.members if m.remaining]
         start = {id(m): m.plan.span(m.plan.packets[m.scanned])[0] for m in pending}
         first = min(pending, key=lambda m: start[id(m)])  # min keeps the first of equal starts

@@ -165,8 +165,6 @@ class Scanner:
         rig: a :class:`~.rig.RigSampler` shared by the scanners of a rig (issue 23): the
             scene is evaluated once per sample time for all of them (it applies the render
             visibility and owns the extractor).
-        ray_caster: a backend instance shared by a rig's scanners (not closed by this
-            scanner), instead of one made from ``backend``.
     Raises:
         SettingsError: bad camera, setting, backend or frame of reference.
     """
@@ -174,7 +172,7 @@ class Scanner:
     def __init__(self, camera_object, *, backend: str = "auto", seed: int | None = None,
                  frame_of_reference: str = "sensor", threads: int | None = None, shared: bool = False,
                  overrides: dict | None = None, axes: str = "ros",
-                 packet_hashes: bool = False, rig=None, ray_caster=None) -> None:
+                 packet_hashes: bool = False, rig=None) -> None:
         keep_freed_memory()  # once per process: a scan's arrays reuse freed pages (process/alloc.py)
         self.sensor, self.settings = read_sensor(camera_object, seed, overrides)
         self.axes = check_axes(axes)
@@ -188,11 +186,8 @@ class Scanner:
         self.camera = camera_object
         self.scene = scene
         self.frame_of_reference = frame_of_reference
-        self._shared = shared or ray_caster is not None
-        if ray_caster is not None:
-            self.backend = ray_caster
-        else:
-            self.backend = shared_backend(backend, threads) if shared else get_backend(backend, threads)
+        self._shared = shared
+        self.backend = shared_backend(backend, threads) if shared else get_backend(backend, threads)
         self._rig = rig
         if rig is not None and rig.render != (self.settings.visibility == "render"):
             raise SettingsError(
