@@ -1,6 +1,9 @@
 """Ray-casting and end-to-end benchmark.
 
-Usage: ``.venv/bin/python benchmarks/raycast.py [--repeat N] [--cast-rounds R] [--skip-bvhtree]``
+Usage: ``.venv/bin/python benchmarks/raycast.py [--repeat N] [--cast-rounds R] [--skip-bvhtree]``,
+or ``benchmarks/raycast.py --threads 1,2,4,8,16 [--rounds 7]``: only the table of native vs
+Embree on four ray sets per thread count (needs numpy, the built library and embreex, not
+bpy: it runs on a bigger machine without Blender).
 
 Scene (deterministic): a 487 x 487 vertex terrain over 200 x 200 m displaced by a seeded
 sum of sine waves (472,392 triangles) and four 4.5 x 1.8 x 1.5 m box cars.
@@ -309,13 +312,77 @@ def end_to_end(repeat):
     return statistics.median(revs), sweep_times, total, job.points
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), or the platform's processor."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()
+
+
+def revolutions_rays(k=8):
+    """``k`` HDL-64E revolutions from ``k`` origins 2 m above the terrain on a 40 m circle
+    (k x 133,312 rays, each revolution's rays consecutive)."""
+    o1, d1 = hdl64_rays()
+    os_, ds = [], []
+    for i in range(k):
+        a = 2 * math.pi * i / k
+        x, y = 40 * math.cos(a), 40 * math.sin(a)
+        z = float(terrain_height(np.array([x]), np.array([y]))[0]) + 2.0
+        os_.append(np.broadcast_to(np.array([x, y, z], np.float32), o1.shape))
+        ds.append(d1)
+    return np.concatenate(os_), np.concatenate(ds)
+
+
+def thread_table(threads, rounds):
+    """Mrays/s of the native library and of Embree (embreex, the rays split over as many
+    Python threads) on the same rays, for each thread count: best of ``rounds`` rounds
+    that call both in turn. Needs numpy, the built library and embreex, not bpy (issue 24:
+    the kernel on many cores). Returns [(label, rays, threads, native, embree)]."""
+    from blensor_addon.raycast.native import NativeBackend
+    geom = geometry()
+    emb = embree_scene(geom)
+    embree_cast(emb, *hdl64_rays()[:2], 1.0)  # Embree builds lazily
+    sets = {"HDL-64E, 1 revolution": (*hdl64_rays(), 120.0),
+            "HDL-64E, 8 revolutions from 8 origins": (*revolutions_rays(8), 120.0),
+            "random, 1M": (*random_rays(1_000_000), 1000.0),
+            "random, 4M": (*random_rays(4_000_000), 1000.0)}
+    rows = []
+    for t in threads:
+        nb = NativeBackend(threads=t)
+        nb.set_geometry(geom)
+        for label, (o, d, tmax) in sets.items():
+            timed = interleaved({"native": lambda: nb.intersect(o, d, tmax),
+                                 "embree": lambda: embree_cast(emb, o, d, tmax, threads=t)}, rounds)
+            n = len(o)
+            rows.append((label, n, t, n / timed["native"][0] / 1e6, n / timed["embree"][0] / 1e6))
+        nb.close()
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cast-rounds", type=int, default=15,
                     help="rounds of the static casts, each calling every backend once in turn")
     ap.add_argument("--skip-bvhtree", action="store_true")
+    ap.add_argument("--threads", help="comma-separated thread counts (e.g. 1,2,4,8,16): only the table of "
+                    "native vs Embree Mrays/s on four ray sets per thread count (no bpy needed)")
+    ap.add_argument("--rounds", type=int, default=7, help="rounds of --threads (best of)")
     args = ap.parse_args(argv)
+    if args.threads:
+        from blensor_addon.raycast import native
+        counts = [int(v) for v in args.threads.split(",") if v.strip()]
+        print(f"cpu: {cpu_model()}, {__import__('os').cpu_count()} logical cores; native kernel "
+              f"{native.kernel()}; best of {args.rounds} interleaved rounds (Mrays/s)")
+        print(f"{'rays':<40} {'count':>9} {'threads':>7} {'native':>8} {'Embree':>8} {'native/Embree':>13}")
+        for label, n, t, nat, em in thread_table(counts, args.rounds):
+            print(f"{label:<40} {n:>9,} {t:>7} {nat:8.2f} {em:8.2f} {nat / em:13.2f}")
+        return 0
     ntri, builds, rows = cast_benchmarks(args.repeat, args.skip_bvhtree, args.cast_rounds)
     print(f"scene: {ntri:,} triangles (terrain {GRID}x{GRID} vertices + 4 cars)")
     print("build (s): " + ", ".join(f"{k} {v:.3f}" for k, v in builds.items())
