@@ -1,8 +1,9 @@
 """Ray-casting and end-to-end benchmark.
 
 Usage: ``.venv/bin/python benchmarks/raycast.py [--repeat N] [--cast-rounds R] [--skip-bvhtree]``,
-or ``benchmarks/raycast.py --threads 1,2,4,8,16 [--rounds 7]``: only the table of native vs
-Embree on four ray sets per thread count (needs numpy, the built library and embreex, not
+or ``benchmarks/raycast.py --threads 1,2,4,8,16 [--rounds 7] [--presorted]``: only the table
+of native vs Embree on four ray sets per thread count (``--presorted``: and the scattered rays
+cast already in Morton order) (needs numpy, the built library and embreex, not
 bpy: it runs on a bigger machine without Blender).
 
 Scene (deterministic): a 487 x 487 vertex terrain over 200 x 200 m displaced by a seeded
@@ -364,6 +365,43 @@ def thread_table(threads, rounds):
     return rows
 
 
+def morton_order(o) -> np.ndarray:
+    """(N,) int64: the rays in Morton (Z-curve) order of their origins ``o`` (N, 3), 10 bits
+    an axis over the origins' bounding box (stable)."""
+    o = np.asarray(o, dtype=np.float64)
+    lo, hi = o.min(0), o.max(0)
+    q = ((o - lo) / np.maximum(hi - lo, 1e-9) * 1023).astype(np.uint64)
+
+    def spread(x):  # bit i of x to bit 3 i
+        x = (x | (x << np.uint64(16))) & np.uint64(0x030000FF)
+        x = (x | (x << np.uint64(8))) & np.uint64(0x0300F00F)
+        x = (x | (x << np.uint64(4))) & np.uint64(0x030C30C3)
+        return (x | (x << np.uint64(2))) & np.uint64(0x09249249)
+    key = spread(q[:, 0]) | (spread(q[:, 1]) << np.uint64(1)) | (spread(q[:, 2]) << np.uint64(2))
+    return np.argsort(key, kind="stable")
+
+
+def presorted_table(threads, rounds):
+    """The serial share of a scattered cast (issue 24): the 4M random rays cast as given
+    (the library orders them by their origins' Morton code, then casts) and already in
+    Morton order (cast as given), for each thread count; Mrays/s, best of ``rounds``.
+    Returns [(threads, as given, pre-sorted)]."""
+    from blensor_addon.raycast.native import NativeBackend
+    geom = geometry()
+    o, d = random_rays(4_000_000)
+    order = morton_order(o)
+    os_, ds = np.ascontiguousarray(o[order]), np.ascontiguousarray(d[order])
+    rows = []
+    for t in threads:
+        nb = NativeBackend(threads=t)
+        nb.set_geometry(geom)
+        timed = interleaved({"given": lambda: nb.intersect(o, d, 1000.0),
+                             "sorted": lambda: nb.intersect(os_, ds, 1000.0)}, rounds)
+        rows.append((t, len(o) / timed["given"][0] / 1e6, len(o) / timed["sorted"][0] / 1e6))
+        nb.close()
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -373,6 +411,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", help="comma-separated thread counts (e.g. 1,2,4,8,16): only the table of "
                     "native vs Embree Mrays/s on four ray sets per thread count (no bpy needed)")
     ap.add_argument("--rounds", type=int, default=7, help="rounds of --threads (best of)")
+    ap.add_argument("--presorted", action="store_true", help="with --threads: also the 4M random rays "
+                    "cast already in Morton order (the serial share of the library's reordering)")
     args = ap.parse_args(argv)
     if args.threads:
         from blensor_addon.raycast import native
@@ -382,6 +422,10 @@ def main(argv=None) -> int:
         print(f"{'rays':<40} {'count':>9} {'threads':>7} {'native':>8} {'Embree':>8} {'native/Embree':>13}")
         for label, n, t, nat, em in thread_table(counts, args.rounds):
             print(f"{label:<40} {n:>9,} {t:>7} {nat:8.2f} {em:8.2f} {nat / em:13.2f}")
+        if args.presorted:
+            print("random, 4M, native: as given (the library reorders) vs already in Morton order (Mrays/s)")
+            for t, given, srt in presorted_table(counts, args.rounds):
+                print(f"  threads {t:>2}: as given {given:7.2f}, pre-sorted {srt:7.2f}, x{srt / given:.2f}")
         return 0
     ntri, builds, rows = cast_benchmarks(args.repeat, args.skip_bvhtree, args.cast_rounds)
     print(f"scene: {ntri:,} triangles (terrain {GRID}x{GRID} vertices + 4 cars)")
