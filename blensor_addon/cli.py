@@ -528,7 +528,7 @@ def cmd_sensors(args) -> int:
 def _interrupted(job) -> bool:
     """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
     if job.status == "cancelled" and job.signal is not None:
-        total, unit = (job.total, "packet") if hasattr(job, "total") else (len(job.plan), job.packets)
+        total, unit = job.total, getattr(job, "packets", "packet")  # a rig's members may differ
         say(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
             f"{total} {unit}s; finished {unit}s kept in {job.out} (manifest: cancelled)", err=True)
         return True

@@ -384,6 +384,11 @@ class RangeScanJob:
         """Packets scanned (or reused) so far; their files may still be being written."""
         return self.pipeline.scanned
 
+    @property
+    def total(self) -> int:
+        """Packets of the plan."""
+        return len(self.plan)
+
     def step(self) -> dict:
         """Scan the next packet (see :meth:`Pipeline.step`); returns its manifest entry."""
         return self.pipeline.step()
@@ -478,22 +483,37 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         packet is dropped and the manifest says ``"cancelled"``.
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
+    return run_job(lambda: RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
+                                        frame_of_reference, pcd_ascii, overwrite, resume, overrides,
+                                        options or {}, axes, time), progress, should_cancel)
+
+
+def run_job(make, progress=None, should_cancel=None):
+    """Run a range-scan job made by ``make()`` (a :class:`RangeScanJob` or a rig's
+    :class:`~.rig.RigJob`: ``total``, ``remaining``, ``scanned``, ``step()``, ``finish()``)
+    to its end under the signal handling of :class:`Signals`: packet after packet until
+    done, cancelled (``should_cancel()`` True, or a first SIGINT/SIGTERM: the current
+    packet is finished) or failed; then ``job.finish`` with the status. ``progress``: as
+    :func:`scan_range`. Returns the job (``job.signal``: the signal that stopped it, or
+    None).
+
+    Raises:
+        what :func:`scan_range` raises."""
     with Signals.scope() as sig:  # the command line tool's, or one for this scan (headless Blender)
-        job = RangeScanJob(camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
-                           pcd_ascii, overwrite, resume, overrides, options or {}, axes, time)
+        job = make()
         job.signal = None
         status, bad_input, error = "failed", False, None
         with sig.finishing():  # the first signal: stop after this packet; a second: at once
             try:
                 if progress is not None:
-                    progress(0, len(job.plan), None)
+                    progress(0, job.total, None)
                 while job.remaining:
                     if sig.stop_requested or (should_cancel is not None and should_cancel()):
                         status = "cancelled"
                         break
                     entry = job.step()
                     if progress is not None:
-                        progress(job.scanned, len(job.plan), entry)
+                        progress(job.scanned, job.total, entry)
                 else:  # every packet done (a signal during the last one lost nothing)
                     status = "complete"
             except KeyboardInterrupt as exc:

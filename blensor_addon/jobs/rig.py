@@ -58,8 +58,7 @@ from ..scene.extract import sensor_pose
 from ..scene.rig import RigSampler
 from ..scene.scanner import check_camera, read_sensor
 from .pipeline import WriterThread
-from .range_scan import RangeScanJob, output_path
-from .signals import Signals
+from .range_scan import RangeScanJob, output_path, run_job
 
 RIG_MANIFEST = "rig.json"
 CALIB_FILES = ("calib_rig.txt", "extrinsics.json")
@@ -349,6 +348,7 @@ class RigJob:
 
     @property
     def backend_name(self) -> str:
+        """The ray caster's name (``native`` or ``bvhtree``)."""
         return self.members[0].scanner.backend.name
 
     @property
@@ -358,18 +358,22 @@ class RigJob:
 
     @property
     def points(self) -> int:
+        """Points written so far by every member."""
         return sum(m.points for m in self.members)
 
     @property
     def reused(self) -> int:
+        """Packets reused from an earlier run (``resume``), every member."""
         return sum(m.reused for m in self.members)
 
     @property
     def remaining(self) -> int:
+        """Packets not scanned yet, every member."""
         return sum(m.remaining for m in self.members)
 
     @property
     def scanned(self) -> int:
+        """Packets scanned (or reused) so far, every member."""
         return sum(m.scanned for m in self.members)
 
     @property
@@ -472,49 +476,9 @@ def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None
     Raises:
         as :func:`~.range_scan.scan_range`.
     """
-    with Signals.scope() as sig:
-        job = RigJob(
-            list(cameras),
-            frames,
-            out_dir,
-            formats,
-            seed,
-            base,
-            backend,
-            frame_of_reference,
-            pcd_ascii,
-            overwrite,
-            resume,
-            dict(options or {}),
-            axes,
-            time,
-            dict(overrides or {}),
-        )
-        status, bad_input, error = "failed", False, None
-        with sig.finishing():
-            try:
-                if progress is not None:
-                    progress(0, job.total, None)
-                while job.remaining:
-                    if sig.stop_requested or (should_cancel is not None and should_cancel()):
-                        status = "cancelled"
-                        break
-                    entry = job.step()
-                    if progress is not None:
-                        progress(job.scanned, job.total, entry)
-                else:
-                    status = "complete"
-            except KeyboardInterrupt as exc:
-                status, error = "cancelled", exc
-            except SettingsError as exc:
-                bad_input, error = True, exc
-            except BaseException as exc:
-                error = exc
-            job.signal = sig.signum if sig.stop_requested else None
-            job.finish(status, bad_input, error)
-    if error is not None:
-        raise error
-    return job
+    return run_job(lambda: RigJob(list(cameras), frames, out_dir, formats, seed, base, backend,
+                                  frame_of_reference, pcd_ascii, overwrite, resume, dict(options or {}),
+                                  axes, time, dict(overrides or {})), progress, should_cancel)
 
 
 __all__ = ["RigJob", "scan_rig", "member_name", "RIG_MANIFEST"]

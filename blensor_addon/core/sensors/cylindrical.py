@@ -39,8 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..settings import Preset, setting
-from .budget import CHUNK_RAYS, refuse_rays
-from .patterns import RayPattern, angles_of
+from .budget import refuse_rays
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .returns import ReturnSettings
 from .rosette import gaussian_range, ideal_returns, in_horizontal_fov
@@ -184,24 +183,10 @@ class Cylindrical(SweptSensor):
             return caps
         return dataclasses.replace(caps, column_angles=(0.0, float(-2.0 * np.pi / N)))
 
-    def patterns(self, s, frame, frame_time, mode, camera):
-        """The columns of :meth:`column_times`, every channel each; ``ray_index = channel *
-        C + position`` (C the packet's columns) in firing order."""
-        pos, stamp = self.column_times(s, frame, frame_time, mode)
-        cols = fov_columns(s)
-        L = self.lasers(s)
-        C = pos.shape[0]
-        step = max(1, CHUNK_RAYS // L)
-        for i in range(0, max(1, C), step):
-            p = pos[i:i + step]
-            d = column_directions(s, cols[p]).reshape(-1, 3)
-            az, el = angles_of(d)
-            local = np.arange(i, i + p.shape[0], dtype=np.int64)
-            yield RayPattern(
-                directions=d.astype(np.float32), azimuth=az, elevation=el,
-                channel=np.tile(np.arange(L, dtype=np.uint16), p.shape[0]),
-                ray_index=(np.arange(L, dtype=np.int64)[None, :] * C + local[:, None]).ravel(),
-                timestamp=np.repeat(stamp[i:i + step], L))
+    def column_rays(self, s, col):
+        """The rays of columns ``col`` (positions in :func:`fov_columns`, as
+        :meth:`column_times` gives them): (C, channels, 3) float64."""
+        return column_directions(s, fov_columns(s)[col])
 
     def returns(self, s, pattern, hits):
         return ideal_returns(hits, s)

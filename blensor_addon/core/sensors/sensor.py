@@ -477,16 +477,22 @@ class SweptSensor(Sensor):
         columns spread evenly over the sweep period."""
         return sweep_columns(self.columns(s), s.rotation_speed, frame, frame_time, mode)
 
+    def column_rays(self, s, col: np.ndarray) -> np.ndarray:
+        """(C, L, 3) float64 unit ray directions (sensor frame) of the sweep's columns
+        ``col`` (C,) int64, as :meth:`column_times` numbers them. Default: :meth:`directions`
+        at ``start_angle + col * angle_resolution`` (deg)."""
+        return self.directions(s, s.start_angle + col * s.angle_resolution)
+
     def patterns(self, s, frame, frame_time, mode, camera):
-        """The columns of :meth:`column_times`, :meth:`lasers` rays each; ``ray_index =
-        laser * C + position`` in firing order."""
+        """The columns of :meth:`column_times`, :meth:`lasers` rays each
+        (:meth:`column_rays`); ``ray_index = laser * C + position`` in firing order."""
         col, stamp = self.column_times(s, frame, frame_time, mode)
         L = self.lasers(s)
         C = col.shape[0]
         step = max(1, CHUNK_RAYS // L)
         for i in range(0, max(1, C), step):
             c = col[i:i + step]
-            d = self.directions(s, s.start_angle + c * s.angle_resolution).reshape(-1, 3)
+            d = self.column_rays(s, c).reshape(-1, 3)
             az, el = angles_of(d)
             local = np.arange(i, i + c.shape[0], dtype=np.int64)
             yield RayPattern(

@@ -81,14 +81,25 @@ class ConfigFormat:
                 file, the sensor and the field)."""
         raise NotImplementedError
 
-    def write(self, path, configs: list[SensorConfig]) -> list[str]:
-        """Write ``configs`` to ``path`` (temporary file + rename); returns one line per
-        thing the format cannot express (named, e.g. ``"lidar1: bias_sigma: not in the
-        AirSim schema; not written"``).
+    def dumps(self, configs: list[SensorConfig]) -> tuple[str, list[str]]:
+        """(the file's text, one line per thing the format cannot express) of ``configs``.
 
         Raises:
             SettingsError: a sensor type the format cannot express at all."""
         raise NotImplementedError
+
+    def write(self, path, configs: list[SensorConfig]) -> list[str]:
+        """Write ``configs`` to ``path`` (:meth:`dumps`; temporary file + rename); returns
+        one line per thing the format cannot express (named, e.g. ``"lidar1: bias_sigma:
+        not in the AirSim schema; not written"``).
+
+        Raises:
+            SettingsError: a sensor type the format cannot express at all, or a path in
+            a folder that is missing or not writable."""
+        from ._common import write_text
+        text, notes = self.dumps(configs)
+        write_text(path, text, str(path))
+        return notes
 
 
 #: format name -> ConfigFormat

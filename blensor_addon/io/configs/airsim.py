@@ -48,7 +48,7 @@ from ...core.errors import SettingsError
 from ...core.sensors import SENSORS
 from . import ConfigFormat, SensorConfig
 from ._common import (matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of, unexpressed,
-                      validated, write_text)
+                      validated)
 
 #: ``lidar-type`` (``-`` read as ``_``) -> (sensor type, preset)
 LIDAR_TYPES = {
@@ -348,13 +348,6 @@ class AirSimFormat(ConfigFormat):
         for c in back:
             c.ignored.clear()
         return text, unexpressed("AirSim", configs, back)
-
-    def write(self, path, configs: list[SensorConfig]) -> list[str]:
-        """Write ``configs`` to ``path`` atomically; returns what the file cannot express
-        (one line each)."""
-        text, notes = self.dumps(configs)
-        write_text(path, text, str(path))
-        return notes
 
 
 FORMAT = AirSimFormat()

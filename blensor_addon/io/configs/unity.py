@@ -62,7 +62,7 @@ from ...core.errors import SettingsError
 from ...core.sensors.budget import MAX_RAYS
 from . import ConfigFormat, SensorConfig
 from ._common import (f32, grid_samples, matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of,
-                      sweep_grid, unexpressed, validated, write_text)
+                      sweep_grid, unexpressed, validated)
 
 #: ``type`` attributes read as lidars (seed 004's three models; SDF's ray and lidar sensors)
 LIDAR_TYPES = ("ray", "gpu_ray", "lidar", "gpu_lidar", "rasterlidar", "raytracedlidar", "physicslidar")
@@ -505,13 +505,6 @@ class UnityFormat(ConfigFormat):
         back = read_configs(text, "(written)")
         by_name = {c.name: c for c in back}
         return text, unexpressed("Unity", configs, [by_name[c.name] for c in configs])
-
-    def write(self, path, configs: list[SensorConfig]) -> list[str]:
-        """Write ``configs`` to ``path`` atomically; returns what the file cannot express
-        (one line each)."""
-        text, notes = self.dumps(configs)
-        write_text(path, text, str(path))
-        return notes
 
 
 FORMAT = UnityFormat()
