@@ -116,6 +116,7 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="keep the finished frames of an earlier run in --out with the same settings")
     sc.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
                     help="override a sensor setting for this run (repeatable; see 'blensor sensors')")
+    _cluster_options(sc)
     sc.add_argument("--quiet", action="store_true", help="print nothing but errors")
     dp = sub.add_parser("depth", help="export float depth maps of frames (the camera's own intrinsics)")
     dp.add_argument("blend", help="the .blend file")
@@ -131,8 +132,12 @@ def _build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
                     help="override a depth-camera setting (" + ", ".join(depth_settings) + ")")
     dp.add_argument("--overwrite", action="store_true", help="replace earlier depth maps in --out")
+    _cluster_options(dp)
     dp.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    mo = sub.add_parser("motion", help="export object and sensor poses and labelled 3D boxes of frames")
+    mo = sub.add_parser("motion", help="export object and sensor poses and labelled 3D boxes of frames",
+                        description="Export object and sensor poses and labelled 3D boxes of frames. It "
+                        "takes no --workers: it reads transforms and bounding boxes only (no ray casting), "
+                        "a few milliseconds per frame, less than starting one worker.")
     mo.add_argument("blend", help="the .blend file")
     mo.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     mo.add_argument("--out", default="out", help="output folder (default: out)")
@@ -170,6 +175,59 @@ def _build_parser() -> argparse.ArgumentParser:
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
     return ap
+
+
+def _cluster_options(parser) -> None:
+    """``--workers`` and ``--scheduler`` (issue 24, :mod:`~blensor_addon.jobs.cluster`)."""
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="scan on a local Dask cluster of N worker processes (default 1: this process, "
+                        "no Dask); the files are the same bytes; needs pip install 'blensor[dask]'")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="scan on the Dask cluster at ADDRESS (e.g. tcp://HOST:8786); its workers open "
+                        "the .blend at the same absolute path (shared filesystem) and send the results "
+                        "here, where the files are written")
+
+
+def _start_cluster(args):
+    """A started :class:`~blensor_addon.jobs.cluster.Cluster` for ``--workers N`` (N > 1)
+    or ``--scheduler``, else None (Dask is not imported). Started before Blender opens the
+    file: the workers start meanwhile.
+
+    Raises:
+        SettingsError (``--workers``/``--scheduler``): out of range, or Dask missing."""
+    from .jobs.cluster import Cluster, check_workers
+    if check_workers(args.workers, args.scheduler) == 1 and args.scheduler is None:
+        return None
+    return Cluster(args.workers, args.scheduler).start()
+
+
+def worker_scene(blend: str, camera: str, configs=None):
+    """On a Dask worker (:mod:`~blensor_addon.jobs.cluster`): the .blend at ``blend``
+    opened as the command opens it (the add-on registered, Blender's lines dropped), the
+    ``--sensor`` ``configs`` applied; returns the camera object named ``camera``.
+
+    Raises:
+        SettingsError: the file cannot be read there, or has no such camera."""
+    from .core.errors import SettingsError
+    with _stdout_dropped():
+        import bpy
+        from .ui import register
+        register()
+        try:
+            with _stderr_held():
+                bpy.ops.wm.open_mainfile(filepath=blend)
+        except RuntimeError:
+            raise SettingsError("--scheduler", "workers that can read the .blend at the client's path "
+                                "(a shared filesystem)", blend) from None
+    scene = bpy.context.scene
+    if configs is not None:
+        from .jobs.configs import apply_configs
+        apply_configs(configs, scene)
+    cam = scene.objects.get(camera)
+    if cam is None:
+        raise SettingsError("--scheduler", "workers that read the client's .blend (it has no camera "
+                            f"'{camera}' there)", blend)
+    return cam
 
 
 def _config_names() -> str:
@@ -548,14 +606,19 @@ def cmd_depth(args) -> int:
         raise SettingsError("sensor_type", "depth (blensor depth always uses the depth camera)",
                             texts["sensor_type"])
     texts["sensor_type"] = "depth"
+    cluster = _start_cluster(args)
     bpy = _open_blend(args.blend)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     t0 = time.perf_counter()
-    job = export_depth(cam, frames, _out_dir(args), formats, backend=args.backend,
-                        overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
-                        and _writing_begins(), **overrides)
+    try:
+        job = export_depth(cam, frames, _out_dir(args), formats, backend=args.backend,
+                           overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
+                           and _writing_begins(), **_cluster_kwargs(cluster, args, cam), **overrides)
+    finally:
+        if cluster is not None:
+            cluster.close()
     if _interrupted(job):
         return EXIT_INTERRUPTED
     if not args.quiet:
@@ -636,6 +699,26 @@ def cmd_scan(args) -> int:
         configs = [c for c in configs if c.enabled]
     elif args.camera is not None and args.all_sensors:
         raise SettingsError("--all-sensors", "given without --camera (one or the other)", args.camera)
+    cluster = _start_cluster(args)
+    try:
+        return _scan(args, formats, texts, interval, format_options, configs, cluster)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _cluster_kwargs(cluster, args, cam, configs=None) -> dict:
+    """``cluster`` and ``open_scene`` for the range job (nothing without a cluster)."""
+    if cluster is None:
+        return {}
+    import functools
+    return {"cluster": cluster,
+            "open_scene": functools.partial(worker_scene, str(Path(args.blend).resolve()), cam.name, configs)}
+
+
+def _scan(args, formats, texts, interval, format_options, configs, cluster) -> int:
+    """:func:`cmd_scan` once the options are checked: open the file, scan."""
+    from .core.errors import SettingsError
     bpy = _open_blend(args.blend)
     cams = _cameras(bpy, args, configs)
     overrides = {}
@@ -665,6 +748,11 @@ def cmd_scan(args) -> int:
 
     t0 = time.perf_counter()
     rig = len(cams) > 1 or args.rig_base is not None
+    if rig and cluster is not None:
+        raise SettingsError("--workers" if args.scheduler is None else "--scheduler",
+                            "1 for a rig (its sensors share one scene evaluation per time: scan it in one "
+                            "process, or each camera with --camera NAME on the cluster)",
+                            args.scheduler or args.workers)
     try:
         if rig:
             from .jobs.rig import scan_rig
@@ -680,7 +768,7 @@ def cmd_scan(args) -> int:
                              frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
                              overwrite=args.overwrite, resume=args.resume, progress=progress,
                              options=format_options, axes=axes[cam.name], time=interval,
-                             **overrides[cam.name])
+                             **_cluster_kwargs(cluster, args, cam, configs), **overrides[cam.name])
     finally:
         if bar is not None:
             bar.close()

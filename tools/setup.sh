@@ -34,8 +34,7 @@ stamp=$VENV/.blensor-setup
 want=$( (cat pyproject.toml tools/setup.sh; echo "$BPY $EXTRAS") | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  spec="."
-  [ -n "$EXTRAS" ] && spec=".[$EXTRAS]"
+  spec=".[dask${EXTRAS:+,$EXTRAS}]"  # Dask for --workers (optional to pip users: blensor[dask])
   # PYTHONWARNINGS: no setuptools banners from the editable build
   PYTHONWARNINGS=ignore "$VENV/bin/python" -m pip install -q -e "$spec" "bpy==$BPY" 2>&1 \
     | grep -v "^WARNING: Location" >&2 || true

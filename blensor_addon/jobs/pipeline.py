@@ -132,6 +132,7 @@ class Pipeline:
         self._writing: WriterThread | None = writing
         self._next = 0
         self.reused = 0
+        self._checked: dict = {}  # packet index -> the reuse decision (made once)
 
     @property
     def done(self) -> list:
@@ -154,6 +155,12 @@ class Pipeline:
         the size and sha256 its manifest recorded, and the packet's geometry hash is
         unchanged (a run with a multi-frame file such as EVD rescans: the file needs
         every packet). An entry without recorded hashes is never trusted."""
+        if packet.index in self._checked:
+            return self._checked[packet.index]
+        self._checked[packet.index] = entry = self._check_reuse(packet)
+        return entry
+
+    def _check_reuse(self, packet) -> dict | None:
         old = self._reuse.get(packet.index)
         if old is None or any(w.multi_frame for w in self.writers):
             return None
@@ -181,6 +188,9 @@ class Pipeline:
         if self._writing is not None:
             self._writing.check()
         packet = self.plan.packets[self._next]
+        ahead = getattr(self.scanner, "lookahead", 0)
+        if ahead:  # a cluster's scanner (jobs/cluster.py): the next packets to scan, submitted ahead
+            self.scanner.expect(self._upcoming(ahead))
         entry = self._try_reuse(packet)
         result = None
         if entry is not None:
@@ -202,12 +212,27 @@ class Pipeline:
             self._writing.submit(lambda: self._write_frame(entry, result, objects))
         return entry
 
+    def _upcoming(self, n: int) -> list:
+        """The next ``n`` packets from the current one that are not reused."""
+        out = []
+        for packet in self.plan.packets[self._next:]:
+            if len(out) == n:
+                break
+            if self._try_reuse(packet) is None:
+                out.append(packet)
+        return out
+
     def _write_frame(self, entry: dict, result, objects: list) -> None:
-        """On the writer thread: the packet's files (all or none), then the manifest."""
+        """On the writer thread: the packet's files (all or none), then the manifest. A
+        cluster's worker may have encoded some formats' files already (``result.encoded``:
+        format -> files, ``result.file_checks``: their records)."""
         with single_blas_thread():
             if result is not None:
-                files = [item for w in self.writers for item in w.frame_files(result)]
-                checks = {name: file_record(data) for name, data in files}
+                encoded = getattr(result, "encoded", None) or {}
+                files = [item for w in self.writers
+                         for item in (encoded[w.name] if w.name in encoded else w.frame_files(result))]
+                known = getattr(result, "file_checks", None) or {}
+                checks = {name: known.get(name) or file_record(data) for name, data in files}
                 files += self.trajectory.frame_files(result)
                 # multi-frame files (EVD) take the packet after its files are staged, before they appear
                 written = commit_files(self.folder.path, files,

@@ -133,6 +133,11 @@ class RangeScanJob:
     writing: object = None
     deferred: bool = False
     transform_check: bool = True
+    #: issue 24: a started :class:`~blensor_addon.jobs.cluster.Cluster` whose workers scan the
+    #: packets (this process validates, writes and keeps the manifest), and the picklable
+    #: callable with which a worker opens the scene (() -> the camera object)
+    cluster: object = None
+    open_scene: object = None
 
     def __post_init__(self) -> None:
         self._check_arguments()
@@ -143,6 +148,7 @@ class RangeScanJob:
                                axes=self.axes, packet_hashes=True, **self.scanner_options)
         self.folder: OutputFolder | None = None
         self.pipeline: Pipeline | None = None
+        self.remote = None  # the cluster's RemoteScanner
         self.signal = None
         self._reuse = None
         self._guard(self._validate)
@@ -211,6 +217,9 @@ class RangeScanJob:
             opts["pcd.ascii"] = True
         self._options = make_options(self.formats, opts)
         output_path(self.out_dir)
+        if self.cluster is not None and (self.open_scene is None or self.scanner_options):
+            raise SettingsError("workers", "1 for a rig or without a scene loader (a cluster scans one "
+                                "camera of a saved .blend)", getattr(self.cluster, "workers", self.cluster))
 
     def _plan(self) -> planning.Plan:
         s = self.scanner.settings
@@ -309,22 +318,45 @@ class RangeScanJob:
             del reuse[k]
         self.folder.remove_listed(drop)
 
-    def _build_pipeline(self, reuse: dict) -> Pipeline:
+    def _run_info(self) -> RunInfo:
+        """What the writers know of the run."""
         ind = self.plan.indices
-        run = RunInfo(camera=self.camera_object.name, sensor_type=self.scanner.sensor_type,
-                      sensor=self.scanner.settings.to_dict(), seed=int(self.scanner.settings.seed),
-                      frame_time=self.plan.packet_time,
-                      frames=range(ind[0], ind[-1] + 1) if ind == list(range(ind[0], ind[-1] + 1)) else ind)
+        return RunInfo(camera=self.camera_object.name, sensor_type=self.scanner.sensor_type,
+                       sensor=self.scanner.settings.to_dict(), seed=int(self.scanner.settings.seed),
+                       frame_time=self.plan.packet_time,
+                       frames=range(ind[0], ind[-1] + 1) if ind == list(range(ind[0], ind[-1] + 1)) else ind)
+
+    def _build_pipeline(self, reuse: dict) -> Pipeline:
+        run = self._run_info()
         writers: list = []
         self._writers = writers  # discarded if a later constructor fails
         for f in self.formats:
             make = self.writer_factories.get(f, WRITERS[f])
             writers.append(make(self.folder.path, self._options[f], run))
         objects = lambda: self.scanner.extractor.table.table  # noqa: E731
+        scanner = self.scanner
+        if self.cluster is not None:
+            scanner = self.remote = self._remote_scanner(run)
+            objects = self.remote.objects
         manifest = ManifestWriter(self.folder, self._static(), objects)
-        return Pipeline(self.scanner, self.plan, self.folder, writers,
+        return Pipeline(scanner, self.plan, self.folder, writers,
                         TrajectoryWriter(self.folder.path, self.plan.packet_time), manifest, reuse, objects,
                         writing=self.writing)
+
+    def _remote_scanner(self, run: RunInfo):
+        """The cluster's stand-in for the scanner (:mod:`~blensor_addon.jobs.cluster`): workers
+        scan and encode the per-frame formats; the multi-frame ones are written here."""
+        import uuid
+
+        from .cluster import RemoteScanner, WorkerTask
+        encode = {f: self._options[f] for f in self.formats if not WRITERS[f].multi_frame}
+        task = WorkerTask(
+            key=uuid.uuid4().hex, open_scene=self.open_scene,
+            scanner=dict(backend=self.backend, seed=self.seed, frame_of_reference=self.frame_of_reference,
+                         overrides=self.overrides, axes=self.axes),
+            encode=encode, run=run, folder=str(self.folder.path), full=len(encode) < len(self.formats),
+            versions=(__version__, bpy.app.version_string))
+        return RemoteScanner(self.cluster, self.scanner, task)
 
     def _abandon_setup(self) -> None:
         """Undo a set-up that failed: writers discarded, the folder released, and the
@@ -338,6 +370,8 @@ class RangeScanJob:
             self.folder.remove_if_created_and_empty()
 
     def _release(self) -> None:
+        if self.remote is not None:
+            self.remote.close()
         if self.folder is not None:
             self.folder.release()
         self.scanner.close()
@@ -430,7 +464,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
                should_cancel=None, options: dict | None = None, axes: str = "ros",
-               time: tuple | None = None, **overrides) -> RangeScanJob:
+               time: tuple | None = None, cluster=None, open_scene=None, **overrides) -> RangeScanJob:
     """Scan ``frames`` (or the time interval ``time``) of ``camera_object`` into ``out_dir``.
 
     One output ("packet") per scene frame, or per full sweep of a swept sensor (setting
@@ -467,6 +501,9 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
             are written meanwhile; ``entry["files"]`` is filled once they are).
         should_cancel: called before each frame; True stops the scan (status
             ``"cancelled"``; finished frames are kept).
+        cluster: a :class:`~blensor_addon.jobs.cluster.Cluster` whose workers scan the
+            packets (with ``open_scene``: a picklable callable that opens the saved .blend
+            in a worker and returns the camera object); the files are the same bytes.
         overrides: setting names of the sensor type plus ``sensor_type`` and ``preset``,
             applied over the camera's stored settings (as :func:`~..scene.scanner.scan`).
     Returns:
@@ -485,7 +522,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
     """
     return run_job(lambda: RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
                                         frame_of_reference, pcd_ascii, overwrite, resume, overrides,
-                                        options or {}, axes, time), progress, should_cancel)
+                                        options or {}, axes, time, cluster=cluster,
+                                        open_scene=open_scene), progress, should_cancel)
 
 
 def run_job(make, progress=None, should_cancel=None):

@@ -1,0 +1,430 @@
+"""Range scans on a Dask cluster (issue 24): ``blensor scan --workers N`` (a local cluster of
+N worker processes) or ``--scheduler ADDRESS`` (an existing ``dask.distributed`` cluster).
+
+The original BlenSor split frame ranges over hosts by hand (seed 000, section 5.2); here the
+packets of one run are tasks of a Dask cluster, and the files are the bytes a one-process
+run writes, whatever the number of workers and the order in which they finish:
+
+- **Workers scan and encode.** Each worker process opens the client's .blend once (the
+  first task it runs; the same file at the same absolute path, the same ``--sensor``
+  configs applied, the same settings) and keeps the scene, its :class:`Scanner` and the
+  per-frame writers for the run. A task scans one packet and encodes its per-frame files
+  (npz, pcd, las, ...: writers that are not ``multi_frame``) with their size and sha256,
+  so the client does no encoding work for them. Scans do not depend on the packets
+  scanned before: noise is seeded per packet and object ids derive from the file
+  (:class:`~blensor_addon.scene.extract.ObjectTable`).
+- **The client writes, in order.** :class:`RemoteScanner` stands in for the scanner of
+  the range job's :class:`~blensor_addon.jobs.pipeline.Pipeline`: it keeps a window of
+  packets submitted ahead (two per worker), hands their results to the pipeline in plan
+  order, and the pipeline's one writer thread commits every packet's files, the
+  multi-frame files (EVD, KITTI's poses, rosbag2, pcap: encoded on the client from the
+  full result the worker sends back), the trajectory and the manifest, exactly as in one
+  process. The output folder is the client's alone: workers never write files, so it
+  needs no shared filesystem; only the .blend (with its linked libraries and textures)
+  must be readable at the same path on every worker.
+- **Faults.** A worker that dies (killed, out of memory) loses its tasks; Dask runs them
+  again on another worker (a local cluster's nanny also restarts the process) and the
+  run's files are the same. A packet that kills workers three times ends the run as
+  ``failed`` (:class:`ClusterError`), finished packets kept. SIGINT/SIGTERM of the client
+  stop the run as in one process (:class:`~blensor_addon.jobs.signals.Signals`: the
+  packet awaited is finished, the rest cancelled, the manifest says ``cancelled``,
+  ``--resume`` completes it); workers of a local cluster ignore SIGINT (a Ctrl-C in the
+  terminal reaches the whole process group) and stop with the client.
+- **Threads.** The native kernel of each worker uses ``cores / workers`` threads of its
+  host (at least one), so N workers on one machine do not oversubscribe it.
+
+Dask is optional (``pip install 'blensor[dask]'``); ``--workers 1`` never imports it.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from ..core.errors import BlensorError, SettingsError
+
+#: what to install for more than one worker (one line, in the refusal)
+DASK_HINT = "pip install 'blensor[dask]' (dask[distributed])"
+#: the largest --workers of a local cluster
+MAX_WORKERS = 256
+#: packets submitted ahead of the one the pipeline waits for, per worker
+AHEAD_PER_WORKER = 2
+
+
+class ClusterError(BlensorError, RuntimeError):
+    """The cluster could not run the scan: no scheduler at the address, workers of another
+    BlenSor or Blender version, a packet that killed its workers (the run ends ``failed``,
+    finished packets kept)."""
+
+
+def dask_available() -> bool:
+    """Whether ``dask.distributed`` can be imported (without importing it)."""
+    import importlib.util
+    return importlib.util.find_spec("distributed") is not None
+
+
+def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
+    """Validate ``--workers`` (an int in 1..:data:`MAX_WORKERS`) and ``--scheduler``
+    (``HOST:PORT`` or ``tcp://HOST:PORT``; then ``workers`` must be 1: the cluster has its
+    own); refuse more than one worker, or a scheduler, without Dask, in one line.
+
+    Returns:
+        the number of local workers (1: no Dask).
+    Raises:
+        SettingsError (``--workers`` / ``--scheduler``): out of range, both given, or
+        Dask missing (naming what to install).
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise SettingsError(option, f"an integer in [1, {MAX_WORKERS}]", workers)
+    if scheduler is not None:
+        if workers != 1:
+            raise SettingsError(option, "1 with --scheduler (the cluster's workers scan)", workers)
+        if not isinstance(scheduler, str) or not scheduler.strip() or " " in scheduler.strip():
+            raise SettingsError("--scheduler", "a scheduler address such as tcp://HOST:8786", scheduler)
+    if (workers > 1 or scheduler is not None) and not dask_available():
+        name = "--scheduler" if scheduler is not None else option
+        raise SettingsError(name, f"{'none' if scheduler is not None else 1} without Dask ({DASK_HINT})",
+                            scheduler if scheduler is not None else workers)
+    return workers
+
+
+class Cluster:
+    """A Dask client for range scans: a local cluster of ``workers`` processes (one thread
+    each: a worker runs one task at a time), or the cluster at ``scheduler``.
+    :meth:`start` starts or reaches it; :meth:`close` stops a local cluster.
+
+    A local cluster is started before this process imports ``bpy``: Blender's module adds
+    its own script folders to ``sys.path``, and a worker process started from a process
+    that has them would find Blender's inner ``bpy`` package instead of the module. Its
+    worker processes come from a fork server (POSIX) started then, so a worker restarted
+    later (after a crash) starts clean too.
+
+    Args:
+        workers: local worker processes (>= 2), or 1 with ``scheduler``.
+        scheduler: address of an existing scheduler, or None for a local cluster.
+    Raises:
+        SettingsError: bad ``workers``/``scheduler``, or Dask missing.
+    """
+
+    def __init__(self, workers: int = 2, scheduler: str | None = None) -> None:
+        self.workers = check_workers(workers, scheduler)
+        self.scheduler = scheduler
+        self._client = None
+        self._local = None
+
+    @property
+    def local(self) -> bool:
+        """Whether this is a local cluster (no ``scheduler``)."""
+        return self.scheduler is None
+
+    def start(self) -> "Cluster":
+        """Start the local cluster (its workers up) or connect to the scheduler; returns self.
+
+        Raises:
+            ClusterError: starting or reaching the cluster failed."""
+        if self._client is not None:
+            return self
+        if self.local and "bpy" in sys.modules:
+            raise ClusterError("a local cluster starts before bpy is imported (Blender's module puts its "
+                               "script folders on sys.path, which worker processes would inherit): make the "
+                               "Cluster first")
+        import logging
+
+        import dask
+        from distributed import Client, LocalCluster
+        try:
+            if self.local:
+                method = "spawn" if sys.platform == "win32" else "forkserver"
+                with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+                    self._local = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                               dashboard_address=None, worker_dashboard_address=None,
+                                               memory_limit=0, silence_logs=logging.CRITICAL)
+                self._client = Client(self._local, set_as_default=False)
+            else:
+                self._client = Client(self.scheduler, timeout="20s", set_as_default=False)
+            if self.local:
+                self._client.register_worker_callbacks(_ignore_sigint)
+        except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
+            self.close()
+            where = f"the scheduler at {self.scheduler}" if self.scheduler else "a local Dask cluster"
+            raise ClusterError(f"could not start or reach {where}: {exc}") from None
+        return self
+
+    @property
+    def client(self):
+        """The ``distributed.Client`` (:meth:`start` first)."""
+        return self.start()._client
+
+    def threads_by_host(self) -> dict:
+        """Native threads per worker for each host: its cores / its workers (>= 1)."""
+        cores = self.client.run(os.cpu_count)  # worker address -> its host's cores
+        hosts: dict = {}
+        for addr, n in cores.items():
+            count, most = hosts.get(_host_of(addr), (0, 0))
+            hosts[_host_of(addr)] = (count + 1, max(most, int(n or 1)))
+        return {h: max(1, most // count) for h, (count, most) in hosts.items()}
+
+    def size(self) -> int:
+        """Workers of the cluster now (at least 1)."""
+        return max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
+
+    def close(self) -> None:
+        """Close the client, and the local cluster's workers (idempotent)."""
+        for obj in (self._client, self._local):
+            if obj is not None:
+                with contextlib.suppress(Exception):
+                    obj.close(timeout=10) if obj is self._client else obj.close()
+        self._client = self._local = None
+
+
+def _host_of(address: str) -> str:
+    """``tcp://10.0.0.5:4321`` -> ``10.0.0.5``."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def _ignore_sigint(dask_worker=None) -> None:
+    """On a worker process (run once by the client when the cluster starts): ignore SIGINT
+    (a Ctrl-C in the terminal reaches the client's whole process group; the client decides
+    what stops)."""
+    import signal
+    with contextlib.suppress(ValueError):  # not the main thread: nothing to do
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# -- the worker's side ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerTask:
+    """What a worker needs to scan the run's packets as the client would.
+
+    Attributes:
+        key: the run's key (a worker keeps one run's scene and scanner).
+        open_scene: picklable callable () -> the camera object, with the .blend open and
+            the add-on registered (the command line's own loader).
+        scanner: keyword arguments of :class:`~blensor_addon.scene.scanner.Scanner`.
+        encode: formats whose per-frame files the worker encodes, with their options.
+        run: the writers' :class:`~blensor_addon.io.formats.RunInfo`. folder: the output
+            folder's path (for the writers; a worker writes nothing).
+        full: send the whole result back (the client's multi-frame writers need it).
+        threads: host -> native threads of a worker there.
+        versions: (blensor, Blender) versions of the client.
+    """
+
+    key: str
+    open_scene: object
+    scanner: dict
+    encode: dict
+    run: object
+    folder: str
+    full: bool
+    threads: dict = field(default_factory=dict)
+    versions: tuple = ()
+
+
+@dataclass
+class Scanned:
+    """A worker's answer for one packet: the packet's record and numbers, its per-frame
+    files (format -> [(name, bytes)]) with their records (name -> size, sha256), the
+    whole :class:`ScanResult` if ``full``, the object table when it grew past the
+    client's, what the scan printed on stderr, and the worker's versions and backend."""
+
+    record: object
+    frame: int
+    points: int
+    rays: int
+    sensor_to_world: object
+    files: dict
+    checks: dict
+    result: object = None
+    objects: list | None = None
+    stderr: str = ""
+    versions: tuple = ()
+    backend: str = ""
+
+
+_STATE: dict = {}
+_LOCK = threading.Lock()  # one scan at a time per worker process (bpy is not thread-safe)
+
+
+def _worker_state(task: WorkerTask) -> dict:
+    """The worker's scene, scanner and writers for ``task.key`` (made by the first task)."""
+    if _STATE.get("key") == task.key:
+        return _STATE
+    old = _STATE.get("scanner")
+    _STATE.clear()
+    if old is not None:
+        old.close()
+    import bpy
+
+    from ..io.formats import WRITERS
+    from ..scene.scanner import Scanner
+    from .. import __version__
+    camera = task.open_scene()
+    threads = task.threads.get(_host_of(_worker_address()), 0) or max(1, os.cpu_count() or 1)
+    scanner = Scanner(camera, packet_hashes=True, threads=threads, **task.scanner)
+    from pathlib import Path
+    writers = [WRITERS[f](Path(task.folder), options, task.run) for f, options in task.encode.items()]
+    _STATE.update(key=task.key, scanner=scanner, writers=writers,
+                  versions=(__version__, bpy.app.version_string), table=len(scanner.extractor.table.table))
+    return _STATE
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except Exception:  # not in a worker (tests call scan_packet directly)
+        return socket.gethostname()
+
+
+def scan_packet(task: WorkerTask, packet) -> Scanned:
+    """Scan ``packet`` on this worker (the task of :class:`RemoteScanner`): the packet's
+    result, its per-frame files encoded (the bytes the client's writers would make), and
+    what the client needs for the manifest and the trajectory.
+
+    Raises:
+        what :meth:`Scanner.scan` raises (SettingsError: bad input found while scanning),
+        sent back to the client, which ends the run as one process would."""
+    from ..io.outdir import file_record
+    from ..process.blas import single_blas_thread
+    with _LOCK:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            state = _worker_state(task)
+            result, record = state["scanner"].scan(packet)
+            with single_blas_thread():
+                files = {w.name: w.frame_files(result) for w in state["writers"]}
+        checks = {n: file_record(data) for items in files.values() for n, data in items}
+        table = state["scanner"].extractor.table.table
+        grown = list(table) if len(table) != state["table"] else None
+        return Scanned(record=record, frame=int(result.frame), points=len(result), rays=result.num_rays,
+                       sensor_to_world=result.sensor_to_world, files=files, checks=checks,
+                       result=result if task.full else None, objects=grown, stderr=err.getvalue(),
+                       versions=state["versions"], backend=state["scanner"].backend.name)
+
+
+# -- the client's side ------------------------------------------------------------------------
+
+
+class PacketSummary:
+    """What the client's pipeline reads of a packet scanned by a worker when no format
+    needs the whole result: ``frame``, ``sensor_to_world``, ``num_rays``, ``len()`` and
+    the pre-encoded ``encoded`` files with their ``file_checks``."""
+
+    def __init__(self, scanned: Scanned) -> None:
+        self.frame = scanned.frame
+        self.sensor_to_world = scanned.sensor_to_world
+        self.num_rays = scanned.rays
+        self._points = scanned.points
+        self.encoded = scanned.files
+        self.file_checks = scanned.checks
+
+    def __len__(self) -> int:
+        return self._points
+
+
+class RemoteScanner:
+    """The range job's scanner when a cluster scans (see the module docstring): packets
+    are submitted ahead (:meth:`expect`, :attr:`lookahead` of them) and :meth:`scan` returns
+    them in the order asked; :meth:`packet_hash` is the client's own scanner's (resume).
+
+    Args:
+        cluster: a started :class:`Cluster`.
+        local: the client's :class:`~blensor_addon.scene.scanner.Scanner` (validation,
+            packet hashes, the object table it starts from).
+        task: the run's :class:`WorkerTask` (``threads`` filled in here).
+    """
+
+    def __init__(self, cluster: Cluster, local, task: WorkerTask) -> None:
+        import dataclasses
+        self.cluster, self.local = cluster, local
+        self.client = cluster.client
+        self.task = dataclasses.replace(task, threads=cluster.threads_by_host())
+        self.lookahead = AHEAD_PER_WORKER * cluster.size()
+        self._futures: dict = {}
+        self._printed: set = set()
+        self._objects = None
+        self._checked = False
+        self.backend = local.backend
+
+    def expect(self, packets) -> None:
+        """Submit the packets not submitted yet (in the order given: earlier ones first)."""
+        for p in packets:
+            if (p.kind, p.index) not in self._futures:
+                self._futures[(p.kind, p.index)] = self.client.submit(
+                    scan_packet, self.task, p, key=f"blensor-{self.task.key}-{p.kind}-{p.index}",
+                    priority=-int(p.index), pure=False, retries=0)
+
+    def scan(self, packet):
+        """The result of ``packet`` (submitted now if it was not): a ScanResult with
+        ``encoded`` per-frame files when the client's writers need the whole result, else
+        a :class:`PacketSummary`; and the packet's record.
+
+        Raises:
+            SettingsError and what else the worker's scan raised; ClusterError: the packet
+            killed its workers, or a worker runs another BlenSor or Blender."""
+        self.expect([packet])
+        fut = self._futures.pop((packet.kind, packet.index))
+        try:
+            scanned: Scanned = fut.result()
+        except BlensorError:
+            raise
+        except Exception as exc:
+            from distributed import KilledWorker
+            if isinstance(exc, KilledWorker):
+                raise ClusterError(f"packet {packet.index} ended the worker process that scanned it, "
+                                   "three times; finished packets are kept") from None
+            raise
+        finally:
+            fut.release()
+        self._check(scanned)
+        for line in scanned.stderr.splitlines():
+            if line.strip() and line not in self._printed:  # each worker warns once; say it once
+                self._printed.add(line)
+                print(line, file=sys.stderr)
+        if scanned.objects is not None:
+            self._objects = scanned.objects
+        if scanned.result is not None:
+            result = scanned.result
+            result.encoded, result.file_checks = scanned.files, scanned.checks
+        else:
+            result = PacketSummary(scanned)
+        return result, scanned.record
+
+    def _check(self, scanned: Scanned) -> None:
+        if self._checked:
+            return
+        if scanned.versions != self.task.versions:
+            raise ClusterError(f"a worker runs blensor {scanned.versions[0]} with Blender {scanned.versions[1]}, "
+                               f"the client blensor {self.task.versions[0]} with Blender "
+                               f"{self.task.versions[1]}: every worker needs the client's versions "
+                               "(the files record them)")
+        if scanned.backend != self.local.backend.name:
+            raise ClusterError(f"a worker casts rays with the {scanned.backend} backend, the client with "
+                               f"{self.local.backend.name}: install the native library on every worker or "
+                               "choose --backend")
+        self._checked = True
+
+    def packet_hash(self, packet) -> str:
+        """The client's scanner's :meth:`~blensor_addon.scene.scanner.Scanner.packet_hash`."""
+        return self.local.packet_hash(packet)
+
+    def objects(self) -> list:
+        """The object table: the client's, or a worker's that grew while scanning."""
+        return self._objects if self._objects is not None else self.local.extractor.table.table
+
+    def close(self) -> None:
+        """Cancel the packets still submitted (a stopped run), idempotent."""
+        futures, self._futures = list(self._futures.values()), {}
+        if futures:
+            with contextlib.suppress(Exception):
+                self.client.cancel(futures)
+
+
+__all__ = ["Cluster", "ClusterError", "RemoteScanner", "WorkerTask", "Scanned", "scan_packet",
+           "check_workers", "dask_available", "DASK_HINT", "MAX_WORKERS"]
