@@ -595,6 +595,16 @@ def _interrupted(job) -> bool:
 
 def cmd_depth(args) -> int:
     """``blensor depth``: depth maps of frames (see :mod:`blensor_addon.jobs.depth`)."""
+    cluster = _start_cluster(args)  # (before anything imports bpy)
+    try:
+        return _depth(args, cluster)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _depth(args, cluster) -> int:
+    """:func:`cmd_depth` with the cluster started (or None)."""
     from .core.errors import SettingsError
     from .jobs.depth import export_depth, parse_depth_formats
     from .raycast import BACKENDS
@@ -606,19 +616,14 @@ def cmd_depth(args) -> int:
         raise SettingsError("sensor_type", "depth (blensor depth always uses the depth camera)",
                             texts["sensor_type"])
     texts["sensor_type"] = "depth"
-    cluster = _start_cluster(args)
     bpy = _open_blend(args.blend)
     cam = _camera(bpy, args.camera)
     overrides = parse_sets(texts, cam)
     frames = parse_frames(args.frames, bpy.context.scene)
     t0 = time.perf_counter()
-    try:
-        job = export_depth(cam, frames, _out_dir(args), formats, backend=args.backend,
-                           overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
-                           and _writing_begins(), **_cluster_kwargs(cluster, args, cam), **overrides)
-    finally:
-        if cluster is not None:
-            cluster.close()
+    job = export_depth(cam, frames, _out_dir(args), formats, backend=args.backend,
+                       overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
+                       and _writing_begins(), **_cluster_kwargs(cluster, args, cam), **overrides)
     if _interrupted(job):
         return EXIT_INTERRUPTED
     if not args.quiet:
