@@ -53,6 +53,10 @@ DASK_HINT = "pip install 'blensor[dask]' (dask[distributed])"
 MAX_WORKERS = 256
 #: packets submitted ahead of the one the pipeline waits for, per worker
 AHEAD_PER_WORKER = 2
+#: at most this many packets in flight (their results wait in memory until written in order)
+MAX_AHEAD = 128
+#: seconds ``--scheduler`` waits for a first worker
+WAIT_FOR_WORKERS = 60
 
 
 class ClusterError(BlensorError, RuntimeError):
@@ -146,6 +150,7 @@ class Cluster:
                 self._client = Client(self._local, set_as_default=False)
             else:
                 self._client = Client(self.scheduler, timeout="20s", set_as_default=False)
+                self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             if self.local:
                 self._client.register_worker_callbacks(_ignore_sigint)
         except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
@@ -161,7 +166,7 @@ class Cluster:
 
     def threads_by_host(self) -> dict:
         """Native threads per worker for each host: its cores / its workers (>= 1)."""
-        cores = self.client.run(os.cpu_count)  # worker address -> its host's cores
+        cores = self.client.run(usable_cores)  # worker address -> the cores it may use
         hosts: dict = {}
         for addr, n in cores.items():
             count, most = hosts.get(_host_of(addr), (0, 0))
@@ -179,6 +184,14 @@ class Cluster:
                 with contextlib.suppress(Exception):
                     obj.close(timeout=10) if obj is self._client else obj.close()
         self._client = self._local = None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
 
 
 def _host_of(address: str) -> str:
@@ -265,7 +278,7 @@ def _worker_state(task: WorkerTask) -> dict:
     from ..scene.scanner import Scanner
     from .. import __version__
     camera = task.open_scene()
-    threads = task.threads.get(_host_of(_worker_address()), 0) or max(1, os.cpu_count() or 1)
+    threads = task.threads.get(_host_of(_worker_address()), 0) or usable_cores()
     scanner = Scanner(camera, packet_hashes=True, threads=threads, **task.scanner)
     from pathlib import Path
     writers = [WRITERS[f](Path(task.folder), options, task.run) for f, options in task.encode.items()]
@@ -345,12 +358,11 @@ class RemoteScanner:
         self.cluster, self.local = cluster, local
         self.client = cluster.client
         self.task = dataclasses.replace(task, threads=cluster.threads_by_host())
-        self.lookahead = AHEAD_PER_WORKER * cluster.size()
+        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * cluster.size())
         self._futures: dict = {}
         self._printed: set = set()
         self._objects = None
         self._checked = False
-        self.backend = local.backend
 
     def expect(self, packets) -> None:
         """Submit the packets not submitted yet (in the order given: earlier ones first)."""
@@ -375,10 +387,15 @@ class RemoteScanner:
         except BlensorError:
             raise
         except Exception as exc:
+            from concurrent.futures import CancelledError
+
             from distributed import KilledWorker
             if isinstance(exc, KilledWorker):
                 raise ClusterError(f"packet {packet.index} ended the worker process that scanned it, "
                                    "three times; finished packets are kept") from None
+            if isinstance(exc, CancelledError):
+                raise ClusterError(f"the cluster dropped packet {packet.index} (the scheduler went away?); "
+                                   "finished packets are kept") from None
             raise
         finally:
             fut.release()
