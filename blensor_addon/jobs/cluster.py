@@ -145,7 +145,7 @@ class Cluster:
                 method = "spawn" if sys.platform == "win32" else "forkserver"
                 with dask.config.set({"distributed.worker.multiprocessing-method": method}):
                     self._local = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=None, worker_dashboard_address=None,
+                                               dashboard_address=":0", worker_dashboard_address=None,
                                                memory_limit=0, silence_logs=logging.CRITICAL)
                 self._client = Client(self._local, set_as_default=False)
             else:
