@@ -142,7 +142,11 @@ class Cluster:
                 with dask.config.set({"distributed.worker.multiprocessing-method": method}):
                     self._local = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                                dashboard_address=None, worker_dashboard_address=None,
-                                               memory_limit=0, silence_logs=logging.CRITICAL)
+                                               memory_limit=0, silence_logs=logging.CRITICAL,
+                                               # the scheduler's HTTP server (health, metrics) on a
+                                               # free loopback port: by default it takes 8787 and,
+                                               # where that is in use, warns on stderr (--quiet)
+                                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
                 self._client = Client(self._local, set_as_default=False)
             else:
                 self._client = Client(self.scheduler, timeout="20s", set_as_default=False)
