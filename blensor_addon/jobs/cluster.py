@@ -115,6 +115,7 @@ class Cluster:
         self.scheduler = scheduler
         self._client = None
         self._local = None
+        self._path: list = []  # sys.path when a local cluster started (before bpy)
 
     @property
     def local(self) -> bool:
@@ -134,6 +135,7 @@ class Cluster:
                                "Cluster first")
         import logging
 
+        self._path = list(sys.path)
         import dask
         from distributed import Client, LocalCluster
         try:
@@ -157,6 +159,16 @@ class Cluster:
             where = f"the scheduler at {self.scheduler}" if self.scheduler else "a local Dask cluster"
             raise ClusterError(f"could not start or reach {where}: {exc}") from None
         return self
+
+    def added_paths(self) -> tuple:
+        """Entries of ``sys.path`` added since a local cluster started (Blender's script
+        folders, once bpy is imported): a worker that its nanny restarts later (after a
+        crash) is a fork server child that gets this process's ``sys.path``, and there
+        Blender's inner ``bpy`` package would shadow the module; :func:`scan_packet` drops
+        them before it imports bpy. Empty for a scheduler's cluster."""
+        if not self.local or not self._path:
+            return ()
+        return tuple(p for p in sys.path if p not in self._path)
 
     @property
     def client(self):
@@ -217,6 +229,8 @@ class WorkerTask:
         full: send the whole result back (the client's multi-frame writers need it).
         threads: host -> native threads of a worker there.
         versions: (blensor, Blender) versions of the client.
+        drop_paths: ``sys.path`` entries a worker removes before it imports bpy
+            (:meth:`Cluster.added_paths`).
     """
 
     key: str
@@ -228,6 +242,7 @@ class WorkerTask:
     full: bool
     threads: dict = field(default_factory=dict)
     versions: tuple = ()
+    drop_paths: tuple = ()
 
 
 @dataclass
@@ -263,6 +278,9 @@ def _worker_state(task: WorkerTask) -> dict:
     _STATE.clear()
     if old is not None:
         old.close()
+    if "bpy" not in sys.modules and task.drop_paths:  # a worker restarted after the client imported bpy
+        drop = set(task.drop_paths)
+        sys.path[:] = [p for p in sys.path if p not in drop]
     import bpy
 
     from ..io.formats import WRITERS
@@ -348,7 +366,8 @@ class RemoteScanner:
         import dataclasses
         self.cluster, self.local = cluster, local
         self.client = cluster.client
-        self.task = dataclasses.replace(task, threads=cluster.threads_by_host())
+        self.task = dataclasses.replace(task, threads=cluster.threads_by_host(),
+                                        drop_paths=cluster.added_paths())
         self.lookahead = AHEAD_PER_WORKER * cluster.size()
         self._futures: dict = {}
         self._printed: set = set()
