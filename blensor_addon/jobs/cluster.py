@@ -100,8 +100,9 @@ class Cluster:
     A local cluster is started before this process imports ``bpy``: Blender's module adds
     its own script folders to ``sys.path``, and a worker process started from a process
     that has them would find Blender's inner ``bpy`` package instead of the module. Its
-    worker processes come from a fork server (POSIX) started then, so a worker restarted
-    later (after a crash) starts clean too.
+    worker processes come from a fork server (POSIX) started then; one restarted later
+    (after a crash) still gets this process's ``sys.path`` of that time, so it drops the
+    folders added since (:meth:`added_paths`) before it imports bpy.
 
     Args:
         workers: local worker processes (>= 2), or 1 with ``scheduler``.
