@@ -335,6 +335,33 @@ def test_a_signal_stops_the_cluster_run_and_resume_on_the_cluster_completes_it(s
     assert a["frames"] == b["frames"] and b["status"] == "complete"
 
 
+@needs_dask
+def test_a_signal_while_the_local_cluster_starts_is_one_line_and_leaves_no_process(scene, tmp_path):
+    # SIGTERM once the fork server has started worker processes, before Blender has loaded
+    # or any packet is finished: the one line of one process, no worker left
+    cmd, args = RUNS["slow"]
+    proc = popen(cmd, scene, *args, "--out", tmp_path / "o", "--workers", 2, "--quiet")
+    seen: dict = {}
+    try:
+        t0 = time.monotonic()
+        while not worker_processes(proc.pid):
+            assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+            time.sleep(0.01)
+        seen.update((p.pid, p) for p in family(proc.pid))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    line = one_error_line(err)
+    assert line.startswith("blensor: interrupted by SIGTERM"), line
+    if "nothing written" in line:
+        assert not (tmp_path / "o").exists()
+    else:  # (a slow start on a loaded machine: the workers were up and scanning)
+        assert manifest(tmp_path / "o")["status"] == "cancelled"
+    assert_gone(list(seen.values()))
+
+
 # -- 4. the folder lock -----------------------------------------------------------------------
 
 
