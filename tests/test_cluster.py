@@ -269,9 +269,16 @@ def test_a_worker_killed_mid_run_is_replaced_and_the_files_are_the_same(scene, r
         workers[0].kill()  # SIGKILL: its packet in hand is lost
         assert_gone(workers[:1], grace=5)
         assert proc.poll() is None and finished(out) < 48  # mid-run
+        seen = {}
+        t0 = time.monotonic()
+        while proc.poll() is None:  # the processes below it, the replacement worker among them
+            seen.update((p.pid, p) for p in family(proc.pid))
+            assert time.monotonic() - t0 < 300
+            time.sleep(0.05)
         _, err = proc.communicate(timeout=300)
     finally:
         proc.kill()
+    assert_gone(list(seen.values()))
     # before the fix, the restarted worker found Blender's inner bpy package (the client's
     # sys.path) and the run ended 'failed' with a traceback
     assert proc.returncode == 0, err
