@@ -9,7 +9,8 @@ killed mid-run (the run completes with the same bytes); SIGINT/SIGTERM of the cl
 the bytes of an uninterrupted run, no process left); the output folder's lock; one
 progress bar and a silent ``--quiet``; bad ``--workers``/``--scheduler`` input and a
 missing Dask in one line; a cluster started by hand (``dask scheduler`` + ``dask worker``
-on loopback); ``--workers 1`` without Dask.
+on loopback), and one whose worker cannot read the .blend (no shared filesystem);
+``--workers 1`` without Dask.
 
 The scene is the demo crossing with extra cameras (made once per module in a Blender
 subprocess): ``VLP`` (Velodyne VLP-16: pcap needs a unit with a packet encoder), ``Plane``
@@ -19,10 +20,12 @@ packet on one core, 48 packets: time for kills and signals mid-run).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -330,8 +333,8 @@ def test_a_signal_stops_the_cluster_run_and_resume_on_the_cluster_completes_it(s
         # finished packets kept, nothing else (no lock, no temporary file)
         assert set(tree(out)) == {n for f in man["frames"] for n in f["files"]} | {"manifest.json",
                                                                                   "trajectory.tum"}
-    if how == "Ctrl-C":
-        return  # the resume is checked after the others
+    if how in ("SIGINT", "Ctrl-C"):
+        return  # the resume of a cancelled run is checked after SIGTERM (the same folder state)
     res, procs = run_watched(cmd, scene, *args, "--out", out, "--resume", "--workers", 2)
     assert res.returncode == 0, res.stderr
     assert f"{len(done)} reused" in res.stdout, res.stdout
@@ -495,35 +498,35 @@ def test_without_dask_the_command_says_what_to_install(scene, tmp_path, cmd):
 # -- 7. a cluster started by hand -------------------------------------------------------------
 
 
-@needs_dask
-def test_a_cluster_started_by_hand_on_loopback_writes_the_same_bytes(scene, reference, tmp_path):
-    # the README's example: dask scheduler + two dask worker processes, then blensor --scheduler
-    ref = reference("sweeps")
-    info = tmp_path / "scheduler.json"
-    logs = {n: open(tmp_path / f"{n}.log", "w") for n in ("scheduler", "worker1", "worker2")}
+@contextlib.contextmanager
+def hand_started_cluster(folder: Path, workers):
+    """``dask scheduler`` on a free loopback port and one ``dask worker`` per item of
+    ``workers`` (address -> argv), logs in ``folder``; yields the scheduler's address once
+    every worker has registered (None where a worker ended first: its log says why); stops
+    the workers, then the scheduler."""
+    info = folder / "scheduler.json"
+    names = ["scheduler", *(f"worker{i}" for i in range(len(workers)))]
+    logs = [open(folder / f"{n}.log", "w") for n in names]
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                               "--scheduler-file", str(info)],
-                              stdout=logs["scheduler"], stderr=subprocess.STDOUT)]
+                               "--scheduler-file", str(info)], stdout=logs[0], stderr=subprocess.STDOUT)]
     try:
         t0 = time.monotonic()
         while not (info.exists() and info.stat().st_size):
-            assert procs[0].poll() is None, (tmp_path / "scheduler.log").read_text()
+            assert procs[0].poll() is None, (folder / "scheduler.log").read_text()
             assert time.monotonic() - t0 < 120, "the scheduler did not start"
             time.sleep(0.1)
         address = json.loads(info.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
-        for n in ("worker1", "worker2"):
-            procs.append(subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
-                                          stdout=logs[n], stderr=subprocess.STDOUT))
-        for n in ("worker1", "worker2"):  # both registered: the run gets two workers from the start
-            while "Registered to" not in (tmp_path / f"{n}.log").read_text():
-                assert time.monotonic() - t0 < 180, (tmp_path / f"{n}.log").read_text()
+        for argv, log in zip(workers, logs[1:]):
+            procs.append(subprocess.Popen(argv(address), stdout=log, stderr=subprocess.STDOUT))
+        for i, p in enumerate(procs[1:]):  # all registered: the run gets them all from the start
+            while "Registered to" not in (folder / f"worker{i}.log").read_text():
+                if p.poll() is not None:
+                    address = None
+                    break
+                assert time.monotonic() - t0 < 180, (folder / f"worker{i}.log").read_text()
                 time.sleep(0.1)
-        cmd, args = RUNS["sweeps"]
-        res = cli(cmd, scene, *args, "--out", tmp_path / "o", "--scheduler", address, "--quiet")
-        assert res.returncode == 0, res.stderr
-        assert res.stdout == "" and res.stderr == ""
-        assert_same_files(ref, tmp_path / "o")
+        yield address
     finally:
         for p in reversed(procs):  # the workers first, then the scheduler
             p.terminate()
@@ -531,8 +534,51 @@ def test_a_cluster_started_by_hand_on_loopback_writes_the_same_bytes(scene, refe
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
-        for f in logs.values():
+        for f in logs:
             f.close()
+
+
+def dask_worker(address: str) -> list:
+    return [DASK, "worker", address, "--nthreads", "1", "--no-dashboard"]
+
+
+@needs_dask
+def test_a_cluster_started_by_hand_on_loopback_writes_the_same_bytes(scene, reference, tmp_path):
+    # the README's example: dask scheduler + two dask worker processes, then blensor --scheduler
+    ref = reference("sweeps")
+    with hand_started_cluster(tmp_path, [dask_worker, dask_worker]) as address:
+        assert address is not None, "a worker did not start"
+        cmd, args = RUNS["sweeps"]
+        res = cli(cmd, scene, *args, "--out", tmp_path / "o", "--scheduler", address, "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "" and res.stderr == ""
+    assert_same_files(ref, tmp_path / "o")
+
+
+@needs_dask
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="needs root and unshare (a worker in a mount namespace of its own)")
+def test_workers_that_cannot_read_the_blend_are_named_in_one_line(scene, tmp_path):
+    # no shared filesystem: the worker runs in a mount namespace where a tmpfs hides the
+    # folder of the .blend, which the client reads
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    blend = shared / "cameras.blend"
+    blend.write_bytes(scene.read_bytes())
+
+    def hidden(address):
+        return ["unshare", "-m", "sh", "-c",
+                f"mount -t tmpfs none '{shared}' && exec {' '.join(dask_worker(address))}"]
+    with hand_started_cluster(tmp_path, [hidden]) as address:
+        if address is None:
+            pytest.skip("no mount namespace here: " + (tmp_path / "worker0.log").read_text()[-200:])
+        res = cli("scan", blend, "--camera", "VLP", "--frames", "1-6", "--out", tmp_path / "o",
+                  "--scheduler", address, "--quiet")
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res.stderr)
+    assert line == ("blensor: error: --scheduler must be workers that can read the .blend at the client's "
+                    f"path (a shared filesystem), got '{blend}'"), line
+    assert not (tmp_path / "o").exists()
 
 
 # -- 8. one worker: no Dask -------------------------------------------------------------------
