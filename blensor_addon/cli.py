@@ -617,8 +617,7 @@ def cmd_depth(args) -> int:
                            overwrite=args.overwrite, progress=lambda done, total, entry: entry is not None
                            and _writing_begins(), **_cluster_kwargs(cluster, args, cam), **overrides)
     finally:
-        if cluster is not None:
-            cluster.close()
+        _close_cluster(cluster)
     if _interrupted(job):
         return EXIT_INTERRUPTED
     if not args.quiet:
@@ -703,8 +702,18 @@ def cmd_scan(args) -> int:
     try:
         return _scan(args, formats, texts, interval, format_options, configs, cluster)
     finally:
-        if cluster is not None:
-            cluster.close()
+        _close_cluster(cluster)
+
+
+def _close_cluster(cluster) -> None:
+    """Stop ``cluster`` (a local one's workers; None: nothing) once the job is over, with
+    signals only noted meanwhile: a second Ctrl-C during the stop interrupted it, printed a
+    second line and left the local cluster's semaphores to the resource tracker."""
+    if cluster is None:
+        return
+    if _SIGNALS is not None:
+        _SIGNALS.quiet()
+    cluster.close()
 
 
 def _cluster_kwargs(cluster, args, cam, configs=None) -> dict:
