@@ -372,6 +372,28 @@ def test_a_signal_while_the_local_cluster_starts_is_one_line_and_leaves_no_proce
     assert_gone(list(seen.values()))
 
 
+@needs_dask
+def test_a_second_signal_while_the_cluster_stops_is_only_noted(scene, tmp_path):
+    # the first SIGTERM ends the run (its line printed); a second one while the local cluster
+    # stops interrupted the stop: a second line and the resource tracker's warning about
+    # leaked semaphores
+    cmd, args = RUNS["slow"]
+    proc = popen(cmd, scene, *args, "--out", tmp_path, "--workers", 2, "--quiet")
+    try:
+        wait_finished(tmp_path, proc, 2)
+        procs = family(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        first = proc.stderr.readline()  # printed once the run has stopped, before the cluster stops
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert first.startswith("blensor: interrupted by SIGTERM after "), first
+    assert proc.returncode == 130 and rest == "", rest
+    assert_gone(procs)
+    assert manifest(tmp_path)["status"] == "cancelled"
+
+
 # -- 4. the folder lock -----------------------------------------------------------------------
 
 
