@@ -6,7 +6,8 @@ What is checked: the files of 2 and 3 workers are the bytes of one process for e
 registered format (sweeps and frame packets, a planar scanner, depth maps); a worker
 killed mid-run (the run completes with the same bytes); SIGINT/SIGTERM of the client
 (exit 130, ``cancelled``, finished packets kept, ``--resume --workers 2`` completes it with
-the bytes of an uninterrupted run, no process left); the output folder's lock; one
+the bytes of an uninterrupted run, no process left; Ctrl-C to the process group, SIGKILL, a
+signal while the cluster starts, a second one while it stops); the output folder's lock; one
 progress bar and a silent ``--quiet``; bad ``--workers``/``--scheduler`` input and a
 missing Dask in one line; a cluster started by hand (``dask scheduler`` + ``dask worker``
 on loopback), and one whose worker cannot read the .blend (no shared filesystem);
