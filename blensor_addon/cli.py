@@ -599,8 +599,7 @@ def cmd_depth(args) -> int:
     try:
         return _depth(args, cluster)
     finally:
-        if cluster is not None:
-            cluster.close()
+        _close_cluster(cluster)
 
 
 def _depth(args, cluster) -> int:
@@ -708,8 +707,18 @@ def cmd_scan(args) -> int:
     try:
         return _scan(args, formats, texts, interval, format_options, configs, cluster)
     finally:
-        if cluster is not None:
-            cluster.close()
+        _close_cluster(cluster)
+
+
+def _close_cluster(cluster) -> None:
+    """Stop ``cluster`` (a local one's workers; None: nothing) once the job is over, with
+    signals only noted meanwhile: a second Ctrl-C during the stop interrupted it, printed a
+    second line and left the local cluster's semaphores to the resource tracker."""
+    if cluster is None:
+        return
+    if _SIGNALS is not None:
+        _SIGNALS.quiet()
+    cluster.close()
 
 
 def _cluster_kwargs(cluster, args, cam, configs=None) -> dict:

@@ -104,8 +104,9 @@ class Cluster:
     A local cluster is started before this process imports ``bpy``: Blender's module adds
     its own script folders to ``sys.path``, and a worker process started from a process
     that has them would find Blender's inner ``bpy`` package instead of the module. Its
-    worker processes come from a fork server (POSIX) started then, so a worker restarted
-    later (after a crash) starts clean too.
+    worker processes come from a fork server (POSIX) started then; one restarted later
+    (after a crash) still gets this process's ``sys.path`` of that time, so it drops the
+    folders added since (:meth:`added_paths`) before it imports bpy.
 
     Args:
         workers: local worker processes (>= 2), or 1 with ``scheduler``.
@@ -119,6 +120,7 @@ class Cluster:
         self.scheduler = scheduler
         self._client = None
         self._local = None
+        self._path: list = []  # sys.path when a local cluster started (before bpy)
 
     @property
     def local(self) -> bool:
@@ -138,6 +140,7 @@ class Cluster:
                                "Cluster first")
         import logging
 
+        self._path = list(sys.path)
         import dask
         from distributed import Client, LocalCluster
         try:
@@ -145,8 +148,12 @@ class Cluster:
                 method = "spawn" if sys.platform == "win32" else "forkserver"
                 with dask.config.set({"distributed.worker.multiprocessing-method": method}):
                     self._local = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                               dashboard_address=":0", worker_dashboard_address=None,
-                                               memory_limit=0, silence_logs=logging.CRITICAL)
+                                               dashboard_address=None, worker_dashboard_address=None,
+                                               memory_limit=0, silence_logs=logging.CRITICAL,
+                                               # the scheduler's HTTP server (health, metrics) on a
+                                               # free loopback port: by default it takes 8787 and,
+                                               # where that is in use, warns on stderr (--quiet)
+                                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
                 self._client = Client(self._local, set_as_default=False)
             else:
                 self._client = Client(self.scheduler, timeout="20s", set_as_default=False)
@@ -158,6 +165,16 @@ class Cluster:
             where = f"the scheduler at {self.scheduler}" if self.scheduler else "a local Dask cluster"
             raise ClusterError(f"could not start or reach {where}: {exc}") from None
         return self
+
+    def added_paths(self) -> tuple:
+        """Entries of ``sys.path`` added since a local cluster started (Blender's script
+        folders, once bpy is imported): a worker that its nanny restarts later (after a
+        crash) is a fork server child that gets this process's ``sys.path``, and there
+        Blender's inner ``bpy`` package would shadow the module; :func:`scan_packet` drops
+        them before it imports bpy. Empty for a scheduler's cluster."""
+        if not self.local or not self._path:
+            return ()
+        return tuple(p for p in sys.path if p not in self._path)
 
     @property
     def client(self):
@@ -226,6 +243,8 @@ class WorkerTask:
         full: send the whole result back (the client's multi-frame writers need it).
         threads: host -> native threads of a worker there.
         versions: (blensor, Blender) versions of the client.
+        drop_paths: ``sys.path`` entries a worker removes before it imports bpy
+            (:meth:`Cluster.added_paths`).
     """
 
     key: str
@@ -237,6 +256,7 @@ class WorkerTask:
     full: bool
     threads: dict = field(default_factory=dict)
     versions: tuple = ()
+    drop_paths: tuple = ()
 
 
 @dataclass
@@ -272,6 +292,9 @@ def _worker_state(task: WorkerTask) -> dict:
     _STATE.clear()
     if old is not None:
         old.close()
+    if "bpy" not in sys.modules and task.drop_paths:  # a worker restarted after the client imported bpy
+        drop = set(task.drop_paths)
+        sys.path[:] = [p for p in sys.path if p not in drop]
     import bpy
 
     from ..io.formats import WRITERS
@@ -357,7 +380,8 @@ class RemoteScanner:
         import dataclasses
         self.cluster, self.local = cluster, local
         self.client = cluster.client
-        self.task = dataclasses.replace(task, threads=cluster.threads_by_host())
+        self.task = dataclasses.replace(task, threads=cluster.threads_by_host(),
+                                        drop_paths=cluster.added_paths())
         self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * cluster.size())
         self._futures: dict = {}
         self._printed: set = set()

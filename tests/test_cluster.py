@@ -1,0 +1,625 @@
+"""Range scans on a Dask cluster (issue 24, :mod:`blensor_addon.jobs.cluster`): the ``blensor``
+command with ``--workers N`` and ``--scheduler ADDRESS``, in subprocesses (a local cluster
+starts before the command imports bpy, so it never runs in this process).
+
+What is checked: the files of 2 and 3 workers are the bytes of one process for every
+registered format (sweeps and frame packets, a planar scanner, depth maps); a worker
+killed mid-run (the run completes with the same bytes); SIGINT/SIGTERM of the client
+(exit 130, ``cancelled``, finished packets kept, ``--resume --workers 2`` completes it with
+the bytes of an uninterrupted run, no process left; Ctrl-C to the process group, SIGKILL, a
+signal while the cluster starts, a second one while it stops); the output folder's lock; one
+progress bar and a silent ``--quiet``; bad ``--workers``/``--scheduler`` input and a
+missing Dask in one line; a cluster started by hand (``dask scheduler`` + ``dask worker``
+on loopback), and one whose worker cannot read the .blend (no shared filesystem);
+``--workers 1`` without Dask.
+
+The scene is the demo crossing with extra cameras (made once per module in a Blender
+subprocess): ``VLP`` (Velodyne VLP-16: pcap needs a unit with a packet encoder), ``Plane``
+(a one-plane planar scanner: laserscan), ``Depth`` (96 x 64 depth camera), ``Slow`` and
+``Slower`` (32 lasers at 0.05 and 0.01 deg, one packet a frame: about 0.08 and 0.4 s a
+packet on one core, 48 packets: time for kills and signals mid-run).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CROSSING, ROOT
+
+BIN = Path(sys.executable).parent
+BLENSOR = str(BIN / "blensor")
+DASK = str(BIN / "dask")
+
+needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                reason="needs Dask: pip install 'blensor[dask]'")
+
+#: the formats of a rotating LiDAR's range scan (evd needs frame packets: added there)
+LIDAR_FORMATS = "npz,pcd,las,laz,ply,kitti,rosbag2,pcap,range_image"
+#: one-process runs whose files the cluster must reproduce: (command, arguments)
+RUNS = {
+    # continuous time, one packet per sweep (10 Hz: frames 1-6 = 3 sweeps)
+    "sweeps": ("scan", ["--camera", "VLP", "--frames", "1-6", "--formats", LIDAR_FORMATS]),
+    # one packet per scene frame; the multi-frame EVD beside kitti, rosbag2 and pcap
+    "frames": ("scan", ["--camera", "VLP", "--frames", "1-4", "--set", "packets=frame",
+                        "--formats", LIDAR_FORMATS + ",evd"]),
+    "laserscan": ("scan", ["--camera", "Plane", "--frames", "1-6", "--formats", "laserscan,npz"]),
+    # noise on: seeded per frame, wherever the frame is scanned
+    "depth": ("depth", ["--camera", "Depth", "--frames", "1-3", "--formats", "exr,npy,pfm,dmap",
+                        "--set", "noise_sigma=0.01"]),
+    # 48 packets of ~0.08 s: for the faults below
+    "slow": ("scan", ["--camera", "Slow", "--frames", "1-48", "--formats", "npz,pcd"]),
+    "slow_evd": ("scan", ["--camera", "Slow", "--frames", "1-48", "--formats", "npz,evd"]),
+}
+
+SCENE_SCRIPT = """
+import sys, bpy, blensor_addon
+blensor_addon.register()
+bpy.ops.wm.open_mainfile(filepath={crossing!r})
+velo = bpy.data.objects["Velodyne"]
+def clone(name):  # the demo's sensor on its vehicle, with its own camera data
+    o = velo.copy()
+    o.data = velo.data.copy()
+    o.name = name
+    for c in velo.users_collection:
+        c.objects.link(o)
+    return o.data.blensor
+clone("VLP").preset = "vlp16"
+s = clone("Plane")
+s.sensor_type = "planar"
+s.preset = "generic"
+clone("Depth").sensor_type = "depth"
+for name, step in (("Slow", 0.05), ("Slower", 0.01)):
+    s = clone(name)
+    s.preset = "generic"
+    s.elevations = ",".join(str(-24 + 0.75 * i) for i in range(32))
+    s.angle_resolution = step
+    s.packets = "frame"
+r = bpy.context.scene.render
+r.resolution_x, r.resolution_y, r.resolution_percentage = 96, 64, 100
+bpy.ops.wm.save_as_mainfile(filepath={path!r})
+blensor_addon.unregister()
+"""
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory) -> Path:
+    """The demo scene with the cameras of the module docstring (one Blender subprocess)."""
+    path = tmp_path_factory.mktemp("cluster_scene") / "cameras.blend"
+    code = SCENE_SCRIPT.format(crossing=str(CROSSING), path=str(path))
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(scene, tmp_path_factory):
+    """``reference(name)``: the folder of the one-process run ``RUNS[name]`` (made once)."""
+    base = tmp_path_factory.mktemp("cluster_ref")
+    made: dict = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            cmd, args = RUNS[name]
+            out = base / name
+            res = cli(cmd, scene, *args, "--out", out, "--quiet")
+            assert res.returncode == 0, res.stderr
+            made[name] = out
+        return made[name]
+    return get
+
+
+def cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([BLENSOR, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=timeout)
+
+
+def popen(*args, session=False) -> subprocess.Popen:
+    """The command in the background (in a session and process group of its own if ``session``)."""
+    return subprocess.Popen([BLENSOR, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=session)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def tree(folder: Path) -> dict:
+    """Relative path -> bytes of every file below ``folder`` (hidden ones included)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def assert_same_files(ref: Path, out: Path, skip=()) -> None:
+    """Same file names below both folders, and the same bytes (but for ``skip``)."""
+    a, b = tree(ref), tree(out)
+    assert sorted(a) == sorted(b)
+    differ = [n for n in a if n not in skip and a[n] != b[n]]
+    assert differ == [], f"files that differ from the one-process run: {differ}"
+
+
+def manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def finished(folder: Path) -> int:
+    """Packets the manifest lists as finished (0 while there is none or it is being replaced)."""
+    try:
+        return len(manifest(folder)["frames"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def wait_finished(folder: Path, proc, n: int, timeout=180.0) -> None:
+    t0 = time.monotonic()
+    while finished(folder) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < timeout, f"{n} packets never finished"
+        time.sleep(0.02)
+
+
+def family(pid: int) -> list:
+    """The processes below ``pid`` (psutil), now."""
+    import psutil
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def worker_processes(pid: int) -> list:
+    """The Dask worker processes of the command ``pid``: children of its multiprocessing
+    fork server (POSIX; not the fork server itself, a child of ``pid``), or spawned
+    children (``spawn_main``, Windows)."""
+    import psutil
+    out = []
+    for p in family(pid):
+        try:
+            cmd, parent = " ".join(p.cmdline()), p.ppid()
+        except psutil.Error:
+            continue
+        if ("multiprocessing.forkserver" in cmd and parent != pid) or "spawn_main" in cmd:
+            out.append(p)
+    return out
+
+
+def assert_gone(procs, grace=15.0) -> None:
+    """Every process of ``procs`` has ended (within ``grace`` s); any left is killed and named."""
+    import psutil
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    left = []
+    for p in alive:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                left.append((p.pid, " ".join(p.cmdline())[:120]))
+                p.kill()
+        except psutil.Error:
+            pass
+    assert left == [], f"processes left behind: {left}"
+
+
+def run_watched(*args, timeout=300.0):
+    """Run the command; returns (CompletedProcess, every process seen below it while it ran)."""
+    proc = popen(*args)
+    seen: dict = {}
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        for p in family(proc.pid):
+            seen.setdefault(p.pid, p)
+        assert time.monotonic() - t0 < timeout, "the command did not end"
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), list(seen.values())
+
+
+# -- 1. the same bytes ------------------------------------------------------------------------
+
+
+def test_the_same_bytes_runs_cover_every_registered_format():
+    from blensor_addon.io.formats import WRITERS
+    covered = set()
+    for _, args in RUNS.values():
+        covered |= set(args[args.index("--formats") + 1].split(","))
+    assert covered == set(WRITERS), "a format without a cluster run: add it to RUNS"
+
+
+@needs_dask
+@pytest.mark.parametrize("name", ["sweeps", "frames", "laserscan", "depth"])
+def test_two_and_three_workers_write_the_bytes_of_one_process(scene, reference, tmp_path, name):
+    from blensor_addon.io.formats import WRITERS
+    ref = reference(name)
+    man = manifest(ref)
+    assert man["status"] == "complete" and len(man["frames"]) >= 3
+    if name in ("sweeps", "frames"):
+        assert man["packets"] == name[:-1]
+    files = tree(ref)
+    assert "manifest.json" in files and "trajectory.tum" in files
+    cmd, args = RUNS[name]
+    for f in args[args.index("--formats") + 1].split(","):  # each format wrote something
+        assert any(re.fullmatch(p, n) for p in WRITERS[f].outputs for n in files), f
+    for workers in (2, 3):
+        out = tmp_path / f"w{workers}"
+        res = cli(cmd, scene, *args, "--out", out, "--workers", workers, "--quiet")
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == "" and res.stderr == ""
+        assert_same_files(ref, out)
+
+
+# -- 2. a worker killed -----------------------------------------------------------------------
+
+
+@needs_dask
+def test_a_worker_killed_mid_run_is_replaced_and_the_files_are_the_same(scene, reference, tmp_path):
+    ref = reference("slow_evd")
+    cmd, args = RUNS["slow_evd"]
+    out = tmp_path / "o"
+    proc = popen(cmd, scene, *args, "--out", out, "--workers", 2, "--quiet")
+    try:
+        wait_finished(out, proc, 3)
+        workers = worker_processes(proc.pid)
+        assert len(workers) == 2, [" ".join(p.cmdline())[:100] for p in family(proc.pid)]
+        workers[0].kill()  # SIGKILL: its packet in hand is lost
+        assert_gone(workers[:1], grace=5)
+        assert proc.poll() is None and finished(out) < 48  # mid-run
+        seen = {}
+        t0 = time.monotonic()
+        while proc.poll() is None:  # the processes below it, the replacement worker among them
+            seen.update((p.pid, p) for p in family(proc.pid))
+            assert time.monotonic() - t0 < 300
+            time.sleep(0.05)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert_gone(list(seen.values()))
+    # before the fix, the restarted worker found Blender's inner bpy package (the client's
+    # sys.path) and the run ended 'failed' with a traceback
+    assert proc.returncode == 0, err
+    assert err == ""
+    assert manifest(out)["status"] == "complete"
+    assert_same_files(ref, out)
+
+
+# -- 3. signals of the client -----------------------------------------------------------------
+
+
+@needs_dask
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "Ctrl-C", "SIGKILL"])
+def test_a_signal_stops_the_cluster_run_and_resume_on_the_cluster_completes_it(scene, reference, tmp_path,
+                                                                                how):
+    # Ctrl-C: SIGINT to the command's whole process group, as a terminal sends it (the fork
+    # server and the workers get it too, and ignore it: the client decides what stops);
+    # SIGKILL: the client dies at once (out of memory): its workers must not outlive it
+    ref = reference("slow")
+    cmd, args = RUNS["slow"]
+    out = tmp_path / "o"
+    proc = popen(cmd, scene, *args, "--out", out, "--workers", 2, "--quiet", session=how == "Ctrl-C")
+    try:
+        wait_finished(out, proc, 2)
+        assert len(worker_processes(proc.pid)) == 2
+        procs = family(proc.pid)
+        sig = signal.SIGINT if how == "Ctrl-C" else getattr(signal, how)
+        if how == "Ctrl-C":
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert_gone(procs)  # the fork server and the workers end with the client
+    man = manifest(out)
+    done = [f["frame"] for f in man["frames"]]
+    assert 2 <= len(done) < 48 and done == list(range(1, len(done) + 1))
+    kept = {n: b for n, b in tree(out).items() if re.fullmatch(r"(noisy|clean)/scan\d+\.pcd|scan\d+\.npz", n)}
+    assert kept == {n: b for n, b in tree(ref).items() if n in kept}  # finished packets: the same bytes
+    if how == "SIGKILL":
+        assert proc.returncode == -signal.SIGKILL and man["status"] == "running"
+    else:
+        # as for one process (tests/test_faults.py): exit 130, one line naming the signal
+        assert proc.returncode == 130, err
+        line = one_error_line(err)
+        assert f"interrupted by {sig.name}" in line and "finished frames kept" in line, line
+        assert man["status"] == "cancelled"
+        # finished packets kept, nothing else (no lock, no temporary file)
+        assert set(tree(out)) == {n for f in man["frames"] for n in f["files"]} | {"manifest.json",
+                                                                                  "trajectory.tum"}
+    if how in ("SIGINT", "Ctrl-C"):
+        return  # the resume of a cancelled run is checked after SIGTERM (the same folder state)
+    res, procs = run_watched(cmd, scene, *args, "--out", out, "--resume", "--workers", 2)
+    assert res.returncode == 0, res.stderr
+    assert f"{len(done)} reused" in res.stdout, res.stdout
+    assert_gone(procs)
+    # the resumed folder: the uninterrupted run's files and bytes; its manifest lists the same frames
+    assert_same_files(ref, out, skip={"manifest.json"})
+    a, b = manifest(ref), manifest(out)
+    assert a["frames"] == b["frames"] and b["status"] == "complete"
+
+
+@needs_dask
+def test_a_signal_while_the_local_cluster_starts_is_one_line_and_leaves_no_process(scene, tmp_path):
+    # SIGTERM once the fork server has started worker processes, before Blender has loaded
+    # or any packet is finished: the one line of one process, no worker left
+    cmd, args = RUNS["slow"]
+    proc = popen(cmd, scene, *args, "--out", tmp_path / "o", "--workers", 2, "--quiet")
+    seen: dict = {}
+    try:
+        t0 = time.monotonic()
+        while not worker_processes(proc.pid):
+            assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+            time.sleep(0.01)
+        seen.update((p.pid, p) for p in family(proc.pid))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    line = one_error_line(err)
+    assert line.startswith("blensor: interrupted by SIGTERM"), line
+    if "nothing written" in line:
+        assert not (tmp_path / "o").exists()
+    else:  # (a slow start on a loaded machine: the workers were up and scanning)
+        assert manifest(tmp_path / "o")["status"] == "cancelled"
+    assert_gone(list(seen.values()))
+
+
+@needs_dask
+def test_a_second_signal_while_the_cluster_stops_is_only_noted(scene, tmp_path):
+    # the first SIGTERM ends the run (its line printed); a second one while the local cluster
+    # stops interrupted the stop: a second line and the resource tracker's warning about
+    # leaked semaphores
+    cmd, args = RUNS["slow"]
+    proc = popen(cmd, scene, *args, "--out", tmp_path, "--workers", 2, "--quiet")
+    try:
+        wait_finished(tmp_path, proc, 2)
+        procs = family(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        first = proc.stderr.readline()  # printed once the run has stopped, before the cluster stops
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert first.startswith("blensor: interrupted by SIGTERM after "), first
+    assert proc.returncode == 130 and rest == "", rest
+    assert_gone(procs)
+    assert manifest(tmp_path)["status"] == "cancelled"
+
+
+# -- 4. the folder lock -----------------------------------------------------------------------
+
+
+@needs_dask
+def test_a_second_cluster_run_into_a_busy_folder_is_refused_in_one_line(scene, tmp_path):
+    first = popen("scan", scene, "--camera", "Slower", "--frames", "1-48", "--formats", "npz",
+                  "--out", tmp_path, "--workers", 2, "--quiet")
+    try:
+        wait_finished(tmp_path, first, 1)
+        res, procs = run_watched("scan", scene, "--camera", "VLP", "--frames", "1-2", "--out", tmp_path,
+                                 "--overwrite", "--workers", 2)
+        assert first.poll() is None  # still running: the refusal was the lock's
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+    assert res.returncode == 2, res.stderr
+    # the line of one process (tests/test_faults.py)
+    assert "--out must be a folder no other BlenSor run is writing to" in one_error_line(res.stderr)
+    assert_gone(procs)
+    assert first.returncode == 130, err
+    man = manifest(tmp_path)
+    assert man["status"] == "cancelled" and man["frames"][0]["files"] == ["scan00001.npz"]
+
+
+# -- 5. progress ------------------------------------------------------------------------------
+
+
+@needs_dask
+def test_one_progress_bar_over_all_workers_and_quiet_prints_nothing(scene, tmp_path):
+    res = cli("scan", scene, "--camera", "VLP", "--frames", "1-6", "--formats", "npz",
+              "--out", tmp_path / "bar", "--workers", 2)
+    assert res.returncode == 0, res.stderr
+    total = len(manifest(tmp_path / "bar")["frames"])
+    assert total == 3
+    # tqdm redraws one line with \r: every piece on stderr is the same bar, counting up to the total
+    pieces = [p for p in re.split(r"[\r\n]", res.stderr) if p.strip()]
+    counts = []
+    for p in pieces:
+        m = re.match(r"blensor:\s+\d+%\|[^|]*\| (\d+)/(\d+) ", p)
+        assert m is not None and int(m.group(2)) == total, p
+        counts.append(int(m.group(1)))
+    assert counts[0] == 0 and counts[-1] == total and counts == sorted(counts)
+    points = sum(f["points"] for f in manifest(tmp_path / "bar")["frames"])
+    assert res.stdout.splitlines()[-1].startswith(f"blensor: 3 sweeps, {points} points")
+    # --quiet: nothing at all, even where another program holds the port 8787 (distributed's
+    # scheduler took it for its HTTP server and warned on stderr when it was in use)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", 8787))
+            s.listen()
+        except OSError:
+            pass  # already in use: what the check needs
+        res = cli("scan", scene, "--camera", "VLP", "--frames", "1-3", "--formats", "npz",
+                  "--out", tmp_path / "quiet", "--workers", 2, "--quiet")
+    assert res.returncode == 0 and res.stdout == "" and res.stderr == "", res.stderr
+
+
+# -- 6. bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["scan", "--workers", "0"], "--workers must be an integer in [1, 256], got 0"),
+    (["scan", "--workers", "-1"], "--workers must be an integer in [1, 256], got -1"),
+    (["scan", "--workers", "300"], "--workers must be an integer in [1, 256], got 300"),
+    (["depth", "--workers", "0"], "--workers must be an integer in [1, 256], got 0"),
+    (["scan", "--workers", "two"], "argument --workers: invalid int value: 'two'"),
+    (["scan", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
+     "--workers must be 1 with --scheduler"),
+    (["scan", "--scheduler", "tcp://a b"], "--scheduler must be a scheduler address such as tcp://HOST:8786"),
+    # a rig is refused once the file names its cameras (after the local cluster started)
+    (["scan", "--camera", "VLP,Plane", "--workers", "2"], "--workers must be 1 for a rig"),
+])
+def test_bad_cluster_options_exit_2_in_one_line_and_write_nothing(scene, tmp_path, args, needle):
+    if "VLP,Plane" in args and importlib.util.find_spec("distributed") is None:
+        pytest.skip("needs Dask (the local cluster starts before the rig is known)")
+    res, procs = run_watched(args[0], scene, *args[1:], "--frames", "1-2", "--out", tmp_path / "o")
+    assert res.returncode == 2
+    assert needle in one_error_line(res.stderr)
+    assert list(tmp_path.iterdir()) == []
+    assert_gone(procs)
+
+
+def test_without_dask_more_than_one_worker_is_refused(monkeypatch):
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.jobs import cluster
+    monkeypatch.setattr(cluster, "dask_available", lambda: pytest.fail("--workers 1 asked for Dask"))
+    assert cluster.check_workers(1) == 1
+    monkeypatch.setattr(cluster, "dask_available", lambda: False)
+    with pytest.raises(SettingsError) as e:
+        cluster.check_workers(2)
+    assert e.value.setting == "--workers" and cluster.DASK_HINT in str(e.value)
+    with pytest.raises(SettingsError) as e:
+        cluster.check_workers(1, "tcp://127.0.0.1:8786")
+    assert e.value.setting == "--scheduler" and cluster.DASK_HINT in str(e.value)
+    # a module that cannot be imported (None in sys.modules): find_spec says None, not an error
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    assert cluster.dask_available() is False
+
+
+#: the command line's main() in a Python where ``distributed`` cannot be imported
+NO_DASK = """
+import sys
+sys.modules["distributed"] = None
+from blensor_addon.cli import main
+sys.exit(main({args!r}))
+"""
+
+
+@pytest.mark.parametrize("cmd", [["scan", "--workers", "2"], ["depth", "--workers", "3"],
+                                 ["scan", "--scheduler", "tcp://127.0.0.1:8786"]])
+def test_without_dask_the_command_says_what_to_install(scene, tmp_path, cmd):
+    args = [cmd[0], str(scene), *cmd[1:], "--frames", "1-2", "--out", str(tmp_path / "o")]
+    res = subprocess.run([sys.executable, "-c", NO_DASK.format(args=args)], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res.stderr)
+    assert line.startswith(f"blensor: error: {cmd[1]} must be"), line
+    assert "pip install 'blensor[dask]'" in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- 7. a cluster started by hand -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def hand_started_cluster(folder: Path, workers):
+    """``dask scheduler`` on a free loopback port and one ``dask worker`` per item of
+    ``workers`` (address -> argv), logs in ``folder``; yields the scheduler's address once
+    every worker has registered (None where a worker ended first: its log says why); stops
+    the workers, then the scheduler."""
+    info = folder / "scheduler.json"
+    names = ["scheduler", *(f"worker{i}" for i in range(len(workers)))]
+    logs = [open(folder / f"{n}.log", "w") for n in names]
+    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(info)], stdout=logs[0], stderr=subprocess.STDOUT)]
+    try:
+        t0 = time.monotonic()
+        while not (info.exists() and info.stat().st_size):
+            assert procs[0].poll() is None, (folder / "scheduler.log").read_text()
+            assert time.monotonic() - t0 < 120, "the scheduler did not start"
+            time.sleep(0.1)
+        address = json.loads(info.read_text())["address"]
+        assert address.startswith("tcp://127.0.0.1:")
+        for argv, log in zip(workers, logs[1:]):
+            procs.append(subprocess.Popen(argv(address), stdout=log, stderr=subprocess.STDOUT))
+        for i, p in enumerate(procs[1:]):  # all registered: the run gets them all from the start
+            while "Registered to" not in (folder / f"worker{i}.log").read_text():
+                if p.poll() is not None:
+                    address = None
+                    break
+                assert time.monotonic() - t0 < 180, (folder / f"worker{i}.log").read_text()
+                time.sleep(0.1)
+        yield address
+    finally:
+        for p in reversed(procs):  # the workers first, then the scheduler
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in logs:
+            f.close()
+
+
+def dask_worker(address: str) -> list:
+    return [DASK, "worker", address, "--nthreads", "1", "--no-dashboard"]
+
+
+@needs_dask
+def test_a_cluster_started_by_hand_on_loopback_writes_the_same_bytes(scene, reference, tmp_path):
+    # the README's example: dask scheduler + two dask worker processes, then blensor --scheduler
+    ref = reference("sweeps")
+    with hand_started_cluster(tmp_path, [dask_worker, dask_worker]) as address:
+        assert address is not None, "a worker did not start"
+        cmd, args = RUNS["sweeps"]
+        res = cli(cmd, scene, *args, "--out", tmp_path / "o", "--scheduler", address, "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "" and res.stderr == ""
+    assert_same_files(ref, tmp_path / "o")
+
+
+@needs_dask
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="needs root and unshare (a worker in a mount namespace of its own)")
+def test_workers_that_cannot_read_the_blend_are_named_in_one_line(scene, tmp_path):
+    # no shared filesystem: the worker runs in a mount namespace where a tmpfs hides the
+    # folder of the .blend, which the client reads
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    blend = shared / "cameras.blend"
+    blend.write_bytes(scene.read_bytes())
+
+    def hidden(address):
+        return ["unshare", "-m", "sh", "-c",
+                f"mount -t tmpfs none '{shared}' && exec {' '.join(dask_worker(address))}"]
+    with hand_started_cluster(tmp_path, [hidden]) as address:
+        if address is None:
+            pytest.skip("no mount namespace here: " + (tmp_path / "worker0.log").read_text()[-200:])
+        res = cli("scan", blend, "--camera", "VLP", "--frames", "1-6", "--out", tmp_path / "o",
+                  "--scheduler", address, "--quiet")
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res.stderr)
+    assert line == ("blensor: error: --scheduler must be workers that can read the .blend at the client's "
+                    f"path (a shared filesystem), got '{blend}'"), line
+    assert not (tmp_path / "o").exists()
+
+
+# -- 8. one worker: no Dask -------------------------------------------------------------------
+
+
+ONE_WORKER = """
+import sys
+from blensor_addon.cli import main
+rc = main({args!r})
+print(rc, sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")))
+"""
+
+
+def test_one_worker_runs_in_this_process_without_importing_dask(scene, tmp_path):
+    args = ["scan", str(scene), "--camera", "VLP", "--frames", "1-3", "--formats", "npz", "--out",
+            str(tmp_path / "o"), "--workers", "1", "--quiet"]
+    res = subprocess.run([sys.executable, "-c", ONE_WORKER.format(args=args)], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "0 []"
+    assert manifest(tmp_path / "o")["status"] == "complete"
