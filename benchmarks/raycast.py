@@ -343,7 +343,8 @@ def thread_table(threads, rounds):
     """Mrays/s of the native library and of Embree (embreex, the rays split over as many
     Python threads) on the same rays, for each thread count: best of ``rounds`` rounds
     that call both in turn. Needs numpy, the built library and embreex, not bpy (issue 24:
-    the kernel on many cores). Returns [(label, rays, threads, native, embree)]."""
+    the kernel on many cores). Yields (label, rays, threads, native, embree) row by row,
+    so a run cut short still printed what it measured."""
     from blensor_addon.raycast.native import NativeBackend
     geom = geometry()
     emb = embree_scene(geom)
@@ -352,7 +353,6 @@ def thread_table(threads, rounds):
             "HDL-64E, 8 revolutions from 8 origins": (*revolutions_rays(8), 120.0),
             "random, 1M": (*random_rays(1_000_000), 1000.0),
             "random, 4M": (*random_rays(4_000_000), 1000.0)}
-    rows = []
     for t in threads:
         nb = NativeBackend(threads=t)
         nb.set_geometry(geom)
@@ -360,9 +360,8 @@ def thread_table(threads, rounds):
             timed = interleaved({"native": lambda: nb.intersect(o, d, tmax),
                                  "embree": lambda: embree_cast(emb, o, d, tmax, threads=t)}, rounds)
             n = len(o)
-            rows.append((label, n, t, n / timed["native"][0] / 1e6, n / timed["embree"][0] / 1e6))
+            yield label, n, t, n / timed["native"][0] / 1e6, n / timed["embree"][0] / 1e6
         nb.close()
-    return rows
 
 
 def morton_order(o) -> np.ndarray:
@@ -418,10 +417,10 @@ def main(argv=None) -> int:
         from blensor_addon.raycast import native
         counts = [int(v) for v in args.threads.split(",") if v.strip()]
         print(f"cpu: {cpu_model()}, {__import__('os').cpu_count()} logical cores; native kernel "
-              f"{native.kernel()}; best of {args.rounds} interleaved rounds (Mrays/s)")
+              f"{native.kernel()}; best of {args.rounds} interleaved rounds (Mrays/s)", flush=True)
         print(f"{'rays':<40} {'count':>9} {'threads':>7} {'native':>8} {'Embree':>8} {'native/Embree':>13}")
         for label, n, t, nat, em in thread_table(counts, args.rounds):
-            print(f"{label:<40} {n:>9,} {t:>7} {nat:8.2f} {em:8.2f} {nat / em:13.2f}")
+            print(f"{label:<40} {n:>9,} {t:>7} {nat:8.2f} {em:8.2f} {nat / em:13.2f}", flush=True)
         if args.presorted:
             print("random, 4M, native: as given (the library reorders) vs already in Morton order (Mrays/s)")
             for t, given, srt in presorted_table(counts, args.rounds):

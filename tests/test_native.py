@@ -219,7 +219,8 @@ def test_singular_instance_transform_is_never_hit():
 
 def test_scattered_origins_reordered_in_the_library_give_the_answers_of_small_batches():
     # batches of >= 16384 rays from scattered origins are cast in Morton order of their
-    # origins inside the library (gathered and scattered back chunk by chunk); batches
+    # origins' cells inside the library (copied in that order, answers read back through
+    # each ray's row; tests/test_native_scaling.py: on any number of threads); batches
     # below that are cast as given: every output must be the same bits either way,
     # with per-ray tmax, per-ray times of a moving instance, and non-finite origins
     rng = np.random.default_rng(11)

@@ -49,8 +49,8 @@ typedef struct brt_scene brt_scene;
 /* Version of this ABI; the loader refuses a library with another value. */
 BRT_API int brt_api_version(void);
 
-/* Number of intersect batches cast in the Morton order of their origins so far (rays
- * from scattered origins, 16,384 or more; see brt_intersect_timed). For tests. */
+/* Number of intersect batches cast in the Morton order of their origins' cells so far
+ * (rays from scattered origins, 16,384 or more; see brt_intersect). For tests. */
 BRT_API int64_t brt_reordered_batches(void);
 
 /* Number of rays of bundles (brt_intersect_bundled) cast again on their own so far (a tie
@@ -117,8 +117,10 @@ BRT_API void brt_scene_free(brt_scene *scene);
  * triangle's winding (may be NULL), uv_out (nrays,2) float32 barycentrics
  * (b1, b2) with p = (1-b1-b2) v0 + b1 v1 + b2 v2 (may be NULL).
  * A batch of 16,384 rays or more from scattered origins is cast in the Morton order of
- * its origins (better cache use) and answered in the caller's order; every ray's answer
- * is the same in any order. */
+ * its origins' cells (better cache use; every phase of the reordering runs on all nthreads
+ * threads) and answered in the caller's order; every ray's answer is the same bits in any
+ * order and on any number of threads. Such a cast uses 40 bytes of scratch memory a ray;
+ * the library keeps one buffer of up to 256 MiB for the next such cast. */
 BRT_API int brt_intersect(const brt_scene *scene, const float *org, const float *dir,
                           const float *tmax, float tmax_default, int64_t nrays, int nthreads,
                           float *t_out, int32_t *inst_out, int32_t *prim_out, float *ng_out,
