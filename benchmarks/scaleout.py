@@ -251,14 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"cpu: {cpu_model()}, {os.cpu_count()} logical cores; load average before {load_before}, "
           f"after {load_average()}")
-    print(f"scene: {blend.name}, --time 0-{args.seconds:g} ({int(round(args.seconds * 10))} sweeps), "
+    sweeps = int(round(args.seconds * 10))
+    print(f"scene: {blend.name}, --time 0-{args.seconds:g} ({sweeps} sweep{'s' * (sweeps != 1)} at 10 Hz), "
           f"--formats {args.formats}; best of {args.rounds} interleaved rounds; wall = the command's process "
           "end to end; CPU = user+sys of it and every descendant" + ("" if reaper else " (no subreaper: Dask's "
                                                                      "worker processes may be missing)"))
     one = next((run for run in runs if run.workers == 1), None)
     print()
-    print("| run | wall s, best | wall s, every round | user+sys CPU s | ratio | target |")
-    print("|---|---|---|---|---|---|")
+    print("| run | wall s, best | wall s, every round | user+sys CPU s | cores busy | ratio | target |")
+    print("|---|---|---|---|---|---|---|")
     prev = None
     for run in runs:
         rounds = " / ".join(f"{w:.2f}" for w in run.walls)
@@ -272,8 +273,17 @@ def main(argv: list[str] | None = None) -> int:
             if prev is not None and prev.workers is not None and prev.workers > 1:
                 ratio += f"; vs {prev.workers} workers {prev.best / run.best:.2f}x"
                 target = f"no slower than {prev.workers} workers"
-        print(f"| {run.name} | {run.best:.2f} | {rounds} | {run.best_cpu:.1f} | {ratio} | {target} |")
+        print(f"| {run.name} | {run.best:.2f} | {rounds} | {run.best_cpu:.1f} | {run.best_cpu / run.best:.2f} "
+              f"| {ratio} | {target} |")
         prev = run
+    cores = os.cpu_count() or 1
+    if one is not None and any(run.workers and run.workers > 1 for run in runs):
+        print()
+        print(f"bound on {cores} cores: N workers take at least their CPU seconds / {cores}, so the speedup over "
+              f"--workers 1 is at most " + ", ".join(
+                  f"{one.best / max(run.best_cpu / cores, 1e-9):.2f}x ({run.workers} workers)"
+                  for run in runs if run.workers and run.workers > 1)
+              + f"; with no cost added by the cluster {min(cores, one.best / (one.best_cpu / cores)):.2f}x")
     print()
     dask_runs = [run for run in runs if run.workers is not None]
     ref = dask_runs[0].hashes[0] if dask_runs else {}
