@@ -231,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_today:
             today = make_today(args.base, work / "worktree-today")
             tenv = dict(env, PYTHONPATH=str(today))
-            where = subprocess.run([str(BLENSOR_PY), "-c", "import blensor_addon; print(blensor_addon.__file__)"],
-                                   cwd=today, env=tenv, capture_output=True, text=True, check=True).stdout.strip()
+            probe = [str(BLENSOR_PY), "-c", "import blensor_addon; print(blensor_addon.__file__)"]
+            where = subprocess.run(probe, cwd=today, env=tenv, capture_output=True, text=True,
+                                   check=True).stdout.strip()
             if not Path(where).resolve().is_relative_to(today.resolve()):
                 raise SystemExit(f"scaleout: the 'today' row would import {where}, not the worktree {today}")
             runs.append(Run(f"today ({args.base}), one process", today, tenv, None))
@@ -254,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = int(round(args.seconds * 10))
     print(f"scene: {blend.name}, --time 0-{args.seconds:g} ({sweeps} sweep{'s' * (sweeps != 1)} at 10 Hz), "
           f"--formats {args.formats}; best of {args.rounds} interleaved rounds; wall = the command's process "
-          "end to end; CPU = user+sys of it and every descendant" + ("" if reaper else " (no subreaper: Dask's "
-                                                                     "worker processes may be missing)"))
+          "end to end; CPU = user+sys of it and every descendant"
+          + ("" if reaper else " (no subreaper: Dask's worker processes may be missing)"))
     one = next((run for run in runs if run.workers == 1), None)
     print()
     print("| run | wall s, best | wall s, every round | user+sys CPU s | cores busy | ratio | target |")
@@ -265,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         rounds = " / ".join(f"{w:.2f}" for w in run.walls)
         ratio = target = "-"
         if run.workers is None and one is not None:
-            ratio = f"--workers 1 / today = {one.best / run.best:.3f} ({(one.best / run.best - 1) * 100:+.1f} %)"
+            over = one.best / run.best
+            ratio = f"--workers 1 / today = {over:.3f} ({(over - 1) * 100:+.1f} %)"
             target = "<= 2 % slower"
         elif run.workers is not None and run.workers > 1 and one is not None:
             ratio = f"speedup vs 1 worker {one.best / run.best:.2f}x"
@@ -273,14 +275,14 @@ def main(argv: list[str] | None = None) -> int:
             if prev is not None and prev.workers is not None and prev.workers > 1:
                 ratio += f"; vs {prev.workers} workers {prev.best / run.best:.2f}x"
                 target = f"no slower than {prev.workers} workers"
-        print(f"| {run.name} | {run.best:.2f} | {rounds} | {run.best_cpu:.1f} | {run.best_cpu / run.best:.2f} "
-              f"| {ratio} | {target} |")
+        print(f"| {run.name} | {run.best:.2f} | {rounds} | {run.best_cpu:.1f} "
+              f"| {run.best_cpu / run.best:.2f} | {ratio} | {target} |")
         prev = run
     cores = os.cpu_count() or 1
     if one is not None and any(run.workers and run.workers > 1 for run in runs):
         print()
-        print(f"bound on {cores} cores: N workers take at least their CPU seconds / {cores}, so the speedup over "
-              f"--workers 1 is at most " + ", ".join(
+        print(f"bound on {cores} cores: N workers take at least their CPU seconds / {cores}, so the speedup "
+              f"over --workers 1 is at most " + ", ".join(
                   f"{one.best / max(run.best_cpu / cores, 1e-9):.2f}x ({run.workers} workers)"
                   for run in runs if run.workers and run.workers > 1)
               + f"; with no cost added by the cluster {min(cores, one.best / (one.best_cpu / cores)):.2f}x")
@@ -302,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     if today is not None and runs[0].hashes:
         t = runs[0].hashes[0]
         diff = sorted(k for k in set(t) | set(ref) if t.get(k) != ref.get(k))
-        print(f"bytes: today vs --workers {dask_runs[0].workers if dask_runs else '?'}: "
-              + ("identical" if not diff else f"{len(diff)} of {len(t)} files differ ({', '.join(diff[:3])})"))
+        what = "identical" if not diff else f"{len(diff)} of {len(t)} files differ ({', '.join(diff[:3])})"
+        print(f"bytes: today vs --workers {dask_runs[0].workers if dask_runs else '?'}: {what}")
     return 0 if same else 1
 
 

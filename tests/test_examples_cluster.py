@@ -28,8 +28,8 @@ def _hashes(folder):
 
 def test_local_jobs_give_the_bytes_of_one_process(tmp_path):
     scan = ["--frames", "1-4", "--formats", "npz,evd", "--set", "packets=frame", "--quiet"]
-    res = subprocess.run([sys.executable, str(EXAMPLE), "--queue-system", "local", "--jobs", "2", "--wait", "60",
-                          str(CROSSING), *scan, "--out", str(tmp_path / "jobs")],
+    res = subprocess.run([sys.executable, str(EXAMPLE), "--queue-system", "local", "--jobs", "2",
+                          "--wait", "60", str(CROSSING), *scan, "--out", str(tmp_path / "jobs")],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     # the scan ran against the jobs' scheduler on loopback

@@ -127,7 +127,8 @@ def make_cluster(args):
 def run_scan(python: str, blend: str, address: str, rest: list[str]) -> int:
     """``blensor scan BLEND --scheduler ADDRESS REST...`` as a subprocess; its exit status.
     SIGTERM is passed on to it; Ctrl-C reaches it through the terminal's process group."""
-    cmd = [python, "-m", "blensor_addon.cli", "scan", str(Path(blend).resolve()), "--scheduler", address, *rest]
+    cmd = [python, "-m", "blensor_addon.cli", "scan", str(Path(blend).resolve()), "--scheduler", address,
+           *rest]
     proc = subprocess.Popen(cmd)
     previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     try:
