@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ..core.errors import SettingsError
 from ..io.formats import WRITERS, parse_formats
-from .range_scan import scan_range
 
 
 def depth_formats() -> tuple[str, ...]:
@@ -45,6 +44,7 @@ def export_depth(camera_object, frames, out_dir, formats=("exr",), *, backend: s
         is written.
         OSError: a write failed; finished frames are kept.
     """
+    from .range_scan import scan_range  # not at import: blensor depth --workers starts Dask before bpy
     formats = parse_depth_formats(formats)
     return scan_range(camera_object, frames, out_dir, formats, backend=backend, overwrite=overwrite,
                       progress=progress, **{**overrides, "sensor_type": "depth"})
