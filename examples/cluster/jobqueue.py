@@ -105,6 +105,8 @@ def make_cluster(args):
     """The dask-jobqueue cluster of ``args.queue_system`` (no job submitted yet): one worker
     process per job with one thread, the job asking for ``args.cores`` CPUs."""
     import dask_jobqueue
+    # cores=1: dask-jobqueue gives the worker --nthreads = cores / processes, and a BlenSor worker
+    # runs one packet at a time; the job's CPUs are asked for separately (job_cpu, resource_spec)
     common = dict(cores=1, processes=1, memory=args.memory, python=args.python, nanny=True,
                   interface=args.interface, log_directory=args.log_directory,
                   scheduler_options={"dashboard_address": ":0"}, death_timeout=120)  # a free port
