@@ -3,7 +3,8 @@
 command before issue 24.
 
 Usage: ``.venv/bin/python benchmarks/scaleout.py [--seconds 20] [--rounds 3] [--formats npz]
-[--workers 1,2,3] [--base 638f19d] [--no-today] [--work DIR] [--keep]``
+[--workers 1,2,3] [--base 638f19d] [--no-today] [--work DIR] [--keep]``, or
+``.venv/bin/python benchmarks/scaleout.py --packet-order --seconds 4``
 
 Each run is the command line a user types, as a subprocess, its wall time measured from the
 start of the process to its exit (Python's and Blender's start, the .blend's load, the
@@ -33,7 +34,15 @@ around it, every descendant included: this process makes itself a child subreape
 (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``), so Dask's worker processes and the fork server,
 orphaned when the command exits, are reaped here and counted (the wait for them is not in
 the wall time). On a 2-core machine the speedup of 2 workers is capped by the cores: the
-CPU seconds show what the workers cost in total.
+CPU seconds show what the workers cost in total, "cores busy" is CPU / wall, and the line
+"bound" gives the speedup the cores allow: ``--workers 1``'s wall time over the N workers'
+CPU seconds / cores (and over ``--workers 1``'s own CPU seconds / cores: a cluster that
+added no work at all; at most the cores).
+
+``--packet-order`` (with ``--seconds 4``: 40 sweeps) measures one cost of the cluster in one
+process instead: the CPU a packet of one Scanner (one native thread) costs when the packets
+come in order against every 2nd or 3rd packet, as a worker of a 2- or 3-worker cluster gets
+them (the camera: the scene's camera, ``Lidar`` in the drive scene).
 
 Checks printed: the output folders of every ``--workers`` run (every round) are hashed file by
 file (sha256) and must be byte-identical; the ``today`` folder is compared too (informative:
@@ -202,6 +211,49 @@ class Run:
         return self.cpus[self.walls.index(self.best)]
 
 
+#: run by ``--packet-order`` in .venv's Python (bpy): one Scanner, one native thread, scans the
+#: packets of the interval in order, then as a worker of 2 and of 3 sees them
+PACKET_ORDER = r"""
+import os, sys, tempfile, time
+import bpy
+import blensor_addon
+from blensor_addon.jobs.range_scan import RangeScanJob
+from blensor_addon.scene.scanner import Scanner
+blend, seconds = sys.argv[1], float(sys.argv[2])
+blensor_addon.register()
+bpy.ops.wm.open_mainfile(filepath=blend)
+cam = bpy.context.scene.camera
+packets = RangeScanJob(cam, None, tempfile.mkdtemp(), ("npz",), time=(0.0, seconds)).plan.packets
+orders = [("in order", packets), ("every 2nd (a worker of 2)", packets[0::2] + packets[1::2]),
+          ("every 3rd (a worker of 3)", packets[0::3] + packets[1::3] + packets[2::3]),
+          ("in order again", packets)]
+for name, order in orders:
+    sc = Scanner(cam, threads=1, packet_hashes=True)
+    sc.scan(packets[0])  # its BVHs built: not timed
+    c0 = time.process_time()
+    for p in order:
+        sc.scan(p)
+    print(f"packet-order: {name}: {(time.process_time() - c0) / len(order) * 1000:.1f} ms CPU a packet "
+          f"({len(order)} packets, 1 thread)", flush=True)
+    sc.close()
+blensor_addon.unregister()
+os._exit(0)
+"""
+
+
+def packet_order(blend: Path, seconds: float) -> int:
+    """Per-packet CPU of one Scanner (one thread) scanning the packets of ``[0, seconds]`` in
+    order against every 2nd / 3rd packet (what a worker of a 2- or 3-worker cluster gets)."""
+    res = subprocess.run([str(BLENSOR_PY), "-c", PACKET_ORDER, str(blend), f"{seconds:g}"], cwd=ROOT,
+                         capture_output=True, text=True)
+    for line in res.stdout.splitlines():
+        if line.startswith("packet-order:"):
+            print(line)
+    if res.returncode != 0:
+        print(res.stderr.strip()[-2000:], file=sys.stderr)
+    return res.returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="scene seconds scanned (--time 0-S)")
@@ -213,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blend", default=str(DRIVE), help="the scene (the drive scene built when missing)")
     ap.add_argument("--work", default=None, help="folder for the outputs (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder and the worktree")
+    ap.add_argument("--packet-order", action="store_true",
+                    help="only the per-packet CPU of one scanner in order vs every 2nd/3rd packet")
     args = ap.parse_args(argv)
     workers = [int(w) for w in args.workers.split(",") if w.strip()]
     if not workers or any(w < 1 for w in workers) or args.rounds < 1 or args.seconds <= 0:
@@ -220,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     blend = Path(args.blend).resolve()
     if blend == DRIVE:
         ensure_scene(blend)
+    if args.packet_order:
+        return packet_order(blend, args.seconds)
     work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="blensor-scaleout-"))
     work.mkdir(parents=True, exist_ok=True)
     reaper = become_subreaper()
