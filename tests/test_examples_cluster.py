@@ -82,3 +82,17 @@ def test_the_cluster_options_of_the_scan_are_refused(option, tmp_path):
     assert res.returncode == 2
     assert f"error: {option} is this script's business" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+
+def test_the_scan_exit_status_comes_back(tmp_path):
+    # a frame outside the scene: blensor scan refuses it in one line (exit 2, nothing written)
+    # and the script returns that status once its cluster is closed
+    res = subprocess.run([sys.executable, str(EXAMPLE), "--queue-system", "local", "--jobs", "1",
+                          "--wait", "60", str(CROSSING), "--frames", "100000",
+                          "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("blensor: error: ")]
+    assert len(errors) == 1 and "frames" in errors[0], res.stderr
+    assert not (tmp_path / "out").exists()

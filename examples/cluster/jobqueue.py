@@ -159,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         cluster.scale(jobs=args.jobs)
         with Client(cluster) as client:
-            print(f"jobqueue: waiting for {args.jobs} workers ({args.queue_system}) at "
-                  f"{cluster.scheduler_address} (dashboard: {cluster.dashboard_link})", file=sys.stderr,
-                  flush=True)
+            workers = f"{args.jobs} worker{'s' * (args.jobs != 1)}"
+            print(f"jobqueue: waiting for {workers} ({args.queue_system}) at {cluster.scheduler_address} "
+                  f"(dashboard: {cluster.dashboard_link})", file=sys.stderr, flush=True)
             try:
                 client.wait_for_workers(args.jobs, timeout=args.wait)
             except TimeoutError:
