@@ -183,7 +183,8 @@ def _cluster_options(parser) -> None:
                         help="scan on a local Dask cluster of N worker processes (default 1: this process, "
                         "no Dask); the files are the same bytes; needs pip install 'blensor[dask]'")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                        help="scan on the Dask cluster at ADDRESS (e.g. tcp://HOST:8786); its workers open "
+                        help="scan on the Dask cluster at ADDRESS (tcp://HOST:8786, or a scheduler file "
+                        "*.json); its workers open "
                         "the .blend at the same absolute path (shared filesystem) and send the results "
                         "here, where the files are written")
 

@@ -1,6 +1,7 @@
 """The README's examples run as written, and the docs match the code.
 
-Runnable examples are the README's fenced blocks marked ``sh`` (command lines) and
+Runnable examples are the README's fenced blocks marked ``sh`` (command lines),
+``bash`` (a shell script, run whole with ``bash -e``: background jobs, variables) and
 ``python``; blocks marked ``text`` are synopses and are not run. Every fenced block must
 say which it is. They run in a temporary folder holding what a clone has (``scenes/``,
 ``examples/``, ``tests/data/configs/``) and this test environment as ``.venv``, in the
@@ -81,6 +82,7 @@ def commands() -> list[str]:
 
 COMMANDS = commands()
 PYTHON_BLOCKS = [(code, line) for lang, code, line in BLOCKS if lang == "python"]
+BASH_BLOCKS = [(code, line) for lang, code, line in BLOCKS if lang == "bash"]
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +124,8 @@ def option(argv: list[str], name: str) -> str | None:
 
 def test_readme_marks_every_block_and_keeps_the_quick_start():
     text = README.read_text(encoding="utf-8")
-    unmarked = [line for lang, _, line in BLOCKS if lang not in ("sh", "python", "text")]
-    assert not unmarked, f"README.md lines {unmarked}: mark each code block sh, python or text"
+    unmarked = [line for lang, _, line in BLOCKS if lang not in ("sh", "bash", "python", "text")]
+    assert not unmarked, f"README.md lines {unmarked}: mark each code block sh, bash, python or text"
     quick = next(code for lang, code, _ in BLOCKS if lang == "sh")
     assert quick.splitlines() == list(QUICK_START)
     assert COMMANDS[0] == QUICK_START[0].split(" && ")[1]
@@ -131,7 +133,7 @@ def test_readme_marks_every_block_and_keeps_the_quick_start():
         assert name.split("/")[0] in text, name
     first_screen = "\n".join(text.splitlines()[:40])
     for phrase in ("REP-103", "x forward, y left, z up", "--axes blensor", "EVD", "Scenes saved before",
-                   "about 3 s", "about 10 minutes"):
+                   "about 3 s", "about 12 minutes"):
         assert phrase in first_screen, phrase
     # references a user cannot follow stay in the docs' source table
     assert not re.search(r"seed 00\d|reference section|reference \d", text, re.I)
@@ -193,6 +195,25 @@ def test_readme_python_runs(workdir, index):
         assert json.loads((workdir / out / "manifest.json").read_text())["status"] == "complete"
         for fmt in formats:
             assert any(f.endswith(FORMAT_FILES[fmt]) for f in found), (fmt, found)
+
+
+@pytest.mark.parametrize("index", range(len(BASH_BLOCKS)), ids=[f"line{ln}" for _, ln in BASH_BLOCKS])
+def test_readme_bash_runs(workdir, index):
+    """A ``bash`` block (the two-worker Dask cluster started by hand) runs whole with
+    ``bash -e``; each ``blensor scan`` in it writes a complete run, and no process it
+    started is left."""
+    code, _ = BASH_BLOCKS[index]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BLENSOR_NATIVE_LIB")}
+    res = subprocess.run(["bash", "-e", "-c", code], cwd=workdir, capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    scans = [line.split() for line in code.splitlines() if line.startswith(".venv/bin/blensor scan")]
+    assert scans
+    for argv in scans:
+        out = workdir / option(argv, "--out")
+        assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+        assert any(f.endswith(".npz") for f in files_under(out))
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
 
 
 def test_readme_has_runnable_examples():

@@ -73,8 +73,8 @@ def dask_available() -> bool:
 
 def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
     """Validate ``--workers`` (an int in 1..:data:`MAX_WORKERS`) and ``--scheduler``
-    (``HOST:PORT`` or ``tcp://HOST:PORT``; then ``workers`` must be 1: the cluster has its
-    own); refuse more than one worker, or a scheduler, without Dask, in one line.
+    (``HOST:PORT``, ``tcp://HOST:PORT`` or a scheduler file ``*.json``; then ``workers`` must
+    be 1: the cluster has its own); refuse more than one worker, or a scheduler, without Dask, in one line.
 
     Returns:
         the number of local workers (1: no Dask).
@@ -88,7 +88,8 @@ def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
         if workers != 1:
             raise SettingsError(option, "1 with --scheduler (the cluster's workers scan)", workers)
         if not isinstance(scheduler, str) or not scheduler.strip() or " " in scheduler.strip():
-            raise SettingsError("--scheduler", "a scheduler address such as tcp://HOST:8786", scheduler)
+            raise SettingsError("--scheduler", "a scheduler address such as tcp://HOST:8786, or a "
+                                "scheduler file (.json)", scheduler)
     if (workers > 1 or scheduler is not None) and not dask_available():
         name = "--scheduler" if scheduler is not None else option
         raise SettingsError(name, f"{'none' if scheduler is not None else 1} without Dask ({DASK_HINT})",
@@ -110,7 +111,8 @@ class Cluster:
 
     Args:
         workers: local worker processes (>= 2), or 1 with ``scheduler``.
-        scheduler: address of an existing scheduler, or None for a local cluster.
+        scheduler: address of an existing scheduler (or its scheduler file, ``*.json``), or
+            None for a local cluster.
     Raises:
         SettingsError: bad ``workers``/``scheduler``, or Dask missing.
     """
@@ -155,6 +157,9 @@ class Cluster:
                                                # where that is in use, warns on stderr (--quiet)
                                                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
                 self._client = Client(self._local, set_as_default=False)
+            elif self.scheduler.endswith(".json"):  # a scheduler file (dask scheduler --scheduler-file)
+                self._client = Client(scheduler_file=self.scheduler, timeout="20s", set_as_default=False)
+                self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             else:
                 self._client = Client(self.scheduler, timeout="20s", set_as_default=False)
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)

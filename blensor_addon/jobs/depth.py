@@ -44,7 +44,7 @@ def export_depth(camera_object, frames, out_dir, formats=("exr",), *, backend: s
         is written.
         OSError: a write failed; finished frames are kept.
     """
-    from .range_scan import scan_range  # imports bpy: only once blensor depth --workers N started its cluster
+    from .range_scan import scan_range  # (imports bpy: only once blensor depth started its cluster)
     formats = parse_depth_formats(formats)
     return scan_range(camera_object, frames, out_dir, formats, backend=backend, overwrite=overwrite,
                       progress=progress, **{**overrides, "sensor_type": "depth"})
