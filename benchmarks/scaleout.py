@@ -64,24 +64,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from raycast import cpu_model  # (benchmarks/ is the script's folder, first on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 BLENSOR_PY = ROOT / ".venv" / "bin" / "python"
 DRIVE = ROOT / "scenes" / "drive.blend"
 BASE = "638f19d"  # the commit before issue 24 ("today")
 PR_SET_CHILD_SUBREAPER = 36
 REAP_WAIT_S = 30.0
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux ``/proc/cpuinfo``), or the platform's processor."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or platform.machine()
 
 
 def load_average() -> str:

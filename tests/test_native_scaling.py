@@ -99,7 +99,8 @@ def test_reordered_cast_without_normals_and_barycentrics_writes_only_what_is_ask
     f32p, i32p = ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int32)
     for threads in (1, 2, 3, 7):
         t[:] = -5.0
-        rc = lib.brt_intersect_timed(be._scene, o32.ctypes.data_as(f32p), d32.ctypes.data_as(f32p), None, None,
+        rc = lib.brt_intersect_timed(be._scene, o32.ctypes.data_as(f32p), d32.ctypes.data_as(f32p),
+                                     None, None,
                                      7.5, n, threads, t.ctypes.data_as(f32p), inst.ctypes.data_as(i32p),
                                      prim.ctypes.data_as(i32p), None, None)
         assert rc == 0
@@ -138,7 +139,8 @@ def test_thread_driver_under_sanitizers(tmp_path, sanitizer):
            "-fno-sanitize-recover=all", "-o", str(exe), str(ROOT / "tests" / "native_threads.c"),
            str(native_build.SRC), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0 and ("cannot find" in res.stderr or "-ltsan" in res.stderr or "-lasan" in res.stderr):
+    missing = ("cannot find", "-ltsan", "-lasan")
+    if res.returncode != 0 and any(m in res.stderr for m in missing):
         pytest.skip(f"no {sanitizer} sanitizer runtime: {res.stderr.strip()[:200]}")
     assert res.returncode == 0, res.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600,

@@ -446,8 +446,8 @@ class RemoteScanner:
         if self._checked:
             return
         if scanned.versions != self.task.versions:
-            raise ClusterError(f"a worker runs blensor {scanned.versions[0]} with Blender {scanned.versions[1]}, "
-                               f"the client blensor {self.task.versions[0]} with Blender "
+            raise ClusterError(f"a worker runs blensor {scanned.versions[0]} with Blender "
+                               f"{scanned.versions[1]}, the client blensor {self.task.versions[0]} with Blender "
                                f"{self.task.versions[1]}: every worker needs the client's versions "
                                "(the files record them)")
         if scanned.backend != self.local.backend.name:
