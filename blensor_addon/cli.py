@@ -189,42 +189,68 @@ def _cluster_options(parser) -> None:
                         "here, where the files are written")
 
 
-def _start_cluster(args):
+def _start_cluster(args, configs=None):
     """A started :class:`~blensor_addon.jobs.cluster.Cluster` for ``--workers N`` (N > 1)
-    or ``--scheduler``, else None (Dask is not imported). Started before Blender opens the
-    file: the workers start meanwhile.
+    or ``--scheduler``, else None (Dask is not imported). Started before this process
+    imports bpy (see :class:`~blensor_addon.jobs.cluster.Cluster`); each worker then opens
+    the .blend (with the ``--sensor`` ``configs``) while this process opens and validates
+    it.
 
     Raises:
-        SettingsError (``--workers``/``--scheduler``): out of range, or Dask missing."""
+        SettingsError (``--workers``/``--scheduler``): out of range, Dask missing, or
+        not a .blend (checked before the workers are asked to open it)."""
     from .jobs.cluster import Cluster, check_workers
     if check_workers(args.workers, args.scheduler) == 1 and args.scheduler is None:
         return None
-    return Cluster(args.workers, args.scheduler).start()
+    from .io.blendfile import check_blend
+    check_blend(Path(args.blend))  # (no bpy) a file the workers may open
+    cluster = Cluster(args.workers, args.scheduler).start()
+    import functools
+    cluster.preload(functools.partial(worker_scene, str(Path(args.blend).resolve()), None, configs))
+    return cluster
 
 
-def worker_scene(blend: str, camera: str, configs=None):
+#: (path, mtime, size, configs) of the scene :func:`worker_scene` has open in this process
+_WORKER_SCENE = None
+
+
+def worker_scene(blend: str, camera: str | None, configs=None):
     """On a Dask worker (:mod:`~blensor_addon.jobs.cluster`): the .blend at ``blend``
     opened as the command opens it (the add-on registered, Blender's lines dropped), the
-    ``--sensor`` ``configs`` applied; returns the camera object named ``camera``.
+    ``--sensor`` ``configs`` applied; returns the camera object named ``camera`` (None:
+    only open it, the warm-up :meth:`~.jobs.cluster.Cluster.preload` runs while the
+    client validates). The file is opened once per process while it stays the same
+    (path, modification time, size) with the same configs.
 
     Raises:
         SettingsError: the file cannot be read there, or has no such camera."""
+    global _WORKER_SCENE
     from .core.errors import SettingsError
+    unreadable = SettingsError("--scheduler", "workers that can read the .blend at the client's path "
+                               "(a shared filesystem)", blend)
+    try:
+        st = os.stat(blend)
+    except OSError:
+        raise unreadable from None
+    key = (blend, st.st_mtime_ns, st.st_size, repr(configs))
     with _stdout_dropped():
         import bpy
         from .ui import register
         register()
-        try:
-            with _stderr_held():
-                bpy.ops.wm.open_mainfile(filepath=blend)
-        except RuntimeError:
-            raise SettingsError("--scheduler", "workers that can read the .blend at the client's path "
-                                "(a shared filesystem)", blend) from None
-    scene = bpy.context.scene
-    if configs is not None:
-        from .jobs.configs import apply_configs
-        apply_configs(configs, scene)
-    cam = scene.objects.get(camera)
+        if _WORKER_SCENE != key:
+            _WORKER_SCENE = None
+            try:
+                with _stderr_held():
+                    bpy.ops.wm.open_mainfile(filepath=blend)
+            except RuntimeError:
+                raise unreadable from None
+            if configs is not None:
+                from .jobs.configs import apply_configs
+                apply_configs(configs, bpy.context.scene)
+            _WORKER_SCENE = key
+    if camera is None:
+        return None
+    cam = bpy.context.scene.objects.get(camera)
     if cam is None:
         raise SettingsError("--scheduler", "workers that read the client's .blend (it has no camera "
                             f"'{camera}' there)", blend)
@@ -704,7 +730,7 @@ def cmd_scan(args) -> int:
         configs = [c for c in configs if c.enabled]
     elif args.camera is not None and args.all_sensors:
         raise SettingsError("--all-sensors", "given without --camera (one or the other)", args.camera)
-    cluster = _start_cluster(args)
+    cluster = _start_cluster(args, configs)
     try:
         return _scan(args, formats, texts, interval, format_options, configs, cluster)
     finally:

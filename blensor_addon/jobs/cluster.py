@@ -122,6 +122,7 @@ class Cluster:
         self.scheduler = scheduler
         self._client = None
         self._local = None
+        self._preloads: list = []
         self._path: list = []  # sys.path when a local cluster started (before bpy)
 
     @property
@@ -171,6 +172,15 @@ class Cluster:
             raise ClusterError(f"could not start or reach {where}: {exc}") from None
         return self
 
+    def preload(self, opener) -> None:
+        """Run ``opener()`` once on each worker now, ahead of the scan's tasks (the CLI's:
+        open the .blend while this process opens and validates it; the worker keeps it
+        open for the run). Nothing waits for it: a failure shows again in the first scan
+        task, which opens the scene itself if it is not open."""
+        for addr in self.client.scheduler_info(n_workers=-1)["workers"]:
+            self._preloads.append(self.client.submit(_warm, opener, workers=[addr], allow_other_workers=False,
+                                                     pure=False, priority=1))
+
     def added_paths(self) -> tuple:
         """Entries of ``sys.path`` added since a local cluster started (Blender's script
         folders, once bpy is imported): a worker that its nanny restarts later (after a
@@ -201,6 +211,7 @@ class Cluster:
 
     def close(self) -> None:
         """Close the client, and the local cluster's workers (idempotent)."""
+        self._preloads = []
         for obj in (self._client, self._local):
             if obj is not None:
                 with contextlib.suppress(Exception):
@@ -321,6 +332,12 @@ def _worker_address() -> str:
         return get_worker().address
     except Exception:  # not in a worker (tests call scan_packet directly)
         return socket.gethostname()
+
+
+def _warm(opener) -> None:
+    """A worker's warm-up task (:meth:`Cluster.preload`): ``opener()``, one task at a time."""
+    with _LOCK:
+        opener()
 
 
 def scan_packet(task: WorkerTask, packet) -> Scanned:
