@@ -50,9 +50,12 @@ Requirements:
 - The login node (where this script runs) must be reachable by the compute nodes on the
   scheduler's port (``--interface`` picks the network).
 
-Known limit: a worker's native kernel uses ``os.cpu_count()`` of its node divided by the
-workers on that node, not the cores the job was given; on a node shared with other jobs
-ask for whole nodes (``--cores`` = the node's cores, ``--job-extra=--exclusive`` on SLURM).
+Threads: a worker's native kernel uses the cores its process may run on (its CPU affinity:
+the job's cores where the queue binds jobs to cores, else the whole node) divided by the
+BlenSor workers on that node, so two jobs on one node each use half of the larger job's
+cores, and a node the queue does not bind shares its cores with other users' jobs: for the
+full speed ask for whole nodes (``--cores`` = the node's cores, ``--job-extra=--exclusive``
+on SLURM).
 """
 from __future__ import annotations
 
