@@ -5,10 +5,11 @@ The original BlenSor split frame ranges over hosts by hand (seed 000, section 5.
 packets of one run are tasks of a Dask cluster, and the files are the bytes a one-process
 run writes, whatever the number of workers and the order in which they finish:
 
-- **Workers scan and encode.** Each worker process opens the client's .blend once (the
-  first task it runs; the same file at the same absolute path, the same ``--sensor``
-  configs applied, the same settings) and keeps the scene, its :class:`Scanner` and the
-  per-frame writers for the run. A task scans one packet and encodes its per-frame files
+- **Workers scan and encode.** Each worker process opens the client's .blend once (as
+  soon as the cluster is up, :meth:`Cluster.preload`, while the client validates; else in
+  its first task: the same file at the same absolute path, the same ``--sensor`` configs
+  applied, the same settings) and keeps the scene, its :class:`Scanner` and the per-frame
+  writers for the run. A task scans one packet and encodes its per-frame files
   (npz, pcd, las, ...: writers that are not ``multi_frame``) with their size and sha256,
   so the client does no encoding work for them. Scans do not depend on the packets
   scanned before: noise is seeded per packet and object ids derive from the file
