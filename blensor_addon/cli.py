@@ -204,23 +204,35 @@ def _start_cluster(args, configs=None):
         return None
     from .io.blendfile import check_blend
     check_blend(Path(args.blend))  # (no bpy) a file the workers may open
-    cluster = Cluster(args.workers, args.scheduler).start()
+    cluster = Cluster(args.workers, args.scheduler)
+    if args.scheduler is not None and _SIGNALS is not None:
+        _SIGNALS.live()  # reaching a scheduler may wait (20 s, 60 s for a first worker): a signal stops it
+        try:
+            cluster.start()
+        finally:
+            _SIGNALS.mode = "note"  # (until Blender is loaded)
+    cluster.start()
     import functools
-    cluster.preload(functools.partial(worker_scene, str(Path(args.blend).resolve()), None, configs))
+    import uuid
+    cluster.token = uuid.uuid4().hex  # this run's scene in the workers (worker_scene)
+    cluster.preload(functools.partial(worker_scene, str(Path(args.blend).resolve()), None, configs,
+                                      cluster.token))
     return cluster
 
 
-#: (path, mtime, size, configs) of the scene :func:`worker_scene` has open in this process
+#: (path, run token, configs) of the scene :func:`worker_scene` has open in this process
 _WORKER_SCENE = None
 
 
-def worker_scene(blend: str, camera: str | None, configs=None):
+def worker_scene(blend: str, camera: str | None, configs=None, token: str = ""):
     """On a Dask worker (:mod:`~blensor_addon.jobs.cluster`): the .blend at ``blend``
     opened as the command opens it (the add-on registered, Blender's lines dropped), the
     ``--sensor`` ``configs`` applied; returns the camera object named ``camera`` (None:
     only open it, the warm-up :meth:`~.jobs.cluster.Cluster.preload` runs while the
-    client validates). The file is opened once per process while it stays the same
-    (path, modification time, size) with the same configs.
+    client validates). The file is opened once per run (``token``, made by the command
+    that started the cluster) and process: a long-lived worker of a ``--scheduler``
+    cluster opens it again for the next run (the file, its libraries or textures may
+    have changed).
 
     Raises:
         SettingsError: the file cannot be read there, or has no such camera."""
@@ -228,11 +240,7 @@ def worker_scene(blend: str, camera: str | None, configs=None):
     from .core.errors import SettingsError
     unreadable = SettingsError("--scheduler", "workers that can read the .blend at the client's path "
                                "(a shared filesystem)", blend)
-    try:
-        st = os.stat(blend)
-    except OSError:
-        raise unreadable from None
-    key = (blend, st.st_mtime_ns, st.st_size, repr(configs))
+    key = (blend, token, repr(configs))
     with _stdout_dropped():
         import bpy
         from .ui import register
@@ -754,7 +762,8 @@ def _cluster_kwargs(cluster, args, cam, configs=None) -> dict:
         return {}
     import functools
     return {"cluster": cluster,
-            "open_scene": functools.partial(worker_scene, str(Path(args.blend).resolve()), cam.name, configs)}
+            "open_scene": functools.partial(worker_scene, str(Path(args.blend).resolve()), cam.name, configs,
+                                            cluster.token)}
 
 
 def _scan(args, formats, texts, interval, format_options, configs, cluster) -> int:

@@ -25,7 +25,7 @@ run writes, whatever the number of workers and the order in which they finish:
   must be readable at the same path on every worker.
 - **Faults.** A worker that dies (killed, out of memory) loses its tasks; Dask runs them
   again on another worker (a local cluster's nanny also restarts the process) and the
-  run's files are the same. A packet that kills workers three times ends the run as
+  run's files are the same. A packet that kills its workers (Dask's ``allowed-failures``) ends the run as
   ``failed`` (:class:`ClusterError`), finished packets kept. SIGINT/SIGTERM of the client
   stop the run as in one process (:class:`~blensor_addon.jobs.signals.Signals`: the
   packet awaited is finished, the rest cancelled, the manifest says ``cancelled``,
@@ -88,6 +88,9 @@ def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
     if scheduler is not None:
         if workers != 1:
             raise SettingsError(option, "1 with --scheduler (the cluster's workers scan)", workers)
+        if isinstance(scheduler, str) and scheduler.endswith(".json") and not os.path.isfile(scheduler):
+            raise SettingsError("--scheduler", "an existing scheduler file (dask scheduler --scheduler-file "
+                                "FILE.json) or an address such as tcp://HOST:8786", scheduler)
         if not isinstance(scheduler, str) or not scheduler.strip() or " " in scheduler.strip():
             raise SettingsError("--scheduler", "a scheduler address such as tcp://HOST:8786, or a "
                                 "scheduler file (.json)", scheduler)
@@ -124,6 +127,8 @@ class Cluster:
         self._client = None
         self._local = None
         self._preloads: list = []
+        #: the run's token for the workers' scene cache (the CLI's ``worker_scene``)
+        self.token = ""
         self._path: list = []  # sys.path when a local cluster started (before bpy)
 
     @property
@@ -208,7 +213,11 @@ class Cluster:
 
     def size(self) -> int:
         """Workers of the cluster now (at least 1)."""
-        return max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
+        return max(1, self.workers_now())
+
+    def workers_now(self) -> int:
+        """Workers of the cluster now (0: none)."""
+        return len(self.client.scheduler_info(n_workers=-1)["workers"])
 
     def close(self) -> None:
         """Close the client, and the local cluster's workers (idempotent)."""
@@ -408,11 +417,13 @@ class RemoteScanner:
         self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * cluster.size())
         self._futures: dict = {}
         self._printed: set = set()
-        self._objects = None
-        self._checked = False
+        self._table = len(local.extractor.table.table)
 
     def expect(self, packets) -> None:
-        """Submit the packets not submitted yet (in the order given: earlier ones first)."""
+        """Submit the packets not submitted yet (in the order given: earlier ones first);
+        the look-ahead follows the workers now in the cluster (a ``--scheduler`` cluster's
+        may join later)."""
+        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * self.cluster.size())
         for p in packets:
             if (p.kind, p.index) not in self._futures:
                 self._futures[(p.kind, p.index)] = self.client.submit(
@@ -430,7 +441,7 @@ class RemoteScanner:
         self.expect([packet])
         fut = self._futures.pop((packet.kind, packet.index))
         try:
-            scanned: Scanned = fut.result()
+            scanned: Scanned = self._result(fut, packet)
         except BlensorError:
             raise
         except Exception as exc:
@@ -438,21 +449,27 @@ class RemoteScanner:
 
             from distributed import KilledWorker
             if isinstance(exc, KilledWorker):
-                raise ClusterError(f"packet {packet.index} ended the worker process that scanned it, "
-                                   "three times; finished packets are kept") from None
-            if isinstance(exc, CancelledError):
+                raise ClusterError(f"packet {packet.index} ended the worker processes that scanned it "
+                                   "(Dask's allowed-failures); finished packets are kept") from None
+            if isinstance(exc, (CancelledError, OSError)):  # (a CommClosedError is an OSError)
                 raise ClusterError(f"the cluster dropped packet {packet.index} (the scheduler went away?); "
                                    "finished packets are kept") from None
-            raise
+            # (a worker without blensor or bpy, of another blensor, a bug): one line, not a traceback
+            raise ClusterError(f"packet {packet.index} failed on a worker: {type(exc).__name__}: {exc}; "
+                               "finished packets are kept") from exc
         finally:
             fut.release()
         self._check(scanned)
+        if scanned.objects is not None:
+            # (one process numbers them in the order it meets them: each worker meets other ones)
+            from ..core.errors import SettingsError
+            raise SettingsError("--workers", "1 for a scene that creates objects while it plays (a frame "
+                                "handler or driver: their ids depend on the frames one process saw)",
+                                f"{len(scanned.objects) - self._table} new at packet {packet.index}")
         for line in scanned.stderr.splitlines():
             if line.strip() and line not in self._printed:  # each worker warns once; say it once
                 self._printed.add(line)
                 print(line, file=sys.stderr)
-        if scanned.objects is not None:
-            self._objects = scanned.objects
         if scanned.result is not None:
             result = scanned.result
             result.encoded, result.file_checks = scanned.files, scanned.checks
@@ -460,9 +477,25 @@ class RemoteScanner:
             result = PacketSummary(scanned)
         return result, scanned.record
 
+    def _result(self, fut, packet) -> Scanned:
+        """Wait for ``fut``; a cluster that has had no worker for :data:`WAIT_FOR_WORKERS`
+        s meanwhile (a ``--scheduler`` cluster whose jobs ended) ends the wait."""
+        import time
+        alone = None
+        while True:
+            try:
+                return fut.result(timeout=1.0)
+            except TimeoutError:
+                if self.cluster.workers_now():
+                    alone = None
+                    continue
+                alone = alone or time.monotonic()
+                if time.monotonic() - alone > WAIT_FOR_WORKERS:
+                    raise ClusterError(f"the cluster has had no worker for {WAIT_FOR_WORKERS} s (packet "
+                                       f"{packet.index} waits); finished packets are kept") from None
+
     def _check(self, scanned: Scanned) -> None:
-        if self._checked:
-            return
+        """Every answer: the worker runs the client's versions and backend."""
         if scanned.versions != self.task.versions:
             raise ClusterError(f"a worker runs blensor {scanned.versions[0]} with Blender "
                                f"{scanned.versions[1]}, the client blensor {self.task.versions[0]} with Blender "
@@ -472,15 +505,14 @@ class RemoteScanner:
             raise ClusterError(f"a worker casts rays with the {scanned.backend} backend, the client with "
                                f"{self.local.backend.name}: install the native library on every worker or "
                                "choose --backend")
-        self._checked = True
 
     def packet_hash(self, packet) -> str:
         """The client's scanner's :meth:`~blensor_addon.scene.scanner.Scanner.packet_hash`."""
         return self.local.packet_hash(packet)
 
     def objects(self) -> list:
-        """The object table: the client's, or a worker's that grew while scanning."""
-        return self._objects if self._objects is not None else self.local.extractor.table.table
+        """The object table (the client's: a run whose table grows is refused)."""
+        return self.local.extractor.table.table
 
     def close(self) -> None:
         """Cancel the packets still submitted (a stopped run), idempotent."""

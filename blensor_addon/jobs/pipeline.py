@@ -11,6 +11,7 @@ being writers too (:mod:`~blensor_addon.jobs.run_files`).
 """
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 
@@ -133,6 +134,8 @@ class Pipeline:
         self._next = 0
         self.reused = 0
         self._checked: dict = {}  # packet index -> the reuse decision (made once)
+        self._ahead: collections.deque = collections.deque()  # plan positions handed to the scanner ahead
+        self._cursor = 0  # the next plan position to consider for that
 
     @property
     def done(self) -> list:
@@ -213,13 +216,19 @@ class Pipeline:
         return entry
 
     def _upcoming(self, n: int) -> list:
-        """The next ``n`` packets from the current one that are not reused."""
+        """The packets to hand to the scanner ahead so that ``n`` not reused from the
+        current one on are handed over (each plan position is looked at once)."""
+        ahead, packets = self._ahead, self.plan.packets
+        while ahead and ahead[0] < self._next:
+            ahead.popleft()
+        self._cursor = max(self._cursor, self._next)
         out = []
-        for packet in self.plan.packets[self._next:]:
-            if len(out) == n:
-                break
+        while len(ahead) < n and self._cursor < len(packets):
+            packet = packets[self._cursor]
             if self._try_reuse(packet) is None:
+                ahead.append(self._cursor)
                 out.append(packet)
+            self._cursor += 1
         return out
 
     def _write_frame(self, entry: dict, result, objects: list) -> None:
