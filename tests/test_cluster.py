@@ -465,6 +465,8 @@ def test_one_progress_bar_over_all_workers_and_quiet_prints_nothing(scene, tmp_p
     (["scan", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
      "--workers must be 1 with --scheduler"),
     (["scan", "--scheduler", "tcp://a b"], "--scheduler must be a scheduler address such as tcp://HOST:8786"),
+    # (waited forever for the file: review of issue 24)
+    (["scan", "--scheduler", "no_such_scheduler.json"], "--scheduler must be an existing scheduler file"),
     # a rig is refused once the file names its cameras (after the local cluster started)
     (["scan", "--camera", "VLP,Plane", "--workers", "2"], "--workers must be 1 for a rig"),
 ])
@@ -623,3 +625,107 @@ def test_one_worker_runs_in_this_process_without_importing_dask(scene, tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "0 []"
     assert manifest(tmp_path / "o")["status"] == "complete"
+
+
+# -- review of issue 24: the client's side without a cluster (fakes) ---------------------------
+
+
+class _FakeFuture:
+    def __init__(self, value=None, error=None):
+        self.value, self.error = value, error
+
+    def result(self, timeout=None):
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def release(self):
+        pass
+
+
+class _FakeCluster:
+    def size(self):
+        return 2
+
+    def workers_now(self):
+        return 2
+
+
+def _remote(answers):
+    """A RemoteScanner whose 'client' hands out ``answers`` (futures) in order."""
+    from types import SimpleNamespace
+
+    from blensor_addon.jobs.cluster import RemoteScanner, WorkerTask
+    r = RemoteScanner.__new__(RemoteScanner)
+    queue = list(answers)
+    r.cluster = _FakeCluster()
+    r.client = SimpleNamespace(submit=lambda *a, **k: queue.pop(0))
+    r.local = SimpleNamespace(backend=SimpleNamespace(name="native"),
+                              extractor=SimpleNamespace(table=SimpleNamespace(table=[{"id": 1}])))
+    r.task = WorkerTask(key="k", open_scene=None, scanner={}, encode={}, run=None, folder="", full=False,
+                        versions=("1", "5.0"))
+    r.lookahead, r._futures, r._printed, r._table = 4, {}, set(), 1
+    return r
+
+
+def _scanned(**kw):
+    from blensor_addon.jobs.cluster import Scanned
+    base = dict(record="rec", frame=0, points=3, rays=5, sensor_to_world=None, files={}, checks={},
+                versions=("1", "5.0"), backend="native")
+    return Scanned(**{**base, **kw})
+
+
+def test_every_worker_answer_is_checked_for_versions_and_backend():
+    from blensor_addon.core.packets import Packet
+    from blensor_addon.jobs.cluster import ClusterError
+    r = _remote([_FakeFuture(_scanned()), _FakeFuture(_scanned(versions=("1", "4.2")))])
+    result, rec = r.scan(Packet("sweep", 0))
+    assert len(result) == 3 and result.num_rays == 5 and rec == "rec"
+    with pytest.raises(ClusterError, match="a worker runs blensor 1 with Blender 4.2"):
+        r.scan(Packet("sweep", 1))  # the second answer (a worker that joined later) is checked too
+    r = _remote([_FakeFuture(_scanned(backend="bvhtree"))])
+    with pytest.raises(ClusterError, match="bvhtree backend"):
+        r.scan(Packet("sweep", 0))
+
+
+def test_a_worker_error_ends_the_run_in_one_line_and_bad_input_stays_bad_input():
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.core.packets import Packet
+    from blensor_addon.jobs.cluster import ClusterError
+    r = _remote([_FakeFuture(error=ModuleNotFoundError("No module named 'blensor_addon'"))])
+    with pytest.raises(ClusterError, match="packet 4 failed on a worker: ModuleNotFoundError"):
+        r.scan(Packet("sweep", 4))
+    r = _remote([_FakeFuture(error=ConnectionResetError("gone"))])
+    with pytest.raises(ClusterError, match="the scheduler went away"):
+        r.scan(Packet("sweep", 4))
+    r = _remote([_FakeFuture(error=SettingsError("max_range", "in [0, 1]", 5))])
+    with pytest.raises(SettingsError, match="max_range"):
+        r.scan(Packet("sweep", 4))
+
+
+def test_a_scene_whose_object_table_grows_is_refused_on_a_cluster():
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.core.packets import Packet
+    r = _remote([_FakeFuture(_scanned(objects=[{"id": 1}, {"id": 2}, {"id": 3}]))])
+    with pytest.raises(SettingsError, match="--workers must be 1 for a scene that creates objects.*2 new"):
+        r.scan(Packet("sweep", 7))
+
+
+def test_the_pipeline_hands_each_packet_ahead_once_and_skips_reused_ones():
+    from types import SimpleNamespace
+
+    from blensor_addon.core.packets import Packet
+    from blensor_addon.jobs.pipeline import Pipeline
+    p = Pipeline.__new__(Pipeline)
+    p.plan = SimpleNamespace(packets=[Packet("sweep", i) for i in range(20)])
+    reused = {3, 4, 5, 11}
+    p._checked = {i: ({"frame": i} if i in reused else None) for i in range(20)}
+    p._reuse, p.writers = {}, []
+    p._ahead, p._cursor, p._next = __import__("collections").deque(), 0, 0
+    handed = []
+    for p._next in range(20):
+        handed += [q.index for q in p._upcoming(3)]
+        live = [i for i in p._ahead if i >= p._next]
+        want = [i for i in range(p._next, 20) if i not in reused][:3]
+        assert live == want, (p._next, live, want)
+    assert handed == [i for i in range(20) if i not in reused]  # each once, in order
