@@ -248,7 +248,7 @@ def worker_scene(blend: str, camera: str | None, configs=None, token: str = ""):
         if _WORKER_SCENE != key:
             _WORKER_SCENE = None
             try:
-                with _stderr_held():
+                with _stderr_held(keep=False):  # (the client says what Blender said of the file)
                     bpy.ops.wm.open_mainfile(filepath=blend)
             except RuntimeError:
                 raise unreadable from None
@@ -350,7 +350,7 @@ def _stdout_dropped():
 
 
 @contextmanager
-def _stderr_held():
+def _stderr_held(keep: bool = True):
     """File descriptor 2 sent to a temporary file for the block: Blender's C code prints
     there while it reads, past Python's sys.stderr, and on a file it refuses that may be
     several lines ("Attempt to free nullptr pointer") besides its reason, which comes back
@@ -370,7 +370,7 @@ def _stderr_held():
             os.close(saved)
         held.seek(0)
         text = held.read(1 << 16)
-    if text.strip():
+    if text.strip() and keep:
         sys.stderr.write(text.decode(errors="replace"))
         sys.stderr.flush()
 

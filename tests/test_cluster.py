@@ -664,7 +664,7 @@ def _remote(answers):
                               extractor=SimpleNamespace(table=SimpleNamespace(table=[{"id": 1}])))
     r.task = WorkerTask(key="k", open_scene=None, scanner={}, encode={}, run=None, folder="", full=False,
                         versions=("1", "5.0"))
-    r.lookahead, r._futures, r._printed, r._table = 4, {}, set(), 1
+    r.lookahead, r._futures, r._printed, r._table, r._size = 4, {}, set(), 1, 2
     return r
 
 

@@ -39,6 +39,7 @@ Dask is optional (``pip install 'blensor[dask]'``); ``--workers 1`` never import
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import socket
@@ -409,7 +410,6 @@ class RemoteScanner:
     """
 
     def __init__(self, cluster: Cluster, local, task: WorkerTask) -> None:
-        import dataclasses
         self.cluster, self.local = cluster, local
         self.client = cluster.client
         self.task = dataclasses.replace(task, threads=cluster.threads_by_host(),
@@ -418,12 +418,17 @@ class RemoteScanner:
         self._futures: dict = {}
         self._printed: set = set()
         self._table = len(local.extractor.table.table)
+        self._size = cluster.size()
 
     def expect(self, packets) -> None:
         """Submit the packets not submitted yet (in the order given: earlier ones first);
-        the look-ahead follows the workers now in the cluster (a ``--scheduler`` cluster's
-        may join later)."""
-        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * self.cluster.size())
+        the look-ahead, and the native threads of a worker that starts on the run, follow
+        the workers now in the cluster (a ``--scheduler`` cluster's may join later)."""
+        size = self.cluster.size()
+        if size != self._size:  # workers joined or left: threads per worker on each host anew
+            self._size = size
+            self.task = dataclasses.replace(self.task, threads=self.cluster.threads_by_host())
+        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * size)
         for p in packets:
             if (p.kind, p.index) not in self._futures:
                 self._futures[(p.kind, p.index)] = self.client.submit(
