@@ -12,6 +12,7 @@ command and the Python example, each checked for exit status 0 and for the files
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -202,11 +204,21 @@ def test_readme_bash_runs(workdir, index):
     """A ``bash`` block (the two-worker Dask cluster started by hand) runs whole with
     ``bash -e``; each ``blensor scan`` in it writes a complete run, and no process it
     started is left."""
+    import signal
     code, _ = BASH_BLOCKS[index]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BLENSOR_NATIVE_LIB")}
-    res = subprocess.run(["bash", "-e", "-c", code], cwd=workdir, capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    log = workdir / f"bash{index}.log"
+    with open(log, "w") as out:  # (a file, not a pipe: a job left running would hold a pipe open)
+        proc = subprocess.Popen(["bash", "-e", "-c", code], cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+        try:
+            code_ = proc.wait(timeout=300)
+        finally:  # a failed script leaves its background jobs (the scheduler, workers) behind
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text(errors="replace")
+    assert code_ == 0, text[-4000:]
+    res = SimpleNamespace(stderr=text)
     scans = [line.split() for line in code.splitlines() if line.startswith(".venv/bin/blensor scan")]
     assert scans
     for argv in scans:

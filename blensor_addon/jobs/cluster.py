@@ -57,6 +57,8 @@ MAX_WORKERS = 256
 AHEAD_PER_WORKER = 2
 #: at most this many packets in flight (their results wait in memory until written in order)
 MAX_AHEAD = 128
+#: seconds ``--scheduler FILE.json`` waits for the file to appear
+WAIT_FOR_FILE = 20
 #: seconds ``--scheduler`` waits for a first worker
 WAIT_FOR_WORKERS = 60
 
@@ -89,9 +91,6 @@ def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
     if scheduler is not None:
         if workers != 1:
             raise SettingsError(option, "1 with --scheduler (the cluster's workers scan)", workers)
-        if isinstance(scheduler, str) and scheduler.endswith(".json") and not os.path.isfile(scheduler):
-            raise SettingsError("--scheduler", "an existing scheduler file (dask scheduler --scheduler-file "
-                                "FILE.json) or an address such as tcp://HOST:8786", scheduler)
         if not isinstance(scheduler, str) or not scheduler.strip() or " " in scheduler.strip():
             raise SettingsError("--scheduler", "a scheduler address such as tcp://HOST:8786, or a "
                                 "scheduler file (.json)", scheduler)
@@ -166,6 +165,7 @@ class Cluster:
                                                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
                 self._client = Client(self._local, set_as_default=False)
             elif self.scheduler.endswith(".json"):  # a scheduler file (dask scheduler --scheduler-file)
+                self._wait_for_file()
                 self._client = Client(scheduler_file=self.scheduler, timeout="20s", set_as_default=False)
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             else:
@@ -178,6 +178,21 @@ class Cluster:
             where = f"the scheduler at {self.scheduler}" if self.scheduler else "a local Dask cluster"
             raise ClusterError(f"could not start or reach {where}: {exc}") from None
         return self
+
+    def _wait_for_file(self) -> None:
+        """Wait up to :data:`WAIT_FOR_FILE` s for the scheduler file (a scheduler started
+        just before writes it once it listens); Dask's own wait has no end.
+
+        Raises:
+            SettingsError (``--scheduler``): no such file by then."""
+        import time
+        end = time.monotonic() + WAIT_FOR_FILE
+        while not os.path.isfile(self.scheduler):
+            if time.monotonic() > end:
+                raise SettingsError("--scheduler", "an existing scheduler file (dask scheduler "
+                                    "--scheduler-file FILE.json) or an address such as tcp://HOST:8786",
+                                    f"{self.scheduler} (none after {WAIT_FOR_FILE} s)")
+            time.sleep(0.05)
 
     def preload(self, opener) -> None:
         """Run ``opener()`` once on each worker now, ahead of the scan's tasks (the CLI's:
