@@ -149,6 +149,8 @@ class Cluster:
                                "Cluster first")
         import logging
 
+        if not self.local and self.scheduler.endswith(".json"):
+            self._wait_for_file()  # (a SettingsError: bad input, exit 2)
         self._path = list(sys.path)
         import dask
         from distributed import Client, LocalCluster
@@ -165,7 +167,6 @@ class Cluster:
                                                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
                 self._client = Client(self._local, set_as_default=False)
             elif self.scheduler.endswith(".json"):  # a scheduler file (dask scheduler --scheduler-file)
-                self._wait_for_file()
                 self._client = Client(scheduler_file=self.scheduler, timeout="20s", set_as_default=False)
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             else:
