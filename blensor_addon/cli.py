@@ -621,6 +621,8 @@ def cmd_sensors(args) -> int:
 def _interrupted(job) -> bool:
     """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
     if job.status == "cancelled" and job.signal is not None:
+        if _SIGNALS is not None:  # the run is over: a further signal (a local cluster still stops) is noted
+            _SIGNALS.quiet()
         total, unit = job.total, getattr(job, "packets", "packet")  # a rig's members may differ
         say(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
             f"{total} {unit}s; finished {unit}s kept in {job.out} (manifest: cancelled)", err=True)
