@@ -13,7 +13,9 @@ run writes, whatever the number of workers and the order in which they finish:
   (npz, pcd, las, ...: writers that are not ``multi_frame``) with their size and sha256,
   so the client does no encoding work for them. Scans do not depend on the packets
   scanned before: noise is seeded per packet and object ids derive from the file
-  (:class:`~blensor_addon.scene.extract.ObjectTable`).
+  (:class:`~blensor_addon.scene.extract.ObjectTable`; a scene that creates objects while
+  it plays is refused, their ids would depend on the frames a process saw). Every answer
+  is checked for the client's BlenSor and Blender versions and ray-casting backend.
 - **The client writes, in order.** :class:`RemoteScanner` stands in for the scanner of
   the range job's :class:`~blensor_addon.jobs.pipeline.Pipeline`: it keeps a window of
   packets submitted ahead (two per worker), hands their results to the pipeline in plan
@@ -25,8 +27,10 @@ run writes, whatever the number of workers and the order in which they finish:
   must be readable at the same path on every worker.
 - **Faults.** A worker that dies (killed, out of memory) loses its tasks; Dask runs them
   again on another worker (a local cluster's nanny also restarts the process) and the
-  run's files are the same. A packet that kills its workers (Dask's ``allowed-failures``) ends the run as
-  ``failed`` (:class:`ClusterError`), finished packets kept. SIGINT/SIGTERM of the client
+  run's files are the same. A packet that kills its workers (Dask's ``allowed-failures``)
+  ends the run as ``failed`` (:class:`ClusterError`), finished packets kept, and so does
+  any other worker error, a lost scheduler or a cluster without workers for
+  :data:`WAIT_FOR_WORKERS` s. SIGINT/SIGTERM of the client
   stop the run as in one process (:class:`~blensor_addon.jobs.signals.Signals`: the
   packet awaited is finished, the rest cancelled, the manifest says ``cancelled``,
   ``--resume`` completes it); workers of a local cluster ignore SIGINT (a Ctrl-C in the
@@ -518,10 +522,10 @@ class RemoteScanner:
     def _check(self, scanned: Scanned) -> None:
         """Every answer: the worker runs the client's versions and backend."""
         if scanned.versions != self.task.versions:
-            raise ClusterError(f"a worker runs blensor {scanned.versions[0]} with Blender "
-                               f"{scanned.versions[1]}, the client blensor {self.task.versions[0]} with Blender "
-                               f"{self.task.versions[1]}: every worker needs the client's versions "
-                               "(the files record them)")
+            theirs, mine = scanned.versions, self.task.versions
+            raise ClusterError(f"a worker runs blensor {theirs[0]} with Blender {theirs[1]}, the client "
+                               f"blensor {mine[0]} with Blender {mine[1]}: every worker needs the client's "
+                               "versions (the files record them)")
         if scanned.backend != self.local.backend.name:
             raise ClusterError(f"a worker casts rays with the {scanned.backend} backend, the client with "
                                f"{self.local.backend.name}: install the native library on every worker or "
