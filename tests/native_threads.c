@@ -11,13 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../native_patch/src/blensor_rt.h"
-
-static uint64_t state = 88172645463325252ull;
-static double rnd(void) { /* xorshift64, uniform in [0, 1) */
-    state ^= state << 13; state ^= state >> 7; state ^= state << 17;
-    return (double)(state >> 11) / 9007199254740992.0;
-}
+#include "native_scene.h"
 
 enum { NT = 2000, NR = 70001 }; /* two blocks of the reordering's counting sort */
 static float o[NR * 3], d[NR * 3], tm[NR];
@@ -47,23 +41,11 @@ static int same(const cast_t *a, const cast_t *b) {
 }
 
 int main(void) {
-    static float v[NT * 9];
-    static int32_t t[NT * 3];
-    for (int i = 0; i < NT; ++i) {
-        double c[3] = {rnd() * 10 - 5, rnd() * 10 - 5, rnd() * 10 - 5};
-        for (int k = 0; k < 9; ++k) v[9 * i + k] = (float)(c[k % 3] + (rnd() - 0.5) * 1.2);
-        for (int k = 0; k < 3; ++k) t[3 * i + k] = 3 * i + k;
-    }
     brt_mesh *m;
-    if (brt_mesh_create(v, NT * 3, t, NT, &m) != BRT_OK) return 2;
-    float xf[32] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1,
-                    0, -1, 0, 20, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1};
-    int32_t im[2] = {0, 0};
-    if (brt_scene_create(&m, 1, im, xf, 2, &scene) != BRT_OK) return 3;
+    int rc = random_scene(NT, &m, &scene);
+    if (rc) return rc;
     for (int i = 0; i < NR; ++i) {
-        double dd[3] = {rnd() - 0.5, rnd() - 0.5, rnd() - 0.5}, n = 0;
-        for (int k = 0; k < 3; ++k) { o[3 * i + k] = (float)(rnd() * 30 - 8); n += dd[k] * dd[k]; }
-        for (int k = 0; k < 3; ++k) d[3 * i + k] = (float)(dd[k] / (n > 0 ? __builtin_sqrt(n) : 1));
+        random_ray(o + 3 * i, d + 3 * i);
         tm[i] = (float)(5 + 30 * rnd());
     }
     o[3 * 5] = 1e30f;                 /* far outside the sampled box: a border cell */

@@ -133,6 +133,7 @@ class Cluster:
         self._preloads: list = []
         #: the run's token for the workers' scene cache (the CLI's ``worker_scene``)
         self.token = ""
+        self._counted = None  # (monotonic s, workers) of the last count
         self._path: list = []  # sys.path when a local cluster started (before bpy)
 
     @property
@@ -237,8 +238,13 @@ class Cluster:
         return max(1, self.workers_now())
 
     def workers_now(self) -> int:
-        """Workers of the cluster now (0: none)."""
-        return len(self.client.scheduler_info(n_workers=-1)["workers"])
+        """Workers of the cluster now (0: none). A round trip to the scheduler that lists
+        every worker, so asked at most once a second (the range job asks per packet)."""
+        import time
+        now = time.monotonic()
+        if self._counted is None or now - self._counted[0] >= 1.0:
+            self._counted = (now, len(self.client.scheduler_info(n_workers=-1)["workers"]))
+        return self._counted[1]
 
     def close(self) -> None:
         """Close the client, and the local cluster's workers (idempotent)."""
