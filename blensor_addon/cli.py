@@ -178,7 +178,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _cluster_options(parser) -> None:
-    """``--workers`` and ``--scheduler`` (issue 24, :mod:`~blensor_addon.jobs.cluster`)."""
+    """``--workers`` and ``--scheduler``: scans on a Dask cluster (:mod:`~blensor_addon.jobs.cluster`)."""
     parser.add_argument("--workers", type=int, default=1, metavar="N",
                         help="scan on a local Dask cluster of N worker processes (default 1: this process, "
                         "no Dask); the files are the same bytes; needs pip install 'blensor[dask]'")
@@ -604,7 +604,7 @@ def cmd_sensors(args) -> int:
         return 0
     for entry in doc:
         say(f"{entry['type']}: {entry['label']} - {entry['description']}")
-        for k, p in entry["presets"].items():  # issue 21: every preset names its source
+        for k, p in entry["presets"].items():  # every preset names its source (datasheet, driver file)
             say(f"  preset {k} ({p['label']})" + (f": {p['source']}" if p["source"] else ""))
         group = ""
         for st in entry["settings"]:
@@ -733,7 +733,7 @@ def cmd_scan(args) -> int:
         configs = format_of_file(args.sensor).read(args.sensor)
         skipped = [c for c in configs if not c.enabled]
         if skipped and not args.quiet:
-            for c in skipped:  # issue 23 review: a switched-off sensor is not scanned
+            for c in skipped:  # a switched-off sensor (enabled false) is not scanned, and says so
                 say(f"blensor: {args.sensor}: {c.name}: enabled false; not scanned", err=True)
         if len(skipped) == len(configs):
             raise SettingsError("--sensor", "a config file with at least one enabled sensor", args.sensor)

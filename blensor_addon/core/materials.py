@@ -101,7 +101,7 @@ MAX_REFLECTIVITY = 10.0
 
 
 def sanitize_texels(pixels: np.ndarray) -> tuple[np.ndarray, int]:
-    """Texel values made usable as reflectivity (issue 22 review: float/EXR images may hold
+    """Texel values made usable as reflectivity (float/EXR images may hold
     NaN, inf or negative values): NaN -> 0, then clipped to [0, :data:`MAX_REFLECTIVITY`]
     (+inf -> 10, -inf -> 0).
 
@@ -228,7 +228,7 @@ class MaterialTable:
         ior (M,) float32 >= 1: index of refraction of a glass material (1.45 default).
         alpha (M,) float32 in [0, 1]: coverage; a path passes a surface with probability
             1 - alpha (drawn, seeded). None: every material 1.
-        extra: texture and wavelength data of the material evaluator (issue 22, section 1),
+        extra: texture and wavelength data of the material evaluator (docs/physics.md),
             filled by the scene layer; every key optional:
             ``"spectra"``: {row: :class:`LibraryEntry`} materials naming a library entry
             (their reflectance at the sensor's wavelength replaces ``reflectivity``);
@@ -267,7 +267,7 @@ class MaterialTable:
         image at the hit's UV, interpolated from the corners' UVs with the kernel's
         barycentrics, ``uv = (1 - b1 - b2) uv0 + b1 uv1 + b2 uv2`` (raycast/base.py
         ``ClosestHits``); every other material its ``reflectivity``. Without textures
-        this is one gather, ``table[rows]``, as before issue 22.
+        this is one gather, ``table[rows]``, as in the single-return model.
         """
         rows = np.asarray(rows)
         out = self._reflectivity_for(wavelength)[rows]
@@ -355,7 +355,7 @@ class MaterialTable:
         instance = np.asarray(instance)
         table = self._row_table()
         if table is not None and instance.size:
-            # one gather per hit from the per-instance rows (issue 22, section 2: speed);
+            # one gather per hit from the per-instance rows (for speed);
             # a miss reads the table's last entry, 0
             rows, start = table
             ok = instance >= 0

@@ -1,4 +1,4 @@
-"""Geometric optics of a glass surface (issue 22, section 3): the Fresnel reflectance of
+"""Geometric optics of a glass surface (docs/physics.md, "Glass and alpha"): the Fresnel reflectance of
 unpolarized light (:func:`fresnel_sp`, :func:`fresnel_unpolarized`), Snell's refraction
 in vector form (:func:`refract`) and a thin pane's reflectance and transmittance with
 its internal reflections summed (:func:`thin_slab`). Numpy only; the tracer that uses

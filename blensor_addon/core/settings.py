@@ -25,7 +25,7 @@ MAX_SEED = 2**31 - 1
 FRAMES_OF_REFERENCE = ("sensor", "world")
 VISIBILITIES = ("render", "viewport")
 #: ``continuous``: every ray at its own firing time, sensor and scene moving during the
-#: scan (issue 8); ``frame``: the scene frozen for each scene frame (the original)
+#: scan (continuous time); ``frame``: the scene frozen for each scene frame (the original)
 TIME_MODELS = ("continuous", "frame")
 #: range-scan outputs: one per full sweep (revolution), one per scene frame, or auto
 PACKETS = ("auto", "sweep", "frame")

@@ -1,6 +1,6 @@
 """Text shown on a terminal: names from a .blend (objects, cameras, scenes, paths) may
 hold escape sequences and newlines; :func:`printable` is the one place that escapes
-them before anything BlenSor prints reaches a terminal (issue 20, 7.10)."""
+them before anything BlenSor prints reaches a terminal."""
 from __future__ import annotations
 
 

@@ -1,5 +1,6 @@
 """A .blend file's block structure, read without Blender: the checks the ``blensor``
-command makes before Blender's reader sees a file (issue 20, 7.6 and 7.12).
+command makes before Blender's reader sees a file (a broken one is refused in one line,
+not left to crash or hang that reader).
 
 A .blend is a header (``BLENDER`` + pointer size + endianness + version in 12 bytes;
 since Blender 5.0 ``BLENDER17-01v0500``, 17 bytes, with 32-byte block headers), then

@@ -1,5 +1,5 @@
-"""A rig's extrinsics files (issue 23, section 3: "the extrinsics of every sensor relative
-to a rig base object go into a calibration file (KITTI-style and a JSON)"). numpy only.
+"""A rig's extrinsics files: the extrinsics of every sensor relative to a rig base object
+in a calibration file (KITTI-style and a JSON). numpy only.
 
 Every transform is ``base_to_sensor``: the pose of the sensor's frame in the rig's base
 frame, so it maps points from the sensor frame to the base frame (``p_base = T @

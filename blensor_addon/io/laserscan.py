@@ -36,7 +36,7 @@ starts); its stamp is its first ray's firing time. ``range_min`` is the sensor's
 ``range_max`` its ``max_range``. Intensities: the result's 0..1 intensity x 255, rounded
 (the units of the PointCloud2 intensity field that BlenSor writes for a generic sensor).
 
-Several returns a beam (``returns`` dual, dual_ouster or all, issue 22): a LaserScan has
+Several returns a beam (``returns`` dual, dual_ouster or all): a LaserScan has
 one range a ray, the beam's strongest return (largest received power,
 :func:`~blensor_addon.io.packets.strongest_per_beam`, the nearer on a tie), as the
 single-return packets and the ouster-ros cloud keep; its intensity goes with it.

@@ -1,4 +1,4 @@
-"""Range scans on a Dask cluster (issue 24): ``blensor scan --workers N`` (a local cluster of
+"""Range scans on a Dask cluster: ``blensor scan --workers N`` (a local cluster of
 N worker processes) or ``--scheduler ADDRESS`` (an existing ``dask.distributed`` cluster).
 
 The original BlenSor split frame ranges over hosts by hand (seed 000, section 5.2); here the

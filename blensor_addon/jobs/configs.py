@@ -1,5 +1,5 @@
-"""Sensor config files applied to a scene and read from it (issue 23, section 2): the bpy
-side of :mod:`blensor_addon.io.configs`.
+"""Sensor config files applied to a scene and read from it: the bpy side of
+:mod:`blensor_addon.io.configs` (docs/formats.md, "Sensor config files").
 
 A :class:`~blensor_addon.io.configs.SensorConfig` becomes a camera object named
 ``config.name`` (made and linked to the scene's collection if missing): its

@@ -113,8 +113,8 @@ class Pipeline:
         reuse: packet index -> an earlier run's manifest entry (``resume``), verified
             against the files before it is trusted.
         objects: function () -> the scanner's object table now (main thread).
-        writing: a :class:`WriterThread` shared with other pipelines (a rig's members,
-            issue 23: one thread writes every member's packets in the order they were
+        writing: a :class:`WriterThread` shared with other pipelines (a rig's members:
+            one thread writes every member's packets in the order they were
             scanned, so the rig's one bag has the same bytes in every run), drained by its
             owner before :meth:`finish`; None: the pipeline makes its own.
     Attributes:

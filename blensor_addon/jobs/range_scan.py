@@ -123,7 +123,7 @@ class RangeScanJob:
     options: dict = field(default_factory=dict)
     axes: str = "ros"
     time: tuple | None = None
-    #: a rig's member (issue 23, :mod:`~blensor_addon.jobs.rig`): Scanner keyword
+    #: a rig's member (:mod:`~blensor_addon.jobs.rig`): Scanner keyword
     #: arguments (``rig``: the shared RigSampler), writer constructors by format (the
     #: rig's one bag), the writer thread shared by the rig's members, whether the job stops after
     #: validating (the rig calls :meth:`start` once every member is validated), and
@@ -133,7 +133,7 @@ class RangeScanJob:
     writing: object = None
     deferred: bool = False
     transform_check: bool = True
-    #: issue 24: a started :class:`~blensor_addon.jobs.cluster.Cluster` whose workers scan the
+    #: scale-out: a started :class:`~blensor_addon.jobs.cluster.Cluster` whose workers scan the
     #: packets (this process validates, writes and keeps the manifest), and the picklable
     #: callable with which a worker opens the scene (() -> the camera object)
     cluster: object = None

@@ -1,4 +1,4 @@
-"""Rigs: several sensor cameras scanned in one pass over time (issue 23, section 3).
+"""Rigs: several sensor cameras scanned in one pass over time (docs/architecture.md, "Rigs").
 
 A rig is a list of cameras of one scene (a roof HDL-64E, two side VLP-16s, a Kinect...)
 scanned over the same frames (or time interval) by ``blensor scan --camera A,B,C``,

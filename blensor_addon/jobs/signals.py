@@ -4,7 +4,7 @@ and of :func:`~.range_scan.scan_range` run in a background (headless) Blender.
 Blender calls Python back from C: the add-on's ``frame_change_post`` and
 ``depsgraph_update_post`` handler (``note_geometry_edits``) runs inside every
 ``scene.frame_set``, Python drivers inside every evaluation. A KeyboardInterrupt raised
-there is printed and swallowed by Blender, and the job runs on (issue 20, 7.3: a range
+there is printed and swallowed by Blender, and the job runs on (it did: a range
 scan's transform pre-check and a motion export ran 13 minutes past SIGINT and SIGTERM),
 and a signal arrives there most of the time, since most of a ``frame_set`` is spent in
 them. So the handler of :class:`Signals` never raises inside such a callback: it notes

@@ -317,7 +317,7 @@ class NativeBackend(Backend):
         """Closest hits (see :meth:`Backend.intersect`). Rays with a NaN/inf origin,
         direction, tmax or time, or a zero direction, miss. ``bundle`` > 1: the rays come
         in consecutive groups of that many from one origin at one time (a beam's sub-rays),
-        traversed together (``brt_intersect_bundled``, issue 22 section 2): the same
+        traversed together (``brt_intersect_bundled``): the same
         answers, bit for bit, in about half the time for 7 sub-rays.
 
         Raises:

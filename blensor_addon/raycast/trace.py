@@ -9,7 +9,7 @@ accumulated path, so the point is placed along the original ray behind the mirro
 (a virtual point). Unlike the original, the number of reflections is capped
 (``max_bounces``) and the reflection uses the triangle's geometric normal.
 
-Glass and alpha (issue 22, section 3; with ``optics``): seed 000 section 3 says that
+Glass and alpha (docs/physics.md, "Glass and alpha"; with ``optics``): seed 000 section 3 says that
 "another part may pass through the object (in the case of transparent materials) in a
 possibly different direction". A path that meets a surface of alpha a < 1 passes it
 unchanged with probability 1 - a (one seeded draw). A path that meets glass (material
@@ -204,7 +204,7 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
             (and then reads nothing else:
             :meth:`~blensor_addon.core.materials.MaterialTable.optics`): the first hits
             are looked up once, their optics read once per material row, and the
-            result's ``material`` holds every row's (issue 22, section 2: speed).
+            result's ``material`` holds every row's (for speed).
             Ignored without ``optics``.
     Returns:
         :class:`TraceResult`: N rows without ``optics``; with it, rows 0..n-1 the rays'

@@ -43,7 +43,7 @@ class CastHits:
     The labels and the colour (:data:`LAZY`) are made from each row's instance and
     material (``source``, a :class:`_Labels`) when first read, and :meth:`take` carries
     the source on: a scan with several sub-rays per beam labels only the rows that
-    become returns (issue 22, section 2: speed).
+    become returns (for speed).
     """
 
     FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
@@ -87,7 +87,7 @@ class CastHits:
         if isinstance(idx, np.ndarray) and idx.dtype == bool and idx.shape == self.range.shape[:1]:
             # the same rows as the mask gives, faster: a mask that keeps every row copies
             # (the sensors' keep masks mostly do), else the row indices (a mask on an
-            # (N, 3) field costs about 4x the index array; issue 22, section 2: speed)
+            # (N, 3) field costs about 4x the index array)
             return self._take_rows(None if idx.all() else np.flatnonzero(idx))
         return self._take_rows(idx)
 

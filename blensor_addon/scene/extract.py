@@ -274,14 +274,14 @@ def _glass_reflectivity() -> float:
     return entry.at(DEFAULT_WAVELENGTH) if entry is not None else 0.0
 
 
-#: the largest index of refraction a material may give (issue 22 review: larger or NaN IORs are clamped)
+#: the largest index of refraction a material may give (larger IORs are clamped to it, NaN ones replaced)
 MAX_IOR = 10.0
 
 
 def _checked(node, name: str, value: float, lo: float, hi: float, nan: float, notes: list | None) -> float:
     """``value`` of input ``name`` of ``node`` clipped to [lo, hi] (NaN -> ``nan``); a
     value that had to change is noted in ``notes`` (one line each) for the material's warning
-    (issue 22 review: bad IOR, transmission, alpha, metallic or mix factor)."""
+    (a bad IOR, transmission, alpha, metallic or mix factor)."""
     fixed = nan if value != value else min(max(value, lo), hi)
     if fixed != value and notes is not None:
         notes.append(f"input '{name}' of node {_node_name(node)} is {value:g}, outside [{lo:g}, {hi:g}]; "
@@ -413,7 +413,7 @@ def evaluate_material(mat) -> MaterialEval:
         ev.ior = min(max(ev.ior, 1.0), MAX_IOR) if ev.ior == ev.ior else DEFAULT_IOR
         metal = closure.metal / cov
         ev.mirror = metal >= METALLIC_MIRROR
-        # issue 22 review: the reflectivity is the opaque share's own (not weighted by it):
+        # the reflectivity is the opaque share's own (not weighted by it):
         # the tracer weights it by the diffuse share (1 - t)(1 - F); clear glass (no opaque
         # share) takes the library's glass entry, the reflectivity of its specular return
         opaque = cov - closure.trans
@@ -428,7 +428,7 @@ def evaluate_material(mat) -> MaterialEval:
     elif closure is not None:  # fully transparent: nothing to reflect
         ev.alpha = 0.0
         ev.source = "nodes"
-    ev.color = material_color(mat)  # the colour column, as before issue 22
+    ev.color = material_color(mat)  # the colour column, unchanged by the return physics
     if props is not None:
         name = str(getattr(props, "library", "") or "")
         if props.is_property_set("reflectivity"):
@@ -444,7 +444,7 @@ def evaluate_material(mat) -> MaterialEval:
             ev.mirror = bool(props.mirror)
     if ev.source == "default":
         ev.reflectivity = DEFAULT_REFLECTIVITY
-    if notes:  # issue 22 review: inputs clipped to their range, in the material's one warning
+    if notes:  # inputs clipped to their range, in the material's one warning
         warning = "; ".join(([warning] if warning else []) + notes)
     ev.warning = warning
     return ev
@@ -486,7 +486,7 @@ class ImageCache:
     again). An image larger than the cap alone is used but not kept.
 
     Texels are sanitized as they are read (:func:`~blensor_addon.core.materials.sanitize_texels`,
-    issue 22 review: NaN -> 0, clipped to [0, 10]); ``replaced`` maps an image's name to
+    NaN -> 0, clipped to [0, 10]); ``replaced`` maps an image's name to
     the number of its texels that were replaced (the extractor warns once per image)."""
 
     def __init__(self, max_bytes: int = IMAGE_CACHE_BYTES) -> None:
@@ -534,7 +534,7 @@ class ImageCache:
         px = px.reshape(h, w, ch)
         rgb = px[..., :3] if ch >= 3 else np.repeat(px[..., :1], 3, axis=2)
         cs = image.colorspace_settings
-        rgb, n_bad = sanitize_texels(rgb)  # issue 22 review: NaN/inf/negative texels of float images
+        rgb, n_bad = sanitize_texels(rgb)  # NaN/inf/negative texels of float images
         if not image.is_float and not cs.is_data and "srgb" in cs.name.lower():
             rgb = srgb_to_linear(rgb)
         return luminance(rgb).astype(np.float32), n_bad
@@ -790,7 +790,7 @@ class SceneExtractor:
 
     def extract_many(self, depsgraph, sensor_objects, render: bool = True) -> list:
         """One :class:`SceneSnapshot` per object of ``sensor_objects`` (a rig's cameras,
-        issue 23) from one walk over the evaluated scene: the same geometry, each with
+        scene/rig.py) from one walk over the evaluated scene: the same geometry, each with
         its own sensor pose and its transforms relative to its own sensor position, so
         each snapshot is byte for byte the one :meth:`extract` gives for that sensor
         alone. None of the sensor objects is scanned (cameras have no geometry).
@@ -1011,7 +1011,7 @@ class _Builder:
                     ev.texture = None
                 else:
                     n_bad = self.images.replaced.get(img.name_full, 0)
-                    if n_bad:  # issue 22 review: once per image (the key), whichever material uses it
+                    if n_bad:  # once per image (the key), whichever material uses it
                         self.warnings.append((("image", img.name_full),
                                               f"blensor: warning: image '{img.name_full}': {n_bad} texels "
                                               "were NaN, infinite, negative or above 10; replaced (NaN: 0, "

@@ -1,4 +1,4 @@
-"""The scene sampled once for every sensor of a rig (issue 23, section 3).
+"""The scene sampled once for every sensor of a rig (docs/architecture.md, "Rigs").
 
 A rig's scanners (:class:`~.scanner.Scanner`, one per camera) keep their own timelines,
 but every sample of the scene goes through one :class:`RigSampler`: Blender evaluates the

@@ -162,7 +162,7 @@ class Scanner:
             (:attr:`PacketRecord.geometry_hash <blensor_addon.core.packets.PacketRecord>`,
             which the range-scan runner keeps in its manifest for ``--resume``); a sha256
             over every instance transform of every step, so single scans skip it.
-        rig: a :class:`~.rig.RigSampler` shared by the scanners of a rig (issue 23): the
+        rig: a :class:`~.rig.RigSampler` shared by the scanners of a rig: the
             scene is evaluated once per sample time for all of them (it applies the render
             visibility and owns the extractor).
     Raises:

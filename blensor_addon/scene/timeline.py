@@ -1,5 +1,5 @@
 """The scene over time: Blender sampled at scene frames and cut into time steps, each with
-the sensor's pose over it (issue 8; seed 000 section 3.2: the head turns while it fires).
+the sensor's pose over it (seed 000 section 3.2: the head turns while it fires).
 The scan context that casts rays through these steps is
 :class:`blensor_addon.scene.context.TimelineContext`.
 

@@ -1,7 +1,7 @@
 """Panels: sensor settings in the camera data tab, LiDAR properties in the material tab.
 
 The sensor panel draws a sensor type's settings by section (``Meta.group``,
-:func:`setting_groups`): its own settings first, then each section (issue 22's "Return
+:func:`setting_groups`): its own settings first, then each section (such as "Return
 physics") in a collapsible sub-panel of its own (a box where Blender has no layout panels);
 each setting labelled with its unit (:func:`setting_label`), shown only where its
 ``show_if`` holds."""

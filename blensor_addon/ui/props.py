@@ -45,7 +45,7 @@ from ..core.sensors import COMMON, SENSORS, SensorSettings
 
 #: version of the settings a camera stores (``settings_version``); 0 = stored before
 #: versions (before REP-103 became the default axes); 1: before the rotating LiDAR spun
-#: clockwise (issue 21)
+#: clockwise (as the real Velodyne, Ouster and Hesai units do)
 SETTINGS_VERSION = 2
 
 #: line-scanner values a camera stored before version 2 scanned with where it stored none
@@ -267,7 +267,7 @@ def _library_names(_self, _context, edit_text):
 
 class BLENSOR_PG_material(bpy.types.PropertyGroup):
     """LiDAR properties of a material (seed 000 sections 3.2, 3.5; seed 002 section II-C
-    on material reflectance). Where the reflectivity comes from (issue 22, section 1):
+    on material reflectance). Where the reflectivity comes from (docs/physics.md):
     ``reflectivity`` when it was set (``is_property_set``), else the ``library`` entry, else
     the material's node tree (:func:`blensor_addon.scene.extract.evaluate_material`);
     ``mirror`` when set, else the node tree's Metallic >= 0.5."""
@@ -276,7 +276,7 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
                                 description="Diffuse reflectivity at the laser wavelength; once set it "
                                 "overrides the library entry and the node tree. Values above 1 are "
                                 "retro-reflectors (equivalent Lambertian reflectance, up to 10)",
-                                default=0.8, min=0.0, max=10.0, soft_max=1.0)  # issue 22 review: retro > 1
+                                default=0.8, min=0.0, max=10.0, soft_max=1.0)  # above 1: retro-reflectors
     mirror: BoolProperty(name="Mirror", description="Total reflection: rays reflect and go on; once set it "
                          "overrides the node tree's Metallic", default=False)
     library: StringProperty(name="Library entry",

@@ -1,4 +1,4 @@
-"""Beam divergence and multiple returns (issue 22, section 2): a beam's footprint sampled
+"""Beam divergence and multiple returns (docs/physics.md): a beam's footprint sampled
 by sub-rays (:func:`footprint`) and the echoes its candidates form along the beam
 (:func:`form_returns`).
 
@@ -67,7 +67,7 @@ c tau / 2). An echo's
 Each return carries ``return_number`` (1-based, nearest first among the beam's reported
 returns) and ``number_of_returns`` (LAS 1.4's fields). With one sub-ray per beam and no
 glass each beam has at most one candidate: the returns are those of the one-ray model
-before issue 22, bit for bit (``returns = strongest``, any algorithm).
+(single-return), bit for bit (``returns = strongest``, any algorithm).
 """
 from __future__ import annotations
 
@@ -222,7 +222,7 @@ def footprint(s, pattern: RayPattern) -> SubRays:
     (:class:`~.returns.ReturnSettings`: ``samples_per_beam``, ``beam_divergence``,
     ``beam_divergence_vertical``, ``focus_distance``), beam-major; module docstring for
     the geometry and the shares. With ``samples_per_beam`` 1 or no divergence: the
-    beams themselves (share 1), exactly as cast before issue 22."""
+    beams themselves (share 1), exactly as the one-ray model cast them."""
     n = len(pattern)
     o = None if pattern.origins is None else pattern.origins.astype(np.float64)
     S = int(getattr(s, "samples_per_beam", 1))
@@ -352,7 +352,7 @@ def _merge_extra(rng_all: np.ndarray, ok: np.ndarray, ray: np.ndarray, beam: np.
     rows are the sub-rays, beam-major (S per beam): each beam's S ranges are sorted, and
     the E extra rows (behind glass, beam ``beam[ray]``) are sorted among themselves and
     inserted after the beam's candidates of smaller or equal range (their row indices are
-    larger). About 4x faster than the lexsort for 10^6 rows (issue 22, section 2)."""
+    larger). About 4x faster than the lexsort for 10^6 rows."""
     key = np.where(ok[:R], rng_all[:R], np.inf).reshape(-1, S)
     main = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
     main = main[ok[main]]

@@ -1,8 +1,8 @@
-"""Intensity models (issue 22, section 1): stage 6 of the return physics
+"""Intensity models (docs/physics.md, "Intensity models"): stage 6 of the return physics
 (:mod:`.returns`). Owns what a detected return's ``intensity`` is.
 
 - ``lambert``: seed 002 section II-D, Eq. 4, ``R0 cos(theta)`` (summed over the beam's
-  footprint: ``Returns.energy``), what every sensor gave before issue 22. Range does not
+  footprint: ``Returns.energy``), what the single-return model gave. Range does not
   enter: it is a calibrated reflectivity, like Velodyne's reflectivity byte and Ouster's
   REFLECTIVITY channel.
 - ``radar``: the received power of the laser radar equation for an extended Lambertian
@@ -71,7 +71,7 @@ def intensity(s, ret: Returns, r: np.ndarray, device=None) -> np.ndarray:
     float64 m under ``s.intensity_model``; ``device``: the sensor's
     :class:`~..capabilities.Device` (or None) for the output units. ``lambert``:
     ``ret.energy`` itself (R0 cos theta summed over the footprint, seed 002 Eq. 4; the
-    values before issue 22, byte for byte). ``radar``: :func:`radar_power` clipped to
+    single-return model's values, byte for byte). ``radar``: :func:`radar_power` clipped to
     ``[0, max_intensity(device)]`` (module docstring).
 
     Raises ValueError for an unknown model (the settings' choices refuse it first)."""

@@ -52,7 +52,7 @@ from .returns import ReturnSettings
 from .sensor import Sensor
 
 PRESETS = {
-    "file": Preset("Pattern file", {}, "issue 23: a pattern file"),
+    "file": Preset("Pattern file", {}, "the rays of the file named by pattern_file (docs/formats.md)"),
 }
 
 

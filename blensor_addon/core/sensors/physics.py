@@ -142,7 +142,7 @@ def returns_mask(hits, s) -> np.ndarray:
     instead of the surface's.
 
     A surface of reflectivity 0 sends nothing back, whatever the model: below
-    ``ref_dist`` Eq. 1's limit is -1, so the original returned it (issue 21, section 1).
+    ``ref_dist`` Eq. 1's limit is -1, so the original BlenSor returned it.
     """
     refl = getattr(hits, "returned", None)
     refl = hits.reflectivity if refl is None else refl

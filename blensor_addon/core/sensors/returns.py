@@ -1,4 +1,4 @@
-"""Return physics shared by the LiDAR sensors (issue 22): the settings every beam-casting
+"""Return physics shared by the LiDAR sensors (docs/physics.md): the settings every beam-casting
 sensor has (:class:`ReturnSettings`), the returns one chunk of beams gives
 (:class:`Returns`), and the random streams of the stages that draw.
 
@@ -24,7 +24,7 @@ the line scanner, the planar scanner) is traced beam by beam by
 
 With every new setting at its default (one sub-ray, ``strongest``, ``lambert``,
 ``weather = none``) and a scene without glass or alpha, the returns, their order and
-every output byte are those of the one-ray-per-beam model before issue 22.
+every output byte are those of the one-ray-per-beam (single-return) model the sensors had before.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ DIVERGENCE_ALGORITHMS = ("echoes", "first", "average", "random")
 RETURN_MODES = ("strongest", "last", "first", "dual", "dual_ouster", "all")
 #: the modes that can give more than one return per beam
 MULTI_RETURN_MODES = ("dual", "dual_ouster", "all")
-#: ``lambert``: seed 002 Eq. 4 (R0 cos theta, what the sensors gave before issue 22);
+#: ``lambert``: seed 002 Eq. 4 (R0 cos theta, what the single-return model gave);
 #: ``radar``: the laser radar equation's received power (rho cos theta / r^2 times the
 #: atmosphere's two-way transmission), scaled to the device's output
 INTENSITY_MODELS = ("lambert", "radar")

@@ -161,7 +161,7 @@ class LidarSettings(ReturnSettings):
     ref_dist: float = ref_dist_setting()
     ref_limit: float = ref_limit_setting()
     ref_slope: float = ref_slope_setting(0.01)
-    # -- issue 21 (device truth); the behaviour is implemented in this module --------------
+    # -- device truth: the real units' behaviour, implemented in this module --------------------
     rotation_direction: str = setting("cw", "Rotation", "Spin direction seen from above: cw (Velodyne, "
                                       "Ouster, Hesai) or ccw (BlenSor before settings version 2)",
                                       choices=ROTATION_DIRECTIONS)

@@ -119,7 +119,7 @@ _OUSTER_SECTOR = {"start_angle": -180.0, "end_angle": 180.0, "wavelength": 865.0
 _OUSTER_MIN = 0.3  # Ouster firmware user manual, "Minimum Range Threshold": the Rev 6 and earlier minimum
 _OUSTER = "Ouster firmware user manual (minimum range 0.3 m of Rev 6 and earlier sensors)"
 
-#: Hesai units: 905 nm (issue 22's figure for Hesai; the manuals' laser section not checked)
+#: Hesai units: 905 nm (assumed: the manuals' laser section not checked)
 _HESAI = {"wavelength": 905.0, "returns": "strongest"}
 
 #: the order is the order of the stored enum (v0.1 files): append only
@@ -142,7 +142,7 @@ PRESETS: dict[str, Preset] = {
         **_linear(50.0, 0.8, _OUSTER_MIN, 0.01), **_OUSTER_SECTOR},
         "ouster-lidar/ouster-sdk tests/pcaps/OS-0-128-U1_v2.3.0_1024x10.json (unit 122150000150); "
         "seed 002 section III and the OS0 datasheet rev05 it cites (50 m at 80 %); " + _OUSTER),
-    # -- issue 21: real units appended (the stored enum index is the position here) -----------
+    # -- real units appended later (the stored enum index is the position here) -------------
     "vlp32c": Preset("Velodyne VLP-32C", {
         "angle_resolution": _step(55.296e-6), "rotation_speed": 10.0, "max_range": 200.0, **_VELODYNE},
         "ros-drivers/velodyne velodyne_pointcloud/params/VeloView-VLP-32C.yaml; firing: velodyne_pointcloud "

@@ -108,7 +108,7 @@ class ScanContext(Protocol):
             float64 absolute firing times (s): in continuous time the sensor pose and the
             scene are taken at each ray's time; split: glass splits paths and alpha lets
             them pass (extra rows, see :class:`Hits`), else every surface is opaque as
-            before issue 22; rng: the generator of the alpha draws (split only);
+            in the single-return model; rng: the generator of the alpha draws (split only);
             wavelength: nm, for the materials' library reflectance (None: the
             materials' own reflectivity); bundle: the rays come in consecutive groups
             of this many sub-rays of one beam (same origin region, time and nearly the
@@ -387,7 +387,7 @@ class Sensor:
         the weather's range noise and the intensity; ``extra``: per-return fields).
         ``select``: some beam has several detected echoes: the returns mode chooses among
         the detected ones (:func:`~.beam.select_returns`: a beam whose strongest echo is
-        not detected reports the strongest that is, issue 22 review)."""
+        not detected reports the strongest that is)."""
         if ret is not None:  # take and concat keep the protocol's fields only
             hits.returned, hits.energy = ret.returned, ret.energy
         r = np.asarray(hits.range, dtype=np.float64)
@@ -410,7 +410,7 @@ class Sensor:
                 ret = ret.take(chosen)
                 extra = {k: v[chosen] for k, v in (extra or {}).items()}
                 hits.returned, hits.energy = ret.returned, ret.energy
-        if extra and "return_number" in extra:  # issue 22, section 2: count the returns kept, not formed
+        if extra and "return_number" in extra:  # count the returns kept, not formed
             numbers = beam.rank_returns(pattern.ray_index, hits.range)
             extra["return_number"], extra["number_of_returns"] = numbers
         value = None

@@ -1,4 +1,4 @@
-"""Weather between the sensor and the scene (issue 22, section 4): stage 4 of the return
+"""Weather between the sensor and the scene (docs/physics.md, "Weather"): stage 4 of the return
 physics (:mod:`.returns`). Owns the atmosphere's two-way transmission of every return,
 its range noise, and the returns the atmosphere makes itself (fog backscatter, rain
 drops).

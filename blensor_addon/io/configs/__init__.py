@@ -1,5 +1,5 @@
-"""Sensor configuration files in and out: the registry of config formats (issue 23,
-section 2). No bpy: a format reads a file into :class:`SensorConfig` s and writes them
+"""Sensor configuration files in and out: the registry of config formats (docs/formats.md,
+"Sensor config files"). No bpy: a format reads a file into :class:`SensorConfig` s and writes them
 back; ``jobs/configs.py`` applies them to cameras of a scene and reads them from cameras.
 
 A format is one module of this package that defines ``FORMAT`` (a :class:`ConfigFormat`):
@@ -7,8 +7,8 @@ A format is one module of this package that defines ``FORMAT`` (a :class:`Config
 SDF-like ``<sensor>`` XML, seed 004). The ``blensor config`` command, ``blensor scan
 --sensor FILE`` and the help text come from :data:`CONFIG_FORMATS`.
 
-CONTRACT (issue 23): :class:`SensorConfig` and :class:`ConfigFormat` are fixed; the
-formats are filled by the configs part.
+CONTRACT: :class:`SensorConfig` and :class:`ConfigFormat` are fixed (the CLI and
+``jobs/configs.py`` rely on them); a format module only reads and writes them.
 """
 from __future__ import annotations
 

@@ -212,7 +212,7 @@ def _horizontal(s: _Sensor) -> tuple[float, float, int]:
     n = s.number("ray/scan/horizontal/samples", integer=True, lo=1)
     lo = s.number("ray/scan/horizontal/min_angle")
     hi = s.number("ray/scan/horizontal/max_angle")
-    for k, v in (("min_angle", lo), ("max_angle", hi)):  # issue 23 review: the file's element and radians
+    for k, v in (("min_angle", lo), ("max_angle", hi)):  # errors name the file's element, in radians
         if abs(f32(math.degrees(v))) > 360.0:  # (the bound of the float32 setting: 6.28319 is 2 pi)
             raise SettingsError(f"{s.where} ray/scan/horizontal/{k}", "in [-2 pi, 2 pi] rad "
                                 "([-6.2831853, 6.2831853], one turn either way)",
@@ -251,7 +251,7 @@ def _sensor(where: str, elem: ET.Element, parent: str | None, path: str) -> Sens
     s = _Sensor(where, elem)
     notes = list(s.ignored)
     outputs = {"type": elem.get("type") or "ray"}
-    if s.has("topic"):  # issue 23 review: said, not silently unused
+    if s.has("topic"):  # said, not silently unused
         outputs["topic"] = s.text("topic")
         notes.append(f"topic: kept for export; BlenSor's rosbag2 output publishes on /blensor/ (in a rig "
                      f"/blensor/{name}/), not on {s.text('topic')}")
@@ -288,7 +288,7 @@ def _sensor(where: str, elem: ET.Element, parent: str | None, path: str) -> Sens
         rate = s.number("update_rate", lo=0.0, lo_open=True)
         h_lo, h_hi, hn = _horizontal(s)
         v_lo, v_hi, vn = _vertical(s)
-        if hn * vn > MAX_RAYS:  # issue 23 review: named as the file's element, not angle_resolution
+        if hn * vn > MAX_RAYS:  # named as the file's element, not angle_resolution
             raise SettingsError(f"{s.where} ray/scan/horizontal/samples", f"at most {MAX_RAYS // vn:,} with "
                                 f"{vn} vertical samples (BlenSor casts at most {MAX_RAYS:,} rays per scan)",
                                 s.text("ray/scan/horizontal/samples"))
@@ -373,7 +373,7 @@ def _horizontal_texts(start: float, end: float, res: float, from_end: bool) -> t
     in float32) gives the same first and last column and samples, so that exporting an
     imported file writes the same text (``-1.57``, not ``-1.570000041628963``; a sector
     ending at 360 deg is not ``6.2831853``, which reads back as 359.9999982 deg and a
-    step one float32 ulp off). Issue 23 review: export(import(export(x))) == export(x)."""
+    step one float32 ulp off). So export(import(export(x))) == export(x)."""
     lo, hi, n = grid_samples(start, end, res, from_end=from_end)
     for _ in range(8):  # onto a grid an import gives (a camera's own angles need not be one)
         grid = sweep_grid(math.degrees(math.radians(lo)), math.degrees(math.radians(hi)), n,

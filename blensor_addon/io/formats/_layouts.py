@@ -66,7 +66,8 @@ OUSTER = (("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32), ("intensity",
 #: per-point labels appended when asked: object id, instancer id, instance index, class
 LABELS = (("object_id", UINT32), ("instancer_id", UINT32), ("instance_id", UINT32), ("semantic", UINT16))
 #: the return fields appended to the generic layout of a result with several returns per beam
-#: (issue 22): the return's 1-based rank along its beam and the beam's returns (LAS's terms)
+#: (``returns`` dual, dual_ouster, all): the return's 1-based rank along its beam and the
+#: beam's returns (LAS's terms)
 RETURNS = (("return_number", UINT8), ("number_of_returns", UINT8))
 
 

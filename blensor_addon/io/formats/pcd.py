@@ -17,7 +17,7 @@ when points are in world coordinates. Results of image sensors (ToF, depth camer
 capabilities' ``organized``, :attr:`ScanResult.is_organized`) give organized clouds:
 WIDTH x HEIGHT = the image, row-major from the top row, NaN points where nothing
 returned (PCL's convention); other results (and sensors with no grid) unorganized ones.
-A result with several returns per beam (issue 22: settings ``returns`` dual, dual_ouster or
+A result with several returns per beam (settings ``returns`` dual, dual_ouster or
 all) adds ``return_number number_of_returns`` (uint8, SIZE 1, TYPE U: the return's 1-based
 rank along its beam, nearest first, and the beam's returns, LAS's terms) after ``rgb``;
 every return is a point. Without them the file is as before (9 fields, 32 bytes a point).

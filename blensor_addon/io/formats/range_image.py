@@ -36,7 +36,7 @@ def range_image(result: ScanResult) -> dict[str, np.ndarray]:
         ValueError: the result has no grid (one line).
     """
     rows, cols = result.require_grid("range_image")
-    # issue 22 review: one pixel a beam; a multi-return result gives each beam's strongest
+    # one pixel a beam; a multi-return result gives each beam's strongest
     # return (as the single-return packets), not whichever of its rows came last (the farthest)
     pick = strongest_per_beam(result)
     ray_index = result.ray_index.astype(np.int64)[pick]

@@ -26,7 +26,7 @@ runs in simulated time (scene frame x frame time). Topics:
   for the earlier packets), as velodyne_pointcloud does; other sensors' at the packet's
   start, ``time`` >= 0. Option ``labels``: the per-point labels object_id, instancer_id,
   instance_id (uint32) and semantic (uint16) appended to each point. Option
-  ``points``: ``noisy`` (default) or ``clean``. Several returns per beam (issue 22,
+  ``points``: ``noisy`` (default) or ``clean``. Several returns per beam (the
   settings ``returns`` dual, dual_ouster, all): a sensor that is not a Velodyne or Ouster
   unit gets ``return_number`` and ``number_of_returns`` (uint8, offsets 22 and 23, 24 bytes a
   point; the labels follow at 24); a Velodyne unit's XYZIRT stays velodyne_pointcloud's 22
@@ -50,7 +50,7 @@ runs in simulated time (scene frame x frame time). Topics:
   with the twist (in base_link) from the pose change since the previous frame (the first
   message: over its own packet, in continuous time).
 
-A rig (issue 23, section 3: several sensors in one run) writes one bag for all its
+A rig (several sensors in one run) writes one bag for all its
 sensors (:class:`RigBag`): each sensor's messages on its own topics
 ``/blensor/<name>/points`` (``points2``, ``scan``, ``depth/image``,
 ``depth/camera_info``) in its frame ``<name>`` (an image sensor's depth in
@@ -516,7 +516,7 @@ class RigSensorWriter(Writer):
 
 
 class RigBag:
-    """One ROS 2 bag for every sensor of a rig (issue 23, section 3; see the module
+    """One ROS 2 bag for every sensor of a rig (see the module
     docstring): ``folder/rosbag2`` (written under a temporary name, renamed by
     :meth:`close`).
 

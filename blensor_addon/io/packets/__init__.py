@@ -122,7 +122,7 @@ class FiringColumns:
 
 def has_returns(result) -> bool:
     """The result carries ``return_number`` / ``number_of_returns`` (settings with several
-    returns per beam, issue 22)."""
+    returns per beam: ``returns`` dual, dual_ouster or all)."""
     return "return_number" in result.extra or "number_of_returns" in result.extra
 
 

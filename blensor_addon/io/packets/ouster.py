@@ -28,7 +28,7 @@ reflectivity2 alike, ``uint16`` signal, ``uint16`` signal2, ``uint16`` near-infr
 byte, ``uint8`` window (offsets as ouster-sdk 1.0.1's ``PacketFormat.set_field`` places RANGE,
 REFLECTIVITY, RANGE2, REFLECTIVITY2, SIGNAL, SIGNAL2, NEAR_IR, WINDOW: bytes 0-2, 3, 4-6, 7, 8,
 10, 12, 15). The first return is each beam's strongest, the second its second strongest (0 where
-it had one): the ``dual_ouster`` return mode (issue 22); a result with one return per beam
+it had one): the ``dual_ouster`` return mode; a result with one return per beam
 gives range2 = 0 everywhere. The layouts are those ouster-sdk
 decodes (ouster_core/src/parsing.cpp, ``LEGACY_FIELD_INFO``, ``SINGLE_FIELD_INFO`` and the
 header fields of ``PacketFormat::Impl``).

@@ -141,7 +141,7 @@ def packet_first_column(column, lasers: int, dual: bool = False):
 def is_dual(result) -> bool:
     """The result is a dual return scan: it carries ``return_number`` /
     ``number_of_returns`` and its settings (``result.sensor``) say ``returns = "dual"``
-    with the ``echoes`` divergence algorithm (issue 22's Velodyne dual mode)."""
+    with the ``echoes`` divergence algorithm (the Velodyne dual return mode)."""
     from . import has_returns
     s = result.sensor or {}
     return has_returns(result) and s.get("returns") == "dual" and s.get("divergence_algorithm",

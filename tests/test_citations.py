@@ -1,0 +1,34 @@
+"""What the code and its output cite is something a reader of the repository can open: a
+seed file (``seed 002 Eq. 4``), a datasheet, a doc section (``docs/physics.md``) or the
+behaviour itself, never a tracker's issue number; test files are named by the subject they
+check, not by the review that asked for them."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from test_faults import run
+
+ROOT = Path(__file__).resolve().parents[1]
+ISSUE = re.compile(r"\b[Ii]ssues? [0-9]+")
+
+
+def _cited_issues(folder: Path) -> list[str]:
+    """``path:line: text`` of every line of the Python files under ``folder`` that cites an
+    issue number."""
+    return [f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+            for p in sorted(folder.rglob("*.py"))
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if ISSUE.search(line)]
+
+
+def test_the_addon_cites_no_issue_numbers():
+    assert _cited_issues(ROOT / "blensor_addon") == []
+
+
+def test_the_sensor_listing_cites_no_issue_numbers():
+    res = run("sensors")
+    assert res.returncode == 0, res.stderr
+    assert "preset file (Pattern file): " in res.stdout
+    assert [ln for ln in res.stdout.splitlines() if ISSUE.search(ln)] == []
+
