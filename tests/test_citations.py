@@ -32,3 +32,7 @@ def test_the_sensor_listing_cites_no_issue_numbers():
     assert "preset file (Pattern file): " in res.stdout
     assert [ln for ln in res.stdout.splitlines() if ISSUE.search(ln)] == []
 
+
+
+def test_no_test_file_is_named_after_a_review():
+    assert sorted(p.name for p in (ROOT / "tests").glob("*.py") if "review" in p.name) == []

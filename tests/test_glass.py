@@ -12,16 +12,19 @@ scene layer asks before it calls ``optics``).
 """
 from __future__ import annotations
 
+import math
 import subprocess
 import types
 
 import numpy as np
 import pytest
 
+import blensor_addon
 from blensor_addon.core.optics import fresnel_sp, fresnel_unpolarized, refract, thin_slab
 from blensor_addon.raycast import MeshData, SceneGeometry, get_backend, trace
 from blensor_addon.raycast.trace import MIN_WEIGHT, SPECULAR_ACCEPTANCE
-from conftest import ROOT, add_camera, add_mesh, generic_sensor
+from conftest import ROOT, add_camera, add_mesh, generic_sensor, quad
+from test_materials_nodes import _bsdf, _material, _replace_surface, _snapshot
 
 BACKENDS = ["native", "bvhtree"]
 #: the commit that fixed the contract of issue 22 (the tracer before glass)
@@ -491,7 +494,6 @@ def test_sweep_through_a_glass_tube_in_continuous_time(bpy_mod, empty_scene, mon
 
 
 def blensor_addon_scan(cam, backend, **kw):
-    import blensor_addon
     return blensor_addon.scan(cam, backend=backend, **kw)
 
 
@@ -573,3 +575,85 @@ def test_alpha_in_a_scan_is_seeded(bpy_mod, empty_scene, monkeypatch, backend_na
     assert len(one) == one.num_rays > 790 and np.all(far | (np.abs(one.xyz[:, 2] + 5.0) < 1e-4))
     assert abs(far.mean() - 0.7) < 4 * np.sqrt(0.21 / len(one))
     assert one.xyz.tobytes() == two.xyz.tobytes() and one.xyz.tobytes() != other.xyz.tobytes()
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_partly_transmitting_pane_counts_its_transmission_once(bpy_mod, empty_scene, monkeypatch,
+                                                                backend_name):
+    # issue 22 review: a Principled pane (base 0.8, transmission 0.5, IOR 1.5) 5 m ahead of a
+    # wall. The pane row's reflectivity is rho (1 - t)(1 - F(theta)) = 0.8 x 0.5 x (1 - F) (plus
+    # the specular share within the acceptance). Before the fix the table already held
+    # (1 - t) rho + t 0.02 = 0.41, and the tracer's (1 - t)(1 - F) came on top: 0.197 at normal
+    # incidence instead of 0.384.
+    mat = _material(bpy_mod, "HalfGlass", (0.8, 0.8, 0.8))
+    _bsdf(mat).inputs["Transmission Weight"].default_value = 0.5
+    _bsdf(mat).inputs["IOR"].default_value = 1.5
+    v, f = quad(-20, 20, -20, 20, -5.0)
+    add_mesh(bpy_mod, "Pane", v, f, mat)
+    v, f = quad(-50, 50, -50, 50, -10.0)
+    add_mesh(bpy_mod, "Wall", v, f)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-30.0, end_angle=30.0, angle_resolution=0.25, ref_limit=-1.0)
+    mt = _snapshot(bpy_mod).materials
+    row = mt.names.index("HalfGlass")
+    assert mt.reflectivity[row] == np.float32(0.8) and mt.transmission[row] == np.float32(0.5)
+    seen = record_casts(monkeypatch)
+    blensor_addon.scan(cam, axes="blensor", backend=backend_name)
+    rng = np.concatenate([h.range for _, h in seen]).astype(np.float64)
+    hit = np.concatenate([h.hit for _, h in seen])
+    refl = np.concatenate([h.reflectivity for _, h in seen]).astype(np.float64)
+    pane = hit & (rng < 6.0)
+    assert pane.sum() == 240  # every beam meets the pane (its own row) before the wall
+    cos_i = 5.0 / rng[pane]
+    expected = 0.8 * 0.5 * (1.0 - fresnel_unpolarized(cos_i, 1.0, 1.5))
+    off = cos_i < math.cos(SPECULAR_ACCEPTANCE)  # no specular share: the diffuse alone
+    assert off.sum() >= 238
+    np.testing.assert_allclose(refl[pane][off], expected[off], rtol=1e-4)
+    assert refl[pane][off].max() == pytest.approx(0.8 * 0.5 * 0.96, rel=1e-3)
+
+
+def test_pure_glass_keeps_the_glass_entry_and_mixes_keep_the_opaque_part(bpy_mod, empty_scene):
+    # issue 22 review: a Glass BSDF (no opaque part) keeps the library's glass entry (0.02);
+    # a Mix of Glass and a Diffuse 0.6 keeps 0.6 (the opaque part's), transmission 0.5
+    from blensor_addon.core.materials import library
+    glass = _material(bpy_mod, "Clear")
+    _replace_surface(glass, "ShaderNodeBsdfGlass")
+    mix = _material(bpy_mod, "Mixed")
+    nt = mix.node_tree
+    m = nt.nodes.new("ShaderNodeMixShader")
+    g = nt.nodes.new("ShaderNodeBsdfGlass")
+    d = nt.nodes.new("ShaderNodeBsdfDiffuse")
+    d.inputs["Color"].default_value = (0.6, 0.6, 0.6, 1.0)
+    m.inputs[0].default_value = 0.5
+    nt.links.new(g.outputs[0], m.inputs[1])
+    nt.links.new(d.outputs[0], m.inputs[2])
+    nt.links.new(m.outputs[0], nt.get_output_node("ALL").inputs["Surface"])
+    for i, mat in enumerate((glass, mix)):
+        v, f = quad(-1, 1, -1, 1, -5)
+        add_mesh(bpy_mod, mat.name, v, f, mat, location=(3 * i, 0, 0))
+    add_camera(bpy_mod)
+    mt = _snapshot(bpy_mod).materials
+    c, x = mt.names.index("Clear"), mt.names.index("Mixed")
+    assert mt.reflectivity[c] == np.float32(library()["glass"].at(905)) == np.float32(0.02)
+    assert mt.reflectivity[x] == pytest.approx(0.6, rel=1e-6) and mt.transmission[x] == np.float32(0.5)
+
+
+def test_glass_reflects_back_within_half_the_beam_divergence(bpy_mod, empty_scene):
+    # issue 22 review: the specular return of a clear pane counts within half the sensor's beam
+    # divergence (the reflected beam overlaps the outgoing one), the 2 mrad default without one.
+    # A pane 5 m ahead; columns every 0.1 deg from -0.35 deg: 0.87, 2.62, 4.36, 6.11 mrad off normal
+    mat = _material(bpy_mod, "Clear", (0.8, 0.8, 0.8))
+    _bsdf(mat).inputs["Transmission Weight"].default_value = 1.0
+    _bsdf(mat).inputs["IOR"].default_value = 1.5
+    v, f = quad(-20, 20, -20, 20, -5.0)
+    add_mesh(bpy_mod, "Pane", v, f, mat)
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", start_angle=-0.35, end_angle=0.35, angle_resolution=0.1)
+
+    def offsets_mrad(**kw):
+        r = blensor_addon.scan(cam, axes="blensor", **kw)
+        return sorted(np.round(np.abs(np.arccos(np.clip(5.0 / r.range, -1, 1))) * 1e3, 1).tolist())
+
+    assert max(offsets_mrad()) < SPECULAR_ACCEPTANCE * 1e3  # the default: 2 mrad
+    within4 = offsets_mrad(beam_divergence=0.008)  # half of 8 mrad: 4 mrad
+    assert 2.0 < max(within4) < 4.0 and len(within4) > len(offsets_mrad())  # 2.62 in, 4.36 out

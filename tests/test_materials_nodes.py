@@ -468,3 +468,89 @@ def test_library_entry_marked_mirror_reflects(bpy_mod, empty_scene):
     assert ev.mirror and ev.source == "library" and ev.reflectivity == library()["shop_window"].at(905)
     mat.blensor.mirror = False
     assert not evaluate_material(mat).mirror
+
+
+def _bad_image(bpy, values):
+    """A float image of one row of grey texels ``values`` (NaN/inf allowed), alpha 1."""
+    img = bpy.data.images.new("BadEXR", len(values), 1, float_buffer=True)
+    px = np.zeros((len(values), 4), np.float32)
+    px[:, :3] = np.asarray(values, np.float32)[:, None]
+    px[:, 3] = 1.0
+    img.pixels.foreach_set(px.ravel())
+    return img
+
+
+def test_nan_inf_negative_texels_are_sanitized_with_one_warning(bpy_mod, empty_scene, capfd):
+    # issue 22 review: NaN, inf and negative texels of a float image went into the
+    # reflectivity (NaN points, negative intensity). Now NaN -> 0, clipped to [0, 10], and one
+    # warning names the image and the number of texels replaced.
+    from blensor_addon.scene.extract import ImageCache
+    values = [0.1, np.nan, np.inf, -1.0, 0.2, 0.6, 12.0, 0.8]
+    img = _bad_image(bpy_mod, values)
+    stored = np.empty(len(values) * 4, np.float32)
+    img.pixels.foreach_get(stored)
+    assert np.isnan(stored[4]) and np.isinf(stored[8])  # Blender keeps them: the reader must not
+    cache = ImageCache()
+    lum = cache.get(img)
+    np.testing.assert_allclose(lum[0], [0.1, 0.0, 10.0, 0.0, 0.2, 0.6, 10.0, 0.8], rtol=1e-6)
+    assert cache.replaced == {"BadEXR": 4}
+    mat = _material(bpy_mod, "Bad")
+    tex = mat.node_tree.nodes.new("ShaderNodeTexImage")
+    tex.image = img
+    tex.interpolation = "Closest"
+    mat.node_tree.links.new(tex.outputs["Color"], _bsdf(mat).inputs["Base Color"])
+    _wall(bpy_mod, mat)
+    capfd.readouterr()
+    _, r = _scan_wall(bpy_mod)
+    assert len(r) > 300  # the stripes of reflectivity 0 (NaN, -1) return nothing
+    assert np.isfinite(r.reflectivity).all() and np.isfinite(r.intensity).all()
+    assert r.reflectivity.min() >= 0.0 and r.reflectivity.max() == np.float32(10.0)
+    err = capfd.readouterr().err
+    assert err.count("image 'BadEXR': 4 texels") == 1, err
+
+
+def test_out_of_range_ior_transmission_alpha_metallic_are_clipped_with_a_warning(bpy_mod, empty_scene, capfd):
+    # issue 22 review: IOR < 1 or NaN went into the table (the tracer clamped it silently);
+    # transmission/alpha/metallic outside [0, 1] or NaN were clipped silently (NaN passed).
+    # Now each is clipped (IOR to [1, 10], NaN -> 1.45) with one warning naming the material.
+    low = _material(bpy_mod, "LowIOR", (0.5, 0.5, 0.5))
+    b = _bsdf(low)
+    b.inputs["Transmission Weight"].default_value = 1.5  # -> 1
+    b.inputs["IOR"].default_value = 0.5  # -> 1
+    b.inputs["Metallic"].default_value = float("nan")  # -> 0
+    nan = _material(bpy_mod, "NanGlass")
+    _replace_surface(nan, "ShaderNodeBsdfGlass").inputs["IOR"].default_value = float("nan")  # -> 1.45
+    big = _material(bpy_mod, "BigIOR", (0.5, 0.5, 0.5))
+    b = _bsdf(big)
+    b.inputs["Transmission Weight"].default_value = 0.5
+    b.inputs["IOR"].default_value = 50.0  # -> 10
+    b.inputs["Alpha"].default_value = float("nan")  # -> 1
+    for i, m in enumerate((low, nan, big)):
+        v, f = quad(-1, 1, -1, 1, -5)
+        add_mesh(bpy_mod, m.name, v, f, m, location=(3 * i, 0, 0))
+    add_camera(bpy_mod)
+    capfd.readouterr()
+    mt = _snapshot(bpy_mod).materials
+    lo, na, bg = (mt.names.index(n) for n in ("LowIOR", "NanGlass", "BigIOR"))
+    assert np.isfinite(mt.ior).all() and np.isfinite(mt.transmission).all() and np.isfinite(mt.alpha).all()
+    assert mt.ior[lo] == 1.0 and mt.transmission[lo] == 1.0 and not mt.mirror[lo]
+    assert mt.ior[na] == np.float32(1.45) and mt.transmission[na] == 1.0
+    assert mt.ior[bg] == 10.0 and mt.alpha[bg] == 1.0 and mt.transmission[bg] == np.float32(0.5)
+    err = capfd.readouterr().err
+    for name, what in (("LowIOR", "'IOR'"), ("LowIOR", "'Transmission Weight'"), ("LowIOR", "'Metallic'"),
+                       ("NanGlass", "'IOR'"), ("BigIOR", "'IOR'"), ("BigIOR", "'Alpha'")):
+        line = next((ln for ln in err.splitlines() if f"material '{name}'" in ln), "")
+        assert what in line, (name, what, err)
+    assert err.count("material 'LowIOR'") == 1
+
+
+def test_reflectivity_override_above_one_survives_to_the_scan(bpy_mod, empty_scene):
+    # issue 22 review: the material's reflectivity property had max 1, so a retro-reflector
+    # (the library's sheeting is 2.0) could not be set: 2.0 became 1.0
+    mat = _material(bpy_mod, "Retro")
+    mat.blensor.reflectivity = 2.0
+    assert mat.blensor.reflectivity == pytest.approx(2.0)
+    _wall(bpy_mod, mat, uv=False)
+    _, r = _scan_wall(bpy_mod)
+    assert len(r) == 480 and np.all(r.reflectivity == np.float32(2.0))
+    np.testing.assert_allclose(r.intensity, 2.0 * H / r.range.astype(np.float64), rtol=1e-5)

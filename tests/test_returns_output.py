@@ -597,3 +597,30 @@ def test_a_file_saved_before_issue_22_loads_with_the_defaults_and_scans_as_befor
     assert "return_number" not in r.extra and "return_number" not in r.capabilities.fields
     # the scan itself: byte for byte the pre-issue path's on opaque surfaces
     # (tests/test_return_physics.py, the demo without its glass pane)
+
+
+def test_range_image_of_a_multi_return_result_keeps_the_strongest_return():
+    # issue 22 review: range_image wrote every row into its cell, so the last (farthest)
+    # return of each beam won; now each beam's strongest (io.packets.strongest_per_beam)
+    from blensor_addon.io.formats.range_image import range_image
+    from blensor_addon.io.packets import strongest_per_beam
+    base = generic_result()
+    res = multi_result(base)
+    assert len(res) > len(base)
+    pick = strongest_per_beam(res)
+    assert pick.size == len(base)
+    beam = res.ray_index.astype(np.int64)
+    # the data must tell the two apart: beams whose strongest is the nearer return
+    nearer = [i for i in pick if (beam == beam[i]).sum() == 2 and res.return_number[i] == 1]
+    assert len(nearer) >= 3
+    img = range_image(res)
+    rows, cols = res.grid_shape
+    cell = (rows - 1 - res.ring.astype(np.int64)) * cols + beam % cols
+    flat = {k: img[k].ravel() for k in ("range", "intensity", "object_id")}
+    np.testing.assert_array_equal(flat["range"][cell[pick]], res.range[pick].astype(np.float32))
+    np.testing.assert_array_equal(flat["intensity"][cell[pick]], res.intensity[pick].astype(np.float32))
+    np.testing.assert_array_equal(flat["object_id"][cell[pick]], res.object_id[pick])
+    # a single-return result is unchanged: every row its own cell
+    one = range_image(base)
+    cell1 = (rows - 1 - base.ring.astype(np.int64)) * cols + base.ray_index.astype(np.int64) % cols
+    np.testing.assert_array_equal(one["range"].ravel()[cell1], base.range.astype(np.float32))

@@ -1,5 +1,5 @@
-"""Issue 21, review of the merged device-truth work: each test names the finding it checks
-and failed on the code before the fix.
+"""Device settings of the rotating, line and Kinect sensors: what a preset, an imported
+calibration or a file saved by an older version gives.
 
 - ``Device.columns`` is the grid cast; an Ouster table takes only Ouster's lidar modes;
 - importing a unit's calibration keeps its preset's model and firing times, and an Ouster
@@ -50,7 +50,7 @@ def lidar(preset, **values):
 
 
 # ---------------------------------------------------------------------------------------
-# finding 1: the grid cast, Ouster's lidar modes
+# the grid cast, Ouster's lidar modes
 
 
 def test_ouster_tables_take_only_ousters_lidar_modes():
@@ -84,7 +84,7 @@ def test_ouster_tables_take_only_ousters_lidar_modes():
 
 
 # ---------------------------------------------------------------------------------------
-# finding 2: importing a unit's own calibration
+# importing a unit's own calibration
 
 
 def vlp16_scene(bpy, tmp_path) -> Path:
@@ -180,7 +180,7 @@ def test_a_table_completed_by_another_units_preset_is_left_alone():
 
 
 # ---------------------------------------------------------------------------------------
-# finding 3: line and Kinect groups stored before settings version 2
+# line and Kinect groups stored before settings version 2
 
 LINE_NEW = ("preset", "max_range", "min_range", "range_resolution", "mirror", "sweep_timing",
             "rotation_direction")
@@ -188,7 +188,7 @@ LINE_NEW = ("preset", "max_range", "min_range", "range_resolution", "mirror", "s
 
 def old_camera(bpy, name, location, stored: dict | None = None, kinect_noise=None):
     """A line-scanner camera as a file saved before settings version 2 holds it: version 1,
-    the settings issue 21 added (and the LUX values it changed) never stored, except
+    the settings version 2 added (and the LUX values it changed) never stored, except
     ``stored`` (name -> value, stored raw so no preset is applied)."""
     cam = add_camera(bpy, name, location=location, rotation=UP)
     p = cam.data.blensor
@@ -250,7 +250,7 @@ def test_line_and_kinect_groups_saved_before_version_2_keep_their_2011_behaviour
 
 
 # ---------------------------------------------------------------------------------------
-# finding 4: the line scanner's and the Kinect's minimum range
+# the line scanner's and the Kinect's minimum range
 
 
 def test_line_and_kinect_refuse_min_range_at_or_beyond_their_farthest_range():
@@ -268,7 +268,7 @@ def test_line_and_kinect_refuse_min_range_at_or_beyond_their_farthest_range():
 
 
 # ---------------------------------------------------------------------------------------
-# finding 5: one declaration each; the table's summary
+# one declaration each; the table's summary
 
 
 def test_one_declaration_of_min_range_spin_directions_and_the_laser_limit():
@@ -306,7 +306,7 @@ def test_laser_table_summary_and_no_intensity_scale():
 
 
 # ---------------------------------------------------------------------------------------
-# finding 6: the Velodyne presets' sector
+# the Velodyne presets' sector
 
 
 def test_a_velodyne_preset_after_an_ouster_one_sweeps_the_full_turn(bpy_mod, empty_scene):
