@@ -290,3 +290,54 @@ def test_bad_indices_and_huge_transforms_are_refused_not_converted():
     be.set_geometry(SceneGeometry([tri], [0, 0], np.stack([np.eye(4)] * 2), np.stack([end, np.eye(4)])))
     assert be.intersect(np.zeros((1, 3)), np.array([[0.0, 0.0, -1.0]]), 10.0).instance[0] in (0, 1)
     be.close()
+
+
+def test_mesh_arrays_of_the_wrong_shape_or_dtype_are_refused_naming_the_argument():
+    # a (4, 3) triangle array given as (3, 4) and (2, 3) vertices given as (3, 2) were
+    # reshaped to (-1, 3) without a word (other triangles, other vertices); float indices
+    # with inf raised IndexError while the message was built
+    import re
+
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.raycast.native import _NativeMesh, load_library
+    v = np.array([[0, 0, -1], [1, 0, -1], [0, 1, -1], [1, 1, -1]], float)
+    t = np.array([[0, 1, 2], [1, 3, 2], [0, 2, 1], [1, 2, 3]])
+    shape = r"triangles must be a \(T, 3\) array of vertex indices \(integers within 0\.\.2147483647\), got "
+    for bad, got in ((t.T, "'shape (3, 4), dtype int64'"), (t.ravel(), "'shape (12,), dtype int64'"),
+                     (t[None], "'shape (1, 4, 3), dtype int64'"), (t[:, :2], "'shape (4, 2), dtype int64'")):
+        with pytest.raises(SettingsError) as exc:
+            MeshData(v, bad)
+        assert re.fullmatch(shape + re.escape(got), str(exc.value)), str(exc.value)
+    for bad, got in ((v[:2].T, "'shape (3, 2), dtype float64'"), (v.ravel(), "'shape (12,), dtype float64'"),
+                     (v.astype(complex), "'shape (4, 3), dtype complex128'"),
+                     (v.astype(bool), "'shape (4, 3), dtype bool'"),
+                     (v.astype("U4"), "'shape (4, 3), dtype <U4'")):
+        with pytest.raises(SettingsError) as exc:
+            MeshData(bad, t[:1])
+        assert str(exc.value) == ("vertices must be a (V, 3) array of real numbers (m, stored as float32), "
+                                  f"got {got}"), str(exc.value)
+    for x in (np.inf, -np.inf, np.nan, 1.5):
+        with pytest.raises(SettingsError) as exc:
+            MeshData(v, np.array([[0, 1, x]]))
+        assert str(exc.value) == f"triangles must be integers within 0..2147483647 (or integral floats), " \
+                                 f"got {x!r}", str(exc.value)
+    for bad in (t.astype(bool), t.astype(complex), t.astype(str)):
+        with pytest.raises(SettingsError) as exc:
+            MeshData(v, bad)
+        assert str(exc.value) == "triangles must be integers within 0..2147483647 (or integral floats), " \
+                                 f"got 'dtype {bad.dtype}'", str(exc.value)
+    # an index past the vertices (the library refused it without naming it; the BVHTree
+    # backend would have taken the next mesh's vertices)
+    with pytest.raises(SettingsError) as exc:
+        MeshData(v, np.array([[0, 1, 4]]))
+    assert str(exc.value) == "triangles must be vertex indices within 0..3 (the mesh has 4 vertices), got " \
+                             "'values in 0..4'", str(exc.value)
+    # the wrapper itself, given the arrays directly, refuses the same shapes
+    for verts, tris in ((v, t.T), (v[:2].T, t[:1]), (v, np.array([[0, 1, np.inf]]))):
+        with pytest.raises(SettingsError):
+            _NativeMesh(load_library(), verts, tris)
+    # what stays accepted: (V, 3) and (T, 3) of any real/integer dtype, integral floats, empties
+    m = MeshData(v.astype(np.float32), t.astype(np.float64))
+    assert m.triangles.dtype == np.int32 and m.triangles.tolist() == t.tolist()
+    assert MeshData(v.astype(np.int16), t.astype(np.uint8)).vertices.dtype == np.float32
+    assert MeshData(np.zeros((0, 3)), np.zeros((0, 3), np.int32)).triangles.shape == (0, 3)

@@ -10,26 +10,82 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.errors import SettingsError
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def _described(a: np.ndarray) -> str:
+    """``shape (..), dtype ..`` of ``a``, for a message."""
+    return f"shape {a.shape}, dtype {a.dtype}"
+
+
+def _as_array(name: str, values, allowed: str) -> np.ndarray:
+    """``np.asarray(values)``; a ragged sequence (numpy refuses it) is a SettingsError."""
+    try:
+        return np.asarray(values)
+    except ValueError:
+        raise SettingsError(name, allowed, "a ragged sequence") from None
+
 
 def index_array(name: str, values, columns: int | None = None) -> np.ndarray:
     """``values`` as a contiguous int32 array (reshaped to (-1, ``columns``) or (-1,)),
     refusing what a cast would change: integers outside int32 (int64 indices above 2^31
-    would wrap) and non-integral or non-finite floats (1.7 would become 1).
+    would wrap), non-integral or non-finite floats (1.7 would become 1, inf anything) and
+    dtypes that are no numbers (bool, complex, strings, objects).
 
     Raises:
-        ValueError: naming ``name`` and the allowed range.
+        SettingsError (a ValueError): naming ``name``, the allowed range and the first
+        value (or the dtype) refused.
     """
-    a = np.asarray(values)
-    allowed = f"{name} must be integers within 0..{np.iinfo(np.int32).max}"
+    allowed = f"integers within 0..{_INT32_MAX} (or integral floats)"
+    a = _as_array(name, values, allowed)
     if a.dtype.kind == "f":
-        if a.size and not (np.isfinite(a).all() and (a == np.floor(a)).all()):
-            raise ValueError(f"{allowed}, got non-integral values such as {a[a != np.floor(a)].ravel()[0]!r}")
-    elif a.dtype.kind not in "iub" and a.size:
-        raise ValueError(f"{allowed}, got dtype {a.dtype}")
-    if a.size and (a.min() < 0 or a.max() > np.iinfo(np.int32).max):
-        raise ValueError(f"{allowed}, got values in {a.min()}..{a.max()}")
+        bad = ~np.isfinite(a) | (a != np.floor(a))
+        if bad.any():
+            raise SettingsError(name, allowed, float(a[bad].ravel()[0]))
+    elif a.dtype.kind not in "iu":
+        raise SettingsError(name, allowed, f"dtype {a.dtype}")
+    if a.size and (a.min() < 0 or a.max() > _INT32_MAX):
+        raise SettingsError(name, allowed, f"values in {a.min()}..{a.max()}")
     a = np.ascontiguousarray(a, dtype=np.int32)
     return a.reshape(-1, columns) if columns else a.reshape(-1)
+
+
+def mesh_vertices(vertices) -> np.ndarray:
+    """``vertices`` as a contiguous (V, 3) float32 array (m); NaN/inf coordinates are kept
+    (a triangle on such a vertex is never hit). Nothing is reshaped: a (3, V) array is no
+    (V, 3) one.
+
+    Raises:
+        SettingsError (``vertices``): not a 2-D array of three columns, or of a dtype that
+        is no real number (bool, complex, strings, objects).
+    """
+    allowed = "a (V, 3) array of real numbers (m, stored as float32)"
+    a = _as_array("vertices", vertices, allowed)
+    if a.ndim != 2 or a.shape[1] != 3 or a.dtype.kind not in "iuf":
+        raise SettingsError("vertices", allowed, _described(a))
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def mesh_triangles(triangles, n_vertices: int) -> np.ndarray:
+    """``triangles`` as a contiguous (T, 3) int32 array of indices into ``n_vertices``
+    vertices (:func:`index_array`'s casts). Nothing is reshaped: a (3, T) array is no
+    (T, 3) one.
+
+    Raises:
+        SettingsError (``triangles``): not a 2-D array of three columns, values or a dtype
+        :func:`index_array` refuses, or an index past the last vertex.
+    """
+    allowed = f"a (T, 3) array of vertex indices (integers within 0..{_INT32_MAX})"
+    a = _as_array("triangles", triangles, allowed)
+    if a.ndim != 2 or a.shape[1] != 3:
+        raise SettingsError("triangles", allowed, _described(a))
+    t = index_array("triangles", a, 3)
+    if t.size and int(t.max()) >= n_vertices:
+        raise SettingsError("triangles", f"vertex indices within 0..{n_vertices - 1} (the mesh has "
+                            f"{n_vertices} vertices)", f"values in {int(t.min())}..{int(t.max())}")
+    return t
 
 
 @dataclass
@@ -40,6 +96,11 @@ class MeshData:
         vertices (V, 3) float32 m; triangles (T, 3) int32 vertex indices.
         key: content fingerprint (str); equal keys mean equal geometry, so acceleration
             structures can be reused across frames.
+    Raises:
+        SettingsError (a ValueError; ``vertices`` or ``triangles``): an array of another
+        shape (never reshaped), of a dtype that is no number, non-integral or non-finite
+        indices, or indices outside the vertices (:func:`mesh_vertices`,
+        :func:`mesh_triangles`).
     """
 
     vertices: np.ndarray
@@ -47,8 +108,8 @@ class MeshData:
     key: str = ""
 
     def __post_init__(self) -> None:
-        self.vertices = np.ascontiguousarray(self.vertices, dtype=np.float32).reshape(-1, 3)
-        self.triangles = index_array("triangles", self.triangles, 3)
+        self.vertices = mesh_vertices(self.vertices)
+        self.triangles = mesh_triangles(self.triangles, self.vertices.shape[0])
         if not self.key:
             # CRC-32 and Adler-32 of both arrays plus their sizes (~1 ms per million
             # triangles; a cryptographic hash would cost more than the BVH build it saves)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import NativeLibraryError
-from .base import Backend, ClosestHits, MeshData, SceneGeometry, index_array
+from .base import Backend, ClosestHits, MeshData, SceneGeometry, index_array, mesh_triangles, mesh_vertices
 from .motion import regular
 
 API_VERSION = 5
@@ -157,16 +157,19 @@ def _ptr(a: np.ndarray, t):
 
 
 class _NativeMesh:
-    """Owns one ``brt_mesh`` handle."""
+    """Owns one ``brt_mesh`` handle over vertices (V, 3) and triangles (T, 3), checked as
+    :class:`MeshData` checks them (never reshaped).
+
+    Raises:
+        SettingsError (``vertices``/``triangles``): see :func:`.base.mesh_triangles`;
+        NativeLibraryError: the library failed (out of memory).
+    """
 
     def __init__(self, lib, vertices: np.ndarray, triangles: np.ndarray) -> None:
         self._lib = lib
         self.handle = ctypes.c_void_p()
-        v = np.ascontiguousarray(vertices, dtype=np.float32)
-        t = index_array("triangles", triangles).reshape(np.shape(triangles))
-        if v.ndim != 2 or v.shape[1] != 3 or t.ndim != 2 or t.shape[1] != 3:
-            raise ValueError(f"mesh arrays must be vertices (V, 3) and triangles (T, 3), got {v.shape} and "
-                             f"{t.shape}")
+        v = mesh_vertices(vertices)
+        t = mesh_triangles(triangles, v.shape[0])
         rc = lib.brt_mesh_create(_ptr(v, _f32p), v.shape[0], _ptr(t, _i32p), t.shape[0],
                                  ctypes.byref(self.handle))
         if rc != 0:
