@@ -1,4 +1,4 @@
-"""Continuous time vs frozen frames: what a sweep costs (issue 8, item 5).
+"""Continuous time vs frozen frames: what a sweep costs.
 
 Usage: ``.venv/bin/python benchmarks/continuous.py [--sweeps N] [--drive]``
 

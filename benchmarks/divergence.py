@@ -1,4 +1,4 @@
-"""Beam divergence cost (issue 22, section 2): an HDL-64E S2 revolution of the demo scene
+"""Beam divergence cost: an HDL-64E S2 revolution of the demo scene
 with one ray per beam against ``samples_per_beam`` sub-rays per beam, in one process.
 
 Usage: ``.venv/bin/python benchmarks/divergence.py [--samples 7] [--divergence 0.002]

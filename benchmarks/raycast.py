@@ -342,8 +342,8 @@ def revolutions_rays(k=8):
 def thread_table(threads, rounds):
     """Mrays/s of the native library and of Embree (embreex, the rays split over as many
     Python threads) on the same rays, for each thread count: best of ``rounds`` rounds
-    that call both in turn. Needs numpy, the built library and embreex, not bpy (issue 24:
-    the kernel on many cores). Yields (label, rays, threads, native, embree) row by row,
+    that call both in turn. Needs numpy, the built library and embreex, not bpy (docs/performance.md,
+    "The kernel on many cores"). Yields (label, rays, threads, native, embree) row by row,
     so a run cut short still printed what it measured."""
     from blensor_addon.raycast.native import NativeBackend
     geom = geometry()
@@ -381,7 +381,7 @@ def morton_order(o) -> np.ndarray:
 
 
 def presorted_table(threads, rounds):
-    """The serial share of a scattered cast (issue 24): the 4M random rays cast as given
+    """The serial share of a scattered cast: the 4M random rays cast as given
     (the library orders them by their origins' Morton code, then casts) and already in
     Morton order (cast as given), for each thread count; Mrays/s, best of ``rounds``.
     Returns [(threads, as given, pre-sorted)]."""

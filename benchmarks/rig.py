@@ -1,4 +1,4 @@
-"""What a rig saves: several sensors scanned in one pass over time (issue 23, section 3)
+"""What a rig saves: several sensors scanned in one pass over time
 against the same sensors scanned by separate runs of the same frames, in real Blender.
 
 Usage: ``.venv/bin/python benchmarks/rig.py [--frames 1-24] [--repeat 3] [--no-cli]``

@@ -1,6 +1,6 @@
-"""Scale-out of a range scan on a local Dask cluster (issue 24, section 3): ``blensor scan
---workers N`` end to end against one process, and the ``--workers 1`` overhead against the
-command before issue 24.
+"""Scale-out of a range scan on a local Dask cluster (docs/performance.md, "Scale-out"):
+``blensor scan --workers N`` end to end against one process, and the ``--workers 1`` overhead
+against the command before scale-out was added.
 
 Usage: ``.venv/bin/python benchmarks/scaleout.py [--seconds 20] [--rounds 3] [--formats npz]
 [--workers 1,2,3] [--base 638f19d] [--no-today] [--work DIR] [--keep]``, or
@@ -19,7 +19,7 @@ revolution, 10 packets a second of scene time).
 
 Rows:
 
-- ``today``: the same command of the commit before issue 24 (``--base``, default 638f19d),
+- ``today``: the same command of the commit before scale-out (``--base``, default 638f19d),
   checked out by ``git worktree add --detach`` into a temporary folder with its own native
   library built there by its own ``native_patch/build.py``; it runs with this checkout's
   ``.venv`` Python (the same bpy, numpy and compiler), the worktree as working directory and
@@ -47,7 +47,7 @@ them (the camera: the scene's camera, ``Lidar`` in the drive scene).
 Checks printed: the output folders of every ``--workers`` run (every round) are hashed file by
 file (sha256) and must be byte-identical; the ``today`` folder is compared too (informative:
 the commit before may differ). The CPU model, core count and the load average before and
-after are printed. Nothing here asserts a time. Targets (issue 24): 2 workers >= 1.6x one on
+after are printed. Nothing here asserts a time. Targets: 2 workers >= 1.6x one on
 the 2-core machine, 3 workers no slower than 2, ``--workers 1`` within 2 % of today.
 """
 from __future__ import annotations
@@ -69,7 +69,7 @@ from raycast import cpu_model  # (benchmarks/ is the script's folder, first on s
 ROOT = Path(__file__).resolve().parent.parent
 BLENSOR_PY = ROOT / ".venv" / "bin" / "python"
 DRIVE = ROOT / "scenes" / "drive.blend"
-BASE = "638f19d"  # the commit before issue 24 ("today")
+BASE = "638f19d"  # the commit before scale-out ("today")
 PR_SET_CHILD_SUBREAPER = 36
 REAP_WAIT_S = 30.0
 
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best of)")
     ap.add_argument("--formats", default="npz", help="--formats of the scans")
     ap.add_argument("--workers", default="1,2,3", help="comma-separated --workers rows (1 first)")
-    ap.add_argument("--base", default=BASE, help="commit of the 'today' row (before issue 24)")
+    ap.add_argument("--base", default=BASE, help="commit of the 'today' row (before scale-out)")
     ap.add_argument("--no-today", action="store_true", help="leave out the 'today' row")
     ap.add_argument("--blend", default=str(DRIVE), help="the scene (the drive scene built when missing)")
     ap.add_argument("--work", default=None, help="folder for the outputs (default: a temporary folder)")

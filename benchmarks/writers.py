@@ -16,7 +16,7 @@ Usage: ``.venv/bin/python benchmarks/writers.py [--repeat R] [--only npz]``
    close), cost per million points, ratio to the scan, bytes; the whole run against the
    scan of the same repeat. The per-frame files are encoded, not written; the
    multi-frame files (evd, rosbag2) are written to a RAM folder (``/dev/shm``). This is
-   the measure of issue 7's "every format together at most 2x the scan". One untimed
+   the measure of the target "every format together at most 2x the scan". One untimed
    run comes first (each process pays it once: the writers' imports and the generation
    of rosbags' message serializers). Image-only
    formats (exr, npy, pfm, dmap) are measured alone on a 176 x 144 ToF frame.

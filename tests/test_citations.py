@@ -26,6 +26,10 @@ def test_the_addon_cites_no_issue_numbers():
     assert _cited_issues(ROOT / "blensor_addon") == []
 
 
+def test_examples_and_benchmarks_cite_no_issue_numbers():
+    assert _cited_issues(ROOT / "examples") + _cited_issues(ROOT / "benchmarks") == []
+
+
 def test_the_sensor_listing_cites_no_issue_numbers():
     res = run("sensors")
     assert res.returncode == 0, res.stderr

@@ -1,5 +1,5 @@
 """A range scan on a SLURM or PBS cluster: Dask workers as batch jobs (dask-jobqueue), then
-``blensor scan BLEND --scheduler ADDRESS ...`` against them (issue 24).
+``blensor scan BLEND --scheduler ADDRESS ...`` against them (docs/architecture.md, "Scale-out").
 
 Usage (in the shared venv that has BlenSor with ``pip install 'blensor[dask]' dask-jobqueue==0.9.0``,
 or this checkout's ``.venv`` made by ``BLENSOR_EXTRAS=test bash tools/setup.sh``)::
