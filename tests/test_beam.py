@@ -1,4 +1,4 @@
-"""Beam divergence and multiple returns (issue 22, section 2): the footprint's sub-rays
+"""Beam divergence and multiple returns (docs/physics.md): the footprint's sub-rays
 (geometry, Gaussian shares, determinism), echo formation and the return modes on
 synthetic hits, and real scans of a wall edge (two echoes splitting the energy as the
 footprint does, dual returns' return_number / number_of_returns) and of the demo scene

@@ -1,4 +1,4 @@
-"""Bundled sub-rays (issue 22, section 2, speed): the native library's bundle traversal
+"""Bundled sub-rays (for speed): the native library's bundle traversal
 (``brt_intersect_bundled``, ``NativeBackend.intersect(..., bundle=S)``) gives the per-ray
 kernel's answers bit for bit, on every kernel variant and under the sanitizers; a scan with
 several sub-rays per beam gives the same bytes with bundling on and off, on both backends;

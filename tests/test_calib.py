@@ -1,4 +1,4 @@
-"""Real units' laser tables and calibration import (issue 21, sections 1 and 2).
+"""Real units' laser tables and calibration import.
 
 The sample files in ``tests/data/calib/`` are real units' calibration files, unchanged
 (sources in ``tests/data/calib/README.md``): the parsers of ``blensor_addon/io/calib.py``

@@ -1,4 +1,4 @@
-"""Sensor config files in and out (issue 23, section 2): Project AirSim JSON (seed 003)
+"""Sensor config files in and out (docs/formats.md): Project AirSim JSON (seed 003)
 and Unity's SDF-like XML (seed 004), read into SensorConfigs, written back, applied to
 cameras of real .blend files (bpy) and driving ``blensor config`` and ``blensor scan
 --sensor``.

@@ -1,4 +1,4 @@
-"""Continuous time (issue 8): every ray at its own firing time while the sensor and the
+"""Continuous time: every ray at its own firing time while the sensor and the
 scene move, sweeps as packets, datasheet firing offsets, deskewed points.
 
 The sensor frame of an unrotated camera is the world frame (+X right, +Y up, looking

@@ -1,4 +1,4 @@
-"""Issue 21, section 1 (device truth): the rotating LiDAR's mechanics and the shared
+"""Device truth: the rotating LiDAR's mechanics and the shared
 return physics, each against a closed form or the vendor driver's published formula.
 
 - spin direction (cw like Velodyne and Ouster heads; scenes saved before keep ccw);

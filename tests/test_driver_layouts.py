@@ -1,4 +1,4 @@
-"""Points as the vendors' drivers publish them (issue 21, section 3), read back with
+"""Points as the vendors' drivers publish them, read back with
 readers nobody here wrote (rosbags, laspy, Open3D) or byte by byte against the drivers'
 published layouts: ouster-ros's Point in PointCloud2 and PCD, velodyne_pointcloud's
 XYZIRT time convention, the rosbag2 clock, static TF QoS and frames, ASPRS classes in

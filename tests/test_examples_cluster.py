@@ -1,4 +1,4 @@
-"""``examples/cluster/jobqueue.py`` (issue 24): a range scan on Dask workers started as
+"""``examples/cluster/jobqueue.py``: a range scan on Dask workers started as
 dask-jobqueue jobs, then ``blensor scan --scheduler``. Its local mode (dask-jobqueue's
 ``LocalCluster``: the jobs are processes of this machine) runs here and must give the bytes
 of a one-process run; the SLURM and PBS job scripts it would submit are checked line by

@@ -1,11 +1,11 @@
-"""Glass and transparency (issue 22, section 3): the Fresnel equations and Snell's law
+"""Glass and transparency (docs/physics.md, "Glass and alpha"): the Fresnel equations and Snell's law
 (:mod:`blensor_addon.core.optics`) against their closed forms, the split tracer
 (:func:`blensor_addon.raycast.trace.trace` with ``optics``) on thin panes, solid glass,
 total internal reflection and alpha, on both backends, and the scene layer's split cast
 (:meth:`blensor_addon.scene.context.TimelineContext.cast`) on real Blender scenes.
 
 The materials' transmission, IOR and alpha come from Blender's node tree in the scene
-layer (another part of issue 22); here the tracer gets a synthetic ``optics`` callable,
+layer (tests/test_materials_nodes.py); here the tracer gets a synthetic ``optics`` callable,
 and the Blender scans fill the :class:`~blensor_addon.core.materials.MaterialTable`'s
 arrays by material name (:func:`glass_by_name`, a monkeypatch of ``has_optics``, which the
 scene layer asks before it calls ``optics``).

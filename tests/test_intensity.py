@@ -1,4 +1,4 @@
-"""Intensity models (issue 22, section 1): ``lambert`` (seed 002 Eq. 4, unchanged) and
+"""Intensity models (docs/physics.md): ``lambert`` (seed 002 Eq. 4, unchanged) and
 ``radar`` (the laser radar equation's received power, rho cos(theta) T / r^2, normalised
 at 10 m), asserted on real scans of Blender walls."""
 from __future__ import annotations

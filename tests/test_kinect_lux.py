@@ -1,4 +1,4 @@
-"""Device truth for the Kinect v1 and the Ibeo LUX (issue 21, section 1): analytic depths,
+"""Device truth for the Kinect v1 and the Ibeo LUX: analytic depths,
 back-projection, disparity grid and noise of the Kinect; layer elevations, quantized
 ranges, column times and minimum range of the LUX."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""sensor_msgs/LaserScan (issue 23, section 4; seed 004 "Laser-Scan Output", REP-117): the
+"""sensor_msgs/LaserScan (docs/formats.md; seed 004 "Laser-Scan Output", REP-117): the
 fields of a planar scan of the demo crossing read back from the bag (rosbags), the npz and
 the CSV (numpy); a one-laser rotating head against a wall's closed form in both spin
 directions; the plan refusing sensors without column angles; rosbag2's other bytes

@@ -1,4 +1,4 @@
-"""MaterialTable.lookup's table of rows per (mesh, slots) (issue 22, section 2: speed)
+"""MaterialTable.lookup's table of rows per (mesh, slots) (for speed)
 gives the rows of the per-hit lookup through the slots, and the glass tracer's one
 lookup per hit (``trace(..., material=)``) gives the rows of a lookup after it."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Reflectivity from the material the user already has (issue 22, section 1): node-tree
+"""Reflectivity from the material the user already has (docs/physics.md): node-tree
 evaluation (Principled, Diffuse, Glass, Mix, Image Texture), the explicit override, the
 wavelength library, textures sampled at the hit's UV, unknown shaders."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The native library's cast of rays from scattered origins (issue 24): every phase of the
+"""The native library's cast of rays from scattered origins: every phase of the
 reordering (cells of the origins, counting sort, cast in cell order, answers back in the
 caller's order) runs on all of the cast's threads, and every ray's answer is the same bits
 on any number of threads, in any order, with or without normals, as from casts of small

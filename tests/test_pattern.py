@@ -1,4 +1,4 @@
-"""Pattern-file LiDARs (issue 23, section 1: pattern files and hybrid solid-state units):
+"""Pattern-file LiDARs (pattern files and hybrid solid-state units, docs/physics.md):
 the file layout and its reader, one-line errors naming the row and column, the cache,
 the sensor's timing, grid and LaserScan angles, the degenerate 2D pattern against the
 planar scanner on the demo scene, analytic ranges to a wall with per-laser origins, the

@@ -1,4 +1,4 @@
-"""pcap (issue 21, section 4): the packets a real unit sends, decoded by the vendors' own tools.
+"""pcap: the packets a real unit sends, decoded by the vendors' own tools.
 
 The decoders (velodyne-decoder 3.1.0, ouster-sdk 1.0.1) live in their own environment
 (``.venv-decoders``, built by tools/decoders.sh, which tools/test.sh runs): both need numpy 2.

@@ -1,4 +1,4 @@
-"""The one scan pipeline (issue 20 section 1): ``Scanner.scan(packet)`` over a Timeline,
+"""The one scan pipeline (docs/architecture.md): ``Scanner.scan(packet)`` over a Timeline,
 frozen time as one held step, the packet record, the one hits type, the one
 matrix-to-quaternion routine, and REP-103 as the default axes.
 

@@ -1,10 +1,10 @@
-"""Issue 22, section 2 (outputs): the return fields of a multi-return scan in every writer
+"""Outputs of several returns per beam: the return fields of a multi-return scan in every writer
 (LAS return bits, PCD and PointCloud2 fields, PLY, npz), Velodyne's dual return packets read
 back by velodyne-decoder, and the new settings in the panel, the CLI and the Blender
 properties.
 
-Results are built by hand (the beam module that forms real multiple returns is another
-part of issue 22): :func:`multi_result` adds second returns behind some beams of a scan.
+Results are built by hand (the beam module that forms real multiple returns is tested in
+tests/test_beam.py): :func:`multi_result` adds second returns behind some beams of a scan.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rigs (issue 23, section 3): several sensor cameras in one pass over time, real Blender on
+"""Rigs (docs/architecture.md): several sensor cameras in one pass over time, real Blender on
 the demo's rig variant (``scenes/crossing_rig.blend``: the roof HDL-64E S2 ``Velodyne``, two
 side VLP-16s and a front Kinect on the ``EgoCar``)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The io-layer of rigs (issue 23, section 3): one rosbag2 for several sensors (RigBag:
+"""The io-layer of rigs (docs/formats.md, "Rig outputs"): one rosbag2 for several sensors (RigBag:
 topics, frame ids, /tf_static = the extrinsics, one base pose per stamp, deterministic
 bytes; each sensor's messages the single-sensor bag's), and the extrinsics files
 (calib_rig.txt, extrinsics.json) read back."""

@@ -1,4 +1,4 @@
-"""Issue 23 review: one roll-pitch-yaw pair and one NED/FRD <-> REP-103 flip (core/axes.py),
+"""One roll-pitch-yaw pair and one NED/FRD <-> REP-103 flip (core/axes.py),
 used by rosbag2's base_to_sensor, the extrinsics files, the config formats and the rosette's
 scan_orientation."""
 from __future__ import annotations

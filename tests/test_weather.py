@@ -1,4 +1,4 @@
-"""Weather (issue 22, section 4): fog after Hahner et al. 2021 and rain (Marshall-Palmer
+"""Weather (docs/physics.md): fog after Hahner et al. 2021 and rain (Marshall-Palmer
 extinction as in LISA, Goodin et al. 2019's range noise, drop returns), asserted on real
 scans of Blender geometry and on the stage's rules for the return modes."""
 from __future__ import annotations
