@@ -232,11 +232,12 @@ class RangeScanJob:
             sensor=self.scanner.sensor_type)
 
     def _validate_scene(self) -> None:
-        """The scan's own checks, before the folder is touched: the ray budget, finite
-        transforms (continuous time) and every object's class label."""
+        """The scan's own checks, before the folder is touched: the ray budget, the
+        transforms of the sensor and the scanned objects at every scene frame of the plan
+        (finite and within reach: :meth:`Scanner.check_transforms`) and every object's
+        class label."""
         self.scanner.check_budget(self.plan.packets[0])
-        # continuous time: refuse a NaN/inf transform before anything is written (no-op otherwise)
-        if self.transform_check:
+        if self.transform_check:  # a rig checks every camera's in one pass
             self.scanner.check_transforms(self.plan.scene_frames())
         semantic_of_objects(self.scanner.extractor.table.table)  # an unknown blensor_label
 

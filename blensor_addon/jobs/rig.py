@@ -237,12 +237,11 @@ class RigJob:
             writer_factories=factories, writing=self.writing, deferred=True, transform_check=False))
 
     def _after_members(self, out) -> None:
-        # continuous time: every camera's and object's transform at every frame, in one pass
+        # every camera's and object's transform at every frame, in one pass (a member in
+        # continuous time also refuses an object's NaN/inf transform, which frozen frames leave out)
         frames = sorted({f for m in self.members for f in m.plan.scene_frames()})
-        for m in self.members:
-            if m.scanner.continuous:
-                m.scanner.check_transforms(frames, self.cameras)
-                break
+        checker = next((m for m in self.members if m.scanner.continuous), self.members[0])
+        checker.scanner.check_transforms(frames, self.cameras)
         self.extrinsics = self._extrinsics()
         from ..io.extrinsics import rig_calibration_files
         calib = rig_calibration_files(self._base.name, [(n, self.extrinsics[n]) for n in self.frame_ids])

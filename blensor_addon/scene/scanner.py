@@ -39,6 +39,11 @@ from .visibility import apply_render_visibility
 #: time steps of a scene frame at most in the continuous time model: each step is a scene
 #: evaluation, so ``time_step`` is at least frame_time / MAX_TIME_STEPS (4.2e-6 s at 24 fps)
 MAX_TIME_STEPS = 10_000
+#: the largest magnitude of an entry of a sensor's or a scanned object's world matrix (m for
+#: the translation, unitless for the rotation-and-scale part): a million km, far beyond any
+#: sensor's range; the ray caster's float32 geometry is meaningless long before the native
+#: library's own limit (:data:`blensor_addon.raycast.native.MAX_TRANSFORM`, 1e30)
+MAX_WORLD_COORDINATE = 1e9
 
 
 def check_camera(camera_object) -> None:
@@ -262,21 +267,22 @@ class Scanner:
         return self._timeline
 
     def check_transforms(self, frames, cameras=None) -> None:
-        """In continuous time (:attr:`continuous`): evaluate ``frames`` (scene frame
-        numbers) as the scan will (render visibility applied) and refuse an object whose
-        world matrix is not finite at one of them, before anything is scanned: the sensor
-        and every geometry object that is scanned (not hidden from render). Each frame is
-        one evaluation of the scene; no mesh is read. Instances (Geometry Nodes,
-        collection instances, particles) are checked when their frame is scanned. Frozen
-        frames leave such objects out with a warning instead (nothing is checked here).
+        """Evaluate ``frames`` (scene frame numbers) as the scan will (render visibility
+        applied) and refuse, before anything is scanned or an earlier run's files are
+        deleted, a world matrix out of reach at one of them: the sensor's and every
+        scanned geometry object's (not hidden from render) must have every entry within
+        +-:data:`MAX_WORLD_COORDINATE`; the sensor's must be finite, and in continuous
+        time (:attr:`continuous`: transforms are interpolated) every object's too (frozen
+        frames leave an object with a NaN/inf transform out with a warning instead). Each
+        frame is one evaluation of the scene; no mesh is read. Instances (Geometry Nodes,
+        collection instances, particles) are checked when their frame is scanned.
         ``cameras``: the sensors whose transforms are checked (default: this scanner's;
         a rig checks all of its cameras in one pass).
 
         Raises:
-            SettingsError (``transform of object 'NAME'``): naming the first one found.
+            SettingsError (``transform of object 'NAME'``): naming the first one found,
+            the value and the time.
         """
-        if not self.continuous:
-            return
         from .extract import GEOMETRY_TYPES
         render = self._rig.render if self._rig is not None else self._ensure_visibility()
         ft = frame_time(self.scene)
@@ -287,12 +293,20 @@ class Scanner:
                 self.scene.frame_set(int(f))
                 for ob in bpy.context.evaluated_depsgraph_get().objects:
                     orig = ob.original
-                    if orig.name not in names and (
-                        ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)
-                    ):
+                    sensor = orig.name in names
+                    if not sensor and (ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)):
                         continue
-                    if not np.isfinite(np.array(ob.matrix_world, dtype=np.float64)).all():
-                        raise non_finite_transform(orig.name, int(f) * ft, int(f))
+                    m = np.array(ob.matrix_world, dtype=np.float64)[:3]
+                    if not np.isfinite(m).all():
+                        if sensor or self.continuous:
+                            raise non_finite_transform(orig.name, int(f) * ft, int(f))
+                        continue
+                    big = float(np.abs(m).max())
+                    if big > MAX_WORLD_COORDINATE:
+                        raise SettingsError(
+                            f"transform of object '{orig.name}'",
+                            f"finite and within +-{MAX_WORLD_COORDINATE:g} (m, every entry of its world matrix) "
+                            "at every time scanned", f"{big:g} at t = {int(f) * ft:.6g} s (frame {int(f)})")
         finally:
             self.scene.frame_set(old, subframe=old_sub)
 
