@@ -457,9 +457,10 @@ def test_a_fifo_where_a_manifest_is_expected_is_refused_not_opened(velodyne, bpy
         signal.signal(signal.SIGALRM, old)
 
 
-def test_resume_verifies_finished_files_and_drops_frames_outside_the_new_range(velodyne, tmp_path):
+def test_resume_verifies_finished_files_and_refuses_a_range_without_the_earlier_frames(velodyne, tmp_path):
     """Section 7.13: --resume kept a truncated frame and reported complete; with another
-    range the earlier frames stayed on disk but left the manifest."""
+    range the earlier frames stayed on disk but left the manifest (then were deleted, or
+    overwritten where KITTI numbers files by their place in the run): now refused."""
     ref = tmp_path / "ref"
     scan_range(velodyne, [1, 2, 3], ref, ("npz", "pcd"))
     part = tmp_path / "part"
@@ -477,18 +478,23 @@ def test_resume_verifies_finished_files_and_drops_frames_outside_the_new_range(v
     for n, b in snapshot(ref).items():
         if n != "manifest.json":
             assert snapshot(part)[n] == b, n
-    # a resume with frames 2-4: frame 1 leaves with its files, 2 and 3 are reused
-    job = scan_range(velodyne, [2, 3, 4], part, ("npz", "pcd"), resume=True)
-    assert job.reused == 2 and [e["frame"] for e in job.done] == [2, 3, 4]
-    assert files_of(part) == ["clean/scan00002.pcd", "clean/scan00003.pcd", "clean/scan00004.pcd",
-                              "manifest.json", "noisy/scan00002.pcd", "noisy/scan00003.pcd",
-                              "noisy/scan00004.pcd", "scan00002.npz", "scan00003.npz", "scan00004.npz",
+    # a resume with frames 2-4 would drop frame 1: refused, the folder as it was (resume
+    # never deletes nor overwrites a finished packet)
+    before = snapshot(part)
+    with pytest.raises(SettingsError, match=r"frames must be a range holding the earlier run's finished "
+                       r"packets \(--resume keeps them: this folder holds frames 1-3 of --frames 1-3; "
+                       r".*got '2-4'"):
+        scan_range(velodyne, [2, 3, 4], part, ("npz", "pcd"), resume=True)
+    assert snapshot(part) == before
+    # frames 1-4 hold them: 1-3 are reused, 4 is scanned
+    job = scan_range(velodyne, [1, 2, 3, 4], part, ("npz", "pcd"), resume=True)
+    assert job.reused == 3 and [e["frame"] for e in job.done] == [1, 2, 3, 4]
+    assert files_of(part) == ["clean/scan00001.pcd", "clean/scan00002.pcd", "clean/scan00003.pcd",
+                              "clean/scan00004.pcd", "manifest.json", "noisy/scan00001.pcd",
+                              "noisy/scan00002.pcd", "noisy/scan00003.pcd", "noisy/scan00004.pcd",
+                              "scan00001.npz", "scan00002.npz", "scan00003.npz", "scan00004.npz",
                               "trajectory.tum"]
-    assert len((part / "trajectory.tum").read_text().splitlines()) == 3
-    # all reused: the trajectory is rewritten without the dropped frame
-    job = scan_range(velodyne, [3, 4], part, ("npz", "pcd"), resume=True)
-    assert job.reused == 2 and len((part / "trajectory.tum").read_text().splitlines()) == 2
-    assert files_of(part)[0] == "clean/scan00003.pcd"
+    assert len((part / "trajectory.tum").read_text().splitlines()) == 4
 
 
 def test_failures_are_typed_with_declared_attributes(velodyne, tmp_path, monkeypatch):

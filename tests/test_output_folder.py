@@ -70,3 +70,49 @@ def test_a_transform_out_of_reach_is_refused_before_overwrite_deletes_the_earlie
                         r"\(m, every entry of its world matrix\) at every time scanned, got "
                         rf"'{re.escape(value)} at t = [0-9.e+-]+ s \(frame [01]\)'", line), line
     assert snapshot(out) == before  # byte for byte, the manifest included
+
+
+def test_resume_never_deletes_or_overwrites_the_packets_of_another_range(tmp_path):
+    out = tmp_path / "o"
+    fmt = ("--formats", "npz,pcd,kitti", "--quiet")
+    assert run("scan", CROSSING, "--frames", "1-6", "--out", out, *fmt).returncode == 0
+    before = snapshot(out)
+    # frames 1-6 are sweeps 0-2, frames 13-18 sweeps 5-7: the earlier sweeps are not in the plan
+    res = run("scan", CROSSING, "--frames", "13-18", "--out", out, "--resume", *fmt)
+    assert res.returncode == 2, res.stderr
+    assert one_error_line(res) == (
+        "blensor: error: --frames must be a range holding the earlier run's finished packets (--resume keeps "
+        "them: this folder holds sweeps 0-2 of --frames 1-6; resume with a range around them, or use "
+        "--overwrite to replace them), got '13-18'")
+    res = run("scan", CROSSING, "--time", "0.5-0.8", "--out", out, "--resume", *fmt)
+    assert res.returncode == 2 and one_error_line(res).startswith(
+        "blensor: error: --time must be a range holding the earlier run's finished packets"), res.stderr
+    assert snapshot(out) == before
+    # a range around the earlier one resumes it: its packets are reused, not rewritten
+    other = tmp_path / "p"
+    assert run("scan", CROSSING, "--frames", "1-3", "--out", other, "--formats", "npz,pcd",
+               "--quiet").returncode == 0
+    kept = {n: b for n, b in snapshot(other).items() if n.endswith((".npz", ".pcd"))}
+    res = run("scan", CROSSING, "--frames", "1-6", "--out", other, "--formats", "npz,pcd", "--resume")
+    assert res.returncode == 0 and ", 2 reused," in res.stdout, res.stdout + res.stderr
+    assert all((other / n).read_bytes() == b for n, b in kept.items())
+    assert json.loads((other / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_resume_with_a_multi_frame_format_says_in_one_line_why_it_rescans(tmp_path):
+    out = tmp_path / "o"
+    fmt = ("--frames", "1-3", "--formats", "npz,kitti", "--out", out, "--quiet")
+    assert run("scan", CROSSING, *fmt).returncode == 0
+    before = snapshot(out)
+    res = run("scan", CROSSING, *fmt, "--resume")
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and re.fullmatch(
+        r"blensor: note: --resume rescans the 2 packets of the earlier run: kitti writes files over the "
+        r"whole run that need every packet's scan; the files are the bytes of an uninterrupted run",
+        lines[0]), res.stderr
+    after = snapshot(out)
+    assert {n: b for n, b in after.items() if n != "manifest.json"} == \
+        {n: b for n, b in before.items() if n != "manifest.json"}
+    man = [json.loads(s["manifest.json"]) for s in (before, after)]
+    assert man[0]["frames"] == man[1]["frames"] and man[1]["status"] == "complete"

@@ -6,12 +6,18 @@ process and call (``.<name>.<pid>.<random>.part``), so two runs writing into one
 never share one, and they are created exclusively (``O_CREAT | O_EXCL``, plus
 ``O_NOFOLLOW`` where the OS has it): a file or symlink planted at that name makes the
 write fail instead of being followed. On every error path the temporary file is removed.
+
+A target that exists and is not a regular file (a FIFO, a device node, a socket, a
+folder, a symlink) is never replaced: every writer checks it (:func:`check_target`)
+before it writes and again just before the rename, and raises :class:`NotRegularError`
+(``rename(2)`` would put a regular file in the node's place: ``/dev/null`` as root).
 """
 from __future__ import annotations
 
 import errno
 import os
 import secrets
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,6 +28,44 @@ PART_SUFFIX = ".part"
 
 #: longest file name (bytes) on the file systems BlenSor writes to (ext4, APFS, NTFS: 255)
 NAME_MAX = 255
+
+
+class NotRegularError(OSError):
+    """Something other than a regular file is at a target (``errno.EEXIST``):
+    ``filename`` the target, ``kind`` what is there (:func:`kind_of`). Nothing was written
+    there and the node is as it was."""
+
+    def __init__(self, path, kind: str) -> None:
+        super().__init__(errno.EEXIST, f"{kind} is there, not a regular file (never replaced)", str(path))
+        self.kind = kind
+
+
+def kind_of(mode: int) -> str:
+    """What an ``st_mode`` (``os.lstat``) is, for messages: ``"a regular file"``,
+    ``"a folder"``, ``"a FIFO"``, ``"a device"``, ``"a socket"``, ``"a symbolic link"``
+    or ``"not a regular file"``."""
+    for test, kind in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def check_target(path) -> None:
+    """Whether a writer may put a file at ``path``: nothing there, or a regular file
+    (``os.lstat``: a symlink is not followed and counts as not regular).
+
+    Raises:
+        NotRegularError: a FIFO, device, socket, folder or symlink is there.
+        OSError: ``path`` cannot be looked at (a folder on the way not searchable).
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise NotRegularError(path, kind_of(mode))
 
 
 def temp_name(path: Path) -> Path:
@@ -71,11 +115,14 @@ class StagedFile:
     deletes it. The writers that append a run's packets to one file (EVD, pcap) keep it
     whole after every append and roll a failed append back with :meth:`truncate`.
 
-    Raises (constructor): FileExistsError/OSError if the temporary file cannot be created.
+    Raises (constructor): NotRegularError if something other than a regular file is at
+    ``path`` (:func:`check_target`); FileExistsError/OSError if the temporary file cannot
+    be created.
     """
 
     def __init__(self, path) -> None:
         self.path = Path(path)
+        check_target(self.path)
         self.tmp = temp_name(self.path)
         self._f = open_exclusive(self.tmp, "wb", buffering=0)
 
@@ -107,10 +154,13 @@ class StagedFile:
         first), then rename it to ``path`` (idempotent).
 
         Raises:
+            NotRegularError: something other than a regular file is at ``path`` now; the
+                file stays open (:meth:`discard` removes it).
             OSError: fsync or rename failed; the temporary file is left for inspection.
         """
         if self._f is None:
             return
+        check_target(self.path)
         f, self._f = self._f, None
         try:
             os.fsync(f.fileno())
@@ -118,6 +168,7 @@ class StagedFile:
             f.close()
         if before_rename is not None:
             before_rename()
+        check_target(self.path)
         os.replace(self.tmp, self.path)
 
     def discard(self) -> None:
@@ -138,9 +189,12 @@ def atomic_open(path, mode: str = "wb"):
     re-raise. Yields the open file.
 
     Raises:
+        NotRegularError: something other than a regular file is at ``path`` (checked
+            before and just before the rename; it is left as it was).
         OSError: the write, fsync or rename failed (e.g. ENOSPC); nothing is left behind.
     """
     path = Path(path)
+    check_target(path)
     tmp = temp_name(path)
     f = open_exclusive(tmp, mode)
     try:
@@ -148,6 +202,7 @@ def atomic_open(path, mode: str = "wb"):
         f.flush()
         os.fsync(f.fileno())
         f.close()
+        check_target(path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -183,6 +238,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_open`).
 
     Raises:
+        NotRegularError: something other than a regular file is at ``path``.
         OSError: the file cannot be written; no partial file is left.
     """
     with atomic_open(path, "wb") as f:
@@ -208,6 +264,8 @@ def commit_files(folder: Path, files, before_rename=None) -> list[Path]:
     ``before_rename()`` (if given) runs, then all are renamed. Returns the final paths.
 
     Raises:
+        NotRegularError: something other than a regular file is at one of the paths
+            (checked before anything is staged and again before the renames).
         OSError (or what ``before_rename`` raises): nothing of this call is left.
     """
     staged = []
@@ -216,9 +274,12 @@ def commit_files(folder: Path, files, before_rename=None) -> list[Path]:
             target = Path(folder) / name
             if target.parent != Path(folder):
                 ensure_folder(target.parent)
+            check_target(target)
             staged.append((stage_bytes(target, data), target))
         if before_rename is not None:
             before_rename()
+        for _, final in staged:
+            check_target(final)
     except BaseException:
         for tmp, _ in staged:
             remove_quietly(tmp)

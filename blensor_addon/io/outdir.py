@@ -25,6 +25,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 from time import monotonic
@@ -51,6 +52,36 @@ def files_matching(folder: Path, patterns) -> list[Path]:
     one of the regular expressions ``patterns``, sorted."""
     pat = re.compile("^(" + "|".join(patterns) + ")$")
     return sorted(p for p, rel in _files(folder) if pat.match(rel))
+
+
+def nodes_matching(folder: Path, patterns) -> list[tuple[Path, str]]:
+    """What sits in ``folder`` (and its subfolders, as deep as :func:`files_matching`
+    looks) at a relative path that fully matches one of the regular expressions
+    ``patterns`` and is not a regular file: (path, kind) pairs, sorted, ``kind`` as
+    :func:`~.atomic.kind_of` says (a FIFO, a device, a socket, a folder, a symbolic
+    link). Symlinks are not followed."""
+    from .atomic import kind_of
+    pat = re.compile("^(" + "|".join(patterns) + ")$")
+    out = []
+
+    def walk(d: Path, rel: str, depth: int) -> None:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return
+        for e in entries:
+            r = f"{rel}{e.name}"
+            try:
+                mode = e.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if pat.match(r) and not stat.S_ISREG(mode):
+                out.append((Path(e.path), kind_of(mode)))
+            elif stat.S_ISDIR(mode) and depth < _DEPTH:
+                walk(Path(e.path), r + "/", depth + 1)
+
+    walk(Path(folder), "", 0)
+    return sorted(out)
 
 
 def stale_parts(folder: Path) -> list[Path]:
@@ -82,13 +113,18 @@ class FolderLock:
         for _ in range(100):  # another run removing its lock meanwhile: try again
             if not hasattr(os, "O_NOFOLLOW") and self.path.is_symlink():  # Windows: no O_NOFOLLOW
                 raise symlink
+            self._refuse_node(symlink)  # a FIFO or device there is neither opened nor removed
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_NONBLOCK", 0), 0o644)
             except OSError as exc:
                 if exc.errno == errno.ELOOP or self.path.is_symlink():
                     raise symlink from None
                 raise OutputError(exc.errno, f"cannot create the lock file ({exc.strerror})",
                                   str(self.path)) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # put there since the check: left as it is
+                os.close(fd)
+                self._refuse_node(symlink)
             try:
                 if sys.platform == "win32":
                     import msvcrt
@@ -124,6 +160,20 @@ class FolderLock:
         self._fd = fd
         self._pid_bytes = len(str(os.getpid()))
         self.reserved = 0
+
+    def _refuse_node(self, symlink: SettingsError) -> None:
+        """Raise ``symlink`` for a symlink at the lock's path, a SettingsError (``out``)
+        for anything else that is not a regular file (a FIFO, device, socket, folder)."""
+        from .atomic import kind_of
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise symlink
+        if not stat.S_ISREG(mode):
+            raise SettingsError("out", f"a folder whose {LOCK_NAME} is a regular file or missing (never a "
+                                "FIFO, device, socket, folder or link)", f"{self.path} ({kind_of(mode)})")
 
     def reserve(self, nbytes: int) -> bool:
         """Grow the lock file to hold ``nbytes`` of disk space after the pid (never
@@ -371,24 +421,34 @@ class OutputFolder:
         """Files in the folder (and subfolders) matching :attr:`patterns`, sorted."""
         return files_matching(self.path, self.patterns)
 
-    def check(self, *, overwrite: bool, resume: bool) -> None:
+    def check(self, *, overwrite: bool, resume: bool, resumable: bool = True) -> None:
         """Refuse the folder if it holds an earlier run's files and neither ``overwrite``
         nor ``resume`` is given, or, with ``overwrite``, files of BlenSor's names that the
         earlier run did not list (never deleted). Deletes nothing: :meth:`prepare` does,
         once the run has been validated. Reads the earlier manifest (:attr:`earlier`).
+        ``resumable``: whether the job takes ``resume`` (a depth export does not), for
+        the refusal's hint.
 
         Raises:
             SettingsError (``out``): as above; or (``out``) a manifest that is not a
-            regular file (a FIFO is never opened).
+            regular file (a FIFO is never opened); or something other than a regular
+            file (a FIFO, device, socket, folder, symlink) at a path of BlenSor's names
+            (:func:`nodes_matching`: the run would rename its file over it).
         """
         self.earlier = read_manifest(self.path / self.manifest_name)
+        nodes = nodes_matching(self.path, self.patterns + [re.escape(self.manifest_name)])
+        if nodes:
+            raise SettingsError("out", "a folder whose files of BlenSor's names are regular files (BlenSor "
+                                "replaces no FIFO, device, socket, folder or link there)",
+                                f"{nodes[0][0]} ({nodes[0][1]})")
         old = self.existing()
         if not (self.path / self.manifest_name).exists() and not old:
             return
         if old and not (overwrite or resume):
             if self.what == "run":
                 allowed = ("an empty folder or one without BlenSor output (use --overwrite, or Overwrite in "
-                           "the panel, to replace the earlier run's files; --resume to continue it)")
+                           "the panel, to replace the earlier run's files"
+                           + ("; --resume to continue it)" if resumable else ")"))
             else:
                 allowed = (f"a folder without earlier motion files (use --overwrite, or Overwrite in the "
                            f"panel, to replace the earlier {self.what}'s files)")

@@ -47,4 +47,4 @@ def export_depth(camera_object, frames, out_dir, formats=("exr",), *, backend: s
     from .range_scan import scan_range  # (imports bpy: only once blensor depth started its cluster)
     formats = parse_depth_formats(formats)
     return scan_range(camera_object, frames, out_dir, formats, backend=backend, overwrite=overwrite,
-                      progress=progress, **{**overrides, "sensor_type": "depth"})
+                      progress=progress, resumable=False, **{**overrides, "sensor_type": "depth"})

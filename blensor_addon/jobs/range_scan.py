@@ -138,6 +138,9 @@ class RangeScanJob:
     #: callable with which a worker opens the scene (() -> the camera object)
     cluster: object = None
     open_scene: object = None
+    #: whether the caller offers ``resume`` (a depth export does not): the refusal of a
+    #: used folder names it only then
+    resumable: bool = True
 
     def __post_init__(self) -> None:
         self._check_arguments()
@@ -186,8 +189,7 @@ class RangeScanJob:
         def begin():
             reuse = self._reuse
             self.folder.prepare()
-            if self.resume and self.folder.earlier is not None:
-                self._drop_unplanned(reuse)
+            self._note_rescan(reuse)
             self.pipeline = self._build_pipeline(reuse)
             self.pipeline.manifest.start()
         self._guard(begin)
@@ -251,7 +253,7 @@ class RangeScanJob:
                                 "with --overwrite to replace it, or choose another folder)", str(folder.path))
         for f in self.formats:  # before anything of an earlier run is deleted
             WRITERS[f].check_folder(folder.path)
-        folder.check(overwrite=self.overwrite, resume=self.resume)
+        folder.check(overwrite=self.overwrite, resume=self.resume, resumable=self.resumable)
         return folder
 
     def _static(self) -> dict:
@@ -281,7 +283,9 @@ class RangeScanJob:
 
         Raises:
             SettingsError (``resume``): earlier outputs without a readable manifest, or
-                other settings (named).
+                other settings (named). SettingsError (``frames`` or ``time``): a plan
+                without one of the earlier run's finished packets (:meth:`_check_range`:
+                resume never deletes nor overwrites them).
         """
         if not self.resume:
             return {}
@@ -306,18 +310,55 @@ class RangeScanJob:
                     where, a, b = f"{where}.{keys[0]}", a.get(keys[0]), b.get(keys[0])
                 raise SettingsError("resume", f"a folder scanned with the same {where}",
                                     f"{a!r} in {path}, {b!r} now")
-        return {e["frame"]: e for e in old.get("frames", []) if isinstance(e, dict) and "frame" in e}
+        reuse = {e["frame"]: e for e in old.get("frames", []) if isinstance(e, dict) and "frame" in e}
+        self._check_range(old, reuse)
+        return reuse
 
-    def _drop_unplanned(self, reuse: dict) -> None:
-        """``resume`` with another frame range: the earlier run's packets outside this plan
-        leave with their files (listed in its manifest), so the folder holds exactly what
-        the new manifest lists."""
+    def _check_range(self, old: dict, reuse: dict) -> None:
+        """``resume`` keeps every finished packet of the earlier run (manifest ``old``,
+        its entries ``reuse`` by packet index): a plan that leaves one out is refused, as
+        it would delete it or, where files are numbered by their place in the run (KITTI),
+        write other packets over it.
+
+        Raises:
+            SettingsError (``frames``, or ``time`` when given): naming the packets the
+            folder holds and the range the earlier run asked for.
+        """
         planned = set(self.plan.indices)
-        keep = {n for k, e in reuse.items() if k in planned for n in e.get("files", ())}
-        drop = {n for k, e in reuse.items() if k not in planned for n in e.get("files", ())} - keep
-        for k in [k for k in reuse if k not in planned]:
-            del reuse[k]
-        self.folder.remove_listed(drop)
+        held = sorted(k for k, e in reuse.items() if isinstance(k, int) and e.get("files"))
+        if all(k in planned for k in held):
+            return
+        kind = old.get("packets") if old.get("packets") in ("sweep", "frame") else "packet"
+        asked = old.get("frames_requested")
+        if isinstance(asked, dict) and isinstance(asked.get("time"), list) and len(asked["time"]) == 2:
+            earlier = f"--time {asked['time'][0]:g}-{asked['time'][1]:g}"
+        elif isinstance(asked, list) and asked and all(isinstance(f, int) for f in asked):
+            # [first, last] of a range, else the frames (plan.Plan.requested)
+            earlier = "--frames " + (f"{asked[0]}-{asked[1]}" if len(asked) == 2 else _ranges(sorted(asked)))
+        else:
+            earlier = "the earlier run"
+        if self.time is not None:
+            now = f"{self.time[0]:g}-{self.time[1]:g}"
+        else:
+            now = _ranges(sorted({int(f) for f in self.frames}))
+        raise SettingsError("frames" if self.time is None else "time",
+                            f"a range holding the earlier run's finished packets (--resume keeps them: this "
+                            f"folder holds {kind}s {_ranges(held)} of {earlier}; resume with a range around "
+                            "them, or use --overwrite to replace them)", now)
+
+    def _note_rescan(self, reuse: dict) -> None:
+        """Say in one line (stderr) that ``resume`` rescans the earlier run's packets when
+        a format writes files over the whole run (KITTI's poses and times, a bag, a
+        capture, EVD: :attr:`Writer.multi_frame`), which need every packet's scan; the
+        pipeline reuses none then (:meth:`Pipeline._check_reuse`)."""
+        multi = [f for f in self.formats if WRITERS[f].multi_frame]
+        if not (self.resume and reuse and multi):
+            return
+        import sys
+        n = len(reuse)
+        print(f"blensor: note: --resume rescans the {n} packet{'s' if n != 1 else ''} of the earlier run: "
+              f"{', '.join(multi)} write{'s' if len(multi) == 1 else ''} files over the whole run that need "
+              "every packet's scan; the files are the bytes of an uninterrupted run", file=sys.stderr)
 
     def _run_info(self) -> RunInfo:
         """What the writers know of the run."""
@@ -461,11 +502,24 @@ class RangeScanJob:
                 self.scene.frame_set(self._old_frame)
 
 
+def _ranges(indices: list) -> str:
+    """Sorted ints as compact ranges: [0, 1, 2, 5] -> ``"0-2, 5"``."""
+    out, start = [], None
+    for i, k in enumerate(indices):
+        if start is None:
+            start = k
+        if i + 1 == len(indices) or indices[i + 1] != k + 1:
+            out.append(f"{start}-{k}" if k != start else f"{k}")
+            start = None
+    return ", ".join(out)
+
+
 def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | None = None, *,
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
                overwrite: bool = False, resume: bool = False, progress=None,
                should_cancel=None, options: dict | None = None, axes: str = "ros",
-               time: tuple | None = None, cluster=None, open_scene=None, **overrides) -> RangeScanJob:
+               time: tuple | None = None, cluster=None, open_scene=None, resumable: bool = True,
+               **overrides) -> RangeScanJob:
     """Scan ``frames`` (or the time interval ``time``) of ``camera_object`` into ``out_dir``.
 
     One output ("packet") per scene frame, or per full sweep of a swept sensor (setting
@@ -495,8 +549,10 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         resume: keep an earlier run's finished packets whose settings and geometry hash
             match its manifest and whose files have the size and sha256 it recorded
             (e.g. after SIGKILL) and scan the rest; the files are the bytes an
-            uninterrupted run writes. The earlier run's packets outside this run's plan
-            are deleted with their files.
+            uninterrupted run writes. A plan without one of the earlier run's finished
+            packets is refused (resume never deletes nor overwrites them). Formats that
+            write files over the whole run (kitti, rosbag2, pcap, evd) need every packet's
+            scan: then every packet is scanned again, as one line on stderr says.
         progress: called as ``progress(0, total, None)`` once the input is validated, then
             as ``progress(scanned, total, entry)`` after each frame is scanned (its files
             are written meanwhile; ``entry["files"]`` is filled once they are).
@@ -507,6 +563,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
             in a worker and returns the camera object); the files are the same bytes.
         overrides: setting names of the sensor type plus ``sensor_type`` and ``preset``,
             applied over the camera's stored settings (as :func:`~..scene.scanner.scan`).
+        resumable: False where the caller takes no ``resume`` (a depth export): the
+            refusal of a folder holding an earlier run's files then names only overwrite.
     Returns:
         the finished :class:`RangeScanJob` (``done`` entries, ``points``, ``status``;
         ``signal`` is the signal number if SIGINT/SIGTERM stopped it).
@@ -524,7 +582,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
     return run_job(lambda: RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
                                         frame_of_reference, pcd_ascii, overwrite, resume, overrides,
                                         options or {}, axes, time, cluster=cluster,
-                                        open_scene=open_scene), progress, should_cancel)
+                                        open_scene=open_scene, resumable=resumable), progress, should_cancel)
 
 
 def run_job(make, progress=None, should_cancel=None):

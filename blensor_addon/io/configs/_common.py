@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -123,13 +124,19 @@ def read_text(path, what: str) -> str:
 
 def write_text(path, text: str, what: str) -> None:
     """Write ``text`` to ``path`` through a temporary sibling and rename (nothing half
-    written).
+    written). A symbolic link at ``path`` is followed (the file it names is written,
+    the link kept); what is there in the end must be nothing or a regular file.
 
     Raises:
-        SettingsError (``what``): the folder is missing or not writable."""
-    from ..atomic import atomic_write_bytes
+        SettingsError (``what``): a FIFO, device, socket or folder there (left as it
+        was), or the folder is missing or not writable."""
+    from ..atomic import NotRegularError, atomic_write_bytes
+    target = Path(os.path.realpath(path))
     try:
-        atomic_write_bytes(Path(path), text.encode("utf-8"))
+        atomic_write_bytes(target, text.encode("utf-8"))
+    except NotRegularError as exc:
+        raise SettingsError(what, "a new file or a regular file to replace (never a FIFO, device, socket "
+                            "or folder)", f"{target} ({exc.kind})") from None
     except OSError as exc:
         raise SettingsError(what, f"a path in a writable folder ({exc.strerror})", str(path)) from None
 
