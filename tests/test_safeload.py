@@ -46,7 +46,7 @@ def test_json_file_larger_than_the_bound_is_refused(tmp_path):
 def test_yaml_nested_deep_in_flow_and_block_style_is_refused():
     block = "a:\n" + "".join("  " * i + "- \n" for i in range(100))
     for text in ("a: " + "[" * 100000 + "]" * 100000, block):
-        with pytest.raises(SettingsError, match=r"^x.yaml line \d+ column \d+ must be YAML nested at most 64"):
+        with pytest.raises(SettingsError, match=r"^x.yaml line \d+ column \d+ must be YAML nested at most"):
             safeload.load_yaml(text, "x.yaml")
 
 

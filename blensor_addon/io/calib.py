@@ -56,13 +56,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from pathlib import Path
 
 from ..core.errors import SettingsError
 from ..core.sensors.calibration import MAX_LASERS, LaserTable
+from .safeload import load_json, load_xml, load_yaml
 
 #: most lasers (beams, channels) a table may have (LaserTable.check's bound).
 #: largest calibration file read (bytes): a 128-laser YAML is 30 kB, a db.xml 50 kB
@@ -86,7 +86,7 @@ def _num(value, field: str, what: str = "a number") -> float:
         raise SettingsError(f"calibration.{field}", what, value)
     try:
         v = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # (OverflowError: an int beyond a float's range)
         raise SettingsError(f"calibration.{field}", what, value) from None
     if not math.isfinite(v):
         raise SettingsError(f"calibration.{field}", f"{what} (finite)", value)
@@ -201,16 +201,15 @@ def parse_velodyne_yaml(text: str, name: str = "calibration.yaml") -> LaserTable
     goes into ``source`` and ``model``.
 
     Raises:
+        SettingsError (``NAME line L column C``): nested deeper or an integer longer than
+        :mod:`.safeload` reads (a 100,000-deep file is refused before any parser recurses).
         SettingsError (``calibration.<field>``): not YAML, no ``lasers`` list, a laser
         without ``laser_id``/``vert_correction``/``rot_correction``, a repeated or out of
         range id, a non-number, ``num_lasers`` not the number of lasers listed.
     """
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
-    y = YAML(typ="safe")
-    y.allow_duplicate_keys = True  # (velodyne_pointcloud/tests/angles-calibrated.yaml repeats keys)
-    try:
-        doc = y.load(text)
+    try:  # (velodyne_pointcloud/tests/angles-calibrated.yaml repeats keys)
+        doc = load_yaml(text, name, allow_duplicate_keys=True)
     except YAMLError as exc:
         msg = " ".join(str(exc).split())
         raise SettingsError("calibration", "a Velodyne calibration in YAML",
@@ -255,13 +254,15 @@ def parse_velodyne_xml(text: str, name: str = "db.xml") -> LaserTable:
     the file has no ``enabled_``), which must be ids 0..L-1.
 
     Raises:
+        SettingsError (``NAME line L column C``): elements nested deeper than
+        :mod:`.safeload` reads.
         SettingsError (``calibration.<field>``): not XML, no ``DB/points_``, a laser
         without ``id_``/``vertCorrection_``, a non-number, enabled lasers that are not
         ids 0..L-1.
     """
     import xml.etree.ElementTree as ET
     try:
-        root = ET.fromstring(text)
+        root = load_xml(text, name)
     except ET.ParseError as exc:
         raise SettingsError("calibration", "a Velodyne db.xml", f"{name} ({exc})") from None
     db = root if root.tag == "DB" else root.find("DB")
@@ -320,7 +321,7 @@ def parse_velodyne_xml(text: str, name: str = "db.xml") -> LaserTable:
 # Ouster
 
 
-_MODE = re.compile(r"^(\d+)x(\d+)$")
+_MODE = re.compile(r"^(\d{1,9})x(\d{1,9})$")
 
 
 def _ouster_model(prod_line: str) -> str:
@@ -343,12 +344,16 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
     every beam of a column fires at once (``firing_s`` zeros).
 
     Raises:
+        SettingsError (``NAME line L column C``): nested deeper or an integer longer than
+        :mod:`.safeload` reads.
         SettingsError (``calibration.<field>``): not JSON, no ``beam_altitude_angles``,
         azimuths or pixel shifts not one per beam, a bad ``lidar_mode`` or
         ``columns_per_frame``, ``pixels_per_column`` not the number of beams.
     """
     try:
-        doc = json.loads(text)
+        doc = load_json(text, name)
+    except SettingsError:
+        raise
     except ValueError as exc:
         raise SettingsError("calibration", "an Ouster metadata file (JSON)", f"{name} ({exc})") from None
     if not isinstance(doc, dict):

@@ -156,8 +156,8 @@ def load_json(source, what: str, *, max_depth: int = MAX_DEPTH, max_digits: int 
 
     def parse_int(s: str) -> int:
         if len(s) - (s[0] == "-") > max_digits:
-            pos = text.find(s)
-            where = _where(what, text, pos) if pos >= 0 else what
+            m = re.search(r"(?<![0-9.eE+\-])" + re.escape(s) + r"(?![0-9.eE])", text)
+            where = _where(what, text, m.start()) if m else what
             raise SettingsError(where, f"an integer of at most {max_digits} digits", s)
         return int(s)
 
@@ -187,7 +187,8 @@ def check_yaml(text: str, what: str, max_depth: int = MAX_DEPTH,
                                     f"YAML nested at most {max_depth} deep", f"more than {max_depth} levels")
         elif isinstance(ev, CollectionEndEvent):
             depth -= 1
-        elif isinstance(ev, ScalarEvent) and ev.style is None and ev.tag is None and _YAML_INT.match(ev.value):
+        elif (isinstance(ev, ScalarEvent) and ev.style is None and ev.tag is None
+              and _YAML_INT.match(ev.value)):
             digits = ev.value.lstrip("+-")
             digits = digits[2:] if digits[:2] in ("0x", "0o", "0b") else digits
             if len(digits.replace("_", "")) > max_digits:

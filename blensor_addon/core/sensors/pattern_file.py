@@ -7,7 +7,8 @@ layout, its reader with one-line errors, the cache of parsed files and what the 
 
 Layout (one row per firing; the pattern repeats every period P):
 
-CSV (UTF-8 text; ``#`` starts a comment line; blank lines are skipped)::
+CSV (UTF-8 text, a byte-order mark allowed, as a spreadsheet saves it; lines end in LF,
+CRLF or CR; ``#`` starts a comment line; blank lines are skipped)::
 
     # period_s: 0.1
     azimuth_deg,elevation_deg,time_s,channel[,origin_x_m,origin_y_m,origin_z_m]
@@ -331,7 +332,7 @@ def _read_csv(p: str) -> PatternFile:
     names = None
     cells_out, lines = array("d"), array("q")  # flat, 8 bytes a number: a large file stays compact
     try:
-        f = open(p, "r", encoding="utf-8", newline="")
+        f = open(p, "r", encoding="utf-8-sig", newline="")  # (a spreadsheet's BOM is no column name)
     except OSError as e:
         raise _refuse(p, "a readable pattern file", p, f"cannot open: {e.strerror}") from None
     with f:

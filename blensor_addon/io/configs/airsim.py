@@ -40,12 +40,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 
 from ...core.axes import NED_FROM_ROS
 from ...core.errors import SettingsError
 from ...core.sensors import SENSORS
+from ..safeload import load_json
 from . import ConfigFormat, SensorConfig
 from ._common import (matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of, unexpressed,
                       validated)
@@ -103,42 +105,32 @@ OWN = ("id", "type", "lidar-type", "parent-link", "origin")
 F = NED_FROM_ROS
 
 
+#: a string, a ``//`` comment or a ``/* */`` comment (an unterminated one runs to the end)
+_STRING_OR_COMMENT = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)|//[^\n]*|/\*(?:.*?\*/|.*\Z)', re.S)
+
+
 def _strip_comments(text: str) -> str:
     """``text`` with ``//`` and ``/* */`` comments outside strings replaced by spaces
-    (newlines kept: a JSON error's line and column stay the file's)."""
-    out = list(text)
-    i, n, in_str = 0, len(text), False
-    while i < n:
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 2
-                continue
-            in_str = c != '"'
-        elif c == '"':
-            in_str = True
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out[i:j] = " " * (j - i)
-            i = j
-            continue
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out[i:j] = ["\n" if ch == "\n" else " " for ch in text[i:j]]
-            i = j
-            continue
-        i += 1
-    return "".join(out)
+    (newlines kept: a JSON error's line and column stay the file's); linear in the text."""
+
+    def blank(m: re.Match) -> str:
+        t = m.group()
+        return t if t[0] == '"' else re.sub(r"[^\n]", " ", t)
+
+    return _STRING_OR_COMMENT.sub(blank, text)
 
 
 def _pairs(pairs):
-    keys = [k for k, _ in pairs]
-    dup = next((k for k in keys if keys.count(k) > 1), None)
-    if dup is not None:
-        raise _Duplicate(dup)
-    return dict(pairs)
+    """An object's (key, value) pairs as a dict; the first key given twice raises
+    :class:`_Duplicate` (one pass: a file of 200,000 keys is read in a fraction of a second)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Duplicate(k)
+            seen.add(k)
+    return out
 
 
 class _Duplicate(Exception):
@@ -146,12 +138,16 @@ class _Duplicate(Exception):
 
 
 def parse_json(text: str, path: str):
-    """The JSON document of ``text`` (comments allowed).
+    """The JSON document of ``text`` (comments allowed), read by
+    :func:`~..safeload.load_json` (nesting, integer digits and size bounded).
 
     Raises:
-        SettingsError (``PATH line L column C``): not JSON, or a key twice in one object."""
+        SettingsError (``PATH line L column C``): not JSON, nested deeper than
+            :data:`~..safeload.MAX_DEPTH`, an integer of more than
+            :data:`~..safeload.MAX_INT_DIGITS` digits; (``PATH key K``) a key twice in one
+            object."""
     try:
-        return json.loads(_strip_comments(text), object_pairs_hook=_pairs)
+        return load_json(_strip_comments(text), path, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         line = text.splitlines()[exc.lineno - 1] if 0 < exc.lineno <= len(text.splitlines()) else ""
         raise SettingsError(f"{path} line {exc.lineno} column {exc.colno}", f"JSON ({exc.msg})",

@@ -60,6 +60,7 @@ import numpy as np
 
 from ...core.errors import SettingsError
 from ...core.sensors.budget import MAX_RAYS
+from ..safeload import load_xml
 from . import ConfigFormat, SensorConfig
 from ._common import (f32, grid_samples, matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of,
                       sweep_grid, unexpressed, validated)
@@ -104,15 +105,24 @@ TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
 def _leaves(elem, prefix="") -> list[tuple[str, ET.Element]]:
+    """The leaf elements below ``elem`` as (path, element) in document order (``ray/raster``
+    as one leaf); an explicit stack, not a call per level (the document's nesting is
+    bounded by :func:`~..safeload.load_xml` too)."""
     out = []
-    for child in elem:
+    stack = [(iter(elem), prefix)]
+    while stack:
+        children, pre = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            continue
         if not isinstance(child.tag, str):
             continue
-        path = prefix + ("ray" if not prefix and child.tag == "lidar" else child.tag)  # SDF 1.7+ <lidar>
+        path = pre + ("ray" if not pre and child.tag == "lidar" else child.tag)  # SDF 1.7+ <lidar>
         if path == "ray/raster" or path.startswith("ray/raster/"):
             out.append(("ray/raster", child))
         elif len(child):
-            out.extend(_leaves(child, path + "/"))
+            stack.append((iter(child), path + "/"))
         else:
             out.append((path, child))
     return out
@@ -324,11 +334,12 @@ def read_configs(text: str, path: str) -> list[SensorConfig]:
     """The lidar sensors of the XML ``text`` (module docstring).
 
     Raises:
-        SettingsError: not XML (line and column), no lidar ``<sensor>``, an element
+        SettingsError: not XML (line and column), nested deeper than
+            :data:`~..safeload.MAX_DEPTH` elements, no lidar ``<sensor>``, an element
             missing, malformed or out of range (``PATH sensor 'NAME' ELEMENT``), a name
             twice."""
     try:
-        root = ET.fromstring(text)
+        root = load_xml(text, path)
     except ET.ParseError as exc:
         line, col = exc.position
         raise SettingsError(f"{path} line {line} column {col + 1}", "XML (a <sensor> element)",
