@@ -305,8 +305,9 @@ class Scanner:
                     if big > MAX_WORLD_COORDINATE:
                         raise SettingsError(
                             f"transform of object '{orig.name}'",
-                            f"finite and within +-{MAX_WORLD_COORDINATE:g} (m, every entry of its world matrix) "
-                            "at every time scanned", f"{big:g} at t = {int(f) * ft:.6g} s (frame {int(f)})")
+                            f"finite and within +-{MAX_WORLD_COORDINATE:g} (m, every entry of its world "
+                            "matrix) at every time scanned",
+                            f"{big:g} at t = {int(f) * ft:.6g} s (frame {int(f)})")
         finally:
             self.scene.frame_set(old, subframe=old_sub)
 
