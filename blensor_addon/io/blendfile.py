@@ -8,105 +8,271 @@ blocks, each a block header (code, length, old address, SDNA struct index, count
 its data, up to the ``ENDB`` block; the ``DNA1`` block describes every struct. Blender
 saves it raw, zstd-compressed (seekable multi-frame, since 3.0) or gzip-compressed
 (before). :func:`check_blend` walks the chain and refuses a file whose header, block
-lengths, ``ENDB`` or ``DNA1`` are broken, and a linked library (``LI`` block) whose
-path is not a regular file (a FIFO would block Blender's reader forever). It reads the
-whole (decompressed) file once: about 2 ms for the demo scene. A broken file that keeps
-its structure can still crash Blender's reader: the command opens it in a child process
-first for that (:mod:`blensor_addon.cli`).
+codes, block lengths, ``ENDB`` or ``DNA1`` are broken, and a linked library (``LI``
+block) whose path is not a regular file (a FIFO would block Blender's reader forever).
+
+The walk streams: the file is decompressed 1 MiB at a time, block data is skipped as it
+passes, and only the ``DNA1`` block and the ``LI`` blocks are kept (at most
+:data:`MAX_KEPT` bytes), so its memory is bounded whatever the file. A compressed file
+may expand to at most :data:`MAX_RATIO` times its size (or :data:`MIN_EXPANDED` bytes,
+whichever is more) and hold at most one block per byte on disk (or :data:`MIN_BLOCKS`):
+the .blend files Blender ships expand 3.5 to 15 times and hold under 0.05 blocks per
+compressed byte, while a few kilobytes of zstd can expand to gigabytes of zeros or of
+empty blocks (a decompression bomb), which is refused within a second or two. The walk
+takes about 3 ms for the demo scene. A broken file that keeps its structure can still
+crash Blender's reader: the command opens it in a child process first for that
+(:mod:`blensor_addon.cli`).
 """
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
-import stat
 import struct
 import zlib
 from pathlib import Path
 
 from ..core.errors import SettingsError
+from ..core.files import check_regular_file
+
+__all__ = ["BlendStructureError", "blocks", "check_blend", "check_regular_file", "library_paths",
+           "read_blend_bytes"]
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 << 20
+
+#: expanded bytes a compressed .blend may hold per byte on disk (Blender's own files: 3.5
+#: to 15; deflate reaches about 1030 on zeros, zstd 30,000)
+MAX_RATIO = 100
+#: expanded bytes any compressed .blend may hold, whatever its size on disk
+MIN_EXPANDED = 512 * 1024 * 1024
+#: blocks any .blend may hold, whatever its size on disk (beyond it: one per byte on disk)
+MIN_BLOCKS = 1 << 20
+#: the largest ``DNA1`` block, and the most ``LI`` block bytes, kept in memory (a real
+#: ``DNA1`` block has about 130 KB, a ``Library`` struct about 2 KB)
+MAX_KEPT = 64 * 1024 * 1024
+#: the largest zstd window accepted (zstd's own default limit; Blender writes 1 MiB frames)
+MAX_ZSTD_WINDOW = 1 << 27
+#: a block code starts with a capital letter (``DATA``, ``DNA1``, ``ENDB``, ``GLOB``,
+#: ``REND``, ``TEST``, ``USER`` and the two-letter ID codes ``OB``, ``ME``, ``LI``, ...)
+_CODE = re.compile(rb"[A-Z][A-Z0-9]")
 
 
 class BlendStructureError(ValueError):
     """The bytes are not a well-formed .blend (the message says where)."""
 
 
+class _Expanded:
+    """The file's (decompressed) bytes read forward through a 1 MiB buffer, counting the
+    bytes expanded against ``limit``.
+
+    Raises (from :meth:`take` and :meth:`skip`):
+        BlendStructureError: the compressed stream is broken, or it expands past ``limit``.
+    """
+
+    def __init__(self, source, kind: str, limit: int | None, disk_size: int, errors: tuple = ()) -> None:
+        self._src = source
+        self._errors = errors  # what the decompressor raises on a broken stream
+        self.kind = kind  # "zstd", "gzip" or "raw"
+        self.limit = limit
+        self.disk_size = disk_size
+        self._buf = b""
+        self._off = 0
+        self.pos = 0  # bytes consumed
+        self.expanded = 0  # bytes produced by the source so far
+        self.eof = False
+
+    def _chunk(self) -> bytes:
+        try:
+            chunk = self._src.read(_CHUNK)
+        except self._errors as exc:
+            raise BlendStructureError(f"{self.kind} stream broken ({exc})") from None
+        if not chunk:
+            self.eof = True
+            return b""
+        self.expanded += len(chunk)
+        if self.limit is not None and self.expanded > self.limit:
+            raise BlendStructureError(
+                f"its {self.kind} stream expands past {self.limit:,} bytes, over {MAX_RATIO} times the "
+                f"file's {self.disk_size:,} bytes on disk: a decompression bomb")
+        return chunk
+
+    def peek(self, n: int) -> bytes:
+        """The next ``n`` bytes (fewer at the end of the file), left to be read."""
+        while len(self._buf) - self._off < n and not self.eof:
+            self._buf = self._buf[self._off:] + self._chunk()
+            self._off = 0
+        return self._buf[self._off:self._off + n]
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes (fewer at the end of the file)."""
+        avail = len(self._buf) - self._off
+        if n <= avail:
+            out = self._buf[self._off:self._off + n]
+            self._off += n
+        else:  # (collected in parts: a 64 MiB block is not copied once per chunk)
+            parts, got = [self._buf[self._off:]], avail
+            self._buf, self._off = b"", 0
+            while got < n and not self.eof:
+                chunk = self._chunk()
+                use = min(len(chunk), n - got)
+                parts.append(chunk[:use])
+                got += use
+                self._buf, self._off = chunk, use
+            out = b"".join(parts)
+        self.pos += len(out)
+        return out
+
+    def skip(self, n: int) -> int:
+        """Pass the next ``n`` bytes without keeping them; returns how many there were."""
+        left = n
+        while True:
+            avail = len(self._buf) - self._off
+            if left <= avail:
+                self._off += left
+                self.pos += left
+                return n
+            left -= avail
+            self.pos += avail
+            self._buf, self._off = b"", 0
+            if self.eof:
+                return n - left
+            self._buf = self._chunk()
+
+    def drain(self, n: int) -> None:
+        """Read up to ``n`` more bytes, for a broken stream's own error (a corrupt zstd frame
+        may yield some garbage before its checksum fails)."""
+        while n > 0 and not self.eof:
+            n -= len(self._chunk())
+
+
+def _open(fh, disk_size: int) -> _Expanded | None:
+    """``fh`` (binary, at 0) as an :class:`_Expanded` of its decompressed bytes; None for a
+    zstd file where the ``zstandard`` package (a dependency of bpy, and bundled with
+    Blender) is missing."""
+    head = fh.read(4)
+    fh.seek(0)
+    limit = max(MIN_EXPANDED, MAX_RATIO * disk_size)
+    if head == _ZSTD_MAGIC:
+        try:
+            import zstandard
+        except ImportError:
+            return None
+        dctx = zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW)
+        return _Expanded(dctx.stream_reader(fh, read_size=_CHUNK, read_across_frames=True), "zstd", limit,
+                         disk_size, (zstandard.ZstdError,))
+    if head[:2] == _GZIP_MAGIC:
+        return _Expanded(gzip.GzipFile(fileobj=fh), "gzip", limit, disk_size, (OSError, EOFError, zlib.error))
+    return _Expanded(fh, "raw", None, disk_size)
+
+
 def read_blend_bytes(path) -> bytes | None:
-    """The file's bytes, decompressed if it is zstd or gzip; None for a zstd file where
-    the ``zstandard`` package (a dependency of bpy, and bundled with Blender) is missing.
+    """The file's bytes, decompressed if it is zstd or gzip (within the bounds of
+    :data:`MAX_RATIO` and :data:`MIN_EXPANDED`); None for a zstd file where the
+    ``zstandard`` package is missing. All in memory: :func:`check_blend` streams instead.
 
     Raises:
-        OSError: unreadable; BlendStructureError: the compressed stream is broken.
+        OSError: unreadable; BlendStructureError: the compressed stream is broken or
+        expands past its bound.
     """
     with open(path, "rb") as fh:
-        head = fh.read(4)
-        fh.seek(0)
-        if head == _ZSTD_MAGIC:
-            try:
-                import zstandard
-            except ImportError:
-                return None
-            try:
-                with zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) as r:
-                    return r.read()
-            except zstandard.ZstdError as exc:
-                raise BlendStructureError(f"zstd stream broken ({exc})") from None
-        if head[:2] == _GZIP_MAGIC:
-            try:
-                return gzip.GzipFile(fileobj=fh).read()
-            except (OSError, EOFError, zlib.error) as exc:
-                raise BlendStructureError(f"gzip stream broken ({exc})") from None
-        return fh.read()
+        ex = _open(fh, os.fstat(fh.fileno()).st_size)
+        if ex is None:
+            return None
+        parts = []
+        while not ex.eof:
+            parts.append(ex._chunk())
+        return b"".join(parts)
 
 
-def _header(data: bytes) -> tuple[int, str, int, str]:
-    """(pointer size, struct byte order ``<``/``>``, header size, block header format)."""
-    if not data.startswith(b"BLENDER"):
+def _header(head: bytes) -> tuple[int, str, int, str]:
+    """(pointer size, struct byte order ``<``/``>``, header size, block header format) of
+    the file's first 17 bytes."""
+    if not head.startswith(b"BLENDER"):
         raise BlendStructureError("no BLENDER header")
-    m = re.match(rb"BLENDER(\d\d)-(\d\d)([vV])(\d{4})", data[:17])
+    m = re.match(rb"BLENDER(\d\d)-(\d\d)([vV])(\d{4})", head[:17])
     if m:  # Blender 5.0+: header size, file format version 1 = 64-bit block headers
         if int(m.group(1)) != 17 or int(m.group(2)) != 1:
-            raise BlendStructureError(f"unknown .blend header {data[:17]!r}")
+            raise BlendStructureError(f"unknown .blend header {head[:17]!r}")
         return 8, "<" if m.group(3) == b"v" else ">", 17, "large"
-    m = re.match(rb"BLENDER([_-])([vV])(\d{3})", data[:12])
+    m = re.match(rb"BLENDER([_-])([vV])(\d{3})", head[:12])
     if not m:
-        raise BlendStructureError(f"unknown .blend header {data[:12]!r}")
+        raise BlendStructureError(f"unknown .blend header {head[:12]!r}")
     return 4 if m.group(1) == b"_" else 8, "<" if m.group(2) == b"v" else ">", 12, "small"
 
 
-def blocks(data: bytes):
-    """Yield (code, data offset, length, SDNA index, count) of every block up to and
-    without ``ENDB``.
+def _walk(ex: _Expanded, keep=lambda code: False):
+    """Walk the block chain of ``ex``: yield (code, data offset, length, SDNA index,
+    count, data or None) of every block up to and without ``ENDB``, with the data of the
+    blocks ``keep(code)`` names (the first :data:`MAX_KEPT` bytes of them all), the rest
+    skipped. The first item is the header's (pointer size, byte order).
 
     Raises:
-        BlendStructureError: a bad header, a block running past the end of the file or
-        with a negative length or count, or no ``ENDB`` block.
+        BlendStructureError: a bad header, a block code that is no code, a block running
+        past the end of the file or with a negative length or count, more blocks than
+        the bound (:data:`MIN_BLOCKS`, or one per byte on disk), or no ``ENDB`` block.
     """
-    ptr, order, pos, kind = _header(data)
+    ptr, order, size0, kind = _header(ex.peek(17))
+    ex.take(size0)
+    yield ptr, order
     if kind == "large":
         fmt = order + "4siQqq"  # code, SDNAnr, old, len, nr
     else:
         fmt = order + "4si" + ("I" if ptr == 4 else "Q") + "ii"  # code, len, old, SDNAnr, nr
     size = struct.calcsize(fmt)
-    n = len(data)
+    max_blocks = max(MIN_BLOCKS, ex.disk_size)
+    kept = 0
+    n = 0
     while True:
-        if pos + size > n:
-            raise BlendStructureError(f"no ENDB block (the block chain ends at byte {pos} of {n})")
+        pos = ex.pos
+        raw = ex.take(size)
+        if len(raw) < size:
+            raise BlendStructureError(f"no ENDB block (the block chain ends at byte {pos} of {ex.pos})")
         if kind == "large":
-            code, sdna, _old, length, count = struct.unpack_from(fmt, data, pos)
+            code, sdna, _old, length, count = struct.unpack(fmt, raw)
         else:
-            code, length, _old, sdna, count = struct.unpack_from(fmt, data, pos)
+            code, length, _old, sdna, count = struct.unpack(fmt, raw)
         if code == b"ENDB":
             return
-        start = pos + size
-        if length < 0 or count < 0 or start + length > n:
+        if not _CODE.match(code):
+            raise BlendStructureError(f"the block at byte {pos} has no block code (it reads {code!r})")
+        if length < 0 or count < 0:
+            raise BlendStructureError(f"block {code!r} at byte {pos} has length {length} and count {count}")
+        n += 1
+        if n > max_blocks:
+            raise BlendStructureError(f"over {max_blocks:,} blocks, more than one per byte of the file's "
+                                      f"{ex.disk_size:,} on disk: a decompression bomb")
+        start = ex.pos
+        data = None
+        if keep(code):
+            if kept + length > MAX_KEPT:
+                raise BlendStructureError(f"block {code!r} at byte {pos} has length {length:,} (at most "
+                                          f"{MAX_KEPT:,} bytes of such blocks are read)")
+            data = ex.take(length)
+            kept += length
+            got = len(data)
+        else:
+            got = ex.skip(length)
+        if got < length:
+            ex.skip(1 << 62)  # (to the end: the file's size for the message)
             raise BlendStructureError(f"block {code!r} at byte {pos} has length {length} and count {count} "
-                                      f"(the file has {n} bytes)")
+                                      f"(the file has {ex.pos} bytes)")
+        yield code, start, length, sdna, count, data
+
+
+def blocks(data: bytes):
+    """Yield (code, data offset, length, SDNA index, count) of every block of the
+    (decompressed) .blend ``data`` up to and without ``ENDB``.
+
+    Raises:
+        BlendStructureError: see :func:`_walk`.
+    """
+    walk = _walk(_Expanded(io.BytesIO(data), "raw", None, len(data)))
+    next(walk)
+    for code, start, length, sdna, count, _ in walk:
         yield code, start, length, sdna, count
-        pos = start + length
 
 
 def _sdna(block: bytes, order: str, ptr: int) -> dict:
@@ -172,69 +338,67 @@ def _sdna(block: bytes, order: str, ptr: int) -> dict:
         raise BlendStructureError(f"DNA1 block unreadable ({exc})") from None
 
 
-def library_paths(data: bytes) -> list[str]:
-    """Paths of the linked libraries (``LI`` blocks) as stored (``//`` = relative to the
-    .blend).
-
-    Raises:
-        BlendStructureError: the structure is broken (see :func:`blocks`), or no ``DNA1``.
-    """
-    ptr, order, _, _ = _header(data)
-    found = list(blocks(data))
-    dna = [(s, n) for code, s, n, _, _ in found if code == b"DNA1"]
-    if not dna:
+def _library_paths(ex: _Expanded) -> list[str]:
+    """:func:`library_paths` of a stream: the chain walked once, ``DNA1`` and ``LI`` kept."""
+    walk = _walk(ex, keep=lambda code: code in (b"DNA1", b"LI\0\0"))
+    ptr, order = next(walk)
+    dna = None
+    libs = []
+    for code, start, length, sdna, _count, data in walk:
+        if code == b"DNA1" and dna is None:
+            dna = data
+        elif code == b"LI\0\0":
+            libs.append((start, length, sdna, data))
+    if dna is None:
         raise BlendStructureError("no DNA1 block")
-    libs = [(s, n, sdna) for code, s, n, sdna, _ in found if code == b"LI\0\0"]
     if not libs:
         return []
-    structs = _sdna(data[dna[0][0]:dna[0][0] + dna[0][1]], order, ptr)
+    structs = _sdna(dna, order, ptr)
     out = []
-    for start, length, sdna in libs:
+    for start, length, sdna, data in libs:
         name, fields = structs.get(sdna, ("", []))
         spot = [(o, z) for f, o, z in fields if f.startswith("filepath[") or f.startswith("name[")]
         if name != "Library" or not spot or spot[0][0] + spot[0][1] > length:
             raise BlendStructureError(f"LI block at byte {start} is not a Library")
         o, z = spot[0]
-        raw = data[start + o:start + o + z]
-        out.append(raw.split(b"\0", 1)[0].decode("utf-8", "replace"))
+        out.append(data[o:o + z].split(b"\0", 1)[0].decode("utf-8", "replace"))
     return out
 
 
-def check_regular_file(setting: str, path, what: str = "an existing .blend file") -> Path:
-    """``path`` if it is a regular file (after symbolic links).
+def library_paths(data: bytes) -> list[str]:
+    """Paths of the linked libraries (``LI`` blocks) of the (decompressed) .blend ``data``
+    as stored (``//`` = relative to the .blend).
 
     Raises:
-        SettingsError (``setting``): missing, a folder, a FIFO, a device or a socket
-        (reading a FIFO blocks until someone writes to it).
+        BlendStructureError: the structure is broken (see :func:`_walk`), or no ``DNA1``.
     """
-    p = Path(path)
-    try:
-        mode = os.stat(p).st_mode
-    except OSError:
-        raise SettingsError(setting, what, str(path)) from None
-    if not stat.S_ISREG(mode):
-        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
-        raise SettingsError(setting, f"{what} (a regular file)", f"{path} ({kind})")
-    return p
+    return _library_paths(_Expanded(io.BytesIO(data), "raw", None, len(data)))
 
 
 def check_blend(path) -> list[str]:
     """Check the .blend at ``path`` before Blender reads it: a regular file, a sound block
-    chain (header, block lengths, ``ENDB``, ``DNA1``; compressed files decompressed), and
-    every linked library a regular file or missing (Blender reports a missing one).
-    Returns the libraries' absolute paths ([] unchecked: a zstd file without the
-    ``zstandard`` package).
+    chain (header, block codes and lengths, ``ENDB``, ``DNA1``; compressed files
+    decompressed as the walk goes, within the bounds on their expansion and block count
+    in the module's docstring), and every linked library a regular file or missing
+    (Blender reports a missing one). Memory stays within about :data:`MAX_KEPT` plus
+    zstd's window, whatever the file. Returns the libraries' absolute paths ([]
+    unchecked: a zstd file without the ``zstandard`` package).
 
     Raises:
         SettingsError (``SCENE.blend``): naming what is wrong.
     """
     p = check_regular_file("SCENE.blend", path)
     try:
-        data = read_blend_bytes(p)
-        if data is None:  # (no zstd decoder: Blender's reader alone judges the file)
-            return []
-        paths = library_paths(data)
+        with open(p, "rb") as fh:
+            ex = _open(fh, os.fstat(fh.fileno()).st_size)
+            if ex is None:  # (no zstd decoder: Blender's reader alone judges the file)
+                return []
+            try:
+                paths = _library_paths(ex)
+            except BlendStructureError as exc:
+                if ex.kind != "raw" and "decompression bomb" not in str(exc):
+                    ex.drain(16 * _CHUNK)  # a stream error found just after is the cause
+                raise
     except BlendStructureError as exc:
         raise SettingsError("SCENE.blend", f"a readable .blend file ({exc})", str(path)) from None
     except OSError as exc:
