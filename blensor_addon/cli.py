@@ -791,7 +791,9 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
             _writing_begins()  # a frame is done: it is kept whatever happens next
         if args.quiet:
             return
-        if bar is None:  # input validated: only now show the bar
+        if bar is None:  # input validated: only now show the --sensor file's notes and the bar
+            for line in getattr(args, "sensor_notes", ()):
+                say(f"blensor: {args.sensor}: {line}", err=True)
             from tqdm import tqdm
             bar = tqdm(total=total, unit="scan", desc="blensor", file=sys.stderr)
         if entry is not None:
@@ -849,8 +851,9 @@ def _has_blensor_settings(obj) -> bool:
 
 def _cameras(bpy, args, configs) -> list:
     """The cameras ``blensor scan`` scans: those the ``--sensor`` file describes (made or
-    updated in the open scene, never saved), those of ``--camera A,B,C``, every camera
-    with BlenSor settings (``--all-sensors``), or the scene camera.
+    updated in the open scene, never saved; what it says of them, ``args.sensor_notes``,
+    is printed when the run starts), those of ``--camera A,B,C``, every camera with
+    BlenSor settings (``--all-sensors``), or the scene camera.
 
     Raises:
         SettingsError: no such camera, a name twice, no camera with BlenSor settings."""
@@ -859,9 +862,7 @@ def _cameras(bpy, args, configs) -> list:
     if configs is not None:
         from .jobs.configs import apply_configs
         cams, notes = apply_configs(configs, scene)
-        if not args.quiet:
-            for line in notes:
-                say(f"blensor: {args.sensor}: {line}", err=True)
+        args.sensor_notes = notes  # printed once the run starts: a refused run prints one line
         return cams
     if args.all_sensors:
         cams = [o for o in sorted(scene.objects, key=lambda o: o.name)

@@ -94,7 +94,7 @@ class Meta:
         return what + (f" ({self.unit})" if self.unit else "")
 
     def _in_range(self, v: float) -> bool:
-        if not math.isfinite(v):
+        if not isinstance(v, int) and not math.isfinite(v):  # (an int is finite: 10**400 overflows isfinite)
             return False
         if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
             return False

@@ -37,6 +37,8 @@ LOCK_NAME = ".blensor.lock"
 _PART = re.compile(r"^\..+\.\d+\.[0-9a-f]{16}" + re.escape(PART_SUFFIX) + "$")
 #: subfolder depth searched for earlier outputs (``clean/``, ``velodyne/``, a bag folder)
 _DEPTH = 2
+#: largest manifest read (characters): a run of 10^6 frames lists about 200 MB
+MANIFEST_MAX_BYTES = 1 << 30
 
 
 def _files(folder: Path):
@@ -276,14 +278,19 @@ def read_manifest(path: Path, setting: str = "out") -> dict | None:
     Raises:
         SettingsError (``setting``): something other than a regular file there
             (:func:`read_regular`).
+        SettingsError (``PATH line L column C``): JSON nested deeper, or an integer
+            longer, than :func:`~.safeload.load_json` reads (a planted file must not crash
+            the decoder).
     """
-    import json
+    from .safeload import load_json
     data = read_regular(path, setting)
     if data is None:
         return None
     try:
-        man = json.loads(data)
-    except ValueError:
+        man = load_json(data.decode("utf-8"), str(path), max_bytes=MANIFEST_MAX_BYTES)
+    except SettingsError:
+        raise
+    except ValueError:  # (not UTF-8, not JSON)
         return None
     return man if isinstance(man, dict) and "blensor_version" in man else None
 

@@ -168,7 +168,7 @@ def apply_configs(configs, scene) -> tuple[list, list[str]]:
 def _record(obj) -> dict:
     try:
         rec = json.loads(obj.get(RECORD, "{}"))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # (a .blend's record nested thousands deep)
         return {}
     return rec if isinstance(rec, dict) else {}
 

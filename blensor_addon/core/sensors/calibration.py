@@ -175,7 +175,7 @@ class LaserTable:
         """
         try:
             d = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # (a .blend's text nested thousands deep)
             raise SettingsError("calibration", "a laser table as JSON (blensor calib import)",
                                 f"{text[:60]}... ({exc})") from None
         if not isinstance(d, dict):
@@ -187,7 +187,7 @@ class LaserTable:
             raise SettingsError("calibration", "the keys " + ", ".join(sorted(known)), ", ".join(unknown))
         try:
             return cls(**d)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise SettingsError("calibration", "a laser table with numeric per-laser lists", str(exc)) from None
 
 

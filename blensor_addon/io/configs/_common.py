@@ -151,16 +151,31 @@ def settings_of(config):
 
 
 def validated(config, where: str, field_of: dict) -> None:
-    """Validate ``config``'s settings (:func:`settings_of`); an error names the file's
-    field: ``where`` plus ``field_of[setting]`` (else the setting's own name).
+    """Validate ``config``'s settings (:func:`settings_of`), then again with every float
+    as a camera stores it (:func:`f32`: 1e-300 Hz becomes 0, 1e39 m inf); an error names
+    the file's field: ``where`` plus ``field_of[setting]`` (else the setting's own name),
+    and the file's value.
 
     Raises:
-        SettingsError: a value out of range, naming the file's field."""
+        SettingsError: a value out of range, as given or as a float32, naming the file's
+            field."""
     try:
         settings_of(config)
     except SettingsError as exc:
         field = field_of.get(exc.setting, exc.setting)
         raise SettingsError(f"{where} {field}", exc.allowed, exc.value) from None
+    values = config.values
+    with np.errstate(over="ignore"):
+        stored = {k: f32(v) if isinstance(v, float) else v for k, v in values.items()}
+    if stored == values:
+        return
+    try:
+        make_settings(config.sensor_type, None, stored)
+    except SettingsError as exc:
+        field = field_of.get(exc.setting, exc.setting)
+        given = values.get(exc.setting, exc.value)
+        raise SettingsError(f"{where} {field}", f"{exc.allowed} as a 32-bit float (a camera stores {given!r} "
+                            f"as {exc.value!r})", given) from None
 
 
 def _same(a, b) -> bool:
