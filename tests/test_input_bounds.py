@@ -293,3 +293,15 @@ def test_a_stored_laser_table_nested_deep_or_with_a_huge_integer_is_a_settings_e
         LaserTable.from_json(deep_json())
     with pytest.raises(SettingsError, match="^calibration must be a laser table with numeric per-laser lists"):
         LaserTable.from_json('{"elevation_deg": [%s]}' % ("7" * 400))
+
+
+def test_an_extrinsics_json_nested_deep_is_one_settings_error(tmp_path):
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.io.extrinsics import read_calib_rig
+    path = tmp_path / "extrinsics.json"
+    head = '{"sensors": '
+    path.write_text(head + deep_json() + "}")
+    with pytest.raises(SettingsError) as e:
+        read_calib_rig(path)
+    assert str(e.value) == f"{path} line 1 column {len(head) + 64} must be JSON nested at most 64 deep, got " \
+                           f"{DEEP + 1}"

@@ -44,6 +44,7 @@ import numpy as np
 
 from ..core.axes import matrix_rpy, quaternion_xyzw
 from ..core.errors import SettingsError
+from .safeload import load_json
 
 CALIB_NAME = "calib_rig.txt"
 JSON_NAME = "extrinsics.json"
@@ -157,7 +158,8 @@ def read_calib_rig(path) -> dict[str, np.ndarray]:
         name -> (4, 4) float64 base_to_sensor, in the file's order.
     Raises:
         SettingsError (``calib``): naming the file and line (or element) that is not in
-        the format of the module docstring.
+        the format of the module docstring; (``PATH line L column C``) JSON nested
+        deeper or an integer longer than :func:`~.safeload.load_json` reads.
         OSError: the file cannot be read.
     """
     path = Path(path)
@@ -165,12 +167,14 @@ def read_calib_rig(path) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     if path.suffix.lower() == ".json":
         try:
-            doc = json.loads(text)
+            doc = load_json(text, str(path))
             for k, s in enumerate(doc["sensors"]):
                 M = np.array(s["matrix"], dtype=np.float64)
                 if M.shape != (4, 4):
                     raise ValueError(f"sensors[{k}].matrix is not 4 x 4")
                 out[str(s["name"])] = M
+        except SettingsError:
+            raise
         except (ValueError, KeyError, TypeError) as exc:
             raise SettingsError("calib", f"an extrinsics.json as BlenSor writes it ({path}: {exc})",
                                 str(path)) from None
