@@ -732,9 +732,8 @@ def cmd_scan(args) -> int:
         from .io.configs import format_of_file
         configs = format_of_file(args.sensor).read(args.sensor)
         skipped = [c for c in configs if not c.enabled]
-        if skipped and not args.quiet:
-            for c in skipped:  # a switched-off sensor (enabled false) is not scanned, and says so
-                say(f"blensor: {args.sensor}: {c.name}: enabled false; not scanned", err=True)
+        # a switched-off sensor (enabled false) is not scanned, and says so when the run starts
+        args.sensor_notes = [f"{c.name}: enabled false; not scanned" for c in skipped]
         if len(skipped) == len(configs):
             raise SettingsError("--sensor", "a config file with at least one enabled sensor", args.sensor)
         configs = [c for c in configs if c.enabled]
@@ -862,7 +861,7 @@ def _cameras(bpy, args, configs) -> list:
     if configs is not None:
         from .jobs.configs import apply_configs
         cams, notes = apply_configs(configs, scene)
-        args.sensor_notes = notes  # printed once the run starts: a refused run prints one line
+        args.sensor_notes = [*getattr(args, "sensor_notes", ()), *notes]  # printed once the run starts
         return cams
     if args.all_sensors:
         cams = [o for o in sorted(scene.objects, key=lambda o: o.name)
