@@ -306,3 +306,13 @@ def test_an_extrinsics_json_nested_deep_is_one_settings_error(tmp_path):
         read_calib_rig(path)
     assert str(e.value) == \
         f"{path} line 1 column {len(head) + 64} must be JSON nested at most 64 deep, got {DEEP + 1}"
+
+
+def test_a_config_file_larger_than_the_bound_is_refused_unread(tmp_path):
+    from blensor_addon.io import safeload
+    file = tmp_path / "big.json"
+    with open(file, "wb") as f:
+        f.truncate(safeload.MAX_BYTES + 1)  # sparse: nothing written to disk
+    res = run("config", "import", "airsim", file, scene_copy(tmp_path))
+    assert res.returncode == 2
+    assert one_error_line(res) == f"blensor: error: {file} must be a config file of at most 16 MiB, got '{file}'"

@@ -107,15 +107,22 @@ def grid_samples(start: float, end: float, res: float, *, from_end: bool = False
 
 
 def read_text(path, what: str) -> str:
-    """The text of the config file at ``path`` (UTF-8, a BOM allowed).
+    """The text of the config file at ``path`` (UTF-8, a BOM allowed), at most
+    :data:`~..safeload.MAX_BYTES` long.
 
     Raises:
-        SettingsError (``what``): no such file, not a regular file, unreadable, not UTF-8."""
+        SettingsError (``what``): no such file, not a regular file, unreadable, larger
+            than the bound, not UTF-8."""
+    from ..safeload import MAX_BYTES
     p = Path(path)
     if not p.is_file():
         raise SettingsError(what, "an existing config file", str(path))
     try:
-        return p.read_bytes().decode("utf-8-sig")
+        with open(p, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise SettingsError(what, f"a config file of at most {MAX_BYTES >> 20} MiB", str(path))
+        return data.decode("utf-8-sig")
     except OSError as exc:
         raise SettingsError(what, f"a readable file ({exc.strerror})", str(path)) from None
     except UnicodeDecodeError as exc:
