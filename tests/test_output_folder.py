@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import CROSSING
 from test_faults import one_error_line, run, visible_files
 
@@ -116,3 +115,65 @@ def test_resume_with_a_multi_frame_format_says_in_one_line_why_it_rescans(tmp_pa
         {n: b for n, b in before.items() if n != "manifest.json"}
     man = [json.loads(s["manifest.json"]) for s in (before, after)]
     assert man[0]["frames"] == man[1]["frames"] and man[1]["status"] == "complete"
+
+
+@pytest.mark.parametrize("where", ["absolute", "parent"])
+def test_a_manifest_listing_a_file_outside_the_folder_is_refused_and_nothing_is_touched(tmp_path, where):
+    out = tmp_path / "o"
+    assert run("scan", CROSSING, "--frames", "1-2", "--out", out, "--quiet").returncode == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not BlenSor's")
+    man = json.loads((out / "manifest.json").read_text())
+    listed = str(victim) if where == "absolute" else "../victim.txt"
+    man["frames"][0]["files"].append(listed)
+    (out / "manifest.json").write_text(json.dumps(man))
+    before = snapshot(out)
+    res = run("scan", CROSSING, "--frames", "1-2", "--out", out, "--overwrite", "--quiet")
+    assert res.returncode == 2, res.stderr
+    assert one_error_line(res) == (
+        "blensor: error: --out must be a folder whose manifest.json lists only files inside it (--overwrite "
+        "never deletes anything else; choose another folder), got "
+        f"'{out} (its manifest.json lists {listed})'")
+    assert victim.read_text() == "not BlenSor's" and snapshot(out) == before
+
+
+def test_the_search_for_earlier_outputs_looks_only_where_blensor_writes(tmp_path, monkeypatch):
+    from blensor_addon.io.formats import output_patterns
+    from blensor_addon.io.outdir import OutputFolder, range_run_files
+    out = tmp_path / "o"
+    deep = out / "data" / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    for i in range(50):
+        (deep / f"scan{i:05d}.npz").write_bytes(b"x")
+    (out / "velodyne" / "old").mkdir(parents=True)
+    (out / "velodyne" / "000000.bin").write_bytes(b"x")
+    (out / "velodyne" / "old" / "000001.bin").write_bytes(b"x")
+    (out / "clean").mkdir()
+    (out / "clean" / "scan00000.pcd").write_bytes(b"x")
+    (out / "scan00000.npz").write_bytes(b"x")
+    (out / "notes.txt").write_bytes(b"x")
+    listed = []
+    real = os.scandir
+
+    def spy(path="."):
+        listed.append(Path(path).relative_to(out).as_posix())
+        return real(path)
+    monkeypatch.setattr(os, "scandir", spy)
+    folder = OutputFolder(out, manifest="manifest.json", patterns=output_patterns(), listed=range_run_files)
+    found = [p.relative_to(out).as_posix() for p in folder.existing()]
+    assert found == ["clean/scan00000.pcd", "scan00000.npz", "velodyne/000000.bin"]
+    assert sorted(listed) == [".", "clean", "velodyne"]  # never data/..., never velodyne/old
+
+
+@pytest.mark.parametrize("target", ["/", "/etc/blensor-out", "/proc/blensor-out", "/usr", "link-to-etc"])
+def test_the_operating_systems_folders_are_refused_by_rule(tmp_path, target):
+    if target == "link-to-etc":
+        (tmp_path / "l").symlink_to("/etc")
+        target = tmp_path / "l" / "blensor-out"
+    res = run("scan", CROSSING, "--frames", "1", "--out", target, "--quiet")
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res)
+    assert line.startswith("blensor: error: --out must be a folder outside the operating system's folders "
+                           "(the root /, /bin, /boot, /dev, /etc, "), line
+    assert line.endswith(f"got '{target}'"), line
+    assert not Path("/etc/blensor-out").exists() and not Path("/.blensor.lock").exists()

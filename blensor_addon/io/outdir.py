@@ -41,19 +41,82 @@ _DEPTH = 2
 MANIFEST_MAX_BYTES = 1 << 30
 
 
-def _files(folder: Path):
-    folder = Path(folder)
-    for p in folder.rglob("*"):
-        rel = p.relative_to(folder)
-        if len(rel.parts) <= _DEPTH + 1 and p.is_file() and not p.is_symlink():
-            yield p, rel.as_posix()
+def _components(pattern: str) -> list[str] | None:
+    """The path components of the regular expression ``pattern`` of a relative path: it
+    split at each ``/`` outside a group or a character class (``(clean|noisy)/scan\\d+``
+    -> ``["(clean|noisy)", "scan\\d+"]``); None when a ``/`` sits inside a group."""
+    parts, cur, depth, in_class, escaped = [], "", 0, False, False
+    for ch in pattern:
+        if escaped or ch == "\\":
+            escaped = not escaped and ch == "\\"
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "/":
+            if depth:
+                return None
+            parts.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    return parts + [cur]
+
+
+def _entries(folder: Path, patterns=None):
+    """Yield (``os.DirEntry``, relative POSIX path) of everything in ``folder`` and in the
+    subfolders an output of ``patterns`` (regular expressions of relative paths) can sit
+    in, at most :data:`_DEPTH` below: a subfolder is listed only if the components of
+    some pattern match its path (``velodyne/`` for ``velodyne/\\d{6}\\.bin``), so a folder
+    holding other files (200,000 images four levels down, or ``/proc`` below ``/``) costs
+    one listing of the folder. ``patterns`` None (or a pattern with a ``/`` inside a
+    group): every subfolder to that depth. Symlinks are never followed; a folder that
+    cannot be listed is skipped."""
+    layout = []
+    for p in patterns if patterns is not None else [None]:
+        parts = _components(p) if p is not None else None
+        layout.append(None if parts is None else [re.compile(c) for c in parts])
+
+    def may_hold(comps: list) -> bool:
+        return len(comps) <= _DEPTH and any(
+            parts is None or (len(parts) > len(comps) and all(r.fullmatch(c) for r, c in zip(parts, comps)))
+            for parts in layout)
+
+    todo = [(os.fspath(folder), [])]
+    while todo:
+        d, comps = todo.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            rel = comps + [e.name]
+            yield e, "/".join(rel)
+            try:
+                sub = e.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if sub and may_hold(rel):
+                todo.append((e.path, rel))
+
+
+def _regular(e) -> bool:
+    try:
+        return e.is_file(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def files_matching(folder: Path, patterns) -> list[Path]:
-    """Files in ``folder`` (and its subfolders) whose path relative to it fully matches
+    """Regular files (not links) in ``folder`` (and the subfolders the patterns name, at
+    most :data:`_DEPTH` deep: :func:`_entries`) whose path relative to it fully matches
     one of the regular expressions ``patterns``, sorted."""
+    patterns = list(patterns)
     pat = re.compile("^(" + "|".join(patterns) + ")$")
-    return sorted(p for p, rel in _files(folder) if pat.match(rel))
+    return sorted(Path(e.path) for e, rel in _entries(folder, patterns) if pat.match(rel) and _regular(e))
 
 
 def nodes_matching(folder: Path, patterns) -> list[tuple[Path, str]]:
@@ -61,37 +124,31 @@ def nodes_matching(folder: Path, patterns) -> list[tuple[Path, str]]:
     looks) at a relative path that fully matches one of the regular expressions
     ``patterns`` and is not a regular file: (path, kind) pairs, sorted, ``kind`` as
     :func:`~.atomic.kind_of` says (a FIFO, a device, a socket, a folder, a symbolic
-    link). Symlinks are not followed."""
+    link). Symlinks are not followed; only the subfolders the patterns name are listed
+    (:func:`_entries`)."""
     from .atomic import kind_of
+    patterns = list(patterns)
     pat = re.compile("^(" + "|".join(patterns) + ")$")
     out = []
-
-    def walk(d: Path, rel: str, depth: int) -> None:
+    for e, rel in _entries(folder, patterns):
+        if not pat.match(rel):
+            continue
         try:
-            entries = list(os.scandir(d))
+            mode = e.stat(follow_symlinks=False).st_mode
         except OSError:
-            return
-        for e in entries:
-            r = f"{rel}{e.name}"
-            try:
-                mode = e.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            if pat.match(r) and not stat.S_ISREG(mode):
-                out.append((Path(e.path), kind_of(mode)))
-            elif stat.S_ISDIR(mode) and depth < _DEPTH:
-                walk(Path(e.path), r + "/", depth + 1)
-
-    walk(Path(folder), "", 0)
+            continue
+        if not stat.S_ISREG(mode):
+            out.append((Path(e.path), kind_of(mode)))
     return sorted(out)
 
 
-def stale_parts(folder: Path) -> list[Path]:
+def stale_parts(folder: Path, patterns=None) -> list[Path]:
     """Temporary files and folders (a bag being written) BlenSor left in ``folder`` (a
-    run killed by SIGKILL), sorted."""
-    dirs = [p for p in Path(folder).iterdir() if p.is_dir() and not p.is_symlink() and _PART.match(p.name)]
-    return sorted([p for p, _ in _files(folder) if _PART.match(p.name) and not any(d in p.parents for d in dirs)]
-                  + dirs)
+    run killed by SIGKILL), sorted; looked for beside the outputs of ``patterns`` (every
+    subfolder :data:`_DEPTH` deep where None: :func:`_entries`)."""
+    found = [(Path(e.path), rel, e) for e, rel in _entries(folder, patterns) if _PART.match(e.name)]
+    dirs = [p for p, rel, e in found if "/" not in rel and e.is_dir(follow_symlinks=False)]
+    return sorted([p for p, _, e in found if _regular(e) and not any(d in p.parents for d in dirs)] + dirs)
 
 
 class FolderLock:
@@ -346,6 +403,48 @@ def range_run_files(man: dict) -> set | None:
     return out
 
 
+#: the operating system's folders (POSIX; macOS's under /private and its own): no output
+#: folder is made in them or below them, but in their temporary folders
+#: (:data:`TEMPORARY_FOLDERS`, the platform's :func:`tempfile.gettempdir`)
+SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+                  "/sbin", "/sys", "/usr", "/var", "/System", "/Library", "/private/etc", "/private/var")
+TEMPORARY_FOLDERS = ("/var/tmp", "/dev/shm")
+
+
+def system_folder(path: Path) -> str | None:
+    """The operating system's folder that ``path`` is or lies in, or None: the root of a
+    file system or a drive (``/``, ``C:\\``), a folder of :data:`SYSTEM_FOLDERS` (on
+    Windows: ``%SystemRoot%``, ``%ProgramFiles%``, ``%ProgramFiles(x86)%``) or anything
+    below one, but not what lies in a temporary folder (:data:`TEMPORARY_FOLDERS`, the
+    platform's :func:`tempfile.gettempdir`). The rule is applied to the path with every
+    symlink resolved (``os.path.realpath``: a link to ``/etc`` is ``/etc``), and the
+    folder need not exist."""
+    import tempfile
+    real = Path(os.path.realpath(os.path.abspath(path)))
+    if real.parent == real:
+        return str(real)
+    if sys.platform == "win32":
+        system = [os.environ.get(k) for k in ("SystemRoot", "ProgramFiles", "ProgramFiles(x86)")]
+    else:
+        system = list(SYSTEM_FOLDERS)
+    temporary = [Path(os.path.realpath(t)) for t in (*TEMPORARY_FOLDERS, tempfile.gettempdir())]
+    if any(real == t or t in real.parents for t in temporary):
+        return None
+    for d in filter(None, system):
+        for root in {Path(d), Path(os.path.realpath(d))}:
+            if real == root or root in real.parents:
+                return str(root)
+    return None
+
+
+def _inside(name) -> bool:
+    """Whether ``name`` (a manifest's entry) is a relative path inside the folder: a str
+    of components none of which is empty, ``.`` or ``..``, with no drive, root or
+    backslash."""
+    return (isinstance(name, str) and bool(name) and "\\" not in name and ":" not in name
+            and not name.startswith("/") and all(c not in ("", ".", "..") for c in name.split("/")))
+
+
 def _holds(folder: Path, files: list) -> str:
     return (f"{folder} (holds {files[0].relative_to(folder).as_posix()}"
             f"{' and more' if len(files) > 1 else ''}")
@@ -403,9 +502,17 @@ class OutputFolder:
         """Create the folder if missing, check it is writable and lock it.
 
         Raises:
-            SettingsError (``out``): not creatable, not a folder, not writable, or in use.
+            SettingsError (``out``): the operating system's folder or one in it
+                (:func:`system_folder`: nothing is made there), not creatable, not a
+                folder, not writable, or in use.
             OutputError: the lock file cannot be written (full disk); nothing is left.
         """
+        if system_folder(self.path) is not None:
+            names = ("a drive's root, the Windows folder, Program Files" if sys.platform == "win32" else
+                     "the root /, /bin, /boot, /dev, /etc, /lib*, /proc, /run, /sbin, /sys, /usr, /var, "
+                     "macOS's /System, /Library, /private")
+            raise SettingsError("out", f"a folder outside the operating system's folders ({names} and what "
+                                "lies in them, but temporary folders such as /var/tmp)", str(self.path))
         self.created = not self.path.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -437,7 +544,9 @@ class OutputFolder:
         the refusal's hint.
 
         Raises:
-            SettingsError (``out``): as above; or (``out``) a manifest that is not a
+            SettingsError (``out``): as above; or (``out``) with ``overwrite`` or
+            ``resume``, a manifest listing a path outside the folder (absolute, or with
+            ``..``: never touched); or (``out``) a manifest that is not a
             regular file (a FIFO is never opened); or something other than a regular
             file (a FIFO, device, socket, folder, symlink) at a path of BlenSor's names
             (:func:`nodes_matching`: the run would rename its file over it).
@@ -460,7 +569,7 @@ class OutputFolder:
                 allowed = (f"a folder without earlier motion files (use --overwrite, or Overwrite in the "
                            f"panel, to replace the earlier {self.what}'s files)")
             raise SettingsError("out", allowed, _holds(self.path, old) + ")")
-        if not overwrite or resume:
+        if not (overwrite or resume):
             return
         listed = self._listed(self.earlier) if self.earlier is not None else None
         if isinstance(listed, dict):
@@ -469,6 +578,13 @@ class OutputFolder:
                                             if pat.match(p.relative_to(self.path).as_posix())}
         else:
             names = set(listed or ())
+        outside = sorted(str(n) for n in names if not _inside(n))
+        if outside:  # an edited manifest: nothing outside the folder is ever touched
+            raise SettingsError("out", f"a folder whose {self.manifest_name} lists only files inside it "
+                                "(--overwrite never deletes anything else; choose another folder)",
+                                f"{self.path} (its {self.manifest_name} lists {outside[0]})")
+        if resume:
+            return
         foreign = [p for p in old if p.relative_to(self.path).as_posix() not in names]
         if foreign:
             raise SettingsError("out", f"a folder whose files of BlenSor's names are an earlier BlenSor "
@@ -488,7 +604,7 @@ class OutputFolder:
         keep = set(keep)
         gone = self._remove([p for p in self._delete if p.relative_to(self.path).as_posix() not in keep])
         self._delete = []
-        for p in stale_parts(self.path):
+        for p in stale_parts(self.path, self.patterns):
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
