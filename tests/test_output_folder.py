@@ -177,3 +177,26 @@ def test_the_operating_systems_folders_are_refused_by_rule(tmp_path, target):
                            "(the root /, /bin, /boot, /dev, /etc, "), line
     assert line.endswith(f"got '{target}'"), line
     assert not Path("/etc/blensor-out").exists() and not Path("/.blensor.lock").exists()
+
+
+def test_a_rig_folder_holds_exactly_the_members_rig_json_lists(tmp_path):
+    out = tmp_path / "rig"
+    base = ("--frames", "1-2", "--out", out, "--quiet")
+    res = run("scan", RIG_BLEND, "--camera", "VLP16_Left,VLP16_Right", *base)
+    assert res.returncode == 0, res.stderr
+    before = snapshot(out)
+    # resuming with another member set would leave VLP16_Right's folder beside a rig.json without it
+    res = run("scan", RIG_BLEND, "--camera", "VLP16_Left", "--rig-base", "EgoCar", "--resume", *base)
+    assert res.returncode == 2, res.stderr
+    assert one_error_line(res) == (
+        "blensor: error: --camera must be the cameras of the earlier rig with --resume (its folder holds "
+        "VLP16_Left, VLP16_Right; use --overwrite to replace the rig), got "
+        "'VLP16_Left (VLP16_Right dropped)'")
+    assert snapshot(out) == before
+    # --overwrite with another member set removes the dropped member's files and folder
+    res = run("scan", RIG_BLEND, "--camera", "VLP16_Left,Kinect", "--overwrite", *base)
+    assert res.returncode == 0, res.stderr
+    rig = json.loads((out / "rig.json").read_text())
+    members = sorted(s["folder"] for s in rig["sensors"])
+    assert members == ["Kinect", "VLP16_Left"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == members

@@ -168,6 +168,7 @@ class RigJob:
         self.scene = bpy.context.scene
         self.members: list[RangeScanJob] = []
         self.folder: OutputFolder | None = None
+        self._dropped: list[OutputFolder] = []  # folders of the earlier rig's members left out
         self.bag = None
         self.sampler = None
         self.writing = None
@@ -253,8 +254,16 @@ class RigJob:
         self.folder = OutputFolder(out, manifest=RIG_MANIFEST, patterns=RIG_PATTERNS, listed=rig_files)
         self.folder.open()
         self.folder.check(overwrite=self.overwrite, resume=self.resume)
+        self._check_dropped(out)
         # everything is validated: only now is anything of an earlier run deleted
         self.folder.prepare()
+        for folder in self._dropped:  # the earlier rig's members this one leaves out
+            folder.prepare()
+            folder.release()
+            try:
+                folder.path.rmdir()  # only if empty: files of other names stay, with their folder
+            except OSError:
+                pass
         if bag_options is not None:
             from ..io.formats.rosbag2 import RigBag
             self.bag = RigBag(out, bag_options, [(n, self.extrinsics[n]) for n in self.frame_ids])
@@ -263,6 +272,42 @@ class RigJob:
             m.start()
         commit_files(out, calib)
         self._write_manifest()
+
+    def _check_dropped(self, out: Path) -> None:
+        """The members of the earlier rig (its ``rig.json``'s ``sensors``) that this rig
+        leaves out, so that ``rig.json`` lists what the folder holds: ``resume`` refuses
+        them; ``overwrite`` locks and checks each one's folder as a run's
+        (:class:`OutputFolder`: only the files its manifest lists are deleted, by
+        :meth:`_after_members`, and a folder holding other files of BlenSor's names is
+        refused), before anything is deleted.
+
+        Raises:
+            SettingsError (``camera``): ``resume`` with a member of the earlier rig left
+            out. SettingsError (``out``): a left-out member's folder refused as above.
+        """
+        from ..io.formats import output_patterns
+        from ..io.outdir import range_run_files
+        old = self.folder.earlier
+        if old is None or not (self.overwrite or self.resume):
+            return
+        earlier = [(str(s.get("camera", s["folder"])), s["folder"]) for s in old.get("sensors") or []
+                   if isinstance(s, dict) and isinstance(s.get("folder"), str)
+                   and re.fullmatch(r"[A-Za-z0-9_]+", s["folder"])]  # a member's folder name, never a path
+        dropped = [(c, n) for c, n in earlier if n not in self.names]
+        if dropped and self.resume:
+            raise SettingsError("camera", f"the cameras of the earlier rig with --resume (its folder holds "
+                                f"{', '.join(c for c, _ in earlier)}; use --overwrite to replace the rig)",
+                                f"{', '.join(c.name for c in self.cameras)} "
+                                f"({', '.join(c for c, _ in dropped)} dropped)")
+        for _, name in dropped:
+            path = out / name
+            if path.is_symlink() or not path.is_dir():
+                continue
+            folder = OutputFolder(path, manifest="manifest.json", patterns=output_patterns(),
+                                  listed=range_run_files)
+            self._dropped.append(folder)
+            folder.open()
+            folder.check(overwrite=True, resume=False)
 
     def _bag_writer(self, folder, options, run):
         """The rosbag2 'writer' of a member: its messages go into the rig's one bag."""
@@ -334,6 +379,8 @@ class RigJob:
             made.rmdir()
 
     def _release(self) -> None:
+        for folder in self._dropped:
+            folder.release()
         if self.folder is not None:
             self.folder.release()
         if self.sampler is not None:
