@@ -310,7 +310,8 @@ class RangeScanJob:
                     where, a, b = f"{where}.{keys[0]}", a.get(keys[0]), b.get(keys[0])
                 raise SettingsError("resume", f"a folder scanned with the same {where}",
                                     f"{a!r} in {path}, {b!r} now")
-        reuse = {e["frame"]: e for e in old.get("frames", []) if isinstance(e, dict) and "frame" in e}
+        reuse = {e["frame"]: e for e in old.get("frames") or [] if isinstance(e, dict)
+                 and isinstance(e.get("frame"), int)}  # (an edited manifest's other entries: not reused)
         self._check_range(old, reuse)
         return reuse
 
@@ -325,12 +326,13 @@ class RangeScanJob:
             folder holds and the range the earlier run asked for.
         """
         planned = set(self.plan.indices)
-        held = sorted(k for k, e in reuse.items() if isinstance(k, int) and e.get("files"))
+        held = sorted(k for k, e in reuse.items() if e.get("files"))
         if all(k in planned for k in held):
             return
         kind = old.get("packets") if old.get("packets") in ("sweep", "frame") else "packet"
         asked = old.get("frames_requested")
-        if isinstance(asked, dict) and isinstance(asked.get("time"), list) and len(asked["time"]) == 2:
+        if (isinstance(asked, dict) and isinstance(asked.get("time"), list) and len(asked["time"]) == 2
+                and all(isinstance(t, (int, float)) for t in asked["time"])):
             earlier = f"--time {asked['time'][0]:g}-{asked['time'][1]:g}"
         elif isinstance(asked, list) and asked and all(isinstance(f, int) for f in asked):
             # [first, last] of a range, else the frames (plan.Plan.requested)
