@@ -31,6 +31,11 @@ TIME_MODELS = ("continuous", "frame")
 PACKETS = ("auto", "sweep", "frame")
 #: default step (s) at which deforming meshes are re-evaluated: 1 cm at 30 m/s
 DEFAULT_TIME_STEP = 0.0003
+#: slowest sweep rate (Hz) of every swept sensor (``rotation_speed``, ``rotation_frequency``):
+#: a sweep lasts at most 100 s. A range scan evaluates the scene over a sweep's whole span (the
+#: transform pre-check, every step of a timed packet), so 1e-9 Hz (a sweep of 31 years) ran for
+#: hours; the slowest real heads (tilting 3D scanners) sweep at about 0.1 Hz
+MIN_SWEEP_RATE = 0.01
 
 
 # ---------------------------------------------------------------------------------------

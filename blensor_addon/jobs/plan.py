@@ -39,6 +39,12 @@ PACKET_SETTINGS = ("auto", "frame", "sweep")
 #: (every packet is a file per format: 10**7 packets are 11.6 days of a 10 Hz head's sweeps, or
 #: 1,000 s of the shortest packet any sensor allows, 1e-4 s)
 MAX_PACKETS = 10**7
+#: longest packet (s) one run may plan: a sweep whose period is longer is refused in one line
+#: naming the setting that sets the period (the scene is evaluated over a packet's whole span:
+#: a 1e-9 Hz spin, a sweep of 31 years, ran for hours before a single ray was cast). The same
+#: bound as the longest pattern period (``core.sensors.pattern_file.MAX_PERIOD``); the sweep
+#: rates' own bound, ``core.settings.MIN_SWEEP_RATE``, keeps swept sensors within 100 s
+MAX_PACKET_TIME = 3600.0
 
 
 @dataclass(frozen=True)
@@ -244,7 +250,8 @@ def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Cap
         SettingsError: bad frames (``frames``) or interval (``time``), a non-contiguous
             frame list with sweeps, no packet starting in the interval, more than
             :data:`MAX_PACKETS` packets (naming ``caps.timing.setting``, the setting that
-            sets the sweep period, or ``frames``), or formats the
+            sets the sweep period, or ``frames``), a sweep period longer than
+            :data:`MAX_PACKET_TIME` (naming that setting), or formats the
             sensor or each other cannot serve (see :func:`packet_kind`,
             :func:`check_writers`).
     """
@@ -255,6 +262,9 @@ def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Cap
     period = caps.timing.period if kind == "sweep" else ft
     if kind == "sweep" and not (period is not None and period > 0 and math.isfinite(period)):
         raise SettingsError("packets", f"frame for sensor type '{sensor}' (it has no sweep period)", "sweep")
+    if kind == "sweep" and period > MAX_PACKET_TIME:  # before any span is evaluated
+        raise SettingsError(caps.timing.setting or "packets", f"a value whose sweep period is at most "
+                            f"{MAX_PACKET_TIME:g} s", f"a period of {period:.6g} s")
     if time is not None:
         t0, t1 = check_time_interval(time, frame_start * ft, (frame_end + 1) * ft)
         requested: object = {"time": [t0, t1]}
@@ -283,5 +293,5 @@ def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Cap
     return Plan(kind, tuple(Packet(kind, k) for k in idx), float(period), ft, requested)
 
 
-__all__ = ["PACKET_SETTINGS", "MAX_PACKETS", "Plan", "plan_range", "packet_kind", "check_writers",
-           "check_frames", "check_time_interval", "starting_in", "overlapping"]
+__all__ = ["PACKET_SETTINGS", "MAX_PACKETS", "MAX_PACKET_TIME", "Plan", "plan_range", "packet_kind",
+           "check_writers", "check_frames", "check_time_interval", "starting_in", "overlapping"]

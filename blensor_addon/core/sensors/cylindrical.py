@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..settings import Preset, setting
+from ..settings import MIN_SWEEP_RATE, Preset, setting
 from .budget import refuse_rays
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .returns import ReturnSettings
@@ -57,7 +57,8 @@ class CylindricalSettings(ReturnSettings):
     above).
 
     Attributes: preset; channels; points_per_second (sensor total); rotation_frequency
-    (Hz, revolutions per second: seed 003 horizontal-rotation-frequency);
+    (Hz, revolutions per second, [0.01, 1000]: seed 003
+    horizontal-rotation-frequency);
     horizontal_fov_start, horizontal_fov_end (deg, 0..360); vertical_fov_lower,
     vertical_fov_upper (deg, -90..90); max_range, min_range (m); noise_mu, noise_sigma (m).
     """
@@ -69,8 +70,8 @@ class CylindricalSettings(ReturnSettings):
     points_per_second: float = setting(100000.0, "Points per second",
                                        "Points fired per second (all channels)", "Hz", lo=0.0, hi=1e8,
                                        lo_open=True)
-    rotation_frequency: float = setting(10.0, "Rotation frequency", "Revolutions per second", "Hz",
-                                        lo=0.0, hi=1000.0, lo_open=True)
+    rotation_frequency: float = setting(10.0, "Rotation frequency", "Revolutions per second (a revolution "
+                                        "lasts at most 100 s)", "Hz", lo=MIN_SWEEP_RATE, hi=1000.0)
     horizontal_fov_start: float = setting(0.0, "Horizontal FOV start",
                                           "Start of the horizontal field of view (0 ahead, clockwise from "
                                           "above)", "deg", lo=0.0, hi=360.0)
@@ -86,7 +87,13 @@ class CylindricalSettings(ReturnSettings):
     noise_sigma: float = noise_sigma_setting(0.0)
 
     def check(self) -> None:
+        """Refuse (SettingsError) ``min_range`` not below ``max_range``, and a revolution of
+        more rays than the ray budget (:func:`~.budget.refuse_rays`, naming
+        ``points_per_second``): ``points_per_second / rotation_frequency`` rays, counted before
+        any column is listed (1e8 Hz at 0.01 Hz is 1e10 columns)."""
         check_min_range(self)
+        refuse_rays(columns_per_revolution(self) * int(self.channels), "points_per_second",
+                    self.points_per_second, grows=True, unit="Hz")
 
 
 def columns_per_revolution(s) -> int:

@@ -57,7 +57,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..settings import Preset, check_less, setting
+from ..settings import MIN_SWEEP_RATE, Preset, check_less, setting
+from .budget import refuse_rays
 from .patterns import ROTATION_DIRECTIONS, sweep_column_count
 from .physics import (check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting,
                       ref_dist_setting, ref_limit_setting, ref_slope_setting)
@@ -98,8 +99,8 @@ class LineSettings(ReturnSettings):
     """Settings of the mirror line scanner (module docstring; reference 6.2).
 
     Attributes (units): preset; angle_resolution (deg, column step, (0, 90]);
-    rotation_speed (Hz, sweeps per second, (0, 1000]); max_range, min_range (m, min_range <
-    max_range);
+    rotation_speed (Hz, sweeps per second, [0.01, 1000]: a sweep lasts at most 100 s); max_range,
+    min_range (m, min_range < max_range);
     range_resolution (m, step of the reported range, 0 = not quantized); start_angle,
     end_angle (deg, -180..180, start < end); noise_mu, noise_sigma (m); ref_dist,
     ref_limit, ref_slope: reflectivity limit (seed 000 Eq. 1); mirror (``vertical``,
@@ -111,8 +112,8 @@ class LineSettings(ReturnSettings):
                           choices=tuple(PRESETS))
     angle_resolution: float = setting(0.25, "Angle resolution", "Horizontal step between columns", "deg",
                                       lo=0.0, hi=90.0, lo_open=True, precision=4)
-    rotation_speed: float = setting(12.5, "Sweep rate", "Sweeps (scans) per second", "Hz",
-                                    lo=0.0, hi=1000.0, lo_open=True)
+    rotation_speed: float = setting(12.5, "Sweep rate", "Sweeps (scans) per second (a sweep lasts at most "
+                                    "100 s)", "Hz", lo=MIN_SWEEP_RATE, hi=1000.0)
     max_range: float = setting(200.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     min_range: float = min_range_setting(0.3)
     range_resolution: float = setting(0.04, "Range resolution", "Step of the reported range "
@@ -137,8 +138,14 @@ class LineSettings(ReturnSettings):
                                       choices=ROTATION_DIRECTIONS)
 
     def check(self) -> None:
+        """Refuse (SettingsError) an empty field of view, ``min_range`` not below
+        ``max_range``, and a sweep of more rays than the ray budget
+        (:func:`~.budget.refuse_rays`, naming ``angle_resolution``), counted before any
+        column is listed."""
         check_less("start_angle", self.start_angle, "end_angle", self.end_angle, "deg")
         check_min_range(self)
+        columns = sweep_column_count(self.start_angle, self.end_angle, self.angle_resolution)
+        refuse_rays(columns * len(self.pitch_deg), "angle_resolution", self.angle_resolution, unit="deg")
 
     @property
     def pitch_deg(self) -> np.ndarray:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SettingsError
-from ..settings import Preset, check_less, check_table, setting
+from ..settings import MIN_SWEEP_RATE, Preset, check_less, check_table, setting
 from .physics import (check_min_range, interpolated_noise, min_range_setting, noise_mu_setting,
                       noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting)
 from .returns import ReturnSettings
@@ -75,7 +75,7 @@ class PlanarSettings(ReturnSettings):
 
     Attributes (units): preset; elevations (deg, one per scan plane, 1..64 in
     [-90, 90]); start_angle, end_angle (deg, -360..360, start < end, at most one turn);
-    angle_resolution (deg, (0, 360]); rotation_speed (Hz, sweeps per second);
+    angle_resolution (deg, (0, 360]); rotation_speed (Hz, sweeps per second, [0.01, 1000]);
     max_range (m); min_range (m, < max_range: measured ranges below it are not reported;
     0 = none); noise_mu, noise_sigma (m); error_table (text ``(d, mu, sigma) ...``,
     distances increasing, sigma >= 0; empty = Gaussian noise); range_resolution (m,
@@ -92,8 +92,8 @@ class PlanarSettings(ReturnSettings):
                                lo=-360.0, hi=360.0)
     angle_resolution: float = setting(0.25, "Angle resolution", "Azimuth step between measurements", "deg",
                                       lo=0.0, hi=360.0, lo_open=True, precision=4)
-    rotation_speed: float = setting(40.0, "Sweep rate", "Field-of-view sweeps per second", "Hz",
-                                    lo=0.0, hi=1000.0, lo_open=True)
+    rotation_speed: float = setting(40.0, "Sweep rate", "Field-of-view sweeps per second (a sweep lasts at "
+                                    "most 100 s)", "Hz", lo=MIN_SWEEP_RATE, hi=1000.0)
     max_range: float = setting(30.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     min_range: float = min_range_setting()
     noise_mu: float = noise_mu_setting(note=" (without an error table)")

@@ -87,7 +87,7 @@ import numpy as np
 
 from ..capabilities import Device
 from ..errors import SettingsError
-from ..settings import setting
+from ..settings import MIN_SWEEP_RATE, setting
 from .budget import CHUNK_RAYS, ray_limit
 from .calibration import MAX_LASERS, LaserTable
 from .patterns import ROTATION_DIRECTIONS, RayPattern, sweep_column_count
@@ -115,7 +115,7 @@ class LidarSettings(ReturnSettings):
             Hesai preset's is one firing cycle of the unit at its rate (another step is
             accepted but is not the unit's); with an Ouster table ``360 / angle_resolution``
             and ``rotation_speed`` must be a lidar mode (:meth:`check`).
-        rotation_speed: spin rate (Hz), in (0, 1000].
+        rotation_speed: spin rate (Hz), in [0.01, 1000] (:data:`~..settings.MIN_SWEEP_RATE`).
         max_range: farthest accumulated path that returns (m), in (0, 100000].
         start_angle, end_angle: azimuth sector (deg); start < end, end - start <= 360; a
             ``cw`` head sweeps it from the end, a ``ccw`` head from the start.
@@ -145,8 +145,8 @@ class LidarSettings(ReturnSettings):
                                 "deg", lo=-90.0, hi=90.0, count=(1, MAX_LASERS), show_if=("preset", "generic"))
     angle_resolution: float = setting(0.1728, "Angle resolution", "Azimuth step between columns", "deg",
                                       lo=0.0, hi=360.0, lo_open=True, precision=4)
-    rotation_speed: float = setting(10.0, "Rotation speed", "Spin rate", "Hz",
-                                    lo=0.0, hi=1000.0, lo_open=True)
+    rotation_speed: float = setting(10.0, "Rotation speed", "Spin rate (a sweep lasts at most 100 s)", "Hz",
+                                    lo=MIN_SWEEP_RATE, hi=1000.0)
     max_range: float = setting(120.0, "Max range", "Farthest return", "m", lo=0.0, hi=1e5, lo_open=True)
     start_angle: float = setting(0.0, "Start angle", "Sector start (azimuth)", "deg", lo=-360.0, hi=360.0)
     end_angle: float = setting(360.0, "End angle", "Sector end (azimuth), at most one turn after the start",
