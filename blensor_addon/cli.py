@@ -243,6 +243,7 @@ def worker_scene(blend: str, camera: str | None, configs=None, token: str = ""):
     key = (blend, token, repr(configs))
     with _stdout_dropped():
         import bpy
+        _remove_session_folder_at_exit()
         from .ui import register
         register()
         if _WORKER_SCENE != key:
@@ -263,6 +264,21 @@ def worker_scene(blend: str, camera: str | None, configs=None, token: str = ""):
         raise SettingsError("--scheduler", "workers that read the client's .blend (it has no camera "
                             f"'{camera}' there)", blend)
     return cam
+
+
+def _remove_session_folder_at_exit() -> None:
+    """In a Dask worker (a ``multiprocessing`` child, which ends with ``os._exit`` and
+    skips Blender's teardown): remove Blender's session folder when the process ends
+    (:func:`remove_blender_session_folder`, registered once as a ``multiprocessing``
+    finalizer, which such a child runs as it exits normally)."""
+    global _SESSION_FOLDER_FINALIZER
+    if _SESSION_FOLDER_FINALIZER is None:
+        import multiprocessing.util
+        _SESSION_FOLDER_FINALIZER = multiprocessing.util.Finalize(None, remove_blender_session_folder,
+                                                                  exitpriority=0)
+
+
+_SESSION_FOLDER_FINALIZER = None
 
 
 def _config_names() -> str:
@@ -370,20 +386,26 @@ def _stderr_held(keep: bool = True):
             os.close(saved)
         held.seek(0)
         text = held.read(1 << 16)
-    if text.strip() and keep:
-        sys.stderr.write(text.decode(errors="replace"))
+    if text.strip() and keep:  # names from the .blend escaped (process.messages.escape_lines)
+        from .process.messages import escape_lines
+        sys.stderr.write(escape_lines(text).decode())
         sys.stderr.flush()
 
 
 #: run in a child process by :func:`_probe_blend`: Blender's reader on the file, then an
 #: exit that skips Blender's teardown (bpy 4.2 crashes there on some files, see main())
-_PROBE = ("import os, sys\n"
+_PROBE = ("import os, re, shutil, sys\n"
           "import bpy\n"
+          "def end(code):\n"  # as remove_blender_session_folder() (this package may not be importable)
+          "    d = bpy.app.tempdir.rstrip(os.sep)\n"
+          "    if re.fullmatch(r'blender_\\w{6}', os.path.basename(d)) and not os.path.islink(d):\n"
+          "        shutil.rmtree(d, ignore_errors=True)\n"
+          "    os._exit(code)\n"
           "try:\n"
           "    bpy.ops.wm.open_mainfile(filepath=sys.argv[1])\n"  # as _open_blend opens it
           "except Exception:\n"
-          "    os._exit(3)\n"
-          "os._exit(0)\n")
+          "    end(3)\n"
+          "end(0)\n")
 
 
 def _probe_blend(path: Path) -> None:
@@ -409,6 +431,9 @@ def _probe_blend(path: Path) -> None:
 
 
 _SIGNALS = None  # the command's jobs.signals.Signals while main() runs
+#: the console command's process.messages.EscapedStderr (started once Blender has loaded
+#: the .blend: Blender's own messages on stderr then come out escaped, as the command's)
+_BLENDER_STDERR = None
 
 
 def say(line: str, err: bool = False) -> None:
@@ -472,6 +497,8 @@ def _open_blend(path: str, libraries: bool = True):
                 native.crash_message(None)
     if _SIGNALS is not None:
         _SIGNALS.live()
+    if _BLENDER_STDERR is not None:
+        _BLENDER_STDERR.start()
     missing = [lib.filepath for lib in bpy.data.libraries if lib.is_missing] if libraries else []
     if missing:
         raise SettingsError("SCENE.blend", "a .blend whose linked libraries are all found",
@@ -1003,16 +1030,22 @@ def main(argv: list[str] | None = None) -> int:
     4.5 hangs at interpreter exit while operators or panels are registered. As the
     console command (``argv`` None) it ends the process itself once Blender was loaded
     (:func:`end_process`)."""
-    global _SIGNALS
+    global _SIGNALS, _BLENDER_STDERR
     from .jobs.signals import Signals  # (no bpy at import)
     # first (the parser imports the writers): Blender must not see a signal while it loads
     _SIGNALS = Signals("note").install()
+    if argv is None:  # the console command: Blender's messages escaped once it has loaded
+        from .process.messages import EscapedStderr
+        _BLENDER_STDERR = EscapedStderr()
     try:
         code = _main(_build_parser().parse_args(_attach_signed_values(sys.argv[1:] if argv is None else
                                                                        [str(a) for a in argv])))
     finally:  # also after a SystemExit of the parser
         _SIGNALS.restore()
         _SIGNALS = None
+        if _BLENDER_STDERR is not None:  # what Blender printed is passed on before the process ends
+            _BLENDER_STDERR.stop()
+            _BLENDER_STDERR = None
     if argv is None and "bpy" in sys.modules:
         end_process(code)
     return code
@@ -1030,7 +1063,26 @@ def end_process(code: int) -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             pass
+    remove_blender_session_folder()
     os._exit(code)
+
+
+def remove_blender_session_folder() -> None:
+    """Remove the folder Blender made for this process's session
+    (``$TMPDIR/blender_XXXXXX``, ``bpy.app.tempdir``) with what it holds, as Blender's
+    own exit does (``BKE_tempdir_session_purge``, in the teardown that
+    :func:`end_process` skips). Only a folder of that name is removed: where Blender could
+    not make one, ``bpy.app.tempdir`` is the temporary folder itself and is left. Nothing
+    happens if bpy was never imported; errors are ignored."""
+    import re
+    import shutil
+    bpy = sys.modules.get("bpy")
+    try:
+        folder = Path(bpy.app.tempdir) if bpy is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return
+    if folder is not None and re.fullmatch(r"blender_\w{6}", folder.name) and not folder.is_symlink():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _main(args) -> int:
