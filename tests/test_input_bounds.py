@@ -315,4 +315,17 @@ def test_a_config_file_larger_than_the_bound_is_refused_unread(tmp_path):
         f.truncate(safeload.MAX_BYTES + 1)  # sparse: nothing written to disk
     res = run("config", "import", "airsim", file, scene_copy(tmp_path))
     assert res.returncode == 2
-    assert one_error_line(res) == f"blensor: error: {file} must be a config file of at most 16 MiB, got '{file}'"
+    assert one_error_line(res) == \
+        f"blensor: error: {file} must be a config file of at most 16 MiB, got '{file}'"
+
+
+def test_a_unity_integer_of_400_digits_is_one_line(tmp_path):
+    file = tmp_path / "u.xml"
+    file.write_text('<sensor type="raytracedlidar" name="l"><update_rate>10</update_rate><ray><scan>'
+                    f"<horizontal><samples>{'7' * 400}</samples><min_angle>-1.57</min_angle>"
+                    "<max_angle>1.57</max_angle></horizontal></scan><range><max>15</max></range></ray>"
+                    "</sensor>")
+    res = run("scan", scene_copy(tmp_path), "--sensor", file, "--out", tmp_path / "out", "--frames", "1")
+    assert res.returncode == 2
+    assert one_error_line(res).startswith(f"blensor: error: {file} sensor 'l' ray/scan/horizontal/samples "
+                                          "must be an integer of at most 64 digits, got '777")

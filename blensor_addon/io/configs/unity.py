@@ -60,7 +60,7 @@ import numpy as np
 
 from ...core.errors import SettingsError
 from ...core.sensors.budget import MAX_RAYS
-from ..safeload import load_xml
+from ..safeload import MAX_INT_DIGITS, load_xml
 from . import ConfigFormat, SensorConfig
 from ._common import (f32, grid_samples, matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of,
                       sweep_grid, unexpressed, validated)
@@ -161,6 +161,8 @@ class _Sensor:
                 raise SettingsError(f"{self.where} {key}", f"given ({what})", "nothing")
             return default
         t = self.values[key]
+        if integer and len(t.lstrip("+-")) > MAX_INT_DIGITS:  # (int() of 5000 digits raises, 400 overflow)
+            raise SettingsError(f"{self.where} {key}", f"an integer of at most {MAX_INT_DIGITS} digits", t)
         try:
             v = int(t) if integer else float(t)
         except ValueError:
