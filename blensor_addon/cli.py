@@ -43,6 +43,9 @@ Exit status and the one line printed on stderr:
   loaded: nothing is written. A signal inside one of Blender's Python callbacks (a
   frame-change handler) is acted on when it returns (:mod:`.jobs.signals`).
 
+``BLENSOR_DEBUG=1`` in the environment prints the traceback after an error's line
+(:func:`debug_traceback`).
+
 The console command ends its process with ``os._exit`` once done (:func:`end_process`):
 bpy 4.2 crashes in its teardown after some files.
 """
@@ -1085,6 +1088,27 @@ def remove_blender_session_folder() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def debug_traceback(exc: BaseException) -> None:
+    """With ``BLENSOR_DEBUG=1`` in the environment, print the traceback of ``exc`` on
+    stderr (after its one line), and that of a Dask worker where the error or its cause
+    came from one (the ``worker_traceback`` text :func:`~.jobs.cluster.scan_packet` adds);
+    otherwise nothing. Names from the .blend are escaped as in :func:`say`."""
+    if os.environ.get("BLENSOR_DEBUG", "") in ("", "0"):
+        return
+    import traceback
+
+    from .core.text import printable
+    text = "".join(traceback.format_exception(exc))
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:  # the error and its causes
+        seen.add(id(e))
+        if isinstance(getattr(e, "worker_traceback", None), str):
+            text += "The worker's traceback (Dask):\n" + e.worker_traceback
+        e = e.__cause__ or e.__context__
+    for line in text.splitlines():
+        print(printable(line), file=sys.stderr)
+
+
 def _main(args) -> int:
     """:func:`main` after the arguments are parsed."""
     from .core.errors import BlensorError, SettingsError
@@ -1095,18 +1119,23 @@ def _main(args) -> int:
         if isinstance(exc, RunFailed):  # write errors during the scan: finished frames are kept
             where = f" ({exc.filename})" if exc.filename else ""
             say(f"blensor: error: writing failed: {exc.strerror or exc}{where}; {exc.kept()}", err=True)
+            debug_traceback(exc)
             return EXIT_FAILED
         if not isinstance(exc, SettingsError):  # e.g. --backend native without the library
             say(f"blensor: error: {exc}", err=True)
+            debug_traceback(exc)
             return EXIT_FAILED
+        shown = exc
         if exc.setting in _OPTION_NAMES:  # say it the way the command line spells it
-            exc = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value)
-        say(f"blensor: error: {exc}", err=True)
+            shown = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value)
+        say(f"blensor: error: {shown}", err=True)
+        debug_traceback(exc)
         return EXIT_BAD_INPUT
     except OSError as exc:  # a write error outside a range scan's pipeline (motion export)
         where = f" ({exc.filename})" if exc.filename else ""
         say(f"blensor: error: writing failed: {exc.strerror or exc}{where}; finished files are kept",
             err=True)
+        debug_traceback(exc)
         return EXIT_FAILED
     except KeyboardInterrupt:
         _SIGNALS.quiet()  # what follows (the message, the add-on's unregistration) is not interrupted

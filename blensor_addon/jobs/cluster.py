@@ -65,6 +65,19 @@ MAX_AHEAD = 128
 WAIT_FOR_FILE = 20
 #: seconds ``--scheduler`` waits for a first worker
 WAIT_FOR_WORKERS = 60
+#: seconds between two looks at the cluster while a packet is awaited
+POLL_S = 1.0
+#: the address schemes this client connects with (Dask's ucx:// needs UCX packages Dask no
+#: longer ships; inproc:// reaches only this process)
+SCHEMES = ("tcp", "tls", "ws", "wss")
+#: largest scheduler file read (bytes; ``dask scheduler --scheduler-file`` writes about 1 KiB)
+MAX_SCHEDULER_FILE = 1 << 20
+#: seconds a scheduler file that cannot be read as one may still be being written (after
+#: its last change)
+FRESH_S = 2.0
+#: what ``--scheduler`` allows (the refusals' wording)
+SCHEDULER_ALLOWED = ("a scheduler address such as tcp://HOST:8786 (tcp, tls, ws or wss) or the scheduler "
+                     "file that dask scheduler --scheduler-file wrote")
 
 
 class ClusterError(BlensorError, RuntimeError):
@@ -81,14 +94,18 @@ def dask_available() -> bool:
 
 def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
     """Validate ``--workers`` (an int in 1..:data:`MAX_WORKERS`) and ``--scheduler``
-    (``HOST:PORT``, ``tcp://HOST:PORT`` or a scheduler file ``*.json``; then ``workers`` must
-    be 1: the cluster has its own); refuse more than one worker, or a scheduler, without Dask, in one line.
+    (``HOST:PORT``, ``SCHEME://HOST:PORT`` or a scheduler file; then ``workers`` must be 1:
+    the cluster has its own); refuse more than one worker, or a scheduler, without Dask, in
+    one line. A scheduler file's contents are read when the cluster starts
+    (:func:`read_scheduler_file`: it may not be written yet); a path that exists and is not
+    a regular file is refused now.
 
     Returns:
         the number of local workers (1: no Dask).
     Raises:
-        SettingsError (``--workers`` / ``--scheduler``): out of range, both given, or
-        Dask missing (naming what to install).
+        SettingsError (``--workers`` / ``--scheduler``): out of range, both given, Dask
+        missing (naming what to install), an address Dask cannot reach from here
+        (:func:`check_address`), or a FIFO, device or folder given as the scheduler file.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise SettingsError(option, f"an integer in [1, {MAX_WORKERS}]", workers)
@@ -102,7 +119,97 @@ def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
         name = "--scheduler" if scheduler is not None else option
         raise SettingsError(name, f"{'none' if scheduler is not None else 1} without Dask ({DASK_HINT})",
                             scheduler if scheduler is not None else workers)
+    if scheduler is not None:
+        if is_scheduler_file(scheduler):
+            if os.path.exists(scheduler):  # (a FIFO would be waited for, then block the reader)
+                from ..core.files import check_regular_file
+                check_regular_file("--scheduler", scheduler, SCHEDULER_ALLOWED)
+        else:
+            check_address(scheduler)
     return workers
+
+
+def is_scheduler_file(scheduler: str) -> bool:
+    """Whether ``--scheduler`` names a scheduler file: no ``SCHEME://``, and a ``.json``
+    name or a path that exists."""
+    return "://" not in scheduler and (scheduler.endswith(".json") or os.path.lexists(scheduler))
+
+
+def check_address(address: str, shown: str | None = None) -> str:
+    """Check a scheduler address before Dask connects to it (Dask takes 20 s to give up on
+    an address it cannot use, and prints a traceback for an unknown scheme): a scheme of
+    :data:`SCHEMES` (none: tcp) whose Dask backend works here, ``HOST:PORT`` with a port in
+    1..65535. Returns ``address``.
+
+    Raises:
+        SettingsError (``--scheduler``): naming ``shown`` (default ``address``) and why."""
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
+    why = None
+    try:
+        scheme, loc = parse_address(address)
+        if scheme not in SCHEMES:
+            why = f"{scheme}:// is not among {', '.join(SCHEMES)}"
+        else:
+            registry.get_backend(scheme).get_connector()  # (a backend whose packages are missing)
+            port = parse_host_port(loc)[1]
+            if not 1 <= int(port) <= 65535:
+                why = f"port {port} is not in 1..65535"
+    except (ValueError, TypeError, ImportError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if why is not None:
+        raise SettingsError("--scheduler", SCHEDULER_ALLOWED, f"{shown or address} ({why})")
+    return address
+
+
+def read_scheduler_file(path: str) -> str:
+    """The scheduler's address from a scheduler file (JSON with an ``"address"``, as
+    ``dask scheduler --scheduler-file`` writes it), checked (:func:`check_address`). The
+    file is opened without blocking and must be a regular file of at most
+    :data:`MAX_SCHEDULER_FILE` bytes; one that cannot be read as a scheduler file is read
+    again while it may still be being written (:data:`FRESH_S` s after its last change).
+
+    Raises:
+        SettingsError (``--scheduler``): gone, not a regular file, too large, not JSON,
+        not an object, no address or not a text one, or an address Dask cannot use."""
+    import json
+    import stat
+    import time
+    while True:
+        why = None
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise SettingsError("--scheduler", SCHEDULER_ALLOWED, f"{path} ({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                from ..core.files import file_kind
+                raise SettingsError("--scheduler", f"{SCHEDULER_ALLOWED} (a regular file)",
+                                    f"{path} ({file_kind(st.st_mode)})")
+            data = f.read(MAX_SCHEDULER_FILE + 1)
+        info = None
+        if len(data) > MAX_SCHEDULER_FILE:
+            why = f"larger than {MAX_SCHEDULER_FILE} bytes"
+        elif not data.strip():
+            why = "empty"
+        else:
+            try:
+                info = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                why = f"not JSON: {str(exc).splitlines()[0][:80]}"
+        if why is None:
+            if not isinstance(info, dict):
+                why = f"JSON {type(info).__name__}, not an object with an address"
+            elif "address" not in info:
+                why = "no address in it"
+            elif not isinstance(info["address"], str) or not info["address"].strip():
+                why = f"its address {str(info['address'])[:40]!r} is not an address"
+        if why is None:
+            return check_address(info["address"], shown=f"{path}: {info['address']}")
+        if time.time() - st.st_mtime > FRESH_S or len(data) > MAX_SCHEDULER_FILE:
+            raise SettingsError("--scheduler", SCHEDULER_ALLOWED, f"{path} ({why})")
+        time.sleep(0.05)  # (being written: the scheduler writes it once it listens)
 
 
 class Cluster:
@@ -154,8 +261,10 @@ class Cluster:
                                "Cluster first")
         import logging
 
-        if not self.local and self.scheduler.endswith(".json"):
-            self._wait_for_file()  # (a SettingsError: bad input, exit 2)
+        address = self.scheduler
+        if not self.local and is_scheduler_file(self.scheduler):  # (a SettingsError: bad input, exit 2)
+            self._wait_for_file()
+            address = read_scheduler_file(self.scheduler)
         self._path = list(sys.path)
         import dask
         from distributed import Client, LocalCluster
@@ -171,11 +280,8 @@ class Cluster:
                                                # where that is in use, warns on stderr (--quiet)
                                                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
                 self._client = Client(self._local, set_as_default=False)
-            elif self.scheduler.endswith(".json"):  # a scheduler file (dask scheduler --scheduler-file)
-                self._client = Client(scheduler_file=self.scheduler, timeout="20s", set_as_default=False)
-                self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
-            else:
-                self._client = Client(self.scheduler, timeout="20s", set_as_default=False)
+            else:  # (the address of a scheduler file read above: Dask reads nothing)
+                self._client = Client(address, timeout="20s", set_as_default=False)
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             if self.local:
                 self._client.register_worker_callbacks(_ignore_sigint)
@@ -193,7 +299,7 @@ class Cluster:
             SettingsError (``--scheduler``): no such file by then."""
         import time
         end = time.monotonic() + WAIT_FOR_FILE
-        while not os.path.isfile(self.scheduler):
+        while not os.path.exists(self.scheduler):
             if time.monotonic() > end:
                 raise SettingsError("--scheduler", "an existing scheduler file (dask scheduler "
                                     "--scheduler-file FILE.json) or an address such as tcp://HOST:8786",
@@ -384,7 +490,21 @@ def scan_packet(task: WorkerTask, packet) -> Scanned:
 
     Raises:
         what :meth:`Scanner.scan` raises (SettingsError: bad input found while scanning),
-        sent back to the client, which ends the run as one process would."""
+        sent back to the client, which ends the run as one process would; the error
+        carries this worker's traceback as text in ``worker_traceback`` (printed by the
+        client with ``BLENSOR_DEBUG=1``: Dask sends the traceback object itself only
+        when it pickles and is short enough)."""
+    try:
+        return _scan_packet(task, packet)
+    except Exception as exc:
+        import traceback
+        with contextlib.suppress(AttributeError, TypeError):  # (an exception without a __dict__)
+            exc.worker_traceback = traceback.format_exc()
+        raise
+
+
+def _scan_packet(task: WorkerTask, packet) -> Scanned:
+    """:func:`scan_packet` without its error's traceback text."""
     from ..io.outdir import file_record
     from ..process.blas import single_blas_thread
     with _LOCK:
@@ -509,14 +629,28 @@ class RemoteScanner:
         return result, scanned.record
 
     def _result(self, fut, packet) -> Scanned:
-        """Wait for ``fut``; a cluster that has had no worker for :data:`WAIT_FOR_WORKERS`
-        s meanwhile (a ``--scheduler`` cluster whose jobs ended) ends the wait."""
+        """Wait for ``fut`` to finish, looking at the cluster every :data:`POLL_S` s, then
+        fetch its result with no time limit; a cluster that has had no worker for
+        :data:`WAIT_FOR_WORKERS` s meanwhile (a ``--scheduler`` cluster whose jobs ended)
+        ends the wait.
+
+        The wait is a done callback, never ``Future.result(timeout)``: one that times out
+        while the result is being transferred cancels the client's gather, which the client
+        shares with later gathers, and each of them then ends in ``UnboundLocalError:
+        cannot access local variable 'result'`` (``distributed.utils.sync`` lets the
+        ``CancelledError``, a BaseException, through; distributed 2026.8). A transfer that
+        took longer than the poll (the whole result of a packet, on loaded cores) ended the
+        run ``failed``.
+
+        Raises:
+            what the task raised (sent back by the worker); ClusterError: no worker for
+            :data:`WAIT_FOR_WORKERS` s."""
         import time
-        alone = None
-        while True:
-            try:
-                return fut.result(timeout=1.0)
-            except TimeoutError:
+        if not fut.done():
+            ready = threading.Event()
+            fut.add_done_callback(lambda _: ready.set())
+            alone = None
+            while not ready.wait(POLL_S):
                 if self.cluster.workers_now():
                     alone = None
                     continue
@@ -524,6 +658,7 @@ class RemoteScanner:
                 if time.monotonic() - alone > WAIT_FOR_WORKERS:
                     raise ClusterError(f"the cluster has had no worker for {WAIT_FOR_WORKERS} s (packet "
                                        f"{packet.index} waits); finished packets are kept") from None
+        return fut.result()
 
     def _check(self, scanned: Scanned) -> None:
         """Every answer: the worker runs the client's versions and backend."""
