@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import struct
 import subprocess
@@ -130,3 +131,120 @@ def test_the_bounds_leave_blenders_own_files_alone(tmp_path):
     assert check_blend(tmp_path / "big.blend") == []
     assert n > 2000
 
+
+
+#: a copy of the demo scene whose materials all take their base colour from one image
+#: texture, ``//textures/paint.png`` (relative to the .blend), their reflectivity
+#: overrides unset
+TEXTURED = """
+import bpy, os, sys
+import blensor_addon
+blensor_addon.register()
+bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+img = bpy.data.images.new("Paint", 4, 4)
+img.source = "FILE"
+img.filepath = "//textures/paint.png"
+for mat in bpy.data.materials:
+    mat.use_nodes = True
+    bsdf = next((n for n in mat.node_tree.nodes if n.type == "BSDF_PRINCIPLED"), None)
+    if bsdf is None:
+        continue
+    mat.blensor.property_unset("reflectivity")
+    tex = mat.node_tree.nodes.new("ShaderNodeTexImage")
+    tex.image = img
+    mat.node_tree.links.new(tex.outputs["Color"], bsdf.inputs["Base Color"])
+bpy.ops.wm.save_as_mainfile(filepath=sys.argv[2], relative_remap=False)
+os._exit(0)
+"""
+
+
+def test_an_image_texture_whose_file_is_a_fifo_is_refused_before_blender_opens_it(tmp_path):
+    # Blender's image reader blocked forever in open() on a FIFO (SIGINT had no effect
+    # there); the image's file is checked as other inputs are: a regular file, or missing
+    blend = tmp_path / "textured.blend"
+    subprocess.run([sys.executable, "-c", TEXTURED, str(CROSSING), str(blend)], check=True, capture_output=True,
+                   timeout=120)
+    (tmp_path / "textures").mkdir()
+    fifo = tmp_path / "textures" / "paint.png"
+    os.mkfifo(fifo)
+    out = tmp_path / "o"
+    res = subprocess.run([BLENSOR, "scan", str(blend), "--frames", "1", "--out", str(out), "--formats", "npz"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stdout == "", (res.returncode, res.stderr)
+    assert one_error_line(res) == (f"blensor: error: image 'Paint' must be an image file that is a regular file "
+                                   f"(or missing), got '{fifo} (a FIFO)'")
+    assert not out.exists()
+    res = subprocess.run([BLENSOR, "info", str(blend)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and one_error_line(res).endswith(f"got '{fifo} (a FIFO)'"), res.stderr
+    # a folder in its place is refused alike; a missing file is the warning it was
+    fifo.unlink()
+    fifo.mkdir()
+    res = subprocess.run([BLENSOR, "scan", str(blend), "--frames", "1", "--out", str(out), "--formats", "npz"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and one_error_line(res).endswith(f"got '{fifo} (a folder)'"), res.stderr
+    fifo.rmdir()
+    res = subprocess.run([BLENSOR, "scan", str(blend), "--frames", "1", "--out", str(out), "--formats", "npz",
+                          "--quiet"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "image 'Paint' cannot be read (missing file?)" in res.stderr
+
+
+#: a plane displaced by an image texture (a Displace modifier) whose file is argv[2]:
+#: Blender loads that image while it opens the .blend
+DISPLACED = """
+import bpy, os, sys
+bpy.ops.mesh.primitive_plane_add()
+img = bpy.data.images.new("Height", 4, 4)
+img.source = "FILE"
+img.filepath = sys.argv[2]
+tex = bpy.data.textures.new("Height", "IMAGE")
+tex.image = img
+bpy.context.object.modifiers.new("Displace", "DISPLACE").texture = tex
+bpy.ops.wm.save_as_mainfile(filepath=sys.argv[1], relative_remap=False)
+os._exit(0)
+"""
+
+
+def test_a_modifier_image_whose_file_is_a_fifo_is_refused_before_blender_opens_the_blend(tmp_path):
+    # Blender reads a Displace modifier's image while it opens the .blend: a FIFO there
+    # blocked open_mainfile itself, so the .blend's images are checked before it is opened
+    blend, fifo = tmp_path / "displaced.blend", tmp_path / "height.png"
+    subprocess.run([sys.executable, "-c", DISPLACED, str(blend), str(fifo)], check=True, capture_output=True,
+                   timeout=120)
+    os.mkfifo(fifo)
+    for cmd in (["info"], ["scan", "--frames", "1", "--out", str(tmp_path / "o")]):
+        res = subprocess.run([BLENSOR, cmd[0], str(blend), *cmd[1:]], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and res.stdout == "", (cmd, res.returncode, res.stderr)
+        assert one_error_line(res) == (f"blensor: error: image 'Height' must be an image file that is a regular "
+                                       f"file (or missing), got '{fifo} (a FIFO)'")
+    assert not (tmp_path / "o").exists()
+
+
+#: the scene layer's own check, for a scan started from Python or Blender's UI (no
+#: command checked the .blend): an image whose file is argv[1]
+IMAGE_CACHE = """
+import bpy, sys
+from blensor_addon.core.errors import SettingsError
+from blensor_addon.scene.extract import ImageCache
+img = bpy.data.images.new("Paint", 4, 4)
+img.source = "FILE"
+img.filepath = sys.argv[1]
+try:
+    print(ImageCache().get(img))
+except SettingsError as exc:
+    print(exc)
+"""
+
+
+def test_the_image_cache_refuses_a_fifo_before_blender_opens_it(tmp_path):
+    fifo = tmp_path / "paint.png"
+    os.mkfifo(fifo)
+    res = subprocess.run([sys.executable, "-c", IMAGE_CACHE, str(fifo)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == (f"image 'Paint' must be an image file that is a regular file (or "
+                                           f"missing), got '{fifo} (a FIFO)'")
+    fifo.unlink()  # missing: no pixels, the caller's warning
+    res = subprocess.run([sys.executable, "-c", IMAGE_CACHE, str(fifo)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0 and res.stdout.splitlines()[-1] == "None", (res.stdout, res.stderr)

@@ -9,13 +9,15 @@ its data, up to the ``ENDB`` block; the ``DNA1`` block describes every struct. B
 saves it raw, zstd-compressed (seekable multi-frame, since 3.0) or gzip-compressed
 (before). :func:`check_blend` walks the chain and refuses a file whose header, block
 codes, block lengths, ``ENDB`` or ``DNA1`` are broken, and a linked library (``LI``
-block) whose path is not a regular file (a FIFO would block Blender's reader forever).
+block) or an image read from a file (``IM`` block, not packed) whose path is not a
+regular file (a FIFO would block Blender's reader forever).
 
 The walk streams: the file is decompressed 1 MiB at a time, block data is skipped as it
-passes, and only the ``DNA1`` block and the ``LI`` blocks are kept (at most
-:data:`MAX_KEPT` bytes), so its memory is bounded whatever the file. A compressed file
-may expand to at most :data:`MAX_RATIO` times its size (or :data:`MIN_EXPANDED` bytes,
-whichever is more) and hold at most one block per byte on disk (or :data:`MIN_BLOCKS`):
+passes, and only the ``DNA1`` block and the start of the ``LI`` and ``IM`` blocks are
+kept (at most :data:`MAX_KEPT` bytes), so its memory is bounded whatever the file. A
+compressed file may expand to at most :data:`MAX_RATIO` times its size (or
+:data:`MIN_EXPANDED` bytes, whichever is more) and hold at most one block per byte on
+disk (or :data:`MIN_BLOCKS`):
 the .blend files Blender ships expand 3.5 to 15 times and hold under 0.05 blocks per
 compressed byte, while a few kilobytes of zstd can expand to gigabytes of zeros or of
 empty blocks (a decompression bomb), which is refused within a second or two. The walk
@@ -25,16 +27,18 @@ crash Blender's reader: the command opens it in a child process first for that
 """
 from __future__ import annotations
 
+import glob
 import gzip
 import io
 import os
 import re
+import stat
 import struct
 import zlib
 from pathlib import Path
 
 from ..core.errors import SettingsError
-from ..core.files import check_regular_file
+from ..core.files import check_regular_file, file_kind
 
 __all__ = ["BlendStructureError", "blocks", "check_blend", "check_regular_file", "library_paths",
            "read_blend_bytes"]
@@ -203,16 +207,18 @@ def _header(head: bytes) -> tuple[int, str, int, str]:
     return 4 if m.group(1) == b"_" else 8, "<" if m.group(2) == b"v" else ">", 12, "small"
 
 
-def _walk(ex: _Expanded, keep=lambda code: False):
+def _walk(ex: _Expanded, keep=lambda code: 0):
     """Walk the block chain of ``ex``: yield (code, data offset, length, SDNA index,
-    count, data or None) of every block up to and without ``ENDB``, with the data of the
-    blocks ``keep(code)`` names (the first :data:`MAX_KEPT` bytes of them all), the rest
-    skipped. The first item is the header's (pointer size, byte order).
+    count, data or None) of every block up to and without ``ENDB``, with the first
+    ``keep(code)`` bytes of each block's data (None where it is 0; at most
+    :data:`MAX_KEPT` bytes of all blocks together), the rest skipped. The first item is
+    the header's (pointer size, byte order).
 
     Raises:
         BlendStructureError: a bad header, a block code that is no code, a block running
         past the end of the file or with a negative length or count, more blocks than
-        the bound (:data:`MIN_BLOCKS`, or one per byte on disk), or no ``ENDB`` block.
+        the bound (:data:`MIN_BLOCKS`, or one per byte on disk), more than
+        :data:`MAX_KEPT` bytes to keep, or no ``ENDB`` block.
     """
     ptr, order, size0, kind = _header(ex.peek(17))
     ex.take(size0)
@@ -246,13 +252,14 @@ def _walk(ex: _Expanded, keep=lambda code: False):
                                       f"{ex.disk_size:,} on disk: a decompression bomb")
         start = ex.pos
         data = None
-        if keep(code):
-            if kept + length > MAX_KEPT:
+        want = min(keep(code), length)
+        if want:
+            if kept + want > MAX_KEPT:
                 raise BlendStructureError(f"block {code!r} at byte {pos} has length {length:,} (at most "
-                                          f"{MAX_KEPT:,} bytes of such blocks are read)")
-            data = ex.take(length)
-            kept += length
-            got = len(data)
+                                          f"{MAX_KEPT:,} bytes of DNA1, LI and IM blocks are read)")
+            data = ex.take(want)
+            kept += want
+            got = len(data) + (ex.skip(length - want) if len(data) == want else 0)
         else:
             got = ex.skip(length)
         if got < length:
@@ -338,31 +345,77 @@ def _sdna(block: bytes, order: str, ptr: int) -> dict:
         raise BlendStructureError(f"DNA1 block unreadable ({exc})") from None
 
 
-def _library_paths(ex: _Expanded) -> list[str]:
-    """:func:`library_paths` of a stream: the chain walked once, ``DNA1`` and ``LI`` kept."""
-    walk = _walk(ex, keep=lambda code: code in (b"DNA1", b"LI\0\0"))
+#: the bytes kept of each ``LI`` and ``IM`` block (a ``Library`` struct has about 2 KB, an
+#: ``Image`` 1.8 KB; their path fields come first)
+_STRUCT_KEPT = 64 * 1024
+#: ``Image.source`` values whose pixels Blender reads from a file (``DNA_image_types.h``:
+#: IMA_SRC_CHECK, FILE, SEQUENCE, MOVIE and TILED; GENERATED and VIEWER have none)
+_FILE_SOURCES = (0, 1, 2, 3, 6)
+
+
+def _field(structs: dict, struct_name: str, sdna: int | None, names: tuple) -> tuple[int, int] | None:
+    """(offset, size) of the first field of struct ``sdna`` (or of the struct named
+    ``struct_name``, for None) whose name starts with one of ``names``; None if none."""
+    if sdna is None:
+        sdna = next((i for i, (n, _) in structs.items() if n == struct_name), None)
+    name, fields = structs.get(sdna, ("", []))
+    if name != struct_name:
+        return None
+    return next(((o, z) for f, o, z in fields if f.startswith(names)), None)
+
+
+def _text(data: bytes, spot: tuple[int, int]) -> str:
+    o, z = spot
+    return data[o:o + z].split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _linked_paths(ex: _Expanded) -> tuple[list[str], list[tuple[str, str]]]:
+    """(paths of the linked libraries, (name, path) of the images read from a file) of a
+    stream, as stored (``//`` = relative to the .blend): the chain walked once, ``DNA1``
+    kept whole and the start of every ``LI`` and ``IM`` block. A packed image (its
+    ``packedfile`` or ``packedfiles`` set) or a generated one reads no file.
+
+    Raises:
+        BlendStructureError: the structure is broken (see :func:`_walk`), no ``DNA1``, an
+        ``LI`` block that is no ``Library`` or an ``IM`` block that is no ``Image``.
+    """
+    walk = _walk(ex, keep=lambda code: MAX_KEPT if code == b"DNA1" else
+                 _STRUCT_KEPT if code in (b"LI\0\0", b"IM\0\0") else 0)
     ptr, order = next(walk)
     dna = None
-    libs = []
+    found = []
     for code, start, length, sdna, _count, data in walk:
         if code == b"DNA1" and dna is None:
             dna = data
-        elif code == b"LI\0\0":
-            libs.append((start, length, sdna, data))
+        elif code in (b"LI\0\0", b"IM\0\0"):
+            found.append((code, start, length, sdna, data))
     if dna is None:
         raise BlendStructureError("no DNA1 block")
-    if not libs:
-        return []
+    if not found:
+        return [], []
     structs = _sdna(dna, order, ptr)
-    out = []
-    for start, length, sdna, data in libs:
-        name, fields = structs.get(sdna, ("", []))
-        spot = [(o, z) for f, o, z in fields if f.startswith("filepath[") or f.startswith("name[")]
-        if name != "Library" or not spot or spot[0][0] + spot[0][1] > length:
-            raise BlendStructureError(f"LI block at byte {start} is not a Library")
-        o, z = spot[0]
-        out.append(data[o:o + z].split(b"\0", 1)[0].decode("utf-8", "replace"))
-    return out
+    id_name = _field(structs, "ID", None, ("name[",))
+    libs, images = [], []
+    for code, start, length, sdna, data in found:
+        kind = "Library" if code == b"LI\0\0" else "Image"
+        spot = _field(structs, kind, sdna, ("filepath[", "name["))
+        if spot is None or spot[0] + spot[1] > len(data):
+            article = "an" if kind == "Image" else "a"
+            raise BlendStructureError(f"{code[:2].decode()} block at byte {start} is not {article} {kind}")
+        if kind == "Library":
+            libs.append(_text(data, spot))
+            continue
+        source = _field(structs, "Image", sdna, ("source",))
+        packed = [_field(structs, "Image", sdna, (f,)) for f in ("*packedfile", "packedfiles")]
+        if source is not None and source[0] + 2 <= len(data):
+            if struct.unpack_from(order + "h", data, source[0])[0] not in _FILE_SOURCES:
+                continue
+        if any(p is not None and p[0] + ptr <= len(data) and any(data[p[0]:p[0] + ptr]) for p in packed):
+            continue
+        whole = id_name is not None and id_name[0] + id_name[1] <= len(data)
+        name = _text(data, id_name)[2:] if whole else "?"  # (an ID name starts with its code, "IM")
+        images.append((name, _text(data, spot)))
+    return libs, images
 
 
 def library_paths(data: bytes) -> list[str]:
@@ -372,20 +425,32 @@ def library_paths(data: bytes) -> list[str]:
     Raises:
         BlendStructureError: the structure is broken (see :func:`_walk`), or no ``DNA1``.
     """
-    return _library_paths(_Expanded(io.BytesIO(data), "raw", None, len(data)))
+    return _linked_paths(_Expanded(io.BytesIO(data), "raw", None, len(data)))[0]
+
+
+def image_files(path: str) -> list[str]:
+    """The files an image path names: itself, or for a UDIM path (``<UDIM>``,
+    ``<UVTILE>``) the tiles that exist."""
+    if "<UDIM>" not in path and "<UVTILE>" not in path:
+        return [path]
+    return sorted(glob.glob(glob.escape(path).replace("<UDIM>", "[0-9]" * 4).replace("<UVTILE>", "u*_v*")))
 
 
 def check_blend(path) -> list[str]:
     """Check the .blend at ``path`` before Blender reads it: a regular file, a sound block
     chain (header, block codes and lengths, ``ENDB``, ``DNA1``; compressed files
     decompressed as the walk goes, within the bounds on their expansion and block count
-    in the module's docstring), and every linked library a regular file or missing
-    (Blender reports a missing one). Memory stays within about :data:`MAX_KEPT` plus
-    zstd's window, whatever the file. Returns the libraries' absolute paths ([]
-    unchecked: a zstd file without the ``zstandard`` package).
+    in the module's docstring), every linked library a regular file or missing (Blender
+    reports a missing one) and every image read from a file (not packed) a regular file
+    or missing (Blender's image reader blocks in ``open()`` on a FIFO, while it loads the
+    file when a modifier's texture uses the image, or later while the scan reads a
+    texture). Memory stays within about :data:`MAX_KEPT` plus zstd's window, whatever the
+    file. Returns the libraries' absolute paths ([] unchecked: a zstd file without the
+    ``zstandard`` package).
 
     Raises:
-        SettingsError (``SCENE.blend``): naming what is wrong.
+        SettingsError (``SCENE.blend``): naming what is wrong; (``image 'NAME'``): the
+        image's file is a FIFO, a device, a folder or a socket.
     """
     p = check_regular_file("SCENE.blend", path)
     try:
@@ -394,7 +459,7 @@ def check_blend(path) -> list[str]:
             if ex is None:  # (no zstd decoder: Blender's reader alone judges the file)
                 return []
             try:
-                paths = _library_paths(ex)
+                paths, images = _linked_paths(ex)
             except BlendStructureError as exc:
                 if ex.kind != "raw" and "decompression bomb" not in str(exc):
                     ex.drain(16 * _CHUNK)  # a stream error found just after is the cause
@@ -403,9 +468,10 @@ def check_blend(path) -> list[str]:
         raise SettingsError("SCENE.blend", f"a readable .blend file ({exc})", str(path)) from None
     except OSError as exc:
         raise SettingsError("SCENE.blend", f"a readable .blend file ({exc.strerror})", str(path)) from None
+    here = p.resolve().parent
     out = []
     for lib in paths:
-        full = p.resolve().parent / lib[2:] if lib.startswith("//") else Path(lib)
+        full = here / lib[2:] if lib.startswith("//") else Path(lib)
         out.append(str(full))
         if os.path.lexists(full):
             try:
@@ -413,4 +479,13 @@ def check_blend(path) -> list[str]:
             except SettingsError as exc:
                 raise SettingsError("SCENE.blend", "a .blend whose linked libraries are regular files",
                                     f"{path} (library {exc.value})") from None
+    for name, stored in images:
+        for f in image_files(str(here / stored[2:]) if stored.startswith("//") else stored):
+            try:
+                mode = os.stat(f).st_mode
+            except (OSError, ValueError):  # missing: the material falls back with a warning
+                continue
+            if not stat.S_ISREG(mode):
+                raise SettingsError(f"image '{name}'", "an image file that is a regular file (or missing)",
+                                    f"{f} ({file_kind(mode)})")
     return out

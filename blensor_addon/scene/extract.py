@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import collections
 import itertools
+import os
+import stat
 import sys
 from dataclasses import dataclass, field, replace
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from .. import compat
 from ..core.errors import SettingsError
+from ..core.files import file_kind
 from ..core.materials import (DEFAULT_REFLECTIVITY, DEFAULT_WAVELENGTH, GLASS_ENTRY, MaterialTable, Texture,
                               library, luminance, sanitize_texels)
 from ..raycast.base import MeshData, SceneGeometry
@@ -476,6 +479,54 @@ def srgb_to_linear(s: np.ndarray) -> np.ndarray:
                     np.power((s + np.float32(0.055)) / np.float32(1.055), np.float32(2.4))).astype(np.float32)
 
 
+#: image sources whose pixels Blender reads from a file (GENERATED and VIEWER have none)
+_FILE_SOURCES = ("FILE", "SEQUENCE", "MOVIE", "TILED")
+
+
+def image_files(image) -> list[str]:
+    """The files Blender reads the pixels of ``image`` (a ``bpy.types.Image``) from:
+    its path made absolute (``//`` relative to the .blend, or to the library the image
+    comes from), one per UDIM tile for a tiled image; [] for a packed or generated one."""
+    import bpy
+    if image.source not in _FILE_SOURCES or image.packed_file is not None or len(image.packed_files):
+        return []
+    path = image.filepath
+    if not path:
+        return []
+    path = bpy.path.abspath(path, library=image.library)
+    if image.source != "TILED" or ("<UDIM>" not in path and "<UVTILE>" not in path):
+        return [path]
+    out = []
+    for tile in image.tiles:
+        n = tile.number - 1001
+        uvtile = f"u{n % 10 + 1}_v{n // 10 + 1}"
+        out.append(path.replace("<UDIM>", str(tile.number)).replace("<UVTILE>", uvtile))
+    return out
+
+
+def check_image_files(images) -> None:
+    """Refuse an image whose file exists but is no regular file, before Blender opens it:
+    Blender's image reader blocks in ``open()`` on a FIFO (and no signal reaches Python
+    there) and may never finish a device. A missing file is no error here (the material
+    falls back with a warning, as Blender shows it pink).
+
+    Args:
+        images: ``bpy.types.Image`` objects (``bpy.data.images``, or one in a list).
+    Raises:
+        SettingsError (``image 'NAME'``): naming the file and what it is (a FIFO, a
+        device, a folder, a socket).
+    """
+    for image in images:
+        for path in image_files(image):
+            try:
+                mode = os.stat(path).st_mode
+            except (OSError, ValueError):  # missing (or a NUL in the path): the material's warning
+                continue
+            if not stat.S_ISREG(mode):
+                raise SettingsError(f"image '{image.name_full}'", "an image file that is a regular file (or "
+                                    "missing)", f"{path} ({file_kind(mode)})")
+
+
 class ImageCache:
     """Images of textured materials as (H, W) float32 luminance, read once per scan.
 
@@ -497,7 +548,13 @@ class ImageCache:
 
     def get(self, image) -> np.ndarray | None:
         """(H, W) float32 luminance of a Blender image; None if it has no pixels (a missing
-        file, an unreadable format)."""
+        file, an unreadable format).
+
+        Raises:
+            SettingsError (``image 'NAME'``): its file is a FIFO, a device or a folder
+            (:func:`check_image_files`, before ``image.size`` makes Blender open it).
+        """
+        check_image_files([image])
         key = (image.session_uid, image.name_full, tuple(image.size))
         lum = self.images.get(key)
         if lum is not None:
