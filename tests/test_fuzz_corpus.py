@@ -60,7 +60,8 @@ def run_bounded(args: list[str], cwd: Path, env: dict) -> SimpleNamespace:
     the peak is also taken from ``wait4``'s rusage, which covers what a poll misses).
 
     Returns returncode (negative: the signal that ended it), stdout, stderr (text),
-    peak (bytes), seconds, and killed ("" or why the bound killed it)."""
+    peak (bytes), seconds (wall clock), cpu (s, user and system) and killed ("" or why
+    the bound killed it)."""
     out, err = cwd.parent / f"{cwd.name}.stdout", cwd.parent / f"{cwd.name}.stderr"
     t0 = time.monotonic()
     with open(out, "wb") as so, open(err, "wb") as se:
@@ -88,8 +89,8 @@ def run_bounded(args: list[str], cwd: Path, env: dict) -> SimpleNamespace:
     except ProcessLookupError:
         pass
     return SimpleNamespace(returncode=proc.returncode, stdout=out.read_text(errors="replace"),
-                           stderr=err.read_text(errors="replace"),
-                           peak=max(peak, usage.ru_maxrss * 1024), seconds=seconds, killed=killed)
+                           stderr=err.read_text(errors="replace"), peak=max(peak, usage.ru_maxrss * 1024),
+                           seconds=seconds, cpu=usage.ru_utime + usage.ru_stime, killed=killed)
 
 
 def snapshot(folder: Path) -> dict[str, tuple]:

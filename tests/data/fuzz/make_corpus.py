@@ -12,27 +12,32 @@ What the corpus holds (what hostile testers tried):
 - Project AirSim JSON (``scan --sensor``, ``config import airsim``): integers of 400 and
   5000 digits, nesting 5,000 and 100,000 deep, 200,000 keys in one object, a rotation
   frequency of 1e-300 Hz, sensor names that collide once made safe (``a-b``/``a_b``,
-  ``éé``/``üü``), names with terminal escape sequences, poses at 1e300 m and at 1e30 m
-  (the latter with ``--overwrite`` over an earlier run, which must stay), NaN, garbage.
+  ``éé``/``üü``), names with terminal escape sequences, a 300-character name, poses at
+  1e300 m and at 1e30 m (the latter with ``--overwrite`` over an earlier run, which must
+  stay), NaN, garbage, a FIFO.
 - Unity XML: nesting 3,000 and 100,000 deep, an external entity (XXE), entity expansion
   ("billion laughs"), a MEMS pattern path to a missing file and to ``/etc/passwd``.
 - Calibration files (``calib import``): Velodyne YAML (nesting 100,000 deep, a 400-digit
   ``num_lasers``, YAML tags that would run code, an alias bomb), db.xml (XXE, billion
   laughs, deep nesting, a 400-digit id), Ouster JSON (400- and 5000-digit integers, deep
-  nesting), Hesai CSV (garbage, NaN, huge numbers).
+  nesting), Hesai CSV (garbage, NaN, huge numbers), a FIFO.
 - Pattern files (``--set sensor_type=pattern``): a CSV with a UTF-8 BOM and CRLF lines
-  (valid: exit 0), bad columns, NaN, absurd periods, a huge channel; .npy of object
-  dtype (a pickle that would run code), of the wrong shape, truncated.
+  (valid: exit 0), bad columns, NaN, absurd periods, 100,000 firings in the shortest
+  period (41.7 million rays a frame), a huge channel, a FIFO; .npy of object dtype (a
+  pickle that would run code), of the wrong shape, truncated.
 - .blend files (``info``): truncated, garbage, byte-flipped, header only, and zstd and
-  gzip bombs that expand to 2 GiB (written as streams of repeated blocks: 65 KB and
-  2 MB on disk, generated in well under a second).
+  gzip bombs that expand to 2 GiB of zeros, as empty blocks or as one well-formed block
+  (written as streams of repeated compressed blocks: 65 KB and 2 MB on disk, generated
+  in about a second).
 - ``--scheduler``: files holding garbage, ``{}``, a number, an array, no address, a FIFO;
   a ``ucx://`` address.
 - ``--set`` values: ``rotation_speed`` 1e-9, NaN, inf, 1e308; ``angle_resolution``
   1e-6; a 22-digit seed.
 - Output folders: ``manifest.json``, ``motion.json`` and ``rig.json`` nested 100,000
   deep planted in ``--out``; a manifest that lists an absolute path outside the folder
-  (that file must stay); FIFOs at ``manifest.json`` and ``motion.json``; a FIFO as the
+  (that file must stay); files of BlenSor's names that the planted manifest does not
+  list, with ``--overwrite`` (they must stay); FIFOs at ``manifest.json``, ``motion.json``
+  and as ``--out`` itself; ``--out`` in an operating system's folder; a FIFO as the
   target of ``config export``.
 
 Run as a script to write the whole corpus (or the named entries) into a folder, with
@@ -207,6 +212,8 @@ _add("airsim_garbage", SENSOR % "s.json", put("s.json", garbage(4096, 1)))
 _add("airsim_number", SENSOR % "s.json", put("s.json", "1e999"))
 _add("airsim_array_import", IMPORT % ("airsim", "s.json"), scene_copy, put("s.json", "[]"))
 _add("airsim_empty_file", SENSOR % "s.json", put("s.json", ""))
+_add("airsim_fifo", SENSOR % "s.json", fifo("s.json"))
+_add("airsim_long_name", SENSOR % "s.json", put("s.json", airsim({"id": "n" * 300})), exits=(0, 2))
 
 # -- Unity XML ----------------------------------------------------------------------------
 
@@ -310,6 +317,7 @@ _add("hesai_nan_inf", CALIB_IMPORT % "h.csv", scene_copy,
      put("h.csv", "Channel,Elevation,Azimuth\n1,nan,0\n2,inf,-inf\n"))
 _add("hesai_huge_numbers", CALIB_IMPORT % "h.csv", scene_copy,
      put("h.csv", f"Channel,Elevation,Azimuth\n{digits(400)},1e308,0\n2,{digits(5000)},0\n"))
+_add("calib_fifo", CALIB_IMPORT % "h.csv", scene_copy, fifo("h.csv"))
 
 # -- pattern files ------------------------------------------------------------------------------
 
@@ -333,6 +341,11 @@ _add("pattern_period_1e-300", PATTERN % "p.csv", put("p.csv", pattern_csv(period
 _add("pattern_period_400_digits", PATTERN % "p.csv", put("p.csv", pattern_csv(period=digits(400))))
 _add("pattern_channel_400_digits", PATTERN % "p.csv",
      put("p.csv", pattern_csv(rows=f"0,0,0,{digits(400)}\n")))
+# the shortest period (1e-4 s) with 100,000 firings: 41.7 million rays in one scene frame
+_add("pattern_many_periods", PATTERN % "p.csv",
+     put("p.csv", pattern_csv(period="0.0001", rows="".join(f"{i % 360 - 180},0,{i * 1e-9:.9f},0\n"
+                                                             for i in range(100_000)))), exits=(0, 2))
+_add("pattern_fifo", PATTERN % "p.csv", fifo("p.csv"))
 
 
 class _Owned:
@@ -493,6 +506,12 @@ def manifest_outside(folder: Path) -> str:
 _add("out_manifest_absolute_path", SCAN_OUT + " --overwrite", put("outside.txt", "not BlenSor's\n"),
      put("out/manifest.json", manifest_outside), exits=(0, 2), keep=("outside.txt",))
 _add("out_fifo_manifest_resume", SCAN_OUT + " --resume", fifo("out/manifest.json"))
+_add("out_is_fifo", SCAN_OUT, fifo("out"))
+# an operating system's folder is refused by rule (one where nothing can be made, should
+# the rule be lost: the root or /etc would be written as root)
+_add("out_system_folder", "scan {scenes}/crossing.blend --frames 1 --out /proc/blensor_fuzz", lambda _d: None)
+_add("out_overwrite_foreign_files", SCAN_OUT + " --overwrite", planted_run,
+     put("out/scan00099.npz", b"not listed in the manifest"), put("out/clean/scan77777.pcd", b"nor this"))
 _add("out_fifo_motion_overwrite", "motion {scenes}/crossing.blend --frames 1 --out {dir}/out --overwrite",
      fifo("out/motion.json"))
 _add("config_export_to_fifo", "config export unity {scenes}/crossing.blend {dir}/c.xml", fifo("c.xml"))
