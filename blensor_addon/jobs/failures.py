@@ -2,9 +2,41 @@
 whose attributes say what was kept, for the CLI's one line and the panel's report."""
 from __future__ import annotations
 
+import errno
+import sqlite3
 from pathlib import Path
 
 from ..core.errors import BlensorError
+
+#: sqlite3 primary result codes (https://www.sqlite.org/rescode.html) -> errno, for the one line
+_SQLITE_ERRNO = {3: errno.EPERM, 5: errno.EBUSY, 6: errno.EBUSY, 7: errno.ENOMEM, 8: errno.EROFS,
+                 10: errno.EIO, 13: errno.ENOSPC, 14: errno.EACCES, 23: errno.EACCES}
+
+
+def writer_failure(exc: BaseException, writer: str, folder) -> OSError | None:
+    """``exc``, raised by the writer of format ``writer`` into ``folder``, as the OSError
+    of a write failure; None if it is not one (a programming error, bad input).
+
+    A writer's own library reports a failed write in its own types: sqlite3 (a rosbag2
+    bag in sqlite3 storage) raises ``sqlite3.OperationalError('database or disk is
+    full')`` on a full disk and ``'disk I/O error'`` past the file size limit, rosbags
+    its ``WriterError``. Those (sqlite3.Error, and any exception whose class is defined
+    outside Python's built-ins and this add-on) become ``OSError(errno, message,
+    "<writer> files in <folder>")``, errno from the sqlite3 result code (SQLITE_FULL:
+    ENOSPC, SQLITE_IOERR: EIO, ...; EIO otherwise). An OSError is returned as it is.
+    """
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        num = _SQLITE_ERRNO.get(code & 0xFF, errno.EIO) if isinstance(code, int) else errno.EIO
+        text = str(exc) or type(exc).__name__
+    else:
+        root = type(exc).__module__.partition(".")[0]
+        if not isinstance(exc, Exception) or root in ("builtins", __name__.partition(".")[0]):
+            return None
+        num, text = errno.EIO, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return OSError(num, text, f"{writer} files in {folder}")
 
 
 class RunFailed(BlensorError, OSError):
@@ -69,4 +101,4 @@ class RunInterrupted(KeyboardInterrupt):
         self.manifest_path = manifest_path
 
 
-__all__ = ["RunFailed", "RunInterrupted"]
+__all__ = ["RunFailed", "RunInterrupted", "writer_failure"]

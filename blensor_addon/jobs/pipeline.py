@@ -20,7 +20,7 @@ import numpy as np
 from ..process.blas import single_blas_thread
 from ..io.atomic import commit_files
 from ..io.outdir import OutputFolder, file_record, verify_file
-from .failures import RunFailed, RunInterrupted
+from .failures import RunFailed, RunInterrupted, writer_failure
 from .plan import Plan
 from .run_files import TRAJECTORY, ManifestWriter, TrajectoryWriter
 
@@ -239,18 +239,36 @@ class Pipeline:
             if result is not None:
                 encoded = getattr(result, "encoded", None) or {}
                 files = [item for w in self.writers
-                         for item in (encoded[w.name] if w.name in encoded else w.frame_files(result))]
+                         for item in (encoded[w.name] if w.name in encoded else self._call(w, w.frame_files,
+                                                                                           result))]
                 known = getattr(result, "file_checks", None) or {}
                 checks = {name: known.get(name) or file_record(data) for name, data in files}
                 files += self.trajectory.frame_files(result)
                 # multi-frame files (EVD) take the packet after its files are staged, before they appear
                 written = commit_files(self.folder.path, files,
-                                       lambda: [w.append(result) for w in self.writers])
+                                       lambda: [self._call(w, w.append, result) for w in self.writers])
                 entry["files"] = [p.relative_to(self.folder.path).as_posix() for p in written
                                   if p.name != TRAJECTORY]
                 entry["file_checks"] = {n: checks[n] for n in entry["files"]}
             self.trajectory.finished(entry, result is not None)
             self.manifest.finished(entry, objects)
+
+    def _call(self, writer, method, *args):
+        """``method(*args)`` of ``writer``; an error of the writer's library (sqlite3's
+        'database or disk is full', ...) is raised as the OSError of a write failure
+        (:func:`~.failures.writer_failure`), so the run ends as on any full disk.
+
+        Raises:
+            OSError: the write failed. Anything else the writer raised (not a write
+                failure: a programming error) as it is.
+        """
+        try:
+            return method(*args)
+        except Exception as exc:
+            failure = writer_failure(exc, writer.name, self.folder.path)
+            if failure is None or failure is exc:
+                raise
+            raise failure from exc
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
         """Wait for every packet handed over, close the writers' multi-frame files,
@@ -286,13 +304,16 @@ class Pipeline:
         dropped = []
         for w in writers:
             if not self.done:  # nothing scanned: leave no empty multi-frame file
-                w.discard()
+                self._call(w, w.discard)
                 continue
             try:
-                w.close(status)
+                self._call(w, w.close, status)
             except OSError as exc:  # (a bag cannot be finished on a full disk)
                 status = "failed"
-                w.discard()
+                try:
+                    self._call(w, w.discard)
+                except OSError:  # (it is listed as dropped either way)
+                    pass
                 dropped.append(w.name)
                 failure = failure or exc
         self.manifest.dropped = dropped
@@ -327,7 +348,10 @@ class Pipeline:
                 pass
         writers, self.writers = self.writers, []
         for w in writers:
-            w.discard()
+            try:
+                self._call(w, w.discard)
+            except OSError:  # clean-up after an end already reported: the rest is still discarded
+                pass
 
 
 __all__ = ["Pipeline", "WriterThread"]
