@@ -36,6 +36,7 @@ from ..io.formats import WRITERS, RunInfo, make_options, output_patterns, parse_
 from ..io.outdir import OutputFolder, range_run_files
 from ..scene.scanner import Scanner, frame_time
 from . import plan as planning
+from .failures import RunInterrupted, writer_failure
 from .pipeline import Pipeline
 from .run_files import ManifestWriter, TrajectoryWriter
 from .signals import Signals
@@ -376,7 +377,13 @@ class RangeScanJob:
         self._writers = writers  # discarded if a later constructor fails
         for f in self.formats:
             make = self.writer_factories.get(f, WRITERS[f])
-            writers.append(make(self.folder.path, self._options[f], run))
+            try:
+                writers.append(make(self.folder.path, self._options[f], run))
+            except Exception as exc:  # sqlite3's 'database or disk is full' opening a bag: a write error
+                failure = writer_failure(exc, f, self.folder.path)
+                if failure is None or failure is exc:
+                    raise
+                raise failure from exc
         objects = lambda: self.scanner.extractor.table.table  # noqa: E731
         scanner = self.scanner
         if self.cluster is not None:
@@ -479,19 +486,26 @@ class RangeScanJob:
 
         ``bad_input``: the run stopped on bad input found while scanning (a
         :class:`SettingsError`). If no packet was scanned (and the run does not resume
-        an earlier one), nothing of the run is left: no manifest, and the folder itself
-        if the run made it and it is empty; returns None then.
+        an earlier one), nothing of the run is left: no manifest, no lock, and the folder
+        itself if the run made it and it is empty; returns None then. The same holds for
+        a run that a signal (``error`` a KeyboardInterrupt) stopped before its first
+        packet was handed to the writers (a rig's member excepted: the rig keeps its
+        members), so a later plain run into the folder is not refused.
         ``error``: what stopped the run (see :meth:`Pipeline.finish`).
 
         Raises:
             RunFailed: writing failed (status ``failed`` where the manifest could be
-                written). RunInterrupted: ``error`` was a KeyboardInterrupt.
+                written). RunInterrupted: ``error`` was a KeyboardInterrupt
+                (``manifest_path`` None when nothing was left).
         """
-        forget = bad_input and not self.resume and self.pipeline.scanned == 0
+        interrupted = isinstance(error, KeyboardInterrupt) and "rig" not in self.scanner_options
+        forget = (bad_input or interrupted) and not self.resume and self.pipeline.scanned == 0
         try:
             if forget:
                 self.pipeline.abandon()
                 (self.folder.path / "manifest.json").unlink(missing_ok=True)
+                if interrupted:
+                    raise RunInterrupted(0, None) from error
                 return None
             self.pipeline.finish(status, error)
             return self.folder.path / "manifest.json"
@@ -607,14 +621,16 @@ def run_job(make, progress=None, should_cancel=None):
                 if progress is not None:
                     progress(0, job.total, None)
                 while job.remaining:
+                    if sig.stop_requested and not job.scanned and isinstance(job, RangeScanJob):
+                        raise KeyboardInterrupt  # nothing to keep: as a second signal (nothing is left)
                     if sig.stop_requested or (should_cancel is not None and should_cancel()):
                         status = "cancelled"
                         break
                     entry = job.step()
                     if progress is not None:
                         progress(job.scanned, job.total, entry)
-                else:  # every packet done (a signal during the last one lost nothing)
-                    status = "complete"
+                else:  # every packet scanned; a signal during the last one still cancels the run
+                    status = "cancelled" if sig.stop_requested else "complete"
             except KeyboardInterrupt as exc:
                 status, error = "cancelled", exc
             except SettingsError as exc:
