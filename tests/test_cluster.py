@@ -819,7 +819,7 @@ SCHEDULER_FILES = {
 
 @needs_dask
 @pytest.mark.parametrize("case", [*SCHEDULER_FILES, "fifo", "fifo.json", "device", "folder", "ucx",
-                                  "inproc", "no_port", "port_out_of_range"])
+                                  "inproc", "no_port", "port_out_of_range", "tls_without_settings"])
 def test_a_hostile_scheduler_is_refused_at_once_in_one_line(tmp_path, case):
     if case in SCHEDULER_FILES:
         value = tmp_path / "scheduler.json"
@@ -832,7 +832,8 @@ def test_a_hostile_scheduler_is_refused_at_once_in_one_line(tmp_path, case):
     else:
         value = {"device": os.devnull, "folder": str(tmp_path), "ucx": "ucx://127.0.0.1:1",
                  "inproc": "inproc://127.0.0.1/1/1", "no_port": "tcp://127.0.0.1",
-                 "port_out_of_range": "tcp://127.0.0.1:99999"}[case]
+                 "port_out_of_range": "tcp://127.0.0.1:99999",
+                 "tls_without_settings": "tls://127.0.0.1:1"}[case]
     # the bound: under the 20 s the command waits for a scheduler file to appear (a FIFO
     # waited that long) and Dask's connection timeout (a bad file: a traceback after 45 s)
     res = cli("scan", CROSSING, "--frames", "1-2", "--out", tmp_path / "o", "--scheduler", value, timeout=19)

@@ -138,8 +138,8 @@ def is_scheduler_file(scheduler: str) -> bool:
 def check_address(address: str, shown: str | None = None) -> str:
     """Check a scheduler address before Dask connects to it (Dask takes 20 s to give up on
     an address it cannot use, and prints a traceback for an unknown scheme): a scheme of
-    :data:`SCHEMES` (none: tcp) whose Dask backend works here, ``HOST:PORT`` with a port in
-    1..65535. Returns ``address``.
+    :data:`SCHEMES` (none: tcp) whose Dask backend works here (tls and wss: with Dask's TLS
+    settings), ``HOST:PORT`` with a port in 1..65535. Returns ``address``.
 
     Raises:
         SettingsError (``--scheduler``): naming ``shown`` (default ``address``) and why."""
@@ -155,6 +155,11 @@ def check_address(address: str, shown: str | None = None) -> str:
             port = parse_host_port(loc)[1]
             if not 1 <= int(port) <= 65535:
                 why = f"port {port} is not in 1..65535"
+            elif scheme in ("tls", "wss"):
+                from distributed.security import Security
+                if Security().get_connection_args("client").get("ssl_context") is None:
+                    why = (f"{scheme}:// needs Dask's TLS settings: distributed.comm.tls.ca-file and "
+                           "client.cert in the Dask configuration")
     except (ValueError, TypeError, ImportError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if why is not None:
@@ -285,7 +290,8 @@ class Cluster:
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             if self.local:
                 self._client.register_worker_callbacks(_ignore_sigint)
-        except (OSError, TimeoutError, RuntimeError, ValueError) as exc:
+        # (TypeError: Dask's connection set-up, e.g. TLS settings of the wrong kind)
+        except (OSError, TimeoutError, RuntimeError, ValueError, TypeError) as exc:
             self.close()
             where = f"the scheduler at {self.scheduler}" if self.scheduler else "a local Dask cluster"
             raise ClusterError(f"could not start or reach {where}: {exc}") from None
