@@ -35,6 +35,9 @@ MEMORY_LIMIT = 2 << 30
 #: bar's carriage return may)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
+#: bytes per unit of ``ru_maxrss`` (kilobytes on Linux, bytes on macOS)
+_MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
+
 pytestmark = pytest.mark.fuzz
 
 
@@ -89,8 +92,9 @@ def run_bounded(args: list[str], cwd: Path, env: dict) -> SimpleNamespace:
     except ProcessLookupError:
         pass
     return SimpleNamespace(returncode=proc.returncode, stdout=out.read_text(errors="replace"),
-                           stderr=err.read_text(errors="replace"), peak=max(peak, usage.ru_maxrss * 1024),
-                           seconds=seconds, cpu=usage.ru_utime + usage.ru_stime, killed=killed)
+                           stderr=err.read_text(errors="replace"),
+                           peak=max(peak, usage.ru_maxrss * _MAXRSS_UNIT), seconds=seconds,
+                           cpu=usage.ru_utime + usage.ru_stime, killed=killed)
 
 
 def snapshot(folder: Path) -> dict[str, tuple]:
