@@ -2,7 +2,7 @@
 command: every entry ends within 60 s and 2 GiB of resident memory, with an allowed exit
 code (0, 2; 1 where a run failure is right), never by a signal, never with a traceback;
 a refusal is one line ``blensor: error: ...``; no raw control character reaches stderr;
-no temporary file or lock is left; after exit 2 the entry's files are as they were
+no temporary file or lock is left, nothing in ``$TMPDIR``; after exit 2 the entry's files are as they were
 (nothing written, nothing deleted, a FIFO still a FIFO)."""
 from __future__ import annotations
 
@@ -57,10 +57,12 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run_bounded(args: list[str], cwd: Path, env: dict) -> SimpleNamespace:
-    """Run ``blensor ARGS`` in its own session within :data:`TIME_LIMIT` and
-    :data:`MEMORY_LIMIT` (its process tree polled every 20 ms and killed past either;
-    the peak is also taken from ``wait4``'s rusage, which covers what a poll misses).
+def run_bounded(argv: list[str], cwd: Path, env: dict, time_limit: float = TIME_LIMIT,
+                memory_limit: int = MEMORY_LIMIT) -> SimpleNamespace:
+    """Run ``argv`` in its own session within ``time_limit`` (s) and ``memory_limit``
+    (bytes of resident memory): its process tree is polled every 20 ms and killed past
+    either; the peak is also taken from ``wait4``'s rusage, which covers what a poll
+    misses. stdout and stderr go to files beside ``cwd``.
 
     Returns returncode (negative: the signal that ended it), stdout, stderr (text),
     peak (bytes), seconds (wall clock), cpu (s, user and system) and killed ("" or why
@@ -68,18 +70,18 @@ def run_bounded(args: list[str], cwd: Path, env: dict) -> SimpleNamespace:
     out, err = cwd.parent / f"{cwd.name}.stdout", cwd.parent / f"{cwd.name}.stderr"
     t0 = time.monotonic()
     with open(out, "wb") as so, open(err, "wb") as se:
-        proc = subprocess.Popen([BLENSOR, *args], stdin=subprocess.DEVNULL, stdout=so, stderr=se, cwd=cwd,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=so, stderr=se, cwd=cwd, env=env,
+                                start_new_session=True)
     peak, killed = 0, ""
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
         peak = max(peak, _tree_rss(proc.pid))
-        if peak > MEMORY_LIMIT:
-            killed = f"resident memory over {MEMORY_LIMIT >> 20} MiB"
-        elif time.monotonic() - t0 > TIME_LIMIT:
-            killed = f"no answer after {TIME_LIMIT:.0f} s"
+        if peak > memory_limit:
+            killed = f"resident memory over {memory_limit >> 20} MiB"
+        elif time.monotonic() - t0 > time_limit:
+            killed = f"no answer after {time_limit:g} s"
         if killed:
             os.killpg(proc.pid, signal.SIGKILL)
             _, status, usage = os.wait4(proc.pid, 0)
@@ -113,6 +115,18 @@ def snapshot(folder: Path) -> dict[str, tuple]:
     return out
 
 
+@pytest.mark.parametrize("code,why", [
+    ("import time; time.sleep(60)", "no answer after 1 s"),
+    ("import time; b = b'x' * (300 << 20); time.sleep(60)", "resident memory over 100 MiB"),
+])
+def test_the_bounds_end_a_hang_and_a_memory_hog(tmp_path, code, why):
+    (tmp_path / "w").mkdir()
+    res = run_bounded([sys.executable, "-c", code], tmp_path / "w", dict(os.environ), time_limit=1.0,
+                      memory_limit=100 << 20)
+    assert (res.killed, res.returncode) == (why, -signal.SIGKILL)
+    assert res.seconds < 30  # (killed at the bound, not at the end of the sleep)
+
+
 @pytest.mark.parametrize("name", list(ENTRIES))
 def test_fuzz_entry(name, tmp_path):
     entry = ENTRIES[name]
@@ -124,7 +138,7 @@ def test_fuzz_entry(name, tmp_path):
     temp.mkdir()
     # BLENSOR_DEBUG=1 would print tracebacks after the error line on purpose
     env = {**{k: v for k, v in os.environ.items() if k != "BLENSOR_DEBUG"}, "TMPDIR": str(temp)}
-    res = run_bounded(entry.command(folder), folder, env)
+    res = run_bounded([BLENSOR, *entry.command(folder)], folder, env)
     faults = []
     if res.killed:
         faults.append(res.killed)
@@ -152,6 +166,8 @@ def test_fuzz_entry(name, tmp_path):
     if left:
         faults.append(f"temporary files or a lock left behind: {left}")
     faults += [f"{rel} changed" for rel in entry.keep if after.get(rel) != before[rel]]
+    if not res.killed and any(temp.iterdir()):
+        faults.append(f"left in TMPDIR: {sorted(p.name for p in temp.iterdir())}")
     if res.returncode == 2 and after != before:  # bad input: nothing written, nothing deleted
         changed = sorted(k for k in set(after) | set(before) if after.get(k) != before.get(k))
         faults.append(f"files changed: {changed}")
