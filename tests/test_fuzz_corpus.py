@@ -2,8 +2,12 @@
 command: every entry ends within 60 s and 2 GiB of resident memory, with an allowed exit
 code (0, 2; 1 where a run failure is right), never by a signal, never with a traceback;
 a refusal is one line ``blensor: error: ...``; no raw control character reaches stderr;
-no temporary file or lock is left, nothing in ``$TMPDIR``; after exit 2 the entry's files are as they were
-(nothing written, nothing deleted, a FIFO still a FIFO)."""
+no temporary file or lock is left, nothing in ``$TMPDIR``; after exit 2 the entry's
+files are as they were (nothing written, nothing deleted, a FIFO still a FIFO).
+
+Run one entry: ``pytest tests/test_fuzz_corpus.py -k NAME``; the whole corpus is
+deselected with ``-m 'not fuzz'``; ``python tests/data/fuzz/make_corpus.py DIR`` writes
+it for a run by hand."""
 from __future__ import annotations
 
 import hashlib
