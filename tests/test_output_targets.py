@@ -141,3 +141,35 @@ def test_a_second_depth_export_into_its_folder_names_only_options_depth_takes(tm
     assert "--overwrite" in line and "--resume" not in line, line
     scan = run("scan", CROSSING, "--frames", "1", "--formats", "npz", "--out", out, "--quiet")
     assert scan.returncode == 2 and "--resume to continue it" in one_error_line(scan)  # scan takes it
+
+
+def test_a_pattern_file_is_never_written_into_a_fifo(tmp_path):
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.core.sensors.pattern_file import write_csv
+    fifo = tmp_path / "pattern.csv"
+    before = plant(fifo, "fifo")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # (else opening it for writing would block)
+    try:
+        with pytest.raises(SettingsError, match="path must be a new file or a regular file to replace"):
+            write_csv(str(fifo), [0.0], [0.0], [0.0], [0])
+        assert os.read(reader, 100) == b""  # nothing went into it
+    finally:
+        os.close(reader)
+    assert same_node(fifo, before)
+
+
+def test_saving_the_blend_never_renames_over_a_node_put_at_its_path(crossing, tmp_path):
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.jobs.calib import save_blend_atomically
+    target = tmp_path / "scene.blend"
+    before = plant(target, "fifo")  # (the command checks the .blend before loading it; this came later)
+    held = os.open(target, os.O_RDWR)  # a reader of its first bytes must not block
+    os.write(held, b"BLENDER-")
+    try:
+        with pytest.raises(SettingsError) as err:
+            save_blend_atomically(target)
+    finally:
+        os.close(held)
+    assert str(err.value) == (f"SCENE.blend must be a .blend that is a regular file (never a FIFO, device, "
+                              f"socket, folder or link), got '{target} (a FIFO)'")
+    assert same_node(target, before) and [p.name for p in tmp_path.iterdir()] == ["scene.blend"]

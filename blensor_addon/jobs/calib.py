@@ -134,13 +134,15 @@ def save_blend_atomically(path) -> None:
 
     Raises:
         SettingsError (``SCENE.blend``): Blender could not write the file (a read-only
-        folder, a full disk), with Blender's reason.
+        folder, a full disk), with Blender's reason; or something other than a regular
+        file is at ``path`` now (:func:`~..io.atomic.check_target`; left as it was).
     """
     import bpy
-    from ..io.atomic import remove_quietly, temp_name
+    from ..io.atomic import NotRegularError, check_target, remove_quietly, temp_name
     target = Path(path).resolve()
     tmp = temp_name(target)
     try:
+        check_target(target)  # (before _is_compressed opens it: a FIFO would block)
         try:
             bpy.ops.wm.save_as_mainfile(filepath=str(tmp), copy=True, check_existing=False,
                                         compress=_is_compressed(target))
@@ -155,7 +157,11 @@ def save_blend_atomically(path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        check_target(target)
         os.replace(tmp, target)
+    except NotRegularError as exc:
+        raise SettingsError("SCENE.blend", "a .blend that is a regular file (never a FIFO, device, socket, "
+                            "folder or link)", f"{path} ({exc.kind})") from None
     except OSError as exc:
         raise SettingsError("SCENE.blend", f"a .blend in a writable folder ({exc.strerror})",
                             str(path)) from None

@@ -476,7 +476,19 @@ def write_csv(path: str, azimuth_deg, elevation_deg, time_s, channel, origin=Non
               period: float | None = None, comments: tuple = ()) -> None:
     """Write a CSV pattern (module docstring) with exact float round trips (``repr``):
     ``# comments`` lines, ``# period_s: P`` when given, the header, one row per firing.
-    Arrays (N,) (origin (N, 3) m REP-103 or None)."""
+    Arrays (N,) (origin (N, 3) m REP-103 or None).
+
+    Raises:
+        SettingsError (``path``): something other than a regular file is at ``path`` (a
+            FIFO would block, a device would take the rows); it is left as it was."""
+    import stat
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode):
+        raise SettingsError("path", "a new file or a regular file to replace (never a FIFO, device, socket, "
+                            "folder or link)", str(path))
     cols = [np.asarray(azimuth_deg, np.float64), np.asarray(elevation_deg, np.float64),
             np.asarray(time_s, np.float64), np.asarray(channel, np.int64)]
     with open(path, "w", encoding="utf-8", newline="\n") as f:
