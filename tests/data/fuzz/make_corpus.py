@@ -38,7 +38,8 @@ What the corpus holds (what hostile testers tried):
   (that file must stay); files of BlenSor's names that the planted manifest does not
   list, with ``--overwrite`` (they must stay); FIFOs at ``manifest.json``, ``motion.json``
   and as ``--out`` itself; ``--out`` in an operating system's folder; a FIFO as the
-  target of ``config export``.
+  target of ``config export``, a device node too; FIFOs where a motion export and a depth
+  export write.
 
 Run as a script to write the whole corpus (or the named entries) into a folder, with
 ``corpus.json`` listing each entry's folder, command line and allowed exit codes::
@@ -52,6 +53,7 @@ import os
 import random
 import shlex
 import shutil
+import stat
 import struct
 import sys
 import zlib
@@ -120,6 +122,17 @@ def fifo(name: str) -> Callable[[Path], None]:
     def make(folder: Path) -> None:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(folder / name)
+    return make
+
+
+def device(name: str) -> Callable[[Path], None]:
+    """A maker of a character device like ``/dev/null`` (1, 3) at ``folder/name``; where
+    the process may not make device nodes (not root), a FIFO stands in for it."""
+    def make(folder: Path) -> None:
+        try:
+            os.mknod(folder / name, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            os.mkfifo(folder / name)
     return make
 
 
@@ -517,6 +530,11 @@ _add("out_overwrite_foreign_files", SCAN_OUT + " --overwrite", planted_run,
 _add("out_fifo_motion_overwrite", "motion {scenes}/crossing.blend --frames 1 --out {dir}/out --overwrite",
      fifo("out/motion.json"))
 _add("config_export_to_fifo", "config export unity {scenes}/crossing.blend {dir}/c.xml", fifo("c.xml"))
+_add("config_export_to_device", "config export unity {scenes}/crossing.blend {dir}/c.sdf", device("c.sdf"))
+_add("motion_target_fifo", "motion {scenes}/crossing.blend --frames 1 --out {dir}/out",
+     fifo("out/motion.txt"))
+_add("depth_target_fifo", "depth {scenes}/crossing_rig.blend --camera Kinect --frames 1 --formats npy "
+     "--out {dir}/out", fifo("out/depth00001_range.npy"))
 
 
 def write_corpus(folder: Path, names=None) -> list[dict]:
