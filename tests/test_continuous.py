@@ -450,3 +450,37 @@ def test_lazily_scattered_hits_equal_the_eager_scatter(rows_of):
         for k in CastHits.FIELDS:
             want = eager[k][idx]
             assert getattr(got, k).dtype == want.dtype and np.array_equal(getattr(got, k), want), k
+
+
+def test_scan_of_the_current_frame_after_a_keyframe_edit_follows_the_edited_animation(bpy_mod, empty_scene):
+    # keyframe_insert at another frame leaves the object's location at the typed value while the
+    # scene stays at frame 6; a scan of frame 6 must evaluate the edited animation there and along
+    # the sweep (it took the typed 96 m at the start and the animation after: 345 m/s in one sweep)
+    H = 10.0
+    add_mesh(bpy_mod, "Wall", *quad(-300, 300, -50, 50, -H))
+    cam = add_camera(bpy_mod)
+    generic_sensor(cam, "0", angle_resolution=0.5, max_range=60.0, start_angle=-60.0, end_angle=60.0,
+                   rotation_speed=2.0)
+    scene = bpy_mod.context.scene
+    for f in (1, 49):
+        cam.location = (0.0, 0.0, 0.0)
+        cam.keyframe_insert("location", frame=f)
+    scene.frame_set(6)
+    cam.location = (96.0, 0.0, 0.0)  # the edit: x = 96 m at frame 49
+    cam.keyframe_insert("location", frame=49)
+    assert scene.frame_current == 6 and cam.location.x == 96.0
+    r = blensor_addon.scan(cam, axes="blensor", frame=6, frame_of_reference="world")
+    t0, t1 = float(r.timestamp.min()), float(r.timestamp.max())
+    x = {}
+    for t in (t0, t1):  # the edited animation at the sweep's first and last column (24 fps)
+        scene.frame_set(int(t * 24), subframe=t * 24 - int(t * 24))
+        x[t] = cam.matrix_world.translation.x
+    scene.frame_set(6)
+    assert 0.5 < x[t0] < 10.0 and x[t0] < x[t1] < 20.0
+    np.testing.assert_allclose(r.sensor_to_world[:3, 3], [x[t0], 0.0, 0.0], atol=1e-6)
+    # the ray at azimuth psi meets the wall x_sensor - tan(psi) H away (camera axes, looking down -Z)
+    psi = r.azimuth.astype(np.float64)
+    x_sensor = r.xyz[:, 0] + np.tan(psi) * H
+    first, last = r.timestamp == r.timestamp.min(), r.timestamp == r.timestamp.max()
+    np.testing.assert_allclose(x_sensor[first], x[t0], atol=1e-3)
+    np.testing.assert_allclose(x_sensor[last], x[t1], atol=0.01)  # (the pose is linear between time steps)

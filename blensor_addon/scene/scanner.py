@@ -212,6 +212,10 @@ class Scanner:
                                 f"scene frame and at least 1/{MAX_TIME_STEPS} of one: a scene evaluation per "
                                 f"step, at {scene.render.fps / scene.render.fps_base:g} fps)", s.time_step)
         self._timeline = None
+        # whether this scanner has set the scene's frame once: until then the current frame's
+        # evaluation may hold values typed over an animation (keyframe_insert elsewhere leaves the
+        # typed value until the next frame change) that a subframe of the same sweep would not
+        self._frame_set = False
         self.packet_hashes = packet_hashes
 
     @property
@@ -249,12 +253,16 @@ class Scanner:
 
     def _sample(self, frame: int, subframe: float):
         """Snapshot of the scene evaluated at ``frame + subframe`` (a rig's: the shared
-        evaluation's snapshot for this camera)."""
+        evaluation's snapshot for this camera). The first sample always sets the frame, the
+        current one too, so that it evaluates the animation as it is now (an edited keyframe)
+        as every later sample of the sweep does."""
         if self._rig is not None:
             return self._rig.sample(self.camera, frame, subframe)
         render = self._ensure_visibility()
-        if self.scene.frame_current != frame or subframe or self.scene.frame_subframe:
+        if (not self._frame_set or self.scene.frame_current != frame or subframe
+                or self.scene.frame_subframe):
             self.scene.frame_set(frame, subframe=subframe)
+            self._frame_set = True
         return self.extractor.extract(bpy.context.evaluated_depsgraph_get(), self.camera, render)
 
     @property
