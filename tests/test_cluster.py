@@ -691,6 +691,26 @@ def test_every_worker_answer_is_checked_for_versions_and_backend():
         r.scan(Packet("sweep", 0))
 
 
+def test_earlier_packets_are_submitted_with_the_higher_dask_priority():
+    """Dask runs a higher ``priority`` first: a packet is submitted with priority minus its
+    index, so the packet the pipeline waits for is scanned before those submitted ahead of
+    it (a reversed priority would scan the look-ahead first and stall the writer); each
+    packet is submitted once, under its own key."""
+    from types import SimpleNamespace
+
+    from blensor_addon.core.packets import Packet
+    from blensor_addon.jobs.cluster import scan_packet
+    r = _remote([])
+    calls = []
+    r.client = SimpleNamespace(submit=lambda fn, *a, **k: calls.append((fn, a, k)) or _FakeFuture(_scanned()))
+    r.expect([Packet("sweep", 3), Packet("sweep", 4), Packet("sweep", 10)])
+    r.expect([Packet("sweep", 4), Packet("sweep", 11)])  # 4 is out already
+    assert [k["priority"] for _, _, k in calls] == [-3, -4, -10, -11]
+    assert [a[1].index for _, a, _ in calls] == [3, 4, 10, 11]
+    assert all(fn is scan_packet and a[0] is r.task and k["pure"] is False for fn, a, k in calls)
+    assert [k["key"] for _, _, k in calls] == [f"blensor-k-sweep-{i}" for i in (3, 4, 10, 11)]
+
+
 def test_a_worker_error_ends_the_run_in_one_line_and_bad_input_stays_bad_input():
     from blensor_addon.core.errors import SettingsError
     from blensor_addon.core.packets import Packet

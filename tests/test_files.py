@@ -592,3 +592,58 @@ def test_the_lock_file_holds_a_reserve_given_back_for_the_final_manifest(tmp_pat
     assert folder.lock.reserve(5000) and lock.read_bytes() == pid + b"\0" * 5000
     folder.release()
     assert not lock.exists()
+
+
+def test_resume_rescans_a_finished_file_changed_at_the_same_size(velodyne, tmp_path):
+    """--resume trusts a finished file only if its sha256 is the manifest's: one byte of
+    frame 2's npz flipped (the size unchanged) is scanned and written again, the other
+    frames are reused, and the folder ends with the bytes of an uninterrupted run."""
+    ref, part = tmp_path / "ref", tmp_path / "part"
+    scan_range(velodyne, [1, 2, 3], ref, ("npz", "pcd"))
+    scan_range(velodyne, [1, 2, 3], part, ("npz", "pcd"))
+    data = bytearray((part / "scan00002.npz").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (part / "scan00002.npz").write_bytes(bytes(data))
+    assert (part / "scan00002.npz").stat().st_size == (ref / "scan00002.npz").stat().st_size
+    job = scan_range(velodyne, [1, 2, 3], part, ("npz", "pcd"), resume=True)
+    assert job.status == "complete" and job.reused == 2
+    after, want = snapshot(part), snapshot(ref)
+    assert after.keys() == want.keys()
+    for name, data in want.items():
+        if name != "manifest.json":
+            assert after[name] == data, name
+
+
+def test_the_manifest_lists_an_object_a_frame_handler_creates_mid_run(velodyne, bpy_mod, tmp_path):
+    """An object created by a frame-change handler while the run plays (a box around the
+    sensor, after frame 1 is scanned) gets the next id of the object table, and the
+    manifest's ``objects`` lists it with that id: the points of frame 3 that hit it carry
+    an id the manifest names."""
+    corners = [(x, y, z) for x in (-3.0, 3.0) for y in (-3.0, 3.0) for z in (-3.0, 3.0)]
+    faces = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+
+    visits = []
+
+    def create(scene, *_args):  # a 6 m box around the sensor, once frame 3 is set again
+        visits.append(scene.frame_current)  # (the first time: the job's check of the transforms)
+        if visits.count(3) == 2 and "AddedMidRun" not in bpy_mod.data.objects:
+            me = bpy_mod.data.meshes.new("AddedMidRun")
+            me.from_pydata(corners, [], faces)
+            ob = bpy_mod.data.objects.new("AddedMidRun", me)
+            ob.location = velodyne.matrix_world.translation
+            scene.collection.objects.link(ob)
+
+    start = {o.name_full for o in bpy_mod.data.objects}
+    bpy_mod.app.handlers.frame_change_pre.append(create)
+    try:
+        scan_range(velodyne, [1, 2, 3], tmp_path, ("npz",))
+    finally:
+        bpy_mod.app.handlers.frame_change_pre.remove(create)
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    names = {o["id"]: o["name"] for o in man["objects"]}
+    assert set(names.values()) >= start | {"AddedMidRun"}
+    added = {i for i, n in names.items() if n == "AddedMidRun"}
+    assert added == {len(start) + 1}  # the next id: the ids of the file's objects are unchanged
+    hit = {f: set(np.unique(np.load(tmp_path / f"scan{f:05d}.npz")["object_id"]).tolist()) for f in (1, 2, 3)}
+    assert not hit[1] & added and hit[3] & added
+    assert set().union(*hit.values()) - {0} <= set(names)

@@ -231,3 +231,20 @@ def test_a_stream_sensor_is_planned_and_scanned_by_its_declared_timing(bpy_mod, 
         np.testing.assert_allclose(z["xyz"][:, 0], 12.0 * z["timestamp"], atol=1e-4)
     finally:
         del registry.SENSORS["stream_probe"]
+
+
+def test_detection_decides_at_the_measured_range_near_min_range(bpy_mod, empty_scene):
+    """``min_range`` applies to the measured range (noise included), not the clean one: with
+    1 m of range noise and ``min_range`` 12 m on the wall's 10..20 m ranges, every point kept
+    measures at least 12 m, some were nearer than 12 m before the noise (kept) and some
+    farther measure nearer (dropped); the same seed gives the same points."""
+    cam = wall_scene(bpy_mod)
+    clean = blensor_addon.scan(cam, axes="blensor")
+    assert len(clean) == 240 and float(clean.range.min()) == pytest.approx(10.0)
+    r = blensor_addon.scan(cam, axes="blensor", seed=5, min_range=12.0, noise_sigma=1.0)
+    assert len(r) and float(r.range_noisy.min()) >= 12.0
+    assert (r.range < 12.0).any()  # nearer than min_range before the noise: detected at its measured range
+    farther = int((clean.range >= 12.0).sum())
+    assert len(r) - int((r.range < 12.0).sum()) < farther  # farther ones that measure nearer: dropped
+    again = blensor_addon.scan(cam, axes="blensor", seed=5, min_range=12.0, noise_sigma=1.0)
+    np.testing.assert_array_equal(again.range_noisy, r.range_noisy)
