@@ -229,7 +229,7 @@ def test_line_and_kinect_groups_saved_before_version_2_keep_their_2011_behaviour
         ("ibeo_lux_2011", 90.0, 0.0, 0.0)
     assert (line.mirror, line.sweep_timing, line.rotation_direction) == ("inclined", "period", "ccw")
     p = objects["Old"].data.blensor
-    assert p.kinect.noise_sigma == 0.0 and p.settings_version == 2
+    assert p.kinect.noise_sigma == 0.0 and p.settings_version == 3
     line = objects["Stored"].data.blensor.line  # its stored values kept: the preset's values not applied
     assert (line.preset, line.max_range, line.mirror, line.sweep_timing) == \
         ("ibeo_lux_2011", 60.0, "vertical", "period")
@@ -318,3 +318,46 @@ def test_a_velodyne_preset_after_an_ouster_one_sweeps_the_full_turn(bpy_mod, emp
         p.preset = "os1_64"
         p.preset = preset
         assert (p.start_angle, p.end_angle) == (0.0, 360.0), preset
+
+
+# ---------------------------------------------------------------------------------------
+# the ToF camera: the SR4000's standard 30 MHz modulation (5 m ambiguity range)
+
+
+def test_tof_defaults_to_the_sr4000_standard_30_mhz_ambiguity_range_of_5_m(bpy_mod, empty_scene):
+    from blensor_addon.core.sensors.tof import PRESETS as TOF_PRESETS
+    tof = SENSORS["tof"]
+    assert tof.settings({}).ambiguity_range == 5.0
+    assert TOF_PRESETS["sr4000"].values["ambiguity_range"] == 5.0
+    # a wall 8 m ahead folds to 3 m with the default (it folded to 8 m, inside 10 m, before)
+    add_mesh(bpy_mod, "Wall", [(-50, 8, -50), (50, 8, -50), (50, 8, 50), (-50, 8, 50)], [(0, 1, 2, 3)])
+    cam = add_camera(bpy_mod, rotation=UP)
+    cam.data.blensor.sensor_type = "tof"
+    assert cam.data.blensor.tof.ambiguity_range == 5.0
+    r = blensor_addon.scan(cam, backfolding=True, noise_sigma=0.0)
+    assert abs(r.image("range_noisy")[72, 88] - 3.0) < 1e-3
+
+
+def test_tof_groups_saved_before_version_3_keep_their_10_m_ambiguity_range(bpy_mod, empty_scene, tmp_path):
+    from blensor_addon.ui.props import SETTINGS_VERSION
+    assert SETTINGS_VERSION == 3
+    add_mesh(bpy_mod, "Wall", [(-50, 8, -50), (50, 8, -50), (50, 8, 50), (-50, 8, 50)], [(0, 1, 2, 3)])
+    for name, stored in (("Old", None), ("Stored", 7.5), ("New", None)):
+        cam = add_camera(bpy_mod, name, rotation=UP)
+        p = cam.data.blensor
+        p.sensor_type = "tof"
+        p.tof.backfolding = True
+        p.tof.noise_sigma = 0.0
+        if stored is not None:
+            p.tof.ambiguity_range = stored
+        if name != "New":  # as a file saved at version 2 holds it
+            p.settings_version = 2
+    bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "v2.blend"))
+    bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "v2.blend"))
+    objects = bpy_mod.data.objects
+    got = {n: (objects[n].data.blensor.tof.ambiguity_range, objects[n].data.blensor.settings_version)
+           for n in ("Old", "Stored", "New")}
+    assert got == {"Old": (10.0, 3), "Stored": (7.5, 3), "New": (5.0, 3)}
+    folded = {n: float(blensor_addon.scan(objects[n]).image("range_noisy")[72, 88]) for n in got}
+    assert folded == {"Old": pytest.approx(8.0, abs=1e-3), "Stored": pytest.approx(0.5, abs=1e-3),
+                      "New": pytest.approx(3.0, abs=1e-3)}

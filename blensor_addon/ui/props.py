@@ -29,6 +29,9 @@ vertical mirror, cw, the mirror timing) and gave the Kinect 0.06 px of disparity
 camera stored before it scans its line group as BlenSor 2011's LUX (preset
 ``ibeo_lux_2011``, its stored values kept, the values it never stored as that scanner had
 them: :data:`LINE_BEFORE_V2`) and its Kinect group with the noise it never stored as 0 px.
+Version 3 made the ToF camera's ``ambiguity_range`` 5 m (the SR4000's standard 30 MHz): a
+ToF group stored before it that never stored one keeps the 10 m (15 MHz) it scanned with
+(:data:`TOF_BEFORE_V3`).
 Cameras made since are stamped with the current version when the file is saved.
 """
 from __future__ import annotations
@@ -45,8 +48,9 @@ from ..core.sensors import COMMON, SENSORS, SensorSettings
 
 #: version of the settings a camera stores (``settings_version``); 0 = stored before
 #: versions (before REP-103 became the default axes); 1: before the rotating LiDAR spun
-#: clockwise (as the real Velodyne, Ouster and Hesai units do)
-SETTINGS_VERSION = 2
+#: clockwise (as the real Velodyne, Ouster and Hesai units do); 2: before the ToF camera's ambiguity
+#: range became the SR4000's standard 5 m (30 MHz)
+SETTINGS_VERSION = 3
 
 #: line-scanner values a camera stored before version 2 scanned with where it stored none
 #: (the defaults then, BlenSor 2011's LUX: reference 6.2); its preset becomes ``ibeo_lux_2011``
@@ -54,6 +58,8 @@ LINE_BEFORE_V2 = {"max_range": 90.0, "min_range": 0.0, "range_resolution": 0.0, 
                   "sweep_timing": "period", "rotation_direction": "ccw"}
 #: Kinect values of a camera stored before version 2, where it stored none (the defaults then)
 KINECT_BEFORE_V2 = {"noise_sigma": 0.0}
+#: ToF values of a camera stored before version 3, where it stored none (the default then: 15 MHz)
+TOF_BEFORE_V3 = {"ambiguity_range": 10.0}
 
 
 def _description(meta) -> str:
@@ -331,7 +337,8 @@ def upgrade_camera(cam) -> bool:
     stored as the values it scanned with, ``"blensor"`` and ``"frame"``; the typed
     ``depth_formats`` / ``motion_formats`` strings become sets; below 2: a
     ``rotation_direction`` it never stored is stored as ``"ccw"``, the line and Kinect
-    groups keep their 2011 behaviour (:func:`_upgrade_line_v2`, :data:`KINECT_BEFORE_V2`)).
+    groups keep their 2011 behaviour (:func:`_upgrade_line_v2`, :data:`KINECT_BEFORE_V2`); below
+    3: the ToF group keeps the ambiguity range it never stored, :data:`TOF_BEFORE_V3`).
     Returns whether it changed anything; a camera already at the version (or newer) is
     left as it is."""
     from ..io.formats import MOTION_FORMATS, WRITERS
@@ -355,6 +362,8 @@ def upgrade_camera(cam) -> bool:
             _upgrade_line_v2(p.line)
         if isinstance(getattr(p, "kinect", None), bpy.types.PropertyGroup):
             _store_unset(p.kinect, KINECT_BEFORE_V2)
+    if version < 3 and isinstance(getattr(p, "tof", None), bpy.types.PropertyGroup):
+        _store_unset(p.tof, TOF_BEFORE_V3)
     p.settings_version = SETTINGS_VERSION
     return True
 

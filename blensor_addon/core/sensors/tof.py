@@ -11,7 +11,12 @@ modulo ``ambiguity_range``; ``range`` and ``xyz`` stay the true ground truth. (T
 original subtracted max_dist / 2 once, from distances past max_dist / 2.)
 
 SR4000 constants (reference 6.4): 176 x 144 pixels, 43.6 x 34.6 deg, 20 m, noise
-N(0, 0.004 m); ambiguity range 10 m (the SR4000's 15 MHz modulation: c / 2f).
+N(0, 0.004 m); ambiguity range 5 m, the SR4000's standard 30 MHz modulation (c / 2f = 4.997 m,
+"unambiguity distance 5m" with "repeatability (sigma) 4mm", the noise above, in the original
+BlenSor's notes from the SR4000 user manual: mgschwan/blensor@9b8ecb3e
+release/scripts/addons/blensor/tof.py, "Model 1"; its "Model 2", the 15 MHz option, has 10 m
+and 6 mm). Cameras stored before settings version 3 keep the 10 m they scanned with
+(:mod:`blensor_addon.ui.props`).
 """
 from __future__ import annotations
 
@@ -27,8 +32,9 @@ from .sensor import Sensor
 
 PRESETS = {
     "sr4000": Preset("MESA SR4000", {"width": 176, "height": 144, "fov_h": 43.6, "fov_v": 34.6, "max_range": 20.0,
-                                     "noise_mu": 0.0, "noise_sigma": 0.004, "ambiguity_range": 10.0},
-                     "reference 6.4; seed 000 section 3.4"),
+                                     "noise_mu": 0.0, "noise_sigma": 0.004, "ambiguity_range": 5.0},
+                     "reference 6.4; seed 000 section 3.4; ambiguity range 5 m at the standard 30 MHz "
+                     "(the original's SR4000 notes, mgschwan/blensor release/scripts/addons/blensor/tof.py)"),
 }
 
 
@@ -73,7 +79,8 @@ class TofSettings(SensorSettings):
     noise_sigma: float = noise_sigma_setting(0.004, "pixel")
     backfolding: bool = setting(False, "Backfolding", "Report the measured range modulo the ambiguity range "
                                 "(seed 000 Eq. 3)")
-    ambiguity_range: float = setting(10.0, "Ambiguity range", "Range at which the phase wraps", "m", lo=0.0,
+    ambiguity_range: float = setting(5.0, "Ambiguity range", "Range at which the phase wraps (c / 2f: 5 m at "
+                                     "the SR4000's standard 30 MHz, 10 m at 15 MHz)", "m", lo=0.0,
                                      hi=1e5, lo_open=True)
     readout_time: float = readout_setting()
 
