@@ -522,7 +522,7 @@ def _out_dir(args) -> str:
 
 
 def _camera(bpy, name: str | None):
-    from .core.errors import SettingsError
+    from .core.errors import SettingsError, did_you_mean
     scene = bpy.context.scene
     if name is None:
         if scene.camera is None:
@@ -531,7 +531,8 @@ def _camera(bpy, name: str | None):
     obj = scene.objects.get(name)
     cams = sorted(o.name for o in scene.objects if o.type == "CAMERA")
     if obj is None or obj.type != "CAMERA":
-        raise SettingsError("--camera", "one of the scene's cameras: " + (", ".join(cams) or "(none)"), name)
+        raise SettingsError("--camera", "one of the scene's cameras: " + (", ".join(cams) or "(none)"), name,
+                            did_you_mean(name, cams))
     return obj
 
 
@@ -579,7 +580,7 @@ def parse_sets(texts: dict[str, str], cam) -> dict:
         not of the setting's kind or out of its range (named, with unit and range).
     """
     import dataclasses
-    from .core.errors import SettingsError
+    from .core.errors import SettingsError, did_you_mean
     from .core.sensors import DEFAULT_TYPE, get_sensor
     props = getattr(cam.data, "blensor", None)
     stype = (texts["sensor_type"].strip() if "sensor_type" in texts
@@ -598,11 +599,11 @@ def parse_sets(texts: dict[str, str], cam) -> dict:
                 out[name] = metas[name].parse(name, text)
             except SettingsError as exc:
                 if name in _OPTION_NAMES:  # --set seed=... is not --seed: name what was typed
-                    raise SettingsError(f"--set {name}", exc.allowed, exc.value) from None
+                    raise SettingsError(f"--set {name}", exc.allowed, exc.value, exc.hint) from None
                 raise
-        else:
-            raise SettingsError(name, f"a setting of sensor type '{stype}': " + ", ".join(sorted(metas)),
-                                text)
+        else:  # the name typed is what is wrong: shown, with the closest name
+            raise SettingsError(f"--set {name}", f"a setting of sensor type '{stype}': "
+                                + ", ".join(sorted(metas)), name, did_you_mean(name, metas))
     return out
 
 
@@ -706,7 +707,7 @@ def cmd_motion(args) -> int:
         formats = parse_motion_formats(args.formats)
     except SettingsError as exc:  # (named "format" there) say it the way the user spelled it
         typed = getattr(args, "formats_option", None) or "--formats"
-        raise SettingsError(typed, exc.allowed, exc.value) from None
+        raise SettingsError(typed, exc.allowed, exc.value, exc.hint) from None
     bpy = _open_blend(args.blend)
     frames = parse_frames(args.frames, bpy.context.scene)
     from .jobs.motion import export_motion
@@ -809,7 +810,8 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
         except SettingsError as exc:
             if len(cams) == 1:
                 raise
-            raise SettingsError(exc.setting, exc.allowed, f"{exc.value} (camera '{cam.name}')") from None
+            raise SettingsError(exc.setting, exc.allowed, f"{exc.value} (camera '{cam.name}')",
+                                exc.hint) from None
     axes = {cam.name: args.axes if args.axes is not None else camera_axes(cam) for cam in cams}
     frames = parse_frames(args.frames, bpy.context.scene) if interval is None else None
     bar = None
@@ -1127,7 +1129,7 @@ def _main(args) -> int:
             return EXIT_FAILED
         shown = exc
         if exc.setting in _OPTION_NAMES:  # say it the way the command line spells it
-            shown = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value)
+            shown = SettingsError("--" + exc.setting.replace("_", "-"), exc.allowed, exc.value, exc.hint)
         say(f"blensor: error: {shown}", err=True)
         debug_traceback(exc)
         return EXIT_BAD_INPUT

@@ -189,7 +189,8 @@ def test_scan_help_lists_every_format_option_and_a_bad_key_names_the_valid_ones(
         ("pcd.bogus=1", "pcd.bogus must be one of the options of pcd: pcd.ascii, got 'pcd.bogus=1'"),
         ("rosbag2.point=clean", "rosbag2.point must be one of the options of rosbag2: rosbag2.storage, "
                                 "rosbag2.points, rosbag2.labels, rosbag2.odom_frame, rosbag2.base_frame, "
-                                "rosbag2.sensor_frame, rosbag2.base_to_sensor, got 'rosbag2.point=clean'"),
+                                "rosbag2.sensor_frame, rosbag2.base_to_sensor, got 'rosbag2.point=clean'; "
+                                "did you mean 'rosbag2.points'?"),
         ("npz.x=1", "npz.x must be one of the options of npz: npz.compress, got 'npz.x=1'"),
         ("ply.x=1", "ply.x must be one of the options of ply: (none: ply has no options), got 'ply.x=1'"),
         ("kitti.points=clean", "kitti.points must be an option of a format being written (npz,pcd,rosbag2,ply), "

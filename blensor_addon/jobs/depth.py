@@ -5,7 +5,7 @@ the range scan's output-folder policy (:class:`~blensor_addon.io.outdir.OutputFo
 lock, refusal of a used folder, overwrite of exactly the files its manifest lists)."""
 from __future__ import annotations
 
-from ..core.errors import SettingsError
+from ..core.errors import SettingsError, did_you_mean
 from ..io.formats import WRITERS, parse_formats
 
 
@@ -23,12 +23,15 @@ def parse_depth_formats(formats) -> tuple[str, ...]:
     """
     known = depth_formats()
     allowed = "a comma-separated subset of " + ",".join(known)
+    items = [f.strip().lower() for f in (formats.split(",") if isinstance(formats, str) else formats)]
+    unknown = [f for f in items if f and f not in known]
+    hint = did_you_mean(unknown[0], known, formats) if unknown else ""
     try:
         out = parse_formats(formats)
     except SettingsError:
-        raise SettingsError("formats", allowed, formats) from None
+        raise SettingsError("formats", allowed, formats, hint) from None
     if any(f not in known for f in out):
-        raise SettingsError("formats", allowed, formats)
+        raise SettingsError("formats", allowed, formats, hint)
     return out
 
 

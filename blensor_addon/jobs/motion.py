@@ -43,7 +43,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ..core.classes import CLASSES
-from ..core.errors import SettingsError
+from ..core.errors import SettingsError, did_you_mean
 from ..io.atomic import commit_files
 from ..io.formats import MOTION_FORMATS  # the registry's motion formats (name -> MotionFormat)
 from ..io.outdir import OutputFolder
@@ -99,7 +99,9 @@ def parse_motion_formats(formats) -> tuple[str, ...]:
     items = [f.strip().lower() for f in (formats.split(",") if isinstance(formats, str) else formats)]
     items = [f for f in items if f]
     if not items or any(f not in MOTION_FORMATS for f in items):
-        raise SettingsError("format", "a comma-separated subset of " + ",".join(MOTION_FORMATS), formats)
+        unknown = [f for f in items if f not in MOTION_FORMATS]
+        raise SettingsError("format", "a comma-separated subset of " + ",".join(MOTION_FORMATS), formats,
+                            did_you_mean(unknown[0], MOTION_FORMATS, formats) if unknown else "")
     return tuple(dict.fromkeys(items))
 
 

@@ -24,7 +24,7 @@ import importlib
 import pkgutil
 import zlib
 
-from ..errors import SettingsError
+from ..errors import SettingsError, did_you_mean
 from ..settings import COMMON, Meta, Preset, SensorSettings, meta_of
 from ..plugins import LazyRegistry, check_new_name, load_plugins
 from .sensor import Sensor
@@ -159,7 +159,8 @@ def get_sensor(name: str) -> Sensor:
     try:
         return SENSORS[name]
     except (KeyError, TypeError):
-        raise SettingsError("sensor_type", "one of " + ", ".join(SENSORS), name) from None
+        raise SettingsError("sensor_type", "one of " + ", ".join(SENSORS), name,
+                            did_you_mean(name, SENSORS) if isinstance(name, str) else "") from None
 
 
 def make_settings(sensor_type: str, stored: dict | None = None, overrides: dict | None = None):

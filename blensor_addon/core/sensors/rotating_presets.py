@@ -216,10 +216,10 @@ def preset_table(preset: str, elevations: tuple = ()) -> LaserTable:
         SettingsError (``preset``): not a preset of the rotating LiDAR;
         (``elevations``) generic with no elevation.
     """
-    from ..errors import SettingsError
+    from ..errors import SettingsError, did_you_mean
     from .calibration import LaserTable, packaged_table
     if preset not in PRESETS:
-        raise SettingsError("preset", "one of " + ", ".join(PRESETS), preset)
+        raise SettingsError("preset", "one of " + ", ".join(PRESETS), preset, did_you_mean(preset, PRESETS))
     if preset == "generic":
         if not len(elevations):
             raise SettingsError("elevations", "at least one laser elevation (deg)", tuple(elevations))

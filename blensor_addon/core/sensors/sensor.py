@@ -18,7 +18,7 @@ from typing import Iterator, Protocol
 import numpy as np
 
 from ..capabilities import Capabilities, Timing
-from ..errors import SettingsError
+from ..errors import SettingsError, did_you_mean
 from ..result import FIELDS, ScanResult
 from ..settings import SensorSettings
 from .budget import CHUNK_RAYS, refuse_rays
@@ -192,7 +192,7 @@ class Sensor:
         for k in values:
             if k not in names:
                 raise SettingsError(k, f"a setting of sensor type '{self.name}': " + ", ".join(sorted(names)),
-                                    values[k])
+                                    values[k], did_you_mean(k, names))
         return self.Settings(**values).validate()
 
     def preset_values(self, preset: str) -> dict:
@@ -203,7 +203,7 @@ class Sensor:
         """
         if preset not in self.presets:
             raise SettingsError("preset", f"one of {', '.join(self.presets)} (presets of sensor type "
-                                f"'{self.name}')", preset)
+                                f"'{self.name}')", preset, did_you_mean(preset, self.presets))
         return {"preset": preset, **self.presets[preset].values}
 
     # -- scanning ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from ...core.errors import SettingsError
+from ...core.errors import SettingsError, did_you_mean
 from ...core.plugins import LazyRegistry, check_new_name, load_plugins
 from ...core.settings import Meta
 from ._base import NoOptions, RunInfo, Writer  # noqa: F401
@@ -177,7 +177,9 @@ def parse_formats(formats) -> tuple[str, ...]:
     items = [f.strip().lower() for f in (formats.split(",") if isinstance(formats, str) else formats)]
     items = [f for f in items if f]
     if not items or any(f not in WRITERS for f in items):
-        raise SettingsError("formats", "a comma-separated subset of " + ",".join(WRITERS), formats)
+        unknown = [f for f in items if f not in WRITERS]
+        raise SettingsError("formats", "a comma-separated subset of " + ",".join(WRITERS), formats,
+                            did_you_mean(unknown[0], WRITERS, formats) if unknown else "")
     for f in items:
         missing = [m for m in WRITERS[f].requires if importlib.util.find_spec(m) is None]
         if missing:
@@ -199,14 +201,16 @@ def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
     for key, value in (options or {}).items():
         fmt, _, opt = str(key).partition(".")
         if fmt not in WRITERS:
-            raise SettingsError("--option", "FORMAT.OPTION=VALUE with FORMAT one of " + ",".join(WRITERS), key)
+            raise SettingsError("--option", "FORMAT.OPTION=VALUE with FORMAT one of " + ",".join(WRITERS),
+                                key, did_you_mean(fmt, WRITERS, key))
         if fmt not in given:  # (the value shown is what was typed: the key with its value)
             raise SettingsError(key, f"an option of a format being written ({','.join(formats)})",
                                 f"{key}={value}")
         fields = {f.name: f for f in dataclasses.fields(WRITERS[fmt].Options)}
         if opt not in fields:  # name the key typed and the keys there are
             keys = ", ".join(f"{fmt}.{n}" for n in fields) or f"(none: {fmt} has no options)"
-            raise SettingsError(key, f"one of the options of {fmt}: {keys}", f"{key}={value}")
+            raise SettingsError(key, f"one of the options of {fmt}: {keys}", f"{key}={value}",
+                                did_you_mean(key, [f"{fmt}.{n}" for n in fields]))
         meta = fields[opt].metadata["blensor"]
         given[fmt][opt] = meta.parse(key, value) if isinstance(value, str) else meta.check(key, value)
     return {f: WRITERS[f].Options(**given[f]) for f in formats}
