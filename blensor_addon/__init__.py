@@ -20,7 +20,7 @@ groups ``blensor.sensors`` and ``blensor.writers``); see ``examples/custom_senso
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .core.version import __version__ as __version__  # the public name
 
 
 def register() -> None:

@@ -82,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .core.version import __version__
     ap = _Parser(prog="blensor", description="BlenSor: LiDAR simulation of Blender scenes")
     ap.add_argument("--version", action="version", version=f"blensor {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)

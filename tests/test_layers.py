@@ -13,9 +13,12 @@ one above (README, docs/architecture.md)::
   which is what that module is for. Everything from ``scene/`` up may use it.
 - ``compat.py`` (differences between Blender versions) imports ``bpy`` and is imported by
   ``scene/``: it is at the scene level.
-- ``from .. import __version__`` (the package's version string, a constant) is allowed
-  at every level: it reads no layer. Any other name from the package's ``__init__.py``
-  (``register``, ``scan``, ...) is the top level.
+- The version string lives in ``core/version.py`` (every layer imports it from there);
+  any name taken from the package's ``__init__.py`` (``__version__``, ``register``,
+  ``scan``, ...) is the top level.
+- No import circle: the add-on's modules, linked by every import each makes (those under
+  ``TYPE_CHECKING`` and inside functions included), form no cycle; two modules that
+  need one piece share it from the lower one.
 
 Every import counts: module level and inside functions, ``import x.y`` and
 ``from ..x import y`` (relative imports resolved against the importing module's package),
@@ -46,8 +49,6 @@ LEVEL_NAMES = {0: "core", 1: "raycast", 2: "scene", 3: "io", 4: "jobs", 5: "ui/c
 #: Parts that must not import bpy at all, and where mathutils is allowed among them.
 NO_BPY = ("core", "process", "raycast", "io")
 MATHUTILS_ALLOWED = {f"{PACKAGE}.raycast.bvhtree"}
-#: Names of the package's ``__init__`` that every layer may import.
-ROOT_CONSTANTS = {"__version__"}
 #: Modules that exist only inside Blender (pip ``bpy``) besides mathutils: bpy counts for all.
 BLENDER_ONLY = ("bpy", "bmesh", "gpu", "bl_math", "idprop", "bpy_extras", "freestyle")
 
@@ -72,7 +73,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
 
     ``from X import a`` gives ``X.a`` when ``X`` is a package of the add-on and ``a`` one of
     its submodules or subpackages, else ``X``; a name other than a submodule taken from the
-    package itself gives ``blensor_addon.__init__`` (or ``blensor_addon.__version__``).
+    package itself gives ``blensor_addon.__init__``.
     """
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -95,8 +96,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
                 if inside and (sub.with_suffix(".py").is_file() or (sub / "__init__.py").is_file()):
                     found.append((node.lineno, f"{target}.{alias.name}"))
                 elif target == PACKAGE:
-                    found.append((node.lineno, f"{PACKAGE}.{alias.name}" if alias.name in ROOT_CONSTANTS
-                                  else f"{PACKAGE}.__init__"))
+                    found.append((node.lineno, f"{PACKAGE}.__init__"))
                 else:
                     found.append((node.lineno, target))
     return found
@@ -123,7 +123,7 @@ def violations(root: Path = ROOT) -> dict[tuple[str, str], list[str]]:
             elif top == "mathutils" and part in NO_BPY and mod not in MATHUTILS_ALLOWED:
                 out.setdefault((mod, "mathutils"), []).append(
                     f"{where} (below scene, mathutils only in raycast/bvhtree.py)")
-            elif top == PACKAGE and target != f"{PACKAGE}.__version__":
+            elif top == PACKAGE:
                 tlevel = LEVELS.get(part_of(target))
                 if tlevel is None:
                     out.setdefault((mod, target), []).append(f"{where}, which has no layer")
@@ -131,6 +131,24 @@ def violations(root: Path = ROOT) -> dict[tuple[str, str], list[str]]:
                     out.setdefault((mod, target), []).append(
                         f"{where}: {LEVEL_NAMES[tlevel]} is above {LEVEL_NAMES[level]}")
     return out
+
+
+def import_cycle(root: Path = ROOT) -> list[str]:
+    """An import circle among the add-on's modules under ``root`` (``[a, b, ..., a]``, as
+    :class:`graphlib.CycleError` gives it), or ``[]``: the graph's edges are every import
+    of :func:`imports_of` (``X.__init__`` counted as the package ``X``; the implicit import
+    of a submodule's parent packages is not an edge)."""
+    import graphlib
+    modules = {module_name(p, root): p for p in sorted((root / PACKAGE).rglob("*.py"))}
+    graph = {}
+    for mod, path in modules.items():
+        targets = {t.removesuffix(".__init__") for _, t in imports_of(path, root)}
+        graph[mod] = sorted(t for t in targets if t in modules and t != mod)
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return list(exc.args[1])
+    return []
 
 
 def test_layers():
@@ -141,11 +159,20 @@ def test_layers():
     assert not new, "layering violations:\n" + "\n".join(new)
 
 
+def test_no_import_circle():
+    """No module of the add-on imports, through any chain, a module that imports it (the
+    version string and the sensor interface's protocols live below their users)."""
+    found = import_cycle()
+    assert not found, "import circle: " + " -> ".join(found)
+
+
 def test_checker_finds_violations(tmp_path):
     """The checker itself, on a copy of the add-on with planted imports: bpy in io/ (inside
     a function), an upward relative import in core/, mathutils in raycast/ outside
-    bvhtree.py, the package's register from jobs/, and an unplaced folder are each
-    reported; a same-layer import and the version constant are not."""
+    bvhtree.py, the package's register and its ``__version__`` from jobs/, and an unplaced
+    folder are each reported; a same-layer import and the version from core/version.py are
+    not. Two core modules that import each other (one only under ``TYPE_CHECKING``) are an
+    import circle."""
     import shutil
     addon = tmp_path / PACKAGE
     shutil.copytree(ADDON, addon, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.dll"))
@@ -153,7 +180,12 @@ def test_checker_finds_violations(tmp_path):
     (addon / "core" / "planted.py").write_text(
         "def f():\n    from ..scene import meshes\n    from . import axes\n")
     (addon / "raycast" / "planted.py").write_text("from mathutils import Vector\n")
-    (addon / "jobs" / "planted.py").write_text("from .. import register, __version__\n")
+    (addon / "jobs" / "planted.py").write_text("from .. import register, __version__\n"
+                                               "from ..core.version import __version__ as v\n")
+    (addon / "jobs" / "planted_version.py").write_text("from .. import __version__\n")
+    (addon / "core" / "planted_a.py").write_text("from . import planted_b\n")
+    (addon / "core" / "planted_b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .planted_a import X\n")
     (addon / "extra").mkdir()
     (addon / "extra" / "__init__.py").write_text("")
     found = violations(tmp_path)
@@ -163,6 +195,8 @@ def test_checker_finds_violations(tmp_path):
         ("blensor_addon.core.planted", "blensor_addon.scene.meshes"),
         ("blensor_addon.raycast.planted", "mathutils"),
         ("blensor_addon.jobs.planted", "blensor_addon.__init__"),
+        ("blensor_addon.jobs.planted_version", "blensor_addon.__init__"),
         ("blensor_addon.extra", "?"),
     }, planted
+    assert set(import_cycle(tmp_path)) == {"blensor_addon.core.planted_a", "blensor_addon.core.planted_b"}
     assert "blensor_addon/io/planted.py:2: imports bpy.props" in found[("blensor_addon.io.planted", "bpy")][0]

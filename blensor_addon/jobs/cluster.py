@@ -462,9 +462,9 @@ def _worker_state(task: WorkerTask) -> dict:
         sys.path[:] = [p for p in sys.path if p not in drop]
     import bpy
 
+    from ..core.version import __version__
     from ..io.formats import WRITERS
     from ..scene.scanner import Scanner
-    from .. import __version__
     camera = task.open_scene()
     threads = task.threads.get(_host_of(_worker_address()), 0) or usable_cores()
     scanner = Scanner(camera, packet_hashes=True, threads=threads, **task.scanner)

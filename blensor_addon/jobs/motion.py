@@ -321,7 +321,7 @@ def _export(folder: OutputFolder, frames: list, formats: tuple, obs: list, label
             files.append((f"boxes/{f:05d}.json", (json.dumps({"frame": f, "time": f * ft, "boxes": doc},
                                                               indent=1) + "\n").encode()))
         files.append(("tracking.txt", "".join(tracking).encode()))
-    from .. import __version__
+    from ..core.version import __version__
     names = [name for name, _ in files]
     files.append((MOTION_MANIFEST, (json.dumps({
         "blensor_version": __version__, "blend_file": bpy.data.filepath,

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import bpy
 
-from .. import __version__
 from ..core.classes import semantic_of_objects
 from ..core.errors import OutputError, SettingsError
+from ..core.version import __version__
 from ..io.formats import WRITERS, RunInfo, make_options, output_patterns, parse_formats
 from ..io.outdir import OutputFolder, range_run_files
 from ..scene.scanner import Scanner, frame_time

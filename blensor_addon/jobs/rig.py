@@ -47,9 +47,9 @@ from pathlib import Path
 import bpy
 import numpy as np
 
-from .. import __version__
 from ..core.axes import ros_pose
 from ..core.errors import SettingsError
+from ..core.version import __version__
 from ..io.atomic import commit_files
 from ..io.formats import parse_formats
 from ..io.outdir import OutputFolder

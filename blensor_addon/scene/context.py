@@ -1,7 +1,7 @@
 """The scan context over a :class:`~blensor_addon.scene.timeline.Timeline` and the hits
 it returns: the one implementation of the sensors'
-:class:`~blensor_addon.core.sensors.sensor.ScanContext` and
-:class:`~blensor_addon.core.sensors.sensor.Hits` protocols.
+:class:`~blensor_addon.core.sensors.protocols.ScanContext` and
+:class:`~blensor_addon.core.sensors.protocols.Hits` protocols.
 
 A packet (:mod:`blensor_addon.core.packets`) is scanned in one :class:`TimelineContext`.
 In continuous time every ray is cast at its own firing time in the time step that holds
@@ -21,10 +21,10 @@ from .timeline import Step, Timeline, rodrigues_cs, groups
 
 class CastHits:
     """What :meth:`TimelineContext.cast` returns for N rays: the
-    :class:`~blensor_addon.core.sensors.sensor.Hits` protocol's implementation.
+    :class:`~blensor_addon.core.sensors.protocols.Hits` protocol's implementation.
 
     Attributes (N rows each; N + E with split paths, see
-    :class:`~blensor_addon.core.sensors.sensor.Hits`): range (float64 m), hit (bool),
+    :class:`~blensor_addon.core.sensors.protocols.Hits`): range (float64 m), hit (bool),
     reflectivity (float32; a glass surface's effective one: the diffuse share of its
     material's plus its specular return, :class:`~blensor_addon.raycast.trace.TraceResult`),
     normal, last_dir (N, 3) float32 world, color (N, 3) uint8, object_id, instancer_id,
@@ -32,7 +32,7 @@ class CastHits:
     segment (int32): the step it was cast in (index into the context's pose segments,
     so its pose is taken from the very step that cast it), ray (int64): the cast ray the
     row belongs to, weight (float32): the path's one-way transmission (see
-    :class:`~blensor_addon.core.sensors.sensor.Hits`).
+    :class:`~blensor_addon.core.sensors.protocols.Hits`).
 
     Hits made by :meth:`scatter` (rays cast in several steps) are put in ray order only
     when asked: a field is scattered when first read (a sensor reads a few, such as
@@ -329,7 +329,7 @@ def _rotate_bundled(pose, sb: np.ndarray, v: np.ndarray, b: int) -> np.ndarray:
 
 
 class TimelineContext:
-    """:class:`~blensor_addon.core.sensors.sensor.ScanContext` for a packet over
+    """:class:`~blensor_addon.core.sensors.protocols.ScanContext` for a packet over
     ``[t_start, t_end)`` s of ``timeline``.
 
     Args:
@@ -402,7 +402,7 @@ class TimelineContext:
 
     def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
              wavelength=None, bundle=1, acceptance=None) -> CastHits:
-        """:meth:`ScanContext.cast <blensor_addon.core.sensors.sensor.ScanContext.cast>`
+        """:meth:`ScanContext.cast <blensor_addon.core.sensors.protocols.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time (the held step: all), from
         the sensor pose then. ``split``, ``rng``, ``wavelength``: see the protocol: with

@@ -20,7 +20,7 @@ from ..settings import setting
 from .patterns import RayPattern
 
 if TYPE_CHECKING:  # the protocol is declared beside the Sensor, which imports this module
-    from .sensor import ScanContext
+    from .protocols import ScanContext
 
 #: largest range noise mean, sigma and per-laser bias spread (m): far beyond any sensor,
 #: small enough that noisy ranges and points stay finite in float32

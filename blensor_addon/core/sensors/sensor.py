@@ -1,6 +1,7 @@
 """The sensor interface: :class:`Sensor` (one instance per sensor type), the swept-sensor
 base :class:`SweptSensor`, and what a sensor gets from the scene layer
-(:class:`ScanContext`, :class:`Hits`).
+(:class:`~.protocols.ScanContext`, :class:`~.protocols.Hits`, defined in
+:mod:`.protocols` below :mod:`.physics`, which uses them too).
 
 A sensor type is one module of :mod:`blensor_addon.core.sensors` (or a plug-in, see
 :func:`blensor_addon.register_sensor`) that defines a :class:`Sensor` subclass
@@ -13,7 +14,7 @@ result it returns carries as ``result.capabilities``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Protocol
+from typing import Iterator
 
 import numpy as np
 
@@ -25,34 +26,8 @@ from .budget import CHUNK_RAYS, refuse_rays
 from .patterns import CameraFrame, RayPattern, angles_of, sweep_column_count, sweep_columns, sweep_count
 from . import beam, intensity, weather
 from .physics import assemble, elevation_rank, frame_rng, min_range_mask, returns_mask
+from .protocols import ScanContext
 from .returns import STAGE_BEAM, STAGE_CAST, STAGE_WEATHER, Returns, ReturnSettings, stage_rng
-
-
-class Hits(Protocol):
-    """What :meth:`ScanContext.cast` returns for N rays (duck-typed): N rows, or with
-    ``split=True`` N + E rows (rows N.. are the extra path ends of rays that glass or a
-    material's alpha split, after the N rays' first path ends, in ray order).
-
-    Attributes:
-        range (N,) float64 m: accumulated path to the final surface (through mirrors).
-        hit (N,) bool: ended on a non-mirror surface within the range limit.
-        reflectivity (N,) float32 >= 0 of that surface's material at the hit (its
-            texture and the sensor's wavelength included; above 1 for retro-reflectors; 0
-            if none).
-        cos_incidence (N,) float64 in [0, 1]: cosine of the angle between the final ray
-            segment and the surface normal (seed 002 Eq. 4's cos theta).
-        ray (N,) int64: the ray of each row (``arange(N)`` for the first N rows).
-        weight (N,) float32 in [0, 1]: the path's one-way transmission (product of the
-            Fresnel shares along it; 1 without glass; a material's alpha lets a path pass
-            by a seeded draw and leaves it unchanged).
-        On the echo hits of :func:`echo_hits`: returned, energy (N,) float64 (see
-            :class:`~.returns.Returns`).
-    Methods: ``take(idx)`` -> Hits of those rays; ``concat(list)`` (class method).
-    """
-
-    range: np.ndarray
-    hit: np.ndarray
-    reflectivity: np.ndarray
 
 
 def echo_hits(hits, ret: Returns):
@@ -90,56 +65,6 @@ def _beam_chunks(patterns, per_beam: int):
             continue
         for i in range(0, n, step):
             yield pattern.take(np.arange(i, min(n, i + step)))
-
-
-class ScanContext(Protocol):
-    """What a sensor gets from the scene layer to scan one frame.
-
-    Attributes:
-        sensor_to_world (4, 4) float64 rigid pose (at the scan's start);
-        sensor_to_world_end (4, 4) float64 pose at its end in continuous time, else None;
-        frame_of_reference ``"sensor"`` or
-        ``"world"``; objects: the object table; camera: :class:`CameraFrame` of the
-        Blender camera (used by the depth sensor).
-    Methods:
-        cast(origins, directions, max_range, max_bounces, times=None, split=False,
-            rng=None, wavelength=None, bundle=1, acceptance=None) -> Hits: origins (N, 3) (or None: all at
-            the sensor origin) and unit directions (N, 3) float64 in the sensor frame (m); times (N,)
-            float64 absolute firing times (s): in continuous time the sensor pose and the
-            scene are taken at each ray's time; split: glass splits paths and alpha lets
-            them pass (extra rows, see :class:`Hits`), else every surface is opaque as
-            in the single-return model; rng: the generator of the alpha draws (split only);
-            wavelength: nm, for the materials' library reflectance (None: the
-            materials' own reflectivity); bundle: the rays come in consecutive groups
-            of this many sub-rays of one beam (same origin region, time and nearly the
-            same direction), which the caster may traverse together; acceptance: rad,
-            the half-angle of incidence within which a glass surface reflects back into
-            the sensor (None: the caster's default).
-        sensor_points_to(frame, xyz, hits, world=None) -> (N, 3) float64: points given
-            in the sensor frame at each ray's firing time, in ``"world"`` or in the sensor
-            frame at the packet's start (``"start"``, deskewed); ``world``: the same
-            points in ``"world"`` when already made (a context that deskews through the
-            world frame starts from them).
-        surface(pattern, hits) -> dict of per-ray arrays for the given (kept) rays:
-            ``normal`` (N, 3) float64 in the output frame, facing the ray; ``cos_inc``
-            (N,); ``color`` (N, 3) uint8; ``object_id``, ``instancer_id``,
-            ``instance_id`` (N,) uint32; ``semantic`` (N,) uint16.
-    """
-
-    sensor_to_world: np.ndarray
-    sensor_to_world_end: np.ndarray | None
-    frame_of_reference: str
-    objects: list
-    camera: CameraFrame | None
-
-    def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int,
-             times: np.ndarray | None = None, split: bool = False, rng: np.random.Generator | None = None,
-             wavelength: float | None = None, bundle: int = 1, acceptance: float | None = None): ...
-
-    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
-                         world: np.ndarray | None = None) -> np.ndarray: ...
-
-    def surface(self, pattern: RayPattern, hits) -> dict: ...
 
 
 class Sensor:

@@ -30,9 +30,9 @@ import io
 
 import numpy as np
 
-from ... import __version__
 from ...core.classes import ASPRS_NAMES, asprs_classes
 from ...core.result import ScanResult
+from ...core.version import __version__
 from ._base import Writer, clean_and_noisy
 
 SCALE = 1e-4
