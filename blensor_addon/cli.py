@@ -611,9 +611,13 @@ def cmd_sensors(args) -> int:
     """``blensor sensors``: every sensor type, its presets and settings (unit, allowed
     range, default), under the heading of their section (``Meta.group``: the sensor's own
     settings first, then each section in declaration order, e.g. "Return physics");
-    ``--json``: the same as one JSON document (each setting with its ``group``)."""
+    ``--json``: the same as one JSON document (each setting with its ``group``). Sources are
+    named as a reader finds them (:func:`~.core.text.cite`: "Gschwandtner et al. 2011", not
+    the code's "seed 000"); a setting no panel shows (``show_if`` on a sentinel value, such
+    as ``calibration``, which ``blensor calib import`` sets) has no "used with"."""
     import dataclasses
     from .core.sensors import SENSORS
+    from .core.text import cite
     doc = []
     for name, sensor in SENSORS.items():
         by_group: dict[str, list] = {"": []}
@@ -622,12 +626,13 @@ def cmd_sensors(args) -> int:
         settings = []
         for f in (f for fs in by_group.values() for f in fs):
             m = f.metadata["blensor"]
-            settings.append({"name": f.name, "label": m.label, "description": m.description, "unit": m.unit,
-                             "kind": m.kind, "allowed": m.allowed(), "default": m.format(f.default),
-                             "group": m.group,
-                             "used_if": f"{m.show_if[0]}={m.show_if[1]}" if m.show_if else ""})
-        doc.append({"type": name, "label": sensor.label, "description": sensor.description,
-                    "presets": {k: {"label": p.label, "values": p.values, "source": p.source}
+            shown = m.show_if and not str(m.show_if[1]).startswith("\0")  # "\0never": set by a command
+            settings.append({"name": f.name, "label": m.label, "description": cite(m.description),
+                             "unit": m.unit, "kind": m.kind, "allowed": m.allowed(),
+                             "default": m.format(f.default), "group": m.group,
+                             "used_if": f"{m.show_if[0]}={m.show_if[1]}" if shown else ""})
+        doc.append({"type": name, "label": sensor.label, "description": cite(sensor.description),
+                    "presets": {k: {"label": p.label, "values": p.values, "source": cite(p.source)}
                                 for k, p in sensor.presets.items()},
                     "settings": settings})
     if args.json:

@@ -90,7 +90,8 @@ _VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table",
              "min_range": 0.4, "return_model": "limit", "start_angle": 0.0, "end_angle": 360.0,
              "wavelength": 903.0, "returns": "strongest"}
 _VELODYNE_SOURCE = ("min_range: velodyne_pointcloud launch default (the datasheet gives none); "
-                    "noise: seed 000; return modes: see RETURN_MODES_OF")
+                    "noise: seed 000; return modes: strongest, last, dual (the user manuals' Laser Return "
+                    "Modes)")
 
 
 def _step(cycle_s: float, hz: float = 10.0) -> float:
