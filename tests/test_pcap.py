@@ -596,3 +596,19 @@ def test_a_real_os1_64_turn_bag_and_pcd_are_the_destaggered_pcap(bpy_mod, crossi
     np.testing.assert_array_equal(pcd.point["intensity"].numpy().reshape(64, 1024),
                                   dec["signal_destaggered"][0])
     print(f"os1_64 one turn: {(rec['range'] > 0).sum()} returns, 64 x 1024 cells = the destaggered pcap")
+
+
+@pytest.mark.parametrize("preset, got", [("vls128", "'VLS-128'"), ("pandar64", "'hesai Pandar64'"),
+                                         ("generic", "'pcap with sensor type rotating'")])
+def test_pcap_on_a_preset_without_packets_lists_every_preset_that_has_them(tmp_path, preset, got):
+    from test_faults import one_error_line, run
+    from conftest import CROSSING
+    res = run("scan", CROSSING, "--set", f"preset={preset}", "--formats", "pcap", "--frames", "1",
+              "--out", tmp_path / "o")
+    line = one_error_line(res)
+    assert res.returncode == 2 and line.startswith("blensor: error: --formats must be ") and \
+        line.endswith(f", got {got}"), line
+    listed = line.partition("presets ")[2] or line.partition("real unit: ")[2]
+    for name in ("vlp16", "hdl32e", "vlp32c", "os0_128", "os1_64", "os1_128", "os2_128"):
+        assert name in listed, (name, line)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())

@@ -225,8 +225,10 @@ def check_writers(caps: Capabilities, needs: dict, sensor: str) -> None:
             raise SettingsError("formats", f"formats without a ray grid ({f} needs one; sensor type {sensor} "
                                 "has a pattern with no grid)", f"{f} with sensor type {sensor}")
         if n.device and caps.device is None:
+            from ..io.packets import packet_presets
             raise SettingsError("formats", f"formats of real units' data ({f} needs a preset that models a "
-                                "real unit)", f"{f} with sensor type {sensor}")
+                                "real unit: " + ", ".join(packet_presets()) + ")",
+                                f"{f} with sensor type {sensor}")
         if n.check is not None:
             n.check(caps)
 

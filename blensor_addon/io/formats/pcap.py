@@ -48,7 +48,7 @@ from ...core.capabilities import WriterNeeds
 from ...core.errors import SettingsError
 from ...core.settings import setting
 from ..atomic import StagedFile, atomic_write_bytes
-from ..packets import firing_columns, has_returns, pcap_header, pcap_record
+from ..packets import firing_columns, has_returns, packet_presets, pcap_header, pcap_record
 from ._base import Writer, capabilities_of
 
 #: the units this writer encodes, by vendor (``Device.vendor``)
@@ -82,11 +82,10 @@ def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY", mode:
     """
     if device is None:
         raise SettingsError("formats", "pcap of a sensor that models a real unit (presets "
-                            + "; ".join(f"{v}: {', '.join(m)}" for v, m in SUPPORTED.items()) + ")",
-                            "a sensor with no device")
+                            + ", ".join(packet_presets()) + ")", "a sensor with no device")
     if device.vendor not in SUPPORTED:
-        raise SettingsError("formats", "pcap of a " + " or ".join(SUPPORTED) + " unit",
-                            f"{device.vendor} {device.model}".strip())
+        raise SettingsError("formats", "pcap of a " + " or ".join(SUPPORTED) + " unit (presets "
+                            + ", ".join(packet_presets()) + ")", f"{device.vendor} {device.model}".strip())
     if device.vendor == "velodyne":
         from ..packets import velodyne
         mode = velodyne.RETURN_STRONGEST if mode is None else mode

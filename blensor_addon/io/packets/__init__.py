@@ -302,5 +302,22 @@ def firing_columns(result, device, clean: bool = False, dual=None) -> FiringColu
     return out
 
 
+def packet_presets() -> tuple[str, ...]:
+    """The rotating LiDAR's presets whose packets a vendor module here encodes: every
+    Velodyne preset whose model :data:`.velodyne.MODELS` has and every Ouster preset, in
+    :data:`~...core.sensors.rotating_presets.PRESETS` order (named in the pcap writer's
+    refusals, so a user sees every choice)."""
+    from ...core.sensors.rotating_presets import PRESETS, preset_table
+    from .velodyne import MODELS
+    out = []
+    for name in PRESETS:
+        if name == "generic":  # (its table is built from typed elevations: no unit)
+            continue
+        table = preset_table(name)
+        if table.vendor == "ouster" or (table.vendor == "velodyne" and table.model in MODELS):
+            out.append(name)
+    return tuple(out)
+
+
 __all__ = ["Endpoint", "FiringColumns", "pcap_header", "pcap_record", "firing_columns", "direction_sign",
-           "has_returns", "strongest_per_beam", "second_strongest", "dual_pair"]
+           "has_returns", "strongest_per_beam", "second_strongest", "dual_pair", "packet_presets"]

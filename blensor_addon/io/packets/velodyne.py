@@ -170,8 +170,10 @@ def model_of(device) -> Model:
     """
     m = MODELS.get(device.model)
     if m is None:
-        raise SettingsError("formats", "pcap of a Velodyne " + ", ".join(MODELS) + " (for an imported "
-                            "calibration: import it over a " + "/".join(MODELS) + " preset)", device.model)
+        from . import packet_presets
+        raise SettingsError("formats", "pcap of a Velodyne " + ", ".join(MODELS) + " or an Ouster OS0, OS1, "
+                            "OS2 (presets " + ", ".join(packet_presets()) + "; for an imported calibration: "
+                            "import it over a " + "/".join(MODELS) + " preset)", device.model)
     if device.table.lasers != m.lasers:
         raise SettingsError("formats", f"pcap of a {device.model} table with {m.lasers} lasers",
                             device.table.lasers)
