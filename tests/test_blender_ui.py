@@ -196,9 +196,13 @@ def test_enums_store_explicit_numbers_that_saved_files_hold(bpy_mod, empty_scene
     assert got["depth_formats"] == (1 << 10) + (1 << 11) and got["motion_formats"] == 1 << 2
     items = {i.identifier: i.value for i in p.bl_rna.properties["formats"].enum_items}
     assert items == {k: 1 << FLAG_BITS[k] for k in WRITERS}
+    # every registered type is an item with its number (what the file stores); the built-in
+    # types' numbers are pinned in tests/test_core.py (STORED_SENSOR_NUMBERS)
+    from blensor_addon.core.sensors import SENSORS
+    from test_core import STORED_SENSOR_NUMBERS
     items = {i.identifier: i.value for i in p.bl_rna.properties["sensor_type"].enum_items}
-    assert items == {"rotating": 0, "line": 1, "planar": 2, "tof": 3, "kinect": 4, "depth": 5, "rosette": 6,
-                     "cylindrical": 7, "pattern": 8}
+    assert items == {k: s.number for k, s in SENSORS.items()}
+    assert {k: items[k] for k in STORED_SENSOR_NUMBERS} == STORED_SENSOR_NUMBERS
     depth = {i.identifier for i in p.bl_rna.properties["depth_formats"].enum_items}
     assert depth == {"exr", "npy", "pfm", "dmap"}
 

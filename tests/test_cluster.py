@@ -227,12 +227,91 @@ def run_watched(*args, timeout=300.0):
 # -- 1. the same bytes ------------------------------------------------------------------------
 
 
-def test_the_same_bytes_runs_cover_every_registered_format():
+def test_the_same_bytes_runs_cover_each_way_the_cluster_handles_a_writer():
+    """The runs below name registered formats and cover both ways a writer goes through a
+    cluster: per-frame files encoded on the workers, multi-frame files written on the
+    client from the whole result (range scans and depth maps). A format added later
+    needs no entry here: the cluster path takes every registered writer the same way
+    (:func:`test_a_writer_registered_from_a_test_goes_through_the_cluster_path`)."""
     from blensor_addon.io.formats import WRITERS
     covered = set()
     for _, args in RUNS.values():
         covered |= set(args[args.index("--formats") + 1].split(","))
-    assert covered == set(WRITERS), "a format without a cluster run: add it to RUNS"
+    assert covered <= set(WRITERS), covered - set(WRITERS)
+    assert {WRITERS[f].multi_frame for f in covered} == {False, True}
+    assert {"depth", "scan"} == {cmd for cmd, _ in RUNS.values()}
+
+
+class _InProcessCluster:
+    """A cluster of one 'worker' in this process: ``client.submit`` runs the task at once
+    (what :class:`~blensor_addon.jobs.cluster.RemoteScanner` asks of a Dask client)."""
+
+    workers = 1
+
+    def __init__(self):
+        from types import SimpleNamespace
+        self.client = SimpleNamespace(submit=self._submit, cancel=lambda futures: None)
+        self.submitted = []
+
+    def _submit(self, fn, *args, key=None, priority=0, pure=True, retries=0):
+        self.submitted.append(key)
+        try:
+            return _FakeFuture(fn(*args))
+        except Exception as exc:  # sent back as the worker's error
+            return _FakeFuture(error=exc)
+
+    def size(self):
+        return 1
+
+    def workers_now(self):
+        return 1
+
+    def threads_by_host(self):
+        return {}
+
+    def added_paths(self):
+        return ()
+
+
+def test_a_writer_registered_from_a_test_goes_through_the_cluster_path(bpy_mod, crossing, tmp_path):
+    """A writer registered from outside the package (``register_writer``, as a plug-in
+    does) is taken by the cluster path as the built-in ones are: its per-frame files are
+    encoded by the worker task (:func:`~blensor_addon.jobs.cluster.scan_packet`) and
+    committed by the client with the bytes of a one-process run, beside a built-in
+    per-frame format (npz) and a multi-frame one (KITTI's poses, from the whole result)."""
+    from blensor_addon.io.formats import FLAG_BITS, WRITERS, Writer, register_writer
+    from blensor_addon.jobs import cluster as cluster_mod
+    from blensor_addon.jobs.range_scan import scan_range
+
+    class ProbeWriter(Writer):
+        name = "clusterprobe"
+        description = "test: points, rays and the first range of a packet"
+        outputs = (r"probe/\d{5}\.txt",)
+
+        def frame_files(self, result):
+            first = f"{float(result.range[0]):.6f}" if len(result) else "-"
+            return [(f"probe/{result.frame:05d}.txt", f"{len(result)} {result.num_rays} {first}\n".encode())]
+
+    register_writer(ProbeWriter)
+    cam = bpy_mod.data.objects["Velodyne"]
+    formats = ("npz", "kitti", "clusterprobe")
+    try:
+        scan_range(cam, [1, 2, 3], tmp_path / "one", formats, seed=4)
+        fake = _InProcessCluster()
+        job = scan_range(cam, [1, 2, 3], tmp_path / "cluster", formats, seed=4, cluster=fake,
+                         open_scene=lambda: cam)
+    finally:
+        del WRITERS["clusterprobe"], FLAG_BITS["clusterprobe"]
+        state = cluster_mod._STATE.pop("scanner", None)
+        cluster_mod._STATE.clear()
+        if state is not None:
+            state.close()
+    assert job.status == "complete" and len(fake.submitted) == len(job.done) >= 2
+    one, two = tree(tmp_path / "one"), tree(tmp_path / "cluster")
+    assert one.keys() == two.keys() and len([n for n in one if n.startswith("probe/")]) == len(job.done)
+    for name in one:
+        if name != "manifest.json":
+            assert one[name] == two[name], name
 
 
 @needs_dask

@@ -284,17 +284,116 @@ def test_register_sensor_and_writer_refuse_bad_objects_and_duplicates():
     assert list(SENSORS) == before_s and list(WRITERS) == before_w  # nothing half-registered
 
 
-def test_builtin_stored_numbers_are_explicit_and_unchanged():
+#: What saved .blend files hold for the built-in sensor types (``sensor_type``: the sensor's
+#: number) and formats (``formats``, ``depth_formats``, ``motion_formats``: flag bits). These
+#: never change: a renumbering fails below. A type or format added later keeps its own number
+#: (the registry refuses one already held) and needs no entry here to pass.
+STORED_SENSOR_NUMBERS = {"rotating": 0, "line": 1, "planar": 2, "tof": 3, "kinect": 4, "depth": 5,
+                         "rosette": 6, "cylindrical": 7, "pattern": 8}
+STORED_FLAG_BITS = {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kitti": 6, "rosbag2": 7,
+                    "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13, "laserscan": 14}
+STORED_MOTION_BITS = {"blensor": 0, "tum": 1, "kitti": 2, "json": 3}
+
+
+def test_builtin_stored_numbers_are_unchanged_and_every_number_is_unique():
     # saved files hold these: sensor_type as the number, formats as flag bits
-    from blensor_addon.core.sensors import SENSORS
-    from blensor_addon.io.formats import FLAG_BITS, MOTION_FORMATS
-    assert {k: s.number for k, s in SENSORS.items()} == {"rotating": 0, "line": 1, "planar": 2, "tof": 3,
-                                                          "kinect": 4, "depth": 5, "rosette": 6,
-                                                          "cylindrical": 7, "pattern": 8}
-    assert FLAG_BITS == {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kitti": 6, "rosbag2": 7,
-                         "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13,
-                         "laserscan": 14}
-    assert {k: m.bit for k, m in MOTION_FORMATS.items()} == {"blensor": 0, "tum": 1, "kitti": 2, "json": 3}
+    from blensor_addon.core.sensors import BUILTIN_LIMIT, SENSORS
+    from blensor_addon.io.formats import BUILTIN_BITS, FLAG_BITS, MOTION_FORMATS
+    assert {k: SENSORS[k].number for k in STORED_SENSOR_NUMBERS} == STORED_SENSOR_NUMBERS
+    assert {k: FLAG_BITS[k] for k in STORED_FLAG_BITS} == STORED_FLAG_BITS
+    assert {k: BUILTIN_BITS[k] for k in STORED_FLAG_BITS} == STORED_FLAG_BITS
+    assert {k: MOTION_FORMATS[k].bit for k in STORED_MOTION_BITS} == STORED_MOTION_BITS
+    for numbers in ([s.number for s in SENSORS.values()], list(FLAG_BITS.values()),
+                    [m.bit for m in MOTION_FORMATS.values()]):
+        assert len(set(numbers)) == len(numbers), numbers
+    assert all(SENSORS[k].number < BUILTIN_LIMIT for k in STORED_SENSOR_NUMBERS)
+
+
+#: a sensor type and a format added as modules of the package (as a new built-in would be)
+PROBE_SENSOR = """
+import dataclasses
+from ..settings import SensorSettings, setting
+from .sensor import Sensor
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSettings(SensorSettings):
+    reach: float = setting(5.0, "Reach", "Farthest return", "m", lo=0.0, hi=10.0, lo_open=True)
+
+
+class ProbeSensor(Sensor):
+    name = "probe"
+    label = "Probe"
+    description = "A sensor module added inside the package (tests/test_core.py)"
+    Settings = ProbeSettings
+    number = 9
+
+
+SENSOR = ProbeSensor()
+"""
+PROBE_WRITER = """
+from ._base import Writer
+
+
+class ProbeWriter(Writer):
+    name = "probe"
+    description = "A format module added inside the package (tests/test_core.py)"
+    outputs = (r"probe\\d{5}\\.txt",)
+
+
+WRITER = ProbeWriter
+"""
+#: the registry tests that a new sensor or format must not fail, and that a renumbering must
+REGISTRY_TESTS = ("test_core.py::test_builtin_stored_numbers_are_unchanged_and_every_number_is_unique",
+                  "test_blender_ui.py::test_enums_store_explicit_numbers_that_saved_files_hold",
+                  "test_cluster.py::test_the_same_bytes_runs_cover_each_way_the_cluster_handles_a_writer")
+
+
+def test_a_sensor_and_a_format_added_inside_the_package_pass_the_registry_tests(tmp_path):
+    """A copy of the add-on with a new sensor module (``core/sensors/probe.py``, number 9)
+    and a new format module (``io/formats/probe.py``): both are registered (the sensor
+    with its number, the format with a free plug-in bit), ``blensor sensors`` lists the
+    sensor, and the registry tests pass on it unchanged; the same copy with the ToF's
+    stored number changed fails them."""
+    import os
+    import re
+    import shutil
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+
+    def copy(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(root / "blensor_addon", dest / "blensor_addon",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (dest / "blensor_addon" / "core" / "sensors" / "probe.py").write_text(PROBE_SENSOR)
+        (dest / "blensor_addon" / "io" / "formats" / "probe.py").write_text(PROBE_WRITER)
+        return dest
+
+    def run(where: Path, *args) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(where)}
+        return subprocess.run([sys.executable, *args], cwd=where, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    added = copy("added")
+    res = run(added, "-c", "import blensor_addon\n"
+              "from blensor_addon.core.sensors import SENSORS\n"
+              "from blensor_addon.io.formats import FLAG_BITS, PLUGIN_BITS, parse_formats\n"
+              "assert blensor_addon.__file__.startswith(" + repr(str(added)) + "), blensor_addon.__file__\n"
+              "assert FLAG_BITS['probe'] in PLUGIN_BITS and parse_formats('npz,probe') == ('npz', 'probe')\n"
+              "print(SENSORS['probe'].number, list(SENSORS)[-1])\n")
+    assert res.returncode == 0 and res.stdout.split() == ["9", "probe"], res.stdout + res.stderr
+    res = run(added, "-m", "blensor_addon.cli", "sensors")
+    assert res.returncode == 0 and "\nprobe: Probe - A sensor module added inside the package" in res.stdout
+    tests = [str(root / "tests" / t) for t in REGISTRY_TESTS]
+    res = run(added, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests)
+    assert res.returncode == 0 and "3 passed" in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
+    renumbered = copy("renumbered")
+    tof = renumbered / "blensor_addon" / "core" / "sensors" / "tof.py"
+    text, n = re.subn(r"^    number = 3\b", "    number = 10", tof.read_text(), flags=re.M)
+    assert n == 1
+    tof.write_text(text)
+    res = run(renumbered, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests)
+    assert res.returncode == 1 and "2 failed, 1 passed" in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
 
 
 PLUGIN = '''
