@@ -361,3 +361,31 @@ def test_tof_groups_saved_before_version_3_keep_their_10_m_ambiguity_range(bpy_m
     folded = {n: float(blensor_addon.scan(objects[n]).image("range_noisy")[72, 88]) for n in got}
     assert folded == {"Old": pytest.approx(8.0, abs=1e-3), "Stored": pytest.approx(0.5, abs=1e-3),
                       "New": pytest.approx(3.0, abs=1e-3)}
+
+
+# ---------------------------------------------------------------------------------------
+# the VLS-128's firing sequence by firmware
+
+
+def test_vls128_firmware_setting_selects_the_firing_sequence():
+    from blensor_addon.core.sensors.rotating import LidarSettings, firing_offsets
+    from blensor_addon.core.settings import meta_of
+    meta = meta_of(LidarSettings, "vls128_firmware")
+    assert meta.choices == ("old", "new") and meta.show_if == ("preset", "vls128")
+    k = np.arange(128)
+    old = ROT.settings(ROT.preset_values("vls128"))  # the preset: firmware before 5.2.3.0, as before
+    assert old.vls128_firmware == "old" and old.table.cycle_s == pytest.approx(53.3e-6, abs=1e-12)
+    np.testing.assert_allclose(firing_offsets(old), (k // 8 + k // 64) * 2.665e-6, atol=1e-12)
+    new = ROT.settings({**ROT.preset_values("vls128"), "vls128_firmware": "new"})
+    assert new.table.cycle_s == pytest.approx(57.8e-6, abs=1e-12)  # 20 firing groups of 2.89 us
+    np.testing.assert_allclose(firing_offsets(new), (k // 8 + k // 64) * 2.89e-6, atol=1e-12)
+    assert new.table.elevation_deg == old.table.elevation_deg and new.table.model == "VLS-128"
+    # the unit's step at 10 Hz: one sequence (1730.1 columns a turn; 1876.2 before 5.2.3.0)
+    from blensor_addon.core.sensors.rotating_presets import VLS128_SEQUENCE_S
+    assert VLS128_SEQUENCE_S == {"old": 53.3e-6, "new": 57.8e-6}
+    assert 360.0 / (VLS128_SEQUENCE_S["new"] * 3600.0) == pytest.approx(1730.1, abs=0.05)
+    # another unit's table is not touched by the setting
+    assert ROT.settings({**ROT.preset_values("vlp16"), "vls128_firmware": "new"}).table is \
+        ROT.settings(ROT.preset_values("vlp16")).table
+    with pytest.raises(SettingsError, match=r"vls128_firmware must be one of old, new, got '5.2'"):
+        ROT.settings({"vls128_firmware": "5.2"})

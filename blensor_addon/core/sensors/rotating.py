@@ -95,12 +95,14 @@ from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_retur
                       min_range_setting, noise_mu_setting, noise_sigma_setting, ref_dist_setting,
                       ref_limit_setting, ref_slope_setting, returns_mask)
 from .returns import ReturnSettings
-from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, preset_bias_table, preset_table
+from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, VLS128_SEQUENCE_S, preset_bias_table, preset_table
 from .sensor import Sensor
 
 BIAS_DISTRIBUTIONS = ("table", "gaussian", "laplace")
 #: ``limit``: seed 000 Eq. 1; ``linear``: seed 002 Eq. 4-5
 RETURN_MODELS = ("limit", "linear")
+#: VLS-128 firmware: ``old`` before 5.2.3.0 (53.3 us firing sequence), ``new`` 5.2.3.0 and later (57.8 us)
+VLS128_FIRMWARES = tuple(VLS128_SEQUENCE_S)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,11 @@ class LidarSettings(ReturnSettings):
         ref_max: R_L,max of seed 002 Eq. 5, in (0, 1].
         calibration: an imported :class:`~.calibration.LaserTable` as JSON; empty: the
             preset's table (:attr:`table`).
+        vls128_firmware: ``old`` (before 5.2.3.0) or ``new`` (5.2.3.0 and later): the
+            firing sequence of a VLS-128 table, 53.3 or 57.8 us
+            (:data:`~.rotating_presets.VLS128_SEQUENCE_S`); its firing times scale with it.
+            Other tables ignore it. The grid stays ``angle_resolution`` (the unit's at 10 Hz:
+            0.19188 or 0.20808 deg).
         seed, max_bounces, visibility: see :class:`~..settings.SensorSettings`; the return
             physics (wavelength, divergence, returns, weather): :class:`~.returns.ReturnSettings`.
     """
@@ -174,6 +181,9 @@ class LidarSettings(ReturnSettings):
     calibration: str = setting("", "Calibration", "A unit's imported calibration (LaserTable JSON; blensor "
                                "calib import); empty: the preset's table", kind="text",
                                show_if=("calibration", "\0never"))
+    vls128_firmware: str = setting("old", "VLS-128 firmware", "old: before 5.2.3.0 (53.3 us firing sequence, "
+                                   "0.19188 deg at 10 Hz); new: 5.2.3.0 and later (57.8 us, 0.20808 deg)",
+                                   choices=VLS128_FIRMWARES, show_if=("preset", "vls128"))
 
     def check(self) -> None:
         """Refuse (SettingsError, one line naming the setting): a sector that is empty or
@@ -197,7 +207,7 @@ class LidarSettings(ReturnSettings):
         Raises:
             SettingsError (``calibration``): the stored text is not a valid table.
         """
-        return _table_of(self.preset, tuple(self.elevations), self.calibration)
+        return _table_of(self.preset, tuple(self.elevations), self.calibration, self.vls128_firmware)
 
     @property
     def spin(self) -> float:
@@ -281,11 +291,24 @@ def check_ouster_mode(angle_resolution: float, rotation_speed: float) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _table_of(preset: str, elevations: tuple, calibration: str) -> LaserTable:
-    """The :class:`LaserTable` of :attr:`LidarSettings.table` (kept: tables are immutable)."""
-    if calibration:
-        return LaserTable.from_json(calibration)
-    return preset_table(preset, elevations)
+def _table_of(preset: str, elevations: tuple, calibration: str, firmware: str = "old") -> LaserTable:
+    """The :class:`LaserTable` of :attr:`LidarSettings.table` (kept: tables are immutable):
+    a VLS-128 table's firing times and cycle for ``firmware`` (:func:`vls128_timing`)."""
+    table = LaserTable.from_json(calibration) if calibration else preset_table(preset, elevations)
+    return vls128_timing(table, firmware)
+
+
+def vls128_timing(table: LaserTable, firmware: str) -> LaserTable:
+    """``table`` with the firing sequence of VLS-128 ``firmware`` (``old``/``new``,
+    :data:`~.rotating_presets.VLS128_SEQUENCE_S`): a VLS-128 table (model ``VLS-128``,
+    ``cycle_s`` one of the two sequences) gets that ``cycle_s`` and its ``firing_s`` scaled
+    by the ratio (2.665 -> 2.89 us per firing group); any other table is returned as it is."""
+    want = VLS128_SEQUENCE_S[firmware]
+    if table.model != "VLS-128" or not table.cycle_s or table.cycle_s == want or not any(
+            math.isclose(table.cycle_s, c, rel_tol=1e-9) for c in VLS128_SEQUENCE_S.values()):
+        return table
+    k = want / table.cycle_s
+    return dataclasses.replace(table, cycle_s=want, firing_s=tuple(f * k for f in table.firing_s))
 
 
 def raw_distance(table: LaserTable, channel: np.ndarray, range_m: np.ndarray) -> np.ndarray:

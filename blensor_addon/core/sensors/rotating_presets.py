@@ -120,6 +120,16 @@ _OUSTER_SECTOR = {"start_angle": -180.0, "end_angle": 180.0, "wavelength": 865.0
 _OUSTER_MIN = 0.3  # Ouster firmware user manual, "Minimum Range Threshold": the Rev 6 and earlier minimum
 _OUSTER = "Ouster firmware user manual (minimum range 0.3 m of Rev 6 and earlier sensors)"
 
+#: The VLS-128's firing sequence (s; 20 firing groups of 8 lasers, 16 firing and 4 recharging) by
+#: firmware (setting ``vls128_firmware``): ``old`` (before 5.2.3.0) 53.3 us, 2.665 us per group (VLS-128
+#: User Manual 63-9483 Rev A, section 9.5: "the 53.3 us firing sequence"; velodyne_pointcloud
+#: rawdata.h); ``new`` (5.2.3.0 and later) 57.8 us, 2.89 us per group (the manual's Rev 4, as
+#: valgur/velodyne_decoder src/packet_decoder.cpp quotes it from VeloView's VelodynePlugin: "2.66 usec in
+#: firmware v5.1.7.1 (Rev3 of the manual), 2.89 usec since firmware v5.2.3.0 (Rev4 of the manual)"; Rev 4
+#: itself not read). The unit's step at 10 Hz is one sequence: 0.19188 deg (1876.2 columns a turn) or
+#: 0.20808 deg (1730.1); the preset keeps the old firmware's.
+VLS128_SEQUENCE_S = {"old": 53.3e-6, "new": 57.8e-6}
+
 #: Hesai units: 905 nm (assumed: the manuals' laser section not checked)
 _HESAI = {"wavelength": 905.0, "returns": "strongest"}
 
@@ -150,10 +160,12 @@ PRESETS: dict[str, Preset] = {
         "rawdata.cc (55.296 us: 0.199066 deg at 10 Hz); VLP-32C datasheet (200 m); " + _VELODYNE_SOURCE),
     "vls128": Preset("Velodyne VLS-128", {
         "angle_resolution": _step(53.3e-6), "rotation_speed": 10.0, "max_range": 245.0, **_VELODYNE,
-        "beam_divergence": 0.003, "beam_divergence_vertical": 0.0015},
+        "beam_divergence": 0.003, "beam_divergence_vertical": 0.0015, "vls128_firmware": "old"},
         "ros-drivers/velodyne velodyne_pointcloud/params/VLS128.yaml; firing: velodyne_pointcloud rawdata.h "
-        "(53.3 us: 0.19188 deg at 10 Hz); Alpha Prime (VLS-128) datasheet (245 m); beam divergence 3.0 mrad "
-        "horizontal, 1.5 mrad vertical: VLS-128 User Manual, Appendix F, Table F-1; " + _VELODYNE_SOURCE),
+        "(53.3 us: 0.19188 deg at 10 Hz, firmware before 5.2.3.0; vls128_firmware=new: 57.8 us, VLS-128 "
+        "User Manual Rev 4 as valgur/velodyne_decoder src/packet_decoder.cpp quotes it); Alpha Prime "
+        "(VLS-128) datasheet (245 m); beam divergence 3.0 mrad horizontal, 1.5 mrad vertical: VLS-128 User "
+        "Manual, Appendix F, Table F-1; " + _VELODYNE_SOURCE),
     "os1_64": Preset("Ouster OS1-64", {
         "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
         **_linear(120.0, 0.8, _OUSTER_MIN, 0.015), **_OUSTER_SECTOR},
@@ -236,4 +248,4 @@ def preset_bias_table(preset: str) -> tuple | None:
 
 
 __all__ = ["PRESETS", "RETURN_MODES_OF", "OUSTER_LIDAR_MODES", "preset_table", "preset_bias_table",
-           "HDL64E_S2_BIAS_M"]
+           "HDL64E_S2_BIAS_M", "VLS128_SEQUENCE_S"]
