@@ -375,3 +375,20 @@ def test_capabilities_name_the_device():
     assert d.model == "X" and d.columns == pytest.approx(360.0 / 0.1728)  # 2083.33: the default step
     d = ROT.capabilities(lidar("hdl32e", angle_resolution=0.5)).device
     assert d.columns == 720.0 and ROT.capabilities(lidar("hdl32e")).device.columns == pytest.approx(2170.1389)
+
+
+def test_ouster_points_sit_at_the_lidar_origin_in_the_sensor_frames_axes(bpy_mod, empty_scene):
+    # the frame docs/formats.md gives Ouster output: the camera's origin is Ouster's lidar origin
+    # (no lidar_to_sensor_transform shift: ouster-sdk's and ouster-ros's os_sensor points are 36.18 mm
+    # higher), the axes REP-103's of the camera (Ouster's sensor frame, not os_lidar turned 180 deg)
+    from blensor_addon.core.sensors.rotating_presets import preset_table
+    from blensor_addon.io.packets.ouster import DEFAULT_LIDAR_TO_SENSOR
+    add_mesh(bpy_mod, "Floor", *quad(-100, 100, -100, 100, 0.0))
+    cam = add_camera(bpy_mod, location=(0.0, 0.0, 2.0), rotation=(math.pi / 2, 0.0, 0.0))  # sensor +Y = up
+    cam.data.blensor.preset = "os1_64"
+    r = blensor_addon.scan(cam, axes="ros", noise_sigma=0.0, time_model="frame")
+    assert len(r) > 1000
+    np.testing.assert_allclose(r.xyz[:, 2], -2.0, atol=1e-5)  # the floor 2 m below the camera's origin
+    assert DEFAULT_LIDAR_TO_SENSOR[11] == 36.18
+    l2s = preset_table("os1_64").extra.get("lidar_to_sensor_transform", DEFAULT_LIDAR_TO_SENSOR)
+    assert (l2s[0], l2s[5], l2s[11]) == (-1.0, -1.0, 36.18)  # what ouster-sdk adds to reach os_sensor

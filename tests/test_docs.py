@@ -274,3 +274,16 @@ def test_physics_doc_explains_every_source_the_code_cites():
             if want not in row and not (kind == "Eq." and f"Eq. {num[0]}-" in row):
                 missing.append(f"seed {seed} {kind} {num}")
     assert not missing, sorted(set(missing))
+
+
+def test_formats_doc_gives_the_frame_of_ouster_points_and_ouster_ros_defaults():
+    """docs/formats.md says where an Ouster preset's points sit (the lidar origin, the sensor
+    frame's axes), how far ouster-ros's default frames are from it, and cites ouster-ros's
+    files; the README's format table points there."""
+    text = re.sub(r"\s+", " ", (DOCS / "formats.md").read_text(encoding="utf-8"))
+    section = text[text.index("## Ouster points"):]
+    for words in ("lidar origin", "os_lidar", "os_sensor", "36.18 mm", "78.296 mm",
+                  "ouster-ros/src/os_static_transforms_broadcaster.h", "ouster-ros/config/driver_params.yaml",
+                  "src/os_transforms_broadcaster.h", "lidar_to_sensor_transform", "(-x, -y, z)"):
+        assert words in section, words
+    assert "docs/formats.md#ouster-points" in README.read_text(encoding="utf-8")
