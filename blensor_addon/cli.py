@@ -120,7 +120,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
                     help="override a sensor setting for this run (repeatable; see 'blensor sensors')")
     _cluster_options(sc)
-    sc.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    sc.add_argument("--quiet", action="count", default=0,
+                    help="no progress or notes: the one-line summary and errors only; twice: "
+                    "errors only")
     dp = sub.add_parser("depth", help="export float depth maps of frames (the camera's own intrinsics)")
     dp.add_argument("blend", help="the .blend file")
     dp.add_argument("--camera", help="camera object (default: the scene camera)")
@@ -136,7 +138,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="override a depth-camera setting (" + ", ".join(depth_settings) + ")")
     dp.add_argument("--overwrite", action="store_true", help="replace earlier depth maps in --out")
     _cluster_options(dp)
-    dp.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    dp.add_argument("--quiet", action="count", default=0,
+                    help="no progress or notes: the one-line summary and errors only; twice: "
+                    "errors only")
     mo = sub.add_parser("motion", help="export object and sensor poses and labelled 3D boxes of frames",
                         description="Export object and sensor poses and labelled 3D boxes of frames. It "
                         "takes no --workers: it reads transforms and bounding boxes only (no ray casting), "
@@ -149,7 +153,9 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--objects", default=None, help="comma-separated object names (default: every object)")
     mo.add_argument("--overwrite", action="store_true",
                     help="replace earlier motion files in --out (a scan's files there stay)")
-    mo.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    mo.add_argument("--quiet", action="count", default=0,
+                    help="no progress or notes: the one-line summary and errors only; twice: "
+                    "errors only")
     sens = sub.add_parser("sensors", help="list sensor types, presets and settings")
     sens.add_argument("--json", action="store_true", help="print one JSON document")
     cal = sub.add_parser("calib", help="import a rotating LiDAR unit's calibration into a camera")
@@ -698,7 +704,7 @@ def _depth(args, cluster) -> int:
                        and _writing_begins(), **_cluster_kwargs(cluster, args, cam), **overrides)
     if _interrupted(job):
         return EXIT_INTERRUPTED
-    if not args.quiet:
+    if args.quiet < 2:  # the summary stays with one --quiet
         say(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
             f"-> {_out_dir(args)}")
     return 0
@@ -718,7 +724,7 @@ def cmd_motion(args) -> int:
     from .jobs.motion import export_motion
     objects = [n.strip() for n in args.objects.split(",") if n.strip()] if args.objects else None
     files = export_motion(frames, _out_dir(args), formats, objects, overwrite=args.overwrite)
-    if not args.quiet:
+    if args.quiet < 2:  # the summary stays with one --quiet
         say(f"blensor: motion of {len(frames)} frames, {len(files)} files -> {_out_dir(args)}")
     return 0
 
@@ -830,8 +836,7 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
         if bar is None:  # input validated: only now show the --sensor file's notes and the bar
             for line in getattr(args, "sensor_notes", ()):
                 say(f"blensor: {args.sensor}: {line}", err=True)
-            from tqdm import tqdm
-            bar = tqdm(total=total, unit="scan", desc="blensor", file=sys.stderr)
+            bar = progress_bar(total)
         if entry is not None:
             bar.set_postfix(points=entry["points"])
             bar.update(1)
@@ -865,7 +870,7 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
     dt = time.perf_counter() - t0
     if _interrupted(job):
         return EXIT_INTERRUPTED
-    if not args.quiet:
+    if args.quiet < 2:  # the summary stays with one --quiet
         reused = f", {job.reused} reused" if job.reused else ""
         if rig:
             say(f"blensor: rig of {len(cams)} sensors, {len(job.done)} packets{reused}, {job.points} points, "
@@ -874,6 +879,45 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
             say(f"blensor: {len(job.done)} {job.packets}s{reused}, {job.points} points, {dt:.2f} s "
                 f"({job.scanner.backend.name}) -> {job.out}")
     return 0
+
+
+class PlainProgress:
+    """The progress of a run where stderr is no terminal (a log file, a pipe, CI): plain
+    lines ``blensor: 3/10 scans, 12345 points`` (the points of the last scan), one each time
+    the count reaches another tenth of ``total`` (at most 10 lines), never a carriage
+    return; the few methods of :class:`tqdm.tqdm` the range scan uses."""
+
+    def __init__(self, total: int, file=None) -> None:
+        self.total, self.n, self.points, self.file = max(int(total), 0), 0, None, file
+        self._shown = 0  # tenths printed
+
+    def set_postfix(self, points=None) -> None:
+        """Remember the last scan's point count (printed with the next line)."""
+        self.points = points
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` finished scans; print a line when another tenth is reached."""
+        self.n += n
+        tenth = 10 if self.total <= 0 else min(10, self.n * 10 // self.total)
+        if tenth > self._shown or self.n == self.total:
+            self._shown = max(tenth, self._shown)
+            points = "" if self.points is None else f", {self.points} points"
+            print(f"blensor: {self.n}/{self.total} scans{points}", file=self.file or sys.stderr, flush=True)
+            if self.n == self.total:
+                self._shown = 11  # the last line once
+
+    def close(self) -> None:
+        """Nothing to clear (for the ``tqdm`` interface)."""
+
+
+def progress_bar(total: int):
+    """The run's progress on stderr: a :class:`tqdm.tqdm` bar where stderr is a terminal,
+    else :class:`PlainProgress` (plain lines, no carriage returns in a log)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if isatty is not None and isatty():
+        from tqdm import tqdm
+        return tqdm(total=total, unit="scan", desc="blensor", file=sys.stderr)
+    return PlainProgress(total)
 
 
 def _has_blensor_settings(obj) -> bool:

@@ -33,8 +33,9 @@ def test_scan_writes_files_and_summary(tmp_path):
     assert -0.25 <= edges[hist.argmax()] <= 0.25
     # the same command twice gives the same bytes
     res2 = run("scan", CROSSING, "--frames", "2-3", "--out", tmp_path / "p", "--formats", "npz,evd,pcd",
-               "--seed", "5", "--frame-of-reference", "world", "--set", "packets=frame", "--quiet")
-    assert res2.returncode == 0 and res2.stdout == "" and res2.stderr == ""  # --quiet: silent
+               "--seed", "5", "--frame-of-reference", "world", "--set", "packets=frame",
+               "--quiet", "--quiet")
+    assert res2.returncode == 0 and res2.stdout == "" and res2.stderr == ""  # --quiet twice: silent
     for f in sorted(p for p in (tmp_path / "o").rglob("*") if p.is_file()):
         rel = f.relative_to(tmp_path / "o")
         assert f.read_bytes() == (tmp_path / "p" / rel).read_bytes(), rel
