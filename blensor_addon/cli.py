@@ -660,6 +660,25 @@ def cmd_sensors(args) -> int:
     return 0
 
 
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """``"1 sweep"``, ``"3 sweeps"``, ``"0 sweeps"``: ``n`` and ``word`` in the singular only
+    for exactly one (``plural``: a plural that is not ``word + "s"``)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def info_value(v):
+    """A setting's value as ``blensor info`` prints it: a float that a 32-bit float property
+    stores (Blender's FloatProperty) as the shortest decimal that gives that float32 back
+    (``0.075``, not ``0.07500000298023224``), a list or tuple element by element, anything
+    else unchanged."""
+    import numpy as np
+    if isinstance(v, float) and np.isfinite(v) and float(np.float32(v)) == v:
+        return float(np.format_float_positional(np.float32(v), unique=True, trim="0"))
+    if isinstance(v, (list, tuple)):
+        return type(v)(info_value(x) for x in v)
+    return v
+
+
 def _interrupted(job) -> bool:
     """True (and the one line on stderr) if a signal cancelled the range-scan ``job``."""
     if job.status == "cancelled" and job.signal is not None:
@@ -667,7 +686,7 @@ def _interrupted(job) -> bool:
             _SIGNALS.quiet()
         total, unit = job.total, getattr(job, "packets", "packet")  # a rig's members may differ
         say(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
-            f"{total} {unit}s; finished {unit}s kept in {job.out} (manifest: cancelled)", err=True)
+            f"{counted(total, unit)}; finished {unit}s kept in {job.out} (manifest: cancelled)", err=True)
         return True
     return False
 
@@ -705,7 +724,8 @@ def _depth(args, cluster) -> int:
     if _interrupted(job):
         return EXIT_INTERRUPTED
     if args.quiet < 2:  # the summary stays with one --quiet
-        say(f"blensor: {len(job.done)} depth maps ({','.join(formats)}), {time.perf_counter() - t0:.2f} s "
+        say(f"blensor: {counted(len(job.done), 'depth map')} ({','.join(formats)}), "
+            f"{time.perf_counter() - t0:.2f} s "
             f"-> {_out_dir(args)}")
     return 0
 
@@ -725,7 +745,8 @@ def cmd_motion(args) -> int:
     objects = [n.strip() for n in args.objects.split(",") if n.strip()] if args.objects else None
     files = export_motion(frames, _out_dir(args), formats, objects, overwrite=args.overwrite)
     if args.quiet < 2:  # the summary stays with one --quiet
-        say(f"blensor: motion of {len(frames)} frames, {len(files)} files -> {_out_dir(args)}")
+        say(f"blensor: motion of {counted(len(frames), 'frame')}, {counted(len(files), 'file')} -> "
+            f"{_out_dir(args)}")
     return 0
 
 
@@ -873,11 +894,11 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
     if args.quiet < 2:  # the summary stays with one --quiet
         reused = f", {job.reused} reused" if job.reused else ""
         if rig:
-            say(f"blensor: rig of {len(cams)} sensors, {len(job.done)} packets{reused}, {job.points} points, "
-                f"{dt:.2f} s ({job.backend_name}) -> {job.out}")
+            say(f"blensor: rig of {counted(len(cams), 'sensor')}, {counted(len(job.done), 'packet')}"
+                f"{reused}, {counted(job.points, 'point')}, {dt:.2f} s ({job.backend_name}) -> {job.out}")
         else:
-            say(f"blensor: {len(job.done)} {job.packets}s{reused}, {job.points} points, {dt:.2f} s "
-                f"({job.scanner.backend.name}) -> {job.out}")
+            say(f"blensor: {counted(len(job.done), job.packets)}{reused}, {counted(job.points, 'point')}, "
+                f"{dt:.2f} s ({job.scanner.backend.name}) -> {job.out}")
     return 0
 
 
@@ -998,7 +1019,7 @@ def cmd_info(args) -> int:
                 from .core.sensors.calibration import LaserTable
                 d["calibration"] = "imported: " + LaserTable.from_json(d["calibration"]).summary()
             for k, v in d.items():
-                say(f"  {k}: {v}")
+                say(f"  {k}: {info_value(v)}")
         except SettingsError as exc:
             say(f"  invalid settings: {exc}")
     return 0

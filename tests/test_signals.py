@@ -91,7 +91,7 @@ def test_a_signal_during_the_only_packet_cancels_the_run(slow_blend, tmp_path, s
     proc.send_signal(sig)
     res = finished(proc)
     assert res.returncode == 130, res.stderr
-    assert one_error_line(res) == (f"blensor: interrupted by {sig.name} after 1 of 1 frames; finished frames "
+    assert one_error_line(res) == (f"blensor: interrupted by {sig.name} after 1 of 1 frame; finished frames "
                                    f"kept in {out} (manifest: cancelled)")
     man = json.loads((out / "manifest.json").read_text())
     assert man["status"] == "cancelled" and [f["frame"] for f in man["frames"]] == [1]
