@@ -111,6 +111,33 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed=None, **kw
     return _scan_range(camera_object, frames, out_dir, formats, seed, **kwargs)
 
 
+def open_blend(path):
+    """Open the .blend file at ``path`` (``bpy.ops.wm.open_mainfile``) with Blender's
+    "Read blend: ..." line kept off stdout (Blender's C code prints it to file descriptor
+    1, past ``sys.stdout``, into the script's own output; ``blensor`` drops it the same
+    way). Call :func:`register` first, as for a file opened with ``open_mainfile``.
+    Returns the open file's scene (``bpy.context.scene``).
+
+    Raises:
+        RuntimeError: Blender could not read the file (its message), as ``open_mainfile``.
+    """
+    import os
+    import sys
+
+    import bpy
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        bpy.ops.wm.open_mainfile(filepath=os.fspath(path))
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    return bpy.context.scene
+
+
 def import_calibration(camera_object, path):
     """Store the calibration file at ``path`` (Velodyne ROS ``.yaml`` or ``db.xml``,
     Ouster metadata ``.json``, Hesai angle-correction ``.csv``; see
