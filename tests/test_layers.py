@@ -133,22 +133,28 @@ def violations(root: Path = ROOT) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def import_cycle(root: Path = ROOT) -> list[str]:
-    """An import circle among the add-on's modules under ``root`` (``[a, b, ..., a]``, as
-    :class:`graphlib.CycleError` gives it), or ``[]``: the graph's edges are every import
-    of :func:`imports_of` (``X.__init__`` counted as the package ``X``; the implicit import
-    of a submodule's parent packages is not an edge)."""
+def import_cycles(root: Path = ROOT) -> list[list[str]]:
+    """The import circles among the add-on's modules under ``root``, each as ``[a, b, ...,
+    a]`` (``a`` imports ``b``, ...; from :class:`graphlib.CycleError`), ``[]`` when there is none.
+    The graph's edges are every import of :func:`imports_of` (``X.__init__`` counted as the
+    package ``X``; the implicit import of a submodule's parent packages is not an edge).
+    After each circle found, its first edge is dropped and the search runs again, so every
+    circle shows at least one edge of its own."""
     import graphlib
     modules = {module_name(p, root): p for p in sorted((root / PACKAGE).rglob("*.py"))}
     graph = {}
     for mod, path in modules.items():
         targets = {t.removesuffix(".__init__") for _, t in imports_of(path, root)}
-        graph[mod] = sorted(t for t in targets if t in modules and t != mod)
-    try:
-        graphlib.TopologicalSorter(graph).prepare()
-    except graphlib.CycleError as exc:
-        return list(exc.args[1])
-    return []
+        graph[mod] = {t for t in targets if t in modules and t != mod}
+    found = []
+    while True:
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+            return found
+        except graphlib.CycleError as exc:
+            cycle = list(exc.args[1])  # each module imported by the next one
+            found.append(cycle[::-1])  # each module importing the next one
+            graph[cycle[1]].discard(cycle[0])
 
 
 def test_layers():
@@ -162,8 +168,8 @@ def test_layers():
 def test_no_import_circle():
     """No module of the add-on imports, through any chain, a module that imports it (the
     version string and the sensor interface's protocols live below their users)."""
-    found = import_cycle()
-    assert not found, "import circle: " + " -> ".join(found)
+    found = import_cycles()
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def test_checker_finds_violations(tmp_path):
@@ -198,5 +204,6 @@ def test_checker_finds_violations(tmp_path):
         ("blensor_addon.jobs.planted_version", "blensor_addon.__init__"),
         ("blensor_addon.extra", "?"),
     }, planted
-    assert set(import_cycle(tmp_path)) == {"blensor_addon.core.planted_a", "blensor_addon.core.planted_b"}
+    planted = [set(c) for c in import_cycles(tmp_path) if c not in import_cycles()]
+    assert planted == [{"blensor_addon.core.planted_a", "blensor_addon.core.planted_b"}], planted
     assert "blensor_addon/io/planted.py:2: imports bpy.props" in found[("blensor_addon.io.planted", "bpy")][0]

@@ -304,11 +304,11 @@ def firing_columns(result, device, clean: bool = False, dual=None) -> FiringColu
 
 def packet_presets() -> tuple[str, ...]:
     """The rotating LiDAR's presets whose packets a vendor module here encodes: every
-    Velodyne preset whose model :data:`.velodyne.MODELS` has and every Ouster preset, in
+    Velodyne preset whose model :data:`.velodyne_models.MODELS` has and every Ouster preset, in
     :data:`~...core.sensors.rotating_presets.PRESETS` order (named in the pcap writer's
     refusals, so a user sees every choice)."""
     from ...core.sensors.rotating_presets import PRESETS, preset_table
-    from .velodyne import MODELS
+    from .velodyne_models import MODELS
     out = []
     for name in PRESETS:
         if name == "generic":  # (its table is built from typed elevations: no unit)

@@ -60,13 +60,13 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 
 from ...core.errors import SettingsError
 from ...core.sensors.rotating import raw_distance
 from . import Endpoint, FiringColumns
+from .velodyne_models import MODELS, Model
 
 PACKET_SIZE = 1206
 BLOCKS = 12
@@ -84,27 +84,6 @@ ENDPOINT = Endpoint(src_mac=b"\x60\x76\x88\x00\x00\x01", src_ip="192.168.1.201",
 RECORD_DTYPE = np.dtype([("distance", "<u2"), ("reflectivity", "u1")])
 BLOCK_DTYPE = np.dtype([("flag", "S2"), ("azimuth", "<u2"), ("records", RECORD_DTYPE, (RECORDS,))])
 assert BLOCK_DTYPE.itemsize == 100
-
-
-@dataclass(frozen=True)
-class Model:
-    """A Velodyne model's packet facts: product id byte, lasers, firing sequences per block,
-    distance unit (m), firing cycle (s) and laser spacing within it (s)."""
-
-    product_id: int
-    lasers: int
-    sequences: int
-    distance_unit: float
-    cycle_s: float
-    laser_step_s: float
-
-
-#: model name (``Device.model``) -> packet facts (sources: the module docstring)
-MODELS = {
-    "VLP-16": Model(0x22, 16, 2, 0.002, 55.296e-6, 2.304e-6),
-    "HDL-32E": Model(0x21, 32, 1, 0.002, 46.08e-6, 1.152e-6),
-    "VLP-32C": Model(0x28, 32, 1, 0.004, 55.296e-6, 2.304e-6),
-}
 
 
 #: laser records a Velodyne data packet holds (12 blocks of 32): 384 / L firing columns of L lasers
