@@ -45,6 +45,12 @@ DASK = str(BIN / "dask")
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
                                 reason="needs Dask: pip install 'blensor[dask]'")
 
+
+def dask_cluster(test):
+    """A test that starts or reaches a Dask cluster: skipped without Dask, marked
+    ``cluster`` (``pytest -m "not cluster"`` leaves it out)."""
+    return pytest.mark.cluster(needs_dask(test))
+
 #: the formats of a rotating LiDAR's range scan (evd needs frame packets: added there)
 LIDAR_FORMATS = "npz,pcd,las,laz,ply,kitti,rosbag2,pcap,range_image"
 #: one-process runs whose files the cluster must reproduce: (command, arguments)
@@ -314,7 +320,7 @@ def test_a_writer_registered_from_a_test_goes_through_the_cluster_path(bpy_mod, 
             assert one[name] == two[name], name
 
 
-@needs_dask
+@dask_cluster
 @pytest.mark.parametrize("name", ["sweeps", "frames", "laserscan", "depth"])
 def test_two_and_three_workers_write_the_bytes_of_one_process(scene, reference, tmp_path, name):
     from blensor_addon.io.formats import WRITERS
@@ -339,7 +345,7 @@ def test_two_and_three_workers_write_the_bytes_of_one_process(scene, reference, 
 # -- 2. a worker killed -----------------------------------------------------------------------
 
 
-@needs_dask
+@dask_cluster
 def test_a_worker_killed_mid_run_is_replaced_and_the_files_are_the_same(scene, reference, tmp_path):
     ref = reference("slow_evd")
     cmd, args = RUNS["slow_evd"]
@@ -373,7 +379,7 @@ def test_a_worker_killed_mid_run_is_replaced_and_the_files_are_the_same(scene, r
 # -- 3. signals of the client -----------------------------------------------------------------
 
 
-@needs_dask
+@dask_cluster
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "Ctrl-C", "SIGKILL"])
 def test_a_signal_stops_the_cluster_run_and_resume_on_the_cluster_completes_it(scene, reference, tmp_path,
                                                                                 how):
@@ -425,7 +431,7 @@ def test_a_signal_stops_the_cluster_run_and_resume_on_the_cluster_completes_it(s
     assert a["frames"] == b["frames"] and b["status"] == "complete"
 
 
-@needs_dask
+@dask_cluster
 def test_a_signal_while_the_local_cluster_starts_is_one_line_and_leaves_no_process(scene, tmp_path):
     # SIGTERM once the fork server has started worker processes, before Blender has loaded
     # or any packet is finished: the one line of one process, no worker left
@@ -452,7 +458,7 @@ def test_a_signal_while_the_local_cluster_starts_is_one_line_and_leaves_no_proce
     assert_gone(list(seen.values()))
 
 
-@needs_dask
+@dask_cluster
 def test_a_second_signal_while_the_cluster_stops_is_only_noted(scene, tmp_path):
     # the first SIGTERM ends the run (its line printed); a second one while the local cluster
     # stops interrupted the stop: a second line and the resource tracker's warning about
@@ -477,7 +483,7 @@ def test_a_second_signal_while_the_cluster_stops_is_only_noted(scene, tmp_path):
 # -- 4. the folder lock -----------------------------------------------------------------------
 
 
-@needs_dask
+@dask_cluster
 def test_a_second_cluster_run_into_a_busy_folder_is_refused_in_one_line(scene, tmp_path):
     first = popen("scan", scene, "--camera", "Slower", "--frames", "1-48", "--formats", "npz",
                   "--out", tmp_path, "--workers", 2, "--quiet")
@@ -502,7 +508,7 @@ def test_a_second_cluster_run_into_a_busy_folder_is_refused_in_one_line(scene, t
 # -- 5. progress ------------------------------------------------------------------------------
 
 
-@needs_dask
+@dask_cluster
 def test_one_progress_bar_over_all_workers_and_quiet_prints_nothing(scene, tmp_path):
     res = cli("scan", scene, "--camera", "VLP", "--frames", "1-6", "--formats", "npz",
               "--out", tmp_path / "bar", "--workers", 2)
@@ -647,7 +653,7 @@ def dask_worker(address: str) -> list:
     return [DASK, "worker", address, "--nthreads", "1", "--no-dashboard"]
 
 
-@needs_dask
+@dask_cluster
 def test_a_cluster_started_by_hand_on_loopback_writes_the_same_bytes(scene, reference, tmp_path):
     # the README's example: dask scheduler + two dask worker processes, then blensor --scheduler
     ref = reference("sweeps")
@@ -660,7 +666,7 @@ def test_a_cluster_started_by_hand_on_loopback_writes_the_same_bytes(scene, refe
     assert_same_files(ref, tmp_path / "o")
 
 
-@needs_dask
+@dask_cluster
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("unshare"),
                     reason="needs root and unshare (a worker in a mount namespace of its own)")
 def test_workers_that_cannot_read_the_blend_are_named_in_one_line(scene, tmp_path):
@@ -862,7 +868,7 @@ if __name__ == "__main__":
 """
 
 
-@needs_dask
+@dask_cluster
 def test_results_that_take_longer_than_the_poll_to_arrive_are_all_received():
     res = subprocess.run([sys.executable, "-c", SLOW_TRANSFER], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
@@ -881,9 +887,8 @@ def cpu_burners(n: int):
             p.wait(timeout=30)
 
 
-@needs_dask
+@dask_cluster
 @pytest.mark.slow
-@pytest.mark.cluster
 def test_cluster_runs_under_cpu_contention_write_the_bytes_of_one_process(scene, tmp_path):
     # the tester's failure: a --workers 2 run of the drive scene with kitti and rosbag2 (the
     # whole result comes back from the worker) on 2 loaded cores ended 'failed' once, with
@@ -917,7 +922,7 @@ SCHEDULER_FILES = {
 }
 
 
-@needs_dask
+@dask_cluster
 @pytest.mark.parametrize("case", [*SCHEDULER_FILES, "fifo", "fifo.json", "device", "folder", "ucx",
                                   "inproc", "no_port", "port_out_of_range", "tls_without_settings"])
 def test_a_hostile_scheduler_is_refused_at_once_in_one_line(tmp_path, case):
@@ -981,7 +986,7 @@ def test_blensor_debug_prints_the_traceback_of_a_local_error_after_its_line(tmp_
     assert not (tmp_path / "o").exists()
 
 
-@needs_dask
+@dask_cluster
 def test_blensor_debug_prints_the_workers_traceback_of_a_worker_failure(scene, tmp_path):
     preload = tmp_path / "failing_worker.py"
     preload.write_text(FAILING_WORKER)
@@ -1023,7 +1028,7 @@ def test_a_scheduler_file_being_written_is_read_once_complete(tmp_path):
         read_scheduler_file(str(path))
 
 
-@needs_dask
+@dask_cluster
 def test_a_scheduler_file_written_by_dask_scheduler_reaches_the_cluster(scene, tmp_path):
     with hand_started_cluster(tmp_path, [dask_worker]) as address:
         assert address is not None, "the worker did not start"

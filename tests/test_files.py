@@ -174,6 +174,7 @@ def test_a_write_error_on_the_writer_thread_stops_the_run_and_keeps_the_frames_b
     assert man["frames"][1]["files"] == ["scan00002.npz"]
 
 
+@pytest.mark.slow  # about a minute (65 s on 2 loaded cores): 6,000 sweeps
 def test_manifest_is_rewritten_log_n_times_in_a_long_run(tmp_path, monkeypatch):
     """A 6,000-sweep run rewrites its manifest ~100 times, not 6,000 (each rewrite
     lists every frame), after every one of the first 31 frames, and never lists fewer
