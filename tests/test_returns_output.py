@@ -33,8 +33,8 @@ def multi_result(base: ScanResult, every: int = 3, far: float = 5.0, mode: str =
     """``base`` with a second return ``far`` m behind the first on the beams whose
     (column + channel) is a multiple of ``every``: its reflectivity shifted by 0.37 (mod 1),
     intensity half of it, object id + 1; return_number / number_of_returns set (1-based,
-    nearest first), rows column-major, each beam's returns nearest first; settings
-    ``returns = mode``."""
+    nearest first), rows column-major, each beam's returns nearest first; capabilities
+    ``returns = mode`` (what the writers read; the result holds no settings record)."""
     cols = base.grid_shape[1]
     col = base.ray_index % cols
     two = (col + base.channel) % every == 0
@@ -54,11 +54,11 @@ def multi_result(base: ScanResult, every: int = 3, far: float = 5.0, mode: str =
     a = {k: np.concatenate([f[k], g[k]]) for k in FIELDS}
     order = np.lexsort((rn, a["channel"], a["ray_index"] % cols))
     a = {k: v[order] for k, v in a.items()}
-    caps = dataclasses.replace(base.capabilities, fields=(*FIELDS, *RETURN_FIELDS))
+    caps = dataclasses.replace(base.capabilities, fields=(*FIELDS, *RETURN_FIELDS), returns=mode,
+                               divergence_algorithm="echoes")
     extra = {"return_number": rn[order], "number_of_returns": nr[order]}
     return ScanResult(**a, frame=base.frame, frame_time=base.frame_time, grid_shape=base.grid_shape,
-                      capabilities=caps, axes=base.axes, extra=extra,
-                      sensor={"returns": mode, "divergence_algorithm": "echoes"})
+                      capabilities=caps, axes=base.axes, extra=extra)
 
 
 def generic_result(n_cols: int = 40, rows: int = 4) -> ScanResult:
@@ -188,7 +188,7 @@ def test_velodyne_and_ouster_driver_layouts_keep_their_points(tmp_path):
     # velodyne_pointcloud's XYZIRT has no return field: every return is a point of its own
     dev = velodyne_device("VLP-16")
     r = multi_result(synthetic_result(dev, 0, 48, 0))
-    r.sensor = {}  # the layout does not depend on the mode
+    r.capabilities = dataclasses.replace(r.capabilities, returns="strongest")  # the layout ignores the mode
     msg = _bag_points(tmp_path, r, "v")
     assert msg.point_step == 22 and msg.width == len(r)
     assert "return_number" not in [f.name for f in msg.fields]
@@ -299,16 +299,17 @@ def test_velodyne_return_mode_byte_and_dual_stamp(tmp_path):
     dev = velodyne_device("VLP-16")
     base = synthetic_result(dev, 0, 30, 0)
     # the default (and every single-return mode but last): strongest, 0x37; returns = last: 0x38
-    for sensor, byte in (({}, 0x37), ({"returns": "last", "divergence_algorithm": "echoes"}, 0x38),
-                         ({"returns": "last", "divergence_algorithm": "average"}, 0x37)):
-        base.sensor = sensor
-        write_pcap(tmp_path / f"m{byte}{len(sensor)}", [base])
-        assert _packets(tmp_path / f"m{byte}{len(sensor)}" / "scan.pcap")[0][1204] == byte
+    caps = base.capabilities
+    for i, (mode, algorithm, byte) in enumerate((("strongest", "echoes", 0x37), ("last", "echoes", 0x38),
+                                                 ("last", "average", 0x37))):
+        base.capabilities = dataclasses.replace(caps, returns=mode, divergence_algorithm=algorithm)
+        write_pcap(tmp_path / f"m{i}", [base])
+        assert _packets(tmp_path / f"m{i}" / "scan.pcap")[0][1204] == byte
     # velodyne_pointcloud's stamp: the first column of the last data packet, on the dual grid
     r = multi_result(synthetic_result(dev, 0, 30, 0))
     period = 1.0 / (dev.rotation_speed * dev.columns)
     assert velodyne_stamp(r) == pytest.approx(24 * period)  # columns 24-29 in the third dual packet
-    r.sensor = {"returns": "all", "divergence_algorithm": "echoes"}
+    r.capabilities = dataclasses.replace(r.capabilities, returns="all")
     assert velodyne_stamp(r) == pytest.approx(24 * period)  # single-return grid: 24 columns a packet
     assert vpk.return_mode(r) == 0x37 and not vpk.is_dual(r)
 

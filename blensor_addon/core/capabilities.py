@@ -1,9 +1,10 @@
 """What a sensor produces and what a writer needs, declared instead of tested by name.
 
-Sensors declare their :class:`Capabilities` (timing, grid, fields); writers declare their
-:class:`WriterNeeds`. The range job plans from both (``jobs/plan.py``) and refuses a job
-whose writers the sensor cannot serve, in one line. No writer reads a settings dict or
-tests ``sensor_type``.
+Sensors declare their :class:`Capabilities` (timing, grid, fields, the return
+settings that shape its results); writers declare their :class:`WriterNeeds`. The range
+job plans from both (``jobs/plan.py``) and refuses a job whose writers the sensor cannot
+serve, in one line. No writer or packet encoder looks a setting up in a settings dict or
+tests ``sensor_type`` (``tests/test_writer_capabilities.py``).
 """
 from __future__ import annotations
 
@@ -102,6 +103,18 @@ class Capabilities:
             1/rps"; a rotating head's whole turn).
         device: :class:`Device` for a sensor that models a real unit whose driver
             layout or packets writers can reproduce; None otherwise.
+        returns: which echoes a beam reports (the setting ``returns``, one of
+            ``core/sensors/returns.py``'s ``RETURN_MODES``): the packet encoders' return
+            mode (Velodyne's last and dual return bytes, ``io/packets/velodyne.py``);
+            ``"strongest"`` for a sensor without the return physics (one return a ray).
+        divergence_algorithm: how a beam's sub-rays become its returns (the setting,
+            one of ``DIVERGENCE_ALGORITHMS``; only ``"echoes"`` gives the ``returns``
+            modes); ``"echoes"`` for a sensor without the return physics.
+        intensity_model: the model that gave the results' ``intensity`` (the setting, one
+            of ``INTENSITY_MODELS``: ``"lambert"`` or ``"radar"``), from which the
+            encoders rank a beam's returns by received power
+            (``core/sensors/intensity.py: received_power``); ``"lambert"`` for a sensor
+            without the return physics.
     """
 
     timing: Timing
@@ -113,6 +126,9 @@ class Capabilities:
     column_angles: tuple | None = None
     device: Device | None = None
     column_time: tuple | None = None
+    returns: str = "strongest"
+    divergence_algorithm: str = "echoes"
+    intensity_model: str = "lambert"
 
 
 @dataclass(frozen=True)

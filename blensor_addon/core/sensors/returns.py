@@ -156,6 +156,18 @@ class ReturnSettings(SensorSettings):
 RETURN_SETTINGS = tuple(f.name for f in fields(ReturnSettings) if f.metadata["blensor"].group == GROUP)
 
 
+def return_capabilities(s) -> dict:
+    """The :class:`~blensor_addon.core.capabilities.Capabilities` fields that settings
+    ``s`` give of their return physics, for writers and packet encoders (which never read
+    the settings): ``returns``, ``divergence_algorithm`` and ``intensity_model`` (str) of
+    a :class:`ReturnSettings`; ``{}`` for settings without the return physics (the
+    Capabilities' defaults: ``strongest``, ``echoes``, ``lambert``)."""
+    if not isinstance(s, ReturnSettings):
+        return {}
+    return {"returns": s.returns, "divergence_algorithm": s.divergence_algorithm,
+            "intensity_model": s.intensity_model}
+
+
 @dataclass
 class Returns:
     """The returns of one chunk of B beams (K rows), before detection.
@@ -244,4 +256,4 @@ STAGE_CAST, STAGE_BEAM, STAGE_WEATHER = 1, 2, 3
 
 __all__ = ["ReturnSettings", "Returns", "RETURN_SETTINGS", "DIVERGENCE_ALGORITHMS", "RETURN_MODES",
            "MULTI_RETURN_MODES", "INTENSITY_MODELS", "WEATHERS", "MAX_DIVERGENCE", "MAX_SAMPLES_PER_BEAM",
-           "MAX_RETURNS", "stage_rng", "STAGE_CAST", "STAGE_BEAM", "STAGE_WEATHER"]
+           "MAX_RETURNS", "stage_rng", "STAGE_CAST", "STAGE_BEAM", "STAGE_WEATHER", "return_capabilities"]

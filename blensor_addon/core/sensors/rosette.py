@@ -80,7 +80,7 @@ from ..settings import Preset, setting
 from .budget import CHUNK_RAYS, refuse_rays
 from .patterns import RayPattern, angles_of
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
-from .returns import ReturnSettings
+from .returns import ReturnSettings, return_capabilities
 from .sensor import Sensor
 
 #: Project AirSim's livox_mid70 / livox_avia rosette (core_sim/src/sensors/lidar.cpp)
@@ -304,14 +304,14 @@ class Rosette(Sensor):
 
     def capabilities(self, s, camera=None):
         """Timing ``stream`` of :func:`packet_length` (None below 0.5 Hz: scene frames),
-        no grid."""
+        no grid; the return settings (:func:`~.returns.return_capabilities`)."""
         rf = float(s.report_frequency)
         period = 1.0 / rf if rf >= MIN_REPORT_FREQUENCY else None
         deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if s.deskew else ()
         multi = ("return_number", "number_of_returns") if s.multi_return else ()
         return Capabilities(timing=Timing("stream", period, setting=self.period_setting), grid=None,
                             fields=(*FIELDS, *deskew, *multi), max_range=self.reported_range(s),
-                            min_range=float(s.min_range))
+                            min_range=float(s.min_range), **return_capabilities(s))
 
     def patterns(self, s, frame, frame_time, mode, camera):
         """The firings of the packet inside the horizontal FOV, in firing order;

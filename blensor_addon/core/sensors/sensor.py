@@ -27,7 +27,8 @@ from .patterns import CameraFrame, RayPattern, angles_of, sweep_column_count, sw
 from . import beam, intensity, weather
 from .physics import assemble, elevation_rank, frame_rng, min_range_mask, returns_mask
 from .protocols import ScanContext
-from .returns import STAGE_BEAM, STAGE_CAST, STAGE_WEATHER, Returns, ReturnSettings, stage_rng
+from .returns import (STAGE_BEAM, STAGE_CAST, STAGE_WEATHER, Returns, ReturnSettings, return_capabilities,
+                      stage_rng)
 
 
 def echo_hits(hits, ret: Returns):
@@ -223,8 +224,10 @@ class Sensor:
         (:meth:`grid_shape` of a single scan: laser x column of one sweep, or image row x
         column); organized: :attr:`organized`; fields: every
         :data:`~blensor_addon.core.result.FIELDS` name, then ``xyz_deskewed`` and
-        ``xyz_noisy_deskewed`` when ``s.deskew``, then :attr:`extra_fields`. A sensor with
-        a pattern that never repeats overrides it (timing ``stream``, grid None).
+        ``xyz_noisy_deskewed`` when ``s.deskew``, then :attr:`extra_fields`; the return
+        settings (``returns``, ``divergence_algorithm``, ``intensity_model``:
+        :func:`~.returns.return_capabilities`). A sensor with a pattern that never repeats
+        overrides it (timing ``stream``, grid None).
         """
         period = self.sweep_period(s)
         timing = Timing("sweep", float(period), setting=self.period_setting) if period is not None else \
@@ -234,7 +237,8 @@ class Sensor:
         multi = ("return_number", "number_of_returns") if getattr(s, "multi_return", False) else ()
         return Capabilities(timing=timing, grid=grid, organized=bool(self.organized),
                             fields=(*FIELDS, *deskew, *multi, *self.extra_fields),
-                            max_range=self.reported_range(s), min_range=float(getattr(s, "min_range", 0.0)))
+                            max_range=self.reported_range(s), min_range=float(getattr(s, "min_range", 0.0)),
+                            **return_capabilities(s))
 
     def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """The scan's returns. A sensor with :class:`~.returns.ReturnSettings` is traced

@@ -6,9 +6,9 @@ would send it) holds the data packets of the unit the sensor models
 
 - Velodyne VLP-16, VLP-32C, HDL-32E (:mod:`blensor_addon.io.packets.velodyne`): 1206-byte
   data packets from 192.168.1.201 to port 2368: strongest return (return-mode byte 0x37),
-  last return (0x38) when the settings say ``returns = "last"``, and dual return (0x39:
+  last return (0x38) when the capabilities say ``returns = "last"``, and dual return (0x39:
   pairs of blocks, the last return and the strongest or second strongest) for a dual result
-  (settings ``returns = "dual"``; :func:`~blensor_addon.io.packets.velodyne.is_dual`);
+  (capabilities ``returns = "dual"``; :func:`~blensor_addon.io.packets.velodyne.is_dual`);
   beside it
   ``scan.yaml``, the unit's calibration in the ROS driver's YAML layout (the laser table in
   use), which velodyne_pointcloud and velodyne-decoder read.

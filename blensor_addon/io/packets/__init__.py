@@ -13,7 +13,9 @@ cite the vendors' definitions), used by the packet encoders and by the driver po
 the pcap gives the intensities BlenSor's own driver-layout clouds hold.
 
 Everything about the unit comes from ``result.capabilities.device``
-(:class:`~blensor_addon.core.capabilities.Device`), never from the sensor's settings.
+(:class:`~blensor_addon.core.capabilities.Device`), and the return mode and intensity model
+from the capabilities' ``returns``, ``divergence_algorithm`` and ``intensity_model``
+(:func:`_capabilities`), never from the sensor's settings.
 
 Angles: BlenSor's azimuth psi (``ScanResult.azimuth``) is counter-clockwise seen from above,
 0 straight ahead; Velodyne's packet azimuth is clockwise from ahead (velodyne_pointcloud puts
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.capabilities import Capabilities, Timing
 from ...core.errors import SettingsError
 from ...core.sensors.intensity import received_power
 
@@ -120,6 +123,19 @@ class FiringColumns:
         return int(self.time.shape[0])
 
 
+#: what the encoders assume of a result assembled without a sensor (no ``capabilities``):
+#: the defaults, one strongest return a ray under the Lambertian intensity model
+_BARE = Capabilities(Timing("exposure"))
+
+
+def _capabilities(result) -> Capabilities:
+    """``result.capabilities``, or for a result assembled without a sensor (by hand, in a
+    plug-in's tests) the :class:`~blensor_addon.core.capabilities.Capabilities` defaults,
+    which the encoders read only for ``returns`` (``strongest``), ``divergence_algorithm``
+    (``echoes``) and ``intensity_model`` (``lambert``)."""
+    return result.capabilities if result.capabilities is not None else _BARE
+
+
 def has_returns(result) -> bool:
     """The result carries ``return_number`` / ``number_of_returns`` (settings with several
     returns per beam: ``returns`` dual, dual_ouster or all)."""
@@ -129,9 +145,9 @@ def has_returns(result) -> bool:
 def return_power(result) -> np.ndarray:
     """(N,) float64 received power of each return of ``result`` (relative): what ranks a
     beam's returns as the sensor ranked them (:func:`~blensor_addon.core.sensors.intensity.
-    received_power` of its ``intensity``, ``range`` and intensity model)."""
-    model = (result.sensor or {}).get("intensity_model", "lambert")
-    return received_power(result.intensity, result.range, model)
+    received_power` of its ``intensity``, ``range`` and the capabilities' ``intensity_model``,
+    :func:`_capabilities`)."""
+    return received_power(result.intensity, result.range, _capabilities(result).intensity_model)
 
 
 def _strongest_of(beam: np.ndarray, power: np.ndarray, return_number: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ Reflectivity"): ``round(100 * reflectivity)`` of BlenSor's material reflectivity
 the PCD of a Velodyne unit carry the same number (:mod:`..formats._layouts`).
 
 Return modes (the factory byte; VLP-16 manual section 9.3.1.6 "Factory Bytes": 0x37
-strongest, 0x38 last, 0x39 dual; :func:`return_mode`): a result whose settings say
+strongest, 0x38 last, 0x39 dual; :func:`return_mode`): a result whose capabilities say
 ``returns = "last"`` is written as last return packets, a dual result (:func:`is_dual`) as
 dual return packets, every other as strongest return packets (a result with several returns
 per beam but not ``dual``: each beam's strongest return). **Dual return mode** (VLP-16 manual
@@ -119,22 +119,24 @@ def packet_first_column(column, lasers: int, dual: bool = False):
 
 def is_dual(result) -> bool:
     """The result is a dual return scan: it carries ``return_number`` /
-    ``number_of_returns`` and its settings (``result.sensor``) say ``returns = "dual"``
-    with the ``echoes`` divergence algorithm (the Velodyne dual return mode)."""
-    from . import has_returns
-    s = result.sensor or {}
-    return has_returns(result) and s.get("returns") == "dual" and s.get("divergence_algorithm",
-                                                                        "echoes") == "echoes"
+    ``number_of_returns`` and its capabilities say ``returns = "dual"`` with the
+    ``echoes`` divergence algorithm (the Velodyne dual return mode; a result without
+    capabilities: the defaults, ``blensor_addon/io/packets/__init__.py: _capabilities``)."""
+    from . import _capabilities, has_returns
+    caps = _capabilities(result)
+    return has_returns(result) and caps.returns == "dual" and caps.divergence_algorithm == "echoes"
 
 
 def return_mode(result) -> int:
     """The factory return-mode byte of ``result``'s packets: :data:`RETURN_DUAL` for a dual
-    result (:func:`is_dual`), :data:`RETURN_LAST` for settings ``returns = "last"`` (echoes),
-    else :data:`RETURN_STRONGEST` (the default, and every other mode: its strongest returns)."""
+    result (:func:`is_dual`), :data:`RETURN_LAST` for capabilities ``returns = "last"``
+    (echoes), else :data:`RETURN_STRONGEST` (the default, and every other mode: its
+    strongest returns)."""
     if is_dual(result):
         return RETURN_DUAL
-    s = result.sensor or {}
-    if s.get("returns") == "last" and s.get("divergence_algorithm", "echoes") == "echoes":
+    from . import _capabilities
+    caps = _capabilities(result)
+    if caps.returns == "last" and caps.divergence_algorithm == "echoes":
         return RETURN_LAST
     return RETURN_STRONGEST
 
