@@ -551,10 +551,12 @@ def test_one_progress_bar_over_all_workers_and_quiet_prints_nothing(scene, tmp_p
     (["scan", "--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"],
      "--workers must be 1 with --scheduler"),
     (["scan", "--scheduler", "tcp://a b"], "--scheduler must be a scheduler address such as tcp://HOST:8786"),
-    # (waited forever for the file: review of issue 24)
-    (["scan", "--scheduler", "no_such_scheduler.json"], "--scheduler must be an existing scheduler file"),
+    # (waited forever for the file: review of issue 24; about 20 s here)
+    pytest.param(["scan", "--scheduler", "no_such_scheduler.json"],
+                 "--scheduler must be an existing scheduler file", marks=pytest.mark.slow),
     # a rig is refused once the file names its cameras (after the local cluster started)
-    (["scan", "--camera", "VLP,Plane", "--workers", "2"], "--workers must be 1 for a rig"),
+    pytest.param(["scan", "--camera", "VLP,Plane", "--workers", "2"], "--workers must be 1 for a rig",
+                 marks=pytest.mark.cluster),
 ])
 def test_bad_cluster_options_exit_2_in_one_line_and_write_nothing(scene, tmp_path, args, needle):
     if "VLP,Plane" in args and importlib.util.find_spec("distributed") is None:
