@@ -101,6 +101,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--frames", help="A-B or A (default: the scene's frame range)")
     sc.add_argument("--time", help="T0-T1: a time interval in seconds instead of --frames: every packet "
                     "(sweep or frame) that starts within it, scanned whole")
+    sc.add_argument("--start-time", metavar="WHEN", default=None,
+                    help="the absolute time of scene time 0 in rosbag2, pcap, LAS gps_time and the npz: "
+                    "ISO 8601 (2020-01-01T00:00:00Z; no offset: UTC) or UNIX seconds (default: "
+                    "2020-01-01T00:00:00Z, every run the same; see docs/formats.md)")
     sc.add_argument("--out", default="out", help="output folder (default: out)")
     sc.add_argument("--formats", default="npz", help="comma-separated subset of " + ",".join(WRITERS))
     sc.add_argument("--option", action="append", default=[], metavar="FORMAT.OPTION=VALUE", dest="option",
@@ -780,6 +784,9 @@ def cmd_scan(args) -> int:
         interval = parse_time(args.time)
     from .io.formats import make_options
     format_options = split_sets(args.option, "--option")
+    from .core.timebase import iso, run_start_time
+    start, format_options = run_start_time(args.start_time, format_options)  # pcap.start_time: its alias
+    args.start_time = iso(start)
     if args.pcd_ascii and "pcd" not in formats:
         raise SettingsError("--pcd-ascii", "given with pcd among --formats", ",".join(formats))
     if args.pcd_ascii and "pcd.ascii" in format_options:
@@ -876,7 +883,7 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
                            backend=args.backend, frame_of_reference=args.frame_of_reference,
                            pcd_ascii=args.pcd_ascii, overwrite=args.overwrite, resume=args.resume,
                            progress=progress, options=format_options, axes=axes, time=interval,
-                           overrides=overrides)
+                           overrides=overrides, start_time=args.start_time)
         else:
             from .jobs.range_scan import scan_range
             cam = cams[0]
@@ -884,7 +891,8 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
                              frame_of_reference=args.frame_of_reference, pcd_ascii=args.pcd_ascii,
                              overwrite=args.overwrite, resume=args.resume, progress=progress,
                              options=format_options, axes=axes[cam.name], time=interval,
-                             **_cluster_kwargs(cluster, args, cam, configs), **overrides[cam.name])
+                             start_time=args.start_time, **_cluster_kwargs(cluster, args, cam, configs),
+                             **overrides[cam.name])
     finally:
         if bar is not None:
             bar.close()

@@ -3,12 +3,16 @@
 Run in the decoder environment (``.venv-decoders``, ``tools/decoders.sh``: velodyne-decoder
 and ouster-sdk, whose numpy 2 cannot share bpy's environment), by tests/test_pcap.py:
 
-    .venv-decoders/bin/python tests/pcap_decode.py velodyne scan.pcap scan.yaml out.npz
-    .venv-decoders/bin/python tests/pcap_decode.py ouster scan.pcap scan.json out.npz
+    .venv-decoders/bin/python tests/pcap_decode.py velodyne scan.pcap scan.yaml out.npz [BASE]
+    .venv-decoders/bin/python tests/pcap_decode.py ouster scan.pcap scan.json out.npz [BASE]
+
+BASE: the capture's time base, whole UNIX seconds (default 0), subtracted from velodyne's
+times before they are saved (a float64 UNIX time in 2020 holds 0.24 us; the difference holds
+the decoder's own float64 stamp to its rounding); ouster's integer ns are saved as read.
 
 velodyne: every point of every scan velodyne-decoder returns (``read_pcap`` with the
-calibration file, no range limits): x, y, z (m, REP-103), intensity, time (s, absolute:
-the scan's stamp plus the point's time), column, ring, return_type (velodyne-decoder's
+calibration file, no range limits): x, y, z (m, REP-103), intensity, time (s since BASE:
+the scan's stamp minus BASE plus the point's time), column, ring, return_type (velodyne-decoder's
 ReturnMode: 1 strongest, 2 last, 3 both: a dual pair whose blocks hold the same return); and
 ``model``, the model the decoder detected from the packets' product id.
 ouster: every LidarScan ouster-sdk reads (``PcapScanSource`` with the metadata): range
@@ -23,7 +27,7 @@ import sys
 import numpy as np
 
 
-def velodyne(pcap, calib, out):
+def velodyne(pcap, calib, out, base=0):
     import velodyne_decoder as vd
     config = vd.Config()
     if calib != "-":  # "-": the model from the packets' product id, the decoder's bundled calibration
@@ -35,7 +39,7 @@ def velodyne(pcap, calib, out):
     for stamp, points in vd.read_pcap(pcap, config):
         pts = np.asarray(points, dtype=np.float64)
         t0 = stamp.device if hasattr(stamp, "device") else float(stamp)
-        pts[:, 4] += t0
+        pts[:, 4] += t0 - base
         parts.append(pts)
     pts = np.concatenate(parts) if parts else np.zeros((0, 8))
     model = ""
@@ -80,4 +84,7 @@ def ouster(pcap, meta, out):
 
 if __name__ == "__main__":
     kind, pcap, meta, out = sys.argv[1:5]
-    {"velodyne": velodyne, "ouster": ouster}[kind](pcap, meta, out)
+    if kind == "velodyne":
+        velodyne(pcap, meta, out, int(sys.argv[5]) if len(sys.argv) > 5 else 0)
+    else:
+        ouster(pcap, meta, out)

@@ -15,6 +15,10 @@ from blensor_addon.core.capabilities import Capabilities, Device, Timing
 from blensor_addon.core.classes import THING_CLASSES
 from blensor_addon.core.result import ScanResult
 from blensor_addon.core.sensors.calibration import LaserTable
+from blensor_addon.core.timebase import parse_start_time
+
+#: the default time base (UNIX ns of scene time 0) the bags' stamps count from
+BASE = parse_start_time(None)
 
 
 def grid_result(rows, cols, cells, *, device, frame=1, frame_time=0.1, times=None, **kw):
@@ -82,7 +86,7 @@ def test_ouster_pointcloud2_is_ouster_ros_point_organized_and_destaggered(tmp_pa
     r = grid_result(4, 8, cells, device=dev)
     bag, conns = write_bag(tmp_path, [r])
     t, msg = bag["/blensor/points"][0]
-    assert t == 100_000_000 and msg.header.frame_id == "blensor_sensor"
+    assert t == BASE + 100_000_000 and msg.header.frame_id == "blensor_sensor"
     assert [(f.name, f.offset, f.datatype) for f in msg.fields] == OUSTER_FIELDS
     assert (msg.height, msg.width, msg.point_step, msg.row_step, msg.is_dense) == (4, 8, 48, 384, False)
     dt = np.dtype({"names": [f[0] for f in OUSTER_FIELDS],
@@ -179,7 +183,7 @@ def test_velodyne_time_is_relative_to_the_first_firing_of_the_last_packet(tmp_pa
     bag, _ = write_bag(tmp_path, [r])
     t, msg = bag["/blensor/points"][0]
     last_packet_first = (3599 // 24) * 24  # column 3576 = sweep column 1776
-    assert t == round(last_packet_first * dt * 1e9) and t == 198_666_667
+    assert t == BASE + round(last_packet_first * dt * 1e9) and t == BASE + 198_666_667
     rec = np.frombuffer(msg.data.tobytes(), np.dtype({"names": ["ring", "time"], "formats": ["<u2", "<f4"],
                                                       "offsets": [16, 18], "itemsize": 22}))
     np.testing.assert_allclose(rec["time"], [-1776 * dt, 23 * dt], rtol=1e-6)
@@ -198,7 +202,7 @@ def test_velodyne_time_is_relative_to_the_first_firing_of_the_last_packet(tmp_pa
     gen = grid_result(16, 1800, cells, device=dataclasses.replace(dev, vendor="generic"))
     bag, _ = write_bag(tmp_path / "generic", [gen])
     t, msg = bag["/blensor/points"][0]
-    assert t == 100_000_000
+    assert t == BASE + 100_000_000
     rec = np.frombuffer(msg.data.tobytes(), np.dtype({"names": ["time"], "formats": ["<f4"], "offsets": [18],
                                                       "itemsize": 22}))
     np.testing.assert_allclose(rec["time"], [0.0, 1799 * dt], rtol=1e-6, atol=1e-9)
@@ -219,8 +223,9 @@ def test_bag_clock_static_tf_qos_and_frames(tmp_path):
             "rosbag2.sensor_frame": "os_lidar",
             "rosbag2.base_to_sensor": "1.0, 0, 2.0, 0, 0, 90"}
     bag, conns = write_bag(tmp_path, rs, opts)
-    assert [t for t, _ in bag["/clock"]] == [100_000_000, 200_000_000]
-    assert [m.clock.nanosec for _, m in bag["/clock"]] == [100_000_000, 200_000_000]
+    assert [t for t, _ in bag["/clock"]] == [BASE + 100_000_000, BASE + 200_000_000]
+    assert [(m.clock.sec, m.clock.nanosec) for _, m in bag["/clock"]] == [(BASE // 10**9, 100_000_000),
+                                                                         (BASE // 10**9, 200_000_000)]
     (qos,) = conns["/tf_static"].ext.offered_qos_profiles
     assert (qos.durability, qos.reliability, qos.history, qos.depth) == (
         QosDurability.TRANSIENT_LOCAL, QosReliability.RELIABLE, QosHistory.KEEP_LAST, 1)
@@ -370,7 +375,7 @@ def test_os0_128_sweep_in_the_bag_and_pcd_is_128_rows_by_1024(bpy_mod, crossing,
     z = np.load(tmp_path / "scan00001.npz")
     bag, _ = read_bag(tmp_path / "rosbag2")
     t, msg = bag["/blensor/points"][0]
-    assert (msg.height, msg.width, msg.point_step) == (128, 1024, 48) and t == 100_000_000
+    assert (msg.height, msg.width, msg.point_step) == (128, 1024, 48) and t == BASE + 100_000_000
     rec = np.frombuffer(msg.data.tobytes(), np.dtype({"names": ["x", "t", "ring", "range"],
                                                       "formats": ["<f4", "<u4", "<u2", "<u4"],
                                                       "offsets": [0, 20, 26, 32], "itemsize": 48}))

@@ -15,6 +15,7 @@ import blensor_addon
 from blensor_addon.core.axes import ROS_FROM_BLENSOR, ros_pose
 from blensor_addon.core.classes import THING_CLASSES, asprs_classes
 from blensor_addon.core.errors import SettingsError
+from blensor_addon.core.timebase import las_gps_time, parse_start_time
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import CROSSING, add_camera, add_mesh
 
@@ -56,7 +57,9 @@ def test_las_and_laz_read_back_with_laspy(run):
             assert (np.diff(las.gps_time)[~ring_start[1:]] >= 0).all()
             xyz = np.stack([las.x, las.y, las.z], 1)
             assert np.abs(xyz - z[key].astype(np.float64)).max() <= 1e-4  # 0.1 mm
-            assert np.array_equal(las.gps_time, z["timestamp"])
+            # adjusted standard GPS time of the default time base plus the timestamp (bit 0 set)
+            assert np.array_equal(las.gps_time, las_gps_time(parse_start_time(None), z["timestamp"]))
+            assert las.header.global_encoding.value & 1 == 1
             # issue 21, section 3: ASPRS classes (road surface 11, ground 2, building 6, ...)
             assert np.array_equal(las.classification, asprs_classes(z["semantic"]))
             assert {11, 2, 6} <= set(np.unique(las.classification))

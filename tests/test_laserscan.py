@@ -16,8 +16,12 @@ import numpy as np
 import pytest
 
 from blensor_addon.core.errors import SettingsError
+from blensor_addon.core.timebase import parse_start_time
 from blensor_addon.io.laserscan import SCALARS
 from blensor_addon.jobs.range_scan import scan_range
+
+#: the default time base (UNIX ns of scene time 0) of the bags' stamps
+BASE = parse_start_time(None)
 from conftest import ROOT, add_camera, add_mesh
 from test_rosbag import read_bag
 
@@ -82,7 +86,9 @@ def test_planar_laserscan_of_the_crossing_in_the_bag_the_npz_and_the_csv(bpy_mod
             t, m, msgtype = bag[k]
             k += 1
             assert msgtype == "sensor_msgs/msg/LaserScan" and m.header.frame_id == "blensor_sensor"
-            assert t == m.header.stamp.sec * 10**9 + m.header.stamp.nanosec == round(g0[s] / 43200 * 1e9)
+            # (the bag's stamps: the default time base plus scene time; the npz's: scene time)
+            ns = m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+            assert t == ns == BASE + round(g0[s] / 43200 * 1e9)
             for name in SCALARS:
                 assert np.float32(getattr(m, name)) == z[name][s], name
             r, i = rows(z, s)
@@ -139,7 +145,7 @@ def test_one_laser_rotating_head_writes_a_laserscan_of_a_wall(bpy_mod, empty_sce
     assert job.status == "complete"
     # sweeps of 0.1 s overlapping frames 1-2 ([1/24, 3/24) s): sweeps 0 and 1, one whole turn each
     scans = read_bag(tmp_path / "rosbag2")["/blensor/scan"]
-    assert [t for t, _, _ in scans] == [0, 100_000_000]
+    assert [t for t, _, _ in scans] == [BASE, BASE + 100_000_000]
     step = -1.0 if direction == "cw" else 1.0  # a clockwise head's azimuth falls with time
     for sweep, (_, m, _) in enumerate(scans):
         z = np.load(tmp_path / "laserscan" / f"scan{sweep:05d}.npz")
@@ -219,7 +225,7 @@ def test_rosbag2_bytes_are_unchanged_but_range_min(bpy_mod, crossing, tmp_path):
     # RigBag: every message byte for byte the same, the LaserScans but for range_min (0.0 then)
     from rosbags.typesys import Stores, get_typestore
 
-    from blensor_addon.io.formats import make_options
+    from blensor_addon.io.formats import RunInfo, make_options
     from blensor_addon.io.formats.rosbag2 import Rosbag2Writer
     from blensor_addon.scene.scanner import Scanner
     from blensor_addon.core.packets import Packet
@@ -237,7 +243,8 @@ def test_rosbag2_bytes_are_unchanged_but_range_min(bpy_mod, crossing, tmp_path):
     ts = get_typestore(Stores.ROS2_HUMBLE)
     for key, cls in (("old", old.Rosbag2Writer), ("new", Rosbag2Writer)):
         (tmp_path / key).mkdir()
-        w = cls(tmp_path / key, opts)
+        # the old writer's stamps counted from UNIX time 0: the new one on that time base
+        w = cls(tmp_path / key, opts) if key == "old" else cls(tmp_path / key, opts, RunInfo(start_ns=0))
         for r in results:
             w.append(r)
         w.close("complete")
@@ -312,7 +319,7 @@ def test_a_pattern_fired_in_part_of_its_period_writes_laserscans_with_its_own_ti
                 stamp, m, _ = bag[k]
                 k += 1
                 ns = m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
-                assert stamp == round(z["stamp"][s] * 1e9) == ns
+                assert stamp == BASE + round(z["stamp"][s] * 1e9) == ns
                 assert m.time_increment == np.float32(0.75 * 0.025 / 1080) and m.scan_time == np.float32(P)
                 np.testing.assert_array_equal(m.ranges, rows(z, s)[0])
             if packets == "sweep":  # a sweep packet is one whole sweep f, fired from f P + P / 8

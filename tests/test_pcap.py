@@ -20,10 +20,13 @@ from conftest import ROOT
 from pcap_synth import ouster_device, ouster_meta, synthetic_result, velodyne_device
 
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.io.formats import WRITERS, make_options
+from blensor_addon.core.timebase import parse_start_time
+from blensor_addon.io.formats import WRITERS, RunInfo, make_options
 from blensor_addon.io.packets import velodyne as vpk
 
 DECODERS = ROOT / ".venv-decoders" / "bin" / "python"
+#: the default time base (2020-01-01T00:00:00Z) in UNIX s: the captures' stamps count from it
+BASE_S = parse_start_time(None) // 10**9
 DECODE = ROOT / "tests" / "pcap_decode.py"
 #: the decoders' azimuth error bound: the block azimuth's 0.01 deg unit (0.005 deg), the
 #: decoder's own rounding of each firing's interpolated azimuth to 0.01 deg (0.005 deg), and
@@ -34,24 +37,28 @@ VELODYNE_TIME_TOL_S = 0.6e-6
 
 
 def decode(kind: str, pcap, meta, out) -> dict:
-    """Run tests/pcap_decode.py in the decoder environment; the npz it wrote, as a dict.
+    """Run tests/pcap_decode.py in the decoder environment; the npz it wrote, as a dict
+    (velodyne's times since the default time base, :data:`BASE_S`; ouster's absolute ns).
     Skips when the environment is absent (fails in CI, where tools/test.sh builds it)."""
     if not DECODERS.exists():
         msg = "the vendors' decoders (.venv-decoders) are absent: bash tools/decoders.sh builds them"
         if os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg)
-    res = subprocess.run([str(DECODERS), str(DECODE), kind, str(pcap), str(meta), str(out)],
+    res = subprocess.run([str(DECODERS), str(DECODE), kind, str(pcap), str(meta), str(out), str(BASE_S)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     with np.load(out) as z:
         return {k: z[k] for k in z.files}
 
 
-def write_pcap(folder, results, **options) -> object:
-    """Write ``results`` (frames of one run) with the pcap writer; returns the writer."""
+def write_pcap(folder, results, start_ns=None, **options) -> object:
+    """Write ``results`` (frames of one run) with the pcap writer (``start_ns``: the run's
+    time base, UNIX ns; None: the default); returns the writer."""
     folder.mkdir(parents=True, exist_ok=True)
-    w = WRITERS["pcap"](folder, make_options(("pcap",), {f"pcap.{k}": v for k, v in options.items()})["pcap"])
+    run = RunInfo() if start_ns is None else RunInfo(start_ns=start_ns)
+    w = WRITERS["pcap"](folder, make_options(("pcap",), {f"pcap.{k}": v for k, v in options.items()})["pcap"],
+                        run)
     for r in results:
         w.append(r)
     w.close("complete")
@@ -118,7 +125,7 @@ def compare_ouster(device, truth: dict, dec: dict) -> dict:
     n_org = t.beam_origin_m
     valid = (dec["status"] & 1) > 0
     frame, col = np.nonzero(valid)
-    ts = dec["timestamp"][valid].astype(np.int64)
+    ts = dec["timestamp"][valid].astype(np.int64) - BASE_S * 10**9  # scene time, ns
     o = np.argsort(ts)
     ts, frame, col = ts[o], frame[o], col[o]
     want = np.round(truth["timestamp"] * 1e9).astype(np.int64)
@@ -209,7 +216,7 @@ def test_velodyne_distance_correction_round_trips(tmp_path):
 def test_velodyne_packet_bytes(tmp_path):
     dev = velodyne_device("VLP-16")
     r = synthetic_result(dev, 0, 100, 0, hole=0)  # every laser returns
-    write_pcap(tmp_path, [r], points="clean", start_time=1_700_000_000.0)
+    write_pcap(tmp_path, [r], points="clean", start_ns=1_700_000_000 * 10**9)
     data = (tmp_path / "scan.pcap").read_bytes()
     magic, major, minor, _, _, snap, link = struct.unpack_from("<IHHiIII", data)
     assert (magic, major, minor, snap, link) == (0xA1B2C3D4, 2, 4, 65535, 1)
@@ -230,8 +237,8 @@ def test_velodyne_packet_bytes(tmp_path):
     want = np.round(np.mod(-math.degrees(0.3) + 3600.0 * 2 * np.arange(12) * 55.296e-6, 360.0) * 100)
     assert np.array_equal(blocks["azimuth"], want)
     ts, mode, product = struct.unpack("<IBB", pkt[1200:])
-    t0 = 1_700_000_000.0 + r.timestamp[0]
-    assert (mode, product) == (0x37, 0x22) and ts == round(t0 * 1e6) % 3_600_000_000
+    t0 = 1_700_000_000 * 10**9 + round(r.timestamp[0] * 1e9)  # ns
+    assert (mode, product) == (0x37, 0x22) and ts == (t0 + 500) // 1000 % 3_600_000_000
     assert sec + usec * 1e-6 == pytest.approx(1_700_000_000.0 + 23 * 55.296e-6 + 55.296e-6, abs=1e-6)
     # record k of a block's first half: laser k of its first column, clean range in 2 mm
     first = r.channel[:16], r.range[:16]
@@ -510,7 +517,9 @@ def test_a_real_vlp16_run_pcap_bag_and_pcd_agree(bpy_mod, crossing, tmp_path):
     for f, z, msg in zip((1, 2, 3), zs, msgs):
         rec = np.frombuffer(msg.data.tobytes(), xyzirt)
         assert rec.size == z["range"].size  # the npz's order
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        # scene time: the stamp less the time base (on the hour, so the packets' us past the hour
+        # count from it too)
+        stamp = (msg.header.stamp.sec - BASE_S) + msg.header.stamp.nanosec * 1e-9
         assert round(stamp * 1e6) in stamps_us, stamp
         np.testing.assert_allclose(stamp + rec["time"].astype(np.float64), z["timestamp"], atol=1e-6)
         pcd = read_point_cloud(str(tmp_path / "noisy" / f"scan{f:05d}.pcd"))

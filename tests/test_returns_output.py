@@ -330,10 +330,13 @@ def test_ouster_dual_profile_carries_the_strongest_and_second_strongest(tmp_path
     first, second = strongest_per_beam(r), second_strongest(r)
     assert first.size + second.size == len(r) and second.size > 1000
     # the bytes of the first packet's first valid column (status bit 0): beam k's two range words
+    from blensor_addon.core.timebase import parse_start_time
     from blensor_addon.io.packets.ouster import DUAL, column_dtype
     blocks = np.frombuffer(pkt[32:-32], dtype=column_dtype(64, DUAL))
     valid = np.flatnonzero(blocks["status"] & 1)[0]
-    g = int(round(int(blocks["timestamp"][valid]) * 1e-9 * dev.rotation_speed * dev.columns))  # its column
+    # its column, from its scene time (the stamp less the default time base)
+    t = (int(blocks["timestamp"][valid]) - parse_start_time(None)) * 1e-9
+    g = int(round(t * dev.rotation_speed * dev.columns))
     raw = np.frombuffer(pkt[32:-32], np.uint8).reshape(16, 12 + 64 * 16)[valid, 12:].reshape(64, 16)
     words = raw[:, :8].copy().view("<u4")
     at = r.ray_index % r.grid_shape[1] == g

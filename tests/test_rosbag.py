@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 
 from blensor_addon.core.axes import ros_pose
+from blensor_addon.core.timebase import parse_start_time
 from blensor_addon.jobs.range_scan import scan_range
 from conftest import add_camera, add_mesh
+
+#: the default time base (UNIX ns of scene time 0) every stamp counts from
+BASE = parse_start_time(None)
 
 
 def read_bag(path):
@@ -42,7 +46,7 @@ def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
     # issue 21, section 3: /clock, and a /tf at the last sweep's end (its points' times reach it)
     assert {k: len(v) for k, v in bag.items()} == {"/tf_static": 1, "/tf": 4, "/clock": 4, "/blensor/odom": 3,
                                                     "/blensor/points": 3}
-    assert [t for t, _, _ in bag["/clock"]] == [round(f * 0.1 * 1e9) for f in (1, 2, 3, 4)]
+    assert [t for t, _, _ in bag["/clock"]] == [BASE + round(f * 0.1 * 1e9) for f in (1, 2, 3, 4)]
     clock = bag["/clock"]
     assert [m.clock.sec * 10**9 + m.clock.nanosec for _, m, _ in clock] == [t for t, _, _ in clock]
     _, static, _ = bag["/tf_static"][0]
@@ -58,7 +62,7 @@ def test_rotating_lidar_bag(bpy_mod, crossing, tmp_path, storage):
         assert msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec == t
         # issue 21, section 3: velodyne_pointcloud stamps the cloud with its last data packet
         # (6 columns of an HDL-64E) and gives each point's time relative to that packet's first firing
-        stamp = t / 1e9
+        stamp = (t - BASE) / 1e9  # scene time
         firing = np.asarray(preset_table("hdl64e_s2").firing_s)
         last_col = round((z["timestamp"] - firing[z["channel"]]).max() / dt)
         # (to 1e-7: dt comes from the stored float32 step)
@@ -154,7 +158,7 @@ def test_laser_scan_comes_from_the_capabilities_not_the_settings(tmp_path):
     scans = read_bag(tmp_path / "rosbag2")["/blensor/scan"]
     assert len(scans) == 2  # the sweep ends after packet column 2
     (t0, a, _), (t1, b, _) = scans
-    assert (t0, t1) == (500_000_000, 800_000_000)
+    assert (t0, t1) == (BASE + 500_000_000, BASE + 800_000_000)
     assert math.isclose(a.angle_min, -0.7 + 5 * 0.2, rel_tol=1e-6)
     assert math.isclose(b.angle_min, -0.7, abs_tol=1e-6)
     assert math.isclose(a.angle_increment, 0.2, rel_tol=1e-6) and math.isclose(a.range_max, 25.0)

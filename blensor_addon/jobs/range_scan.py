@@ -31,6 +31,7 @@ import bpy
 
 from ..core.classes import semantic_of_objects
 from ..core.errors import OutputError, SettingsError
+from ..core.timebase import iso, run_start_time
 from ..core.version import __version__
 from ..io.formats import WRITERS, RunInfo, make_options, output_patterns, parse_formats
 from ..io.outdir import OutputFolder, range_run_files
@@ -77,7 +78,7 @@ def output_path(out_dir) -> Path:
 
 #: manifest keys that must match for ``resume`` to reuse an earlier run's packets
 RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "axes", "formats",
-               "options", "packets")
+               "options", "packets", "start_time")
 
 
 @dataclass
@@ -95,7 +96,7 @@ class RangeScanJob:
 
     Args:
         camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
-        pcd_ascii, overwrite, resume, overrides, options, axes, time: see
+        pcd_ascii, overwrite, resume, overrides, options, axes, time, start_time: see
         :func:`scan_range`.
     Attributes:
         frames: the scene frames asked for (None with ``time``), as given.
@@ -142,6 +143,9 @@ class RangeScanJob:
     #: whether the caller offers ``resume`` (a depth export does not): the refusal of a
     #: used folder names it only then
     resumable: bool = True
+    #: the time base: ISO 8601 or UNIX s of scene time 0 (None: the default,
+    #: :mod:`blensor_addon.core.timebase`); ``start_ns`` holds it in UNIX ns once checked
+    start_time: object = None
 
     def __post_init__(self) -> None:
         self._check_arguments()
@@ -212,7 +216,7 @@ class RangeScanJob:
                                 True)
         if not isinstance(self.options, (dict, type(None))):
             raise SettingsError("options", "a dict of format options, e.g. {'pcd.ascii': True}", self.options)
-        opts = dict(self.options or {})
+        self.start_ns, opts = run_start_time(self.start_time, self.options, "start_time")
         if self.pcd_ascii and "pcd" in self.formats:
             if "pcd.ascii" in opts:
                 raise SettingsError("pcd_ascii", "not given with the option pcd.ascii (one or the other)",
@@ -273,6 +277,7 @@ class RangeScanJob:
             "formats": list(self.formats),
             "options": {f: dataclasses.asdict(o) for f, o in self._options.items()},
             "packets": self.plan.kind,  # "sweep": one output per full sweep; "frame": per scene frame
+            "start_time": iso(self.start_ns),  # the time base: the absolute instant of scene time 0
             "packet_time": self.plan.packet_time,  # s per packet: the sweep period or the frame time
             "time_model": self.scanner.settings.time_model,
             "frames_requested": self.plan.requested,  # [first, last], a frame list, or {"time": [t0, t1]}
@@ -368,7 +373,7 @@ class RangeScanJob:
         ind = self.plan.indices
         return RunInfo(camera=self.camera_object.name, sensor_type=self.scanner.sensor_type,
                        sensor=self.scanner.settings.to_dict(), seed=int(self.scanner.settings.seed),
-                       frame_time=self.plan.packet_time,
+                       frame_time=self.plan.packet_time, start_ns=self.start_ns,
                        frames=range(ind[0], ind[-1] + 1) if ind == list(range(ind[0], ind[-1] + 1)) else ind)
 
     def _build_pipeline(self, reuse: dict) -> Pipeline:
@@ -535,7 +540,7 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
                overwrite: bool = False, resume: bool = False, progress=None,
                should_cancel=None, options: dict | None = None, axes: str = "ros",
                time: tuple | None = None, cluster=None, open_scene=None, resumable: bool = True,
-               **overrides) -> RangeScanJob:
+               start_time=None, **overrides) -> RangeScanJob:
     """Scan ``frames`` (or the time interval ``time``) of ``camera_object`` into ``out_dir``.
 
     One output ("packet") per scene frame, or per full sweep of a swept sensor (setting
@@ -558,7 +563,13 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
             (Blender's camera axes) for sensor-frame outputs; KITTI and rosbag2 always
             write REP-103.
         options: format options, ``{"pcd.ascii": True, ...}`` (``pcd_ascii`` is the
-            same as ``{"pcd.ascii": True}``).
+            same as ``{"pcd.ascii": True}``; ``pcap.start_time``, the pcap writer's former
+            option, as ``start_time``).
+        start_time: the time base, the absolute instant of scene time 0: an ISO 8601
+            date-time str (``Z`` or an offset; none: UTC) or UNIX seconds; None: the
+            default 2020-01-01T00:00:00Z (:mod:`blensor_addon.core.timebase`). rosbag2,
+            pcap, LAS ``gps_time`` and the npz's ``start_time_ns`` use it; KITTI's
+            ``times.txt``, PCD and the trajectory stay relative (docs/formats.md).
         seed: overrides the camera's seed if not None.
         overwrite: delete an earlier run's files in ``out_dir`` (exactly those its
             manifest lists, once this run is validated; else refused).
@@ -598,7 +609,8 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
     return run_job(lambda: RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
                                         frame_of_reference, pcd_ascii, overwrite, resume, overrides,
                                         options or {}, axes, time, cluster=cluster,
-                                        open_scene=open_scene, resumable=resumable), progress, should_cancel)
+                                        open_scene=open_scene, resumable=resumable, start_time=start_time),
+                   progress, should_cancel)
 
 
 def run_job(make, progress=None, should_cancel=None):

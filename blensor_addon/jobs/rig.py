@@ -163,6 +163,8 @@ class RigJob:
     axes: object = "ros"
     time: tuple | None = None
     overrides: dict = field(default_factory=dict)
+    #: the time base of every member and the bag (see :func:`~.range_scan.scan_range`)
+    start_time: object = None
 
     def __post_init__(self) -> None:
         self.scene = bpy.context.scene
@@ -234,7 +236,7 @@ class RigJob:
             cam, self.frames, out / name, self.formats, self.seed, self.backend, self.frame_of_reference,
             self.pcd_ascii, self.overwrite, self.resume, dict(self.overrides.get(cam.name) or {}),
             dict(self.options or {}), axes, self.time,
-            scanner_options={"rig": self.sampler},
+            scanner_options={"rig": self.sampler}, start_time=self.start_time,
             writer_factories=factories, writing=self.writing, deferred=True, transform_check=False))
 
     def _after_members(self, out) -> None:
@@ -266,7 +268,8 @@ class RigJob:
                 pass
         if bag_options is not None:
             from ..io.formats.rosbag2 import RigBag
-            self.bag = RigBag(out, bag_options, [(n, self.extrinsics[n]) for n in self.frame_ids])
+            self.bag = RigBag(out, bag_options, [(n, self.extrinsics[n]) for n in self.frame_ids],
+                              self.members[0].start_ns)
             self._bag_suffix = "mcap" if bag_options.storage == "mcap" else "db3"
         for m in self.members:
             m.start()
@@ -511,12 +514,14 @@ class RigJob:
 
 def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None, backend="auto",
              frame_of_reference="sensor", pcd_ascii=False, overwrite=False, resume=False, progress=None,
-             should_cancel=None, options=None, axes="ros", time=None, overrides=None) -> RigJob:
+             should_cancel=None, options=None, axes="ros", time=None, overrides=None,
+             start_time=None) -> RigJob:
     """Scan ``cameras`` as one rig into ``out_dir`` (see the module docstring).
 
     Args: as :func:`~.range_scan.scan_range`, plus ``base`` (the rig base object's name),
-    ``overrides`` (camera name -> setting overrides) and ``axes`` (one value or camera
-    name -> value). ``progress(scanned, total, entry)`` counts every member's packets.
+    ``overrides`` (camera name -> setting overrides), ``axes`` (one value or camera
+    name -> value) and ``start_time`` (the time base of every member and the bag).
+    ``progress(scanned, total, entry)`` counts every member's packets.
     Returns:
         the finished :class:`RigJob`.
     Raises:
@@ -524,7 +529,7 @@ def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None
     """
     return run_job(lambda: RigJob(list(cameras), frames, out_dir, formats, seed, base, backend,
                                   frame_of_reference, pcd_ascii, overwrite, resume, dict(options or {}),
-                                  axes, time, dict(overrides or {})), progress, should_cancel)
+                                  axes, time, dict(overrides or {}), start_time), progress, should_cancel)
 
 
 __all__ = ["RigJob", "scan_rig", "member_name", "RIG_MANIFEST"]

@@ -36,6 +36,7 @@ import numpy as np
 
 from ...core.capabilities import Capabilities, Timing, WriterNeeds
 from ...core.result import ScanResult
+from ...core.timebase import parse_start_time
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,9 @@ class RunInfo:
         camera: camera object name; sensor_type; sensor: settings dict; seed;
         frame_time (s): seconds per packet (the frame time, or the sweep period with
         ``packets = sweep``); frames: the packets scanned (frame or sweep numbers: a list or
-        range of int).
+        range of int); start_ns: the time base, UNIX ns of scene time 0
+        (:mod:`blensor_addon.core.timebase`; default 2020-01-01T00:00:00Z), which every
+        writer that stamps absolute times adds to the result's scene times.
     ``sensor_type`` and ``sensor`` describe the run (the manifest's record); no writer
     reads them: what a writer needs about the sensor is on the result
     (:func:`capabilities_of`).
@@ -63,6 +66,7 @@ class RunInfo:
     seed: int = 0
     frame_time: float = 1.0 / 24.0
     frames: list = dataclasses.field(default_factory=list)
+    start_ns: int = dataclasses.field(default_factory=lambda: parse_start_time(None))
 
 
 def clean_and_noisy(result: ScanResult, suffix: str, encode) -> list[tuple[str, bytes]]:

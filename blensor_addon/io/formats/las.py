@@ -7,7 +7,10 @@ from float64 coordinates (a world-frame scan far from the origin keeps its float
 coordinates until here, :meth:`ScanResult.points`: 0.1 mm at 10^7 m, where float32 would
 round by 0.5 m); ``return_number`` and ``number_of_returns`` from the result's
 ``return_number`` and ``number_of_returns`` (1 and 1 for one return per pulse); ``gps_time`` =
-timestamp (s); ``intensity`` = intensity x 65535 (uint16); ``red``,
+the point's time as LAS 1.4's adjusted standard GPS time (GPS seconds since 1980-01-06 minus
+10^9, leap seconds counted; the global encoding's GPS time type bit 0 set): the run's time
+base (``--start-time``, :func:`blensor_addon.core.timebase.las_gps_time`) plus the timestamp;
+``intensity`` = intensity x 65535 (uint16); ``red``,
 ``green``, ``blue`` = material colour x 257 (uint16); ``classification`` = the ASPRS
 class of the point's SemanticKITTI class (:data:`~blensor_addon.core.classes.ASPRS_OF_SEMANTIC_KITTI`:
 1 unclassified, 2 ground (sidewalk, other-ground), 3 low vegetation (terrain), 5 high
@@ -17,8 +20,9 @@ pole, traffic-sign, other-object), named in a Classification Lookup VLR (LAS 1.4
 section 2.5.5); ``point_source_id`` = instance index (low 16 bits). Extra bytes:
 ``object_id``, ``instancer_id`` (uint32), ``semantic`` (uint16, the SemanticKITTI id,
 moving-* classes included), ``ring`` (uint16), ``range`` and ``reflectivity``
-(float32). The header's global encoding sets the WKT bit (bit 4), which LAS 1.4 requires
-for point formats 6-10 (no CRS is written: coordinates are the scene's metres); the
+(float32). The header's global encoding sets bit 0 (adjusted standard GPS time) and the WKT
+bit (bit 4), which LAS 1.4 requires for point formats 6-10 (no CRS is written: coordinates
+are the scene's metres); the
 generating software is ``BlenSor <version>``. Coordinates are the result's (sensor or
 world frame, in its axes). Points are ordered by ring (elevation rank, lowest first),
 each ring in firing order (see :func:`_build`); the npz, PLY and PCD keep the scan's own
@@ -32,6 +36,7 @@ import numpy as np
 
 from ...core.classes import ASPRS_NAMES, asprs_classes
 from ...core.result import ScanResult
+from ...core.timebase import las_gps_time, parse_start_time
 from ...core.version import __version__
 from ._base import Writer, clean_and_noisy
 
@@ -40,9 +45,10 @@ EXTRA = (("object_id", np.uint32), ("instancer_id", np.uint32), ("semantic", np.
          ("range", np.float32), ("reflectivity", np.float32))
 
 
-def las_data(result: ScanResult, noisy: bool = False, share: bool = False):
-    """The ``laspy.LasData`` of ``result`` (its noisy points if ``noisy``), as described
-    in the module docstring. With ``share`` (the writers) the frame's two clouds are kept
+def las_data(result: ScanResult, noisy: bool = False, share: bool = False, start_ns: int | None = None):
+    """The ``laspy.LasData`` of ``result`` (its noisy points if ``noisy``; ``start_ns``: the
+    time base, UNIX ns, None: the default), as described in the module docstring. With
+    ``share`` (the writers) the frame's two clouds are kept
     until the writers have encoded the frame (:meth:`LasWriter.append` drops them), so
     the LAS and LAZ writers of a run encode each cloud once."""
     other = None
@@ -51,7 +57,7 @@ def las_data(result: ScanResult, noisy: bool = False, share: bool = False):
             if nz == noisy:
                 return las
             other = las
-    las = _build(result, noisy, other)
+    las = _build(result, noisy, other, parse_start_time(None) if start_ns is None else start_ns)
     if share:
         if _LAST and _LAST[0][0] is not result:
             _LAST.clear()
@@ -63,13 +69,14 @@ def las_data(result: ScanResult, noisy: bool = False, share: bool = False):
 _LAST: list = []
 
 
-def _build(result: ScanResult, noisy: bool, other=None):
+def _build(result: ScanResult, noisy: bool, other=None, start_ns: int = 0):
     """The ``laspy.LasData`` of one cloud. The point record is filled as one numpy array
     of the point format's own dtype (X, Y, Z as laspy scales them: round((x - offset) /
     scale)) instead of through laspy's per-field setters, which check and convert every
     field again (half the cost of a LAS file); laspy still writes the header and the file.
     ``other``: the frame's other cloud, already built; its record is copied and only the
-    fields in which the clouds differ (X, Y, Z, range) are filled.
+    fields in which the clouds differ (X, Y, Z, range) are filled. ``start_ns``: the time
+    base (UNIX ns) of ``gps_time``.
 
     Points are ordered by ring (the elevation rank), each ring in firing order: a laser's
     scan line is contiguous, so LAZ's predictors see neighbouring points one after the
@@ -84,6 +91,7 @@ def _build(result: ScanResult, noisy: bool, other=None):
     xyz = result.points(noisy)  # float64; the float64 world coordinates when the result kept them
     header = laspy.LasHeader(point_format=7, version="1.4")
     header.global_encoding.wkt = True  # LAS 1.4 R15 Table 4: required for point formats 6-10
+    header.global_encoding.gps_time_type = laspy.header.GpsTimeType.STANDARD  # bit 0: adjusted standard
     header.generating_software = f"BlenSor {__version__}"
     header.vlrs.append(_classification_lookup())
     header.scales = np.array([SCALE] * 3)
@@ -105,7 +113,7 @@ def _build(result: ScanResult, noisy: bool, other=None):
             rec["bit_fields"] = rn | (np.clip(result.number_of_returns, rn, 15).astype(np.uint8) << 4)
         else:
             rec["bit_fields"] = 0x11
-        rec["gps_time"] = result.timestamp
+        rec["gps_time"] = las_gps_time(start_ns, result.timestamp)
         rec["intensity"] = np.round(np.clip(result.intensity, 0.0, 1.0) * 65535)
         for k, name in enumerate(("red", "green", "blue")):
             rec[name] = result.color[:, k].astype(np.uint16) * 257
@@ -137,10 +145,11 @@ def _classification_lookup():
     return vlr
 
 
-def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False, share: bool = False) -> bytes:
-    """One LAS 1.4 (or LAZ) file of ``result`` (the noisy points if ``noisy``; ``share``:
-    see :func:`las_data`)."""
-    las = las_data(result, noisy, share)
+def las_bytes(result: ScanResult, noisy: bool = False, compress: bool = False, share: bool = False,
+              start_ns: int | None = None) -> bytes:
+    """One LAS 1.4 (or LAZ) file of ``result`` (the noisy points if ``noisy``; ``share``,
+    ``start_ns``: see :func:`las_data`)."""
+    las = las_data(result, noisy, share, start_ns)
     buf = io.BytesIO()
     las.write(buf, do_compress=compress, laz_backend=_laz_backend() if compress else None)
     return buf.getvalue()
@@ -212,7 +221,9 @@ class LasWriter(Writer):
     requires = ("laspy",)
 
     def frame_files(self, result):
-        return clean_and_noisy(result, self.suffix, lambda noisy: las_bytes(result, noisy, self.compress, True))
+        start = self.run.start_ns
+        return clean_and_noisy(result, self.suffix,
+                               lambda noisy: las_bytes(result, noisy, self.compress, True, start))
 
     def append(self, result):
         _LAST.clear()  # every writer has encoded the frame: its clouds are not needed any more

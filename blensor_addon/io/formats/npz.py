@@ -7,7 +7,9 @@ timestamps (1980-01-01), the member order and the compression level, so the same
 gives the same bytes. Readable with ``numpy.load(path)`` (no pickle needed) either way.
 
 Keys: the per-return arrays of :data:`blensor_addon.core.result.FIELDS`, plus
-``frame`` (int64), ``frame_time`` (float64 s), ``frame_of_reference`` (str),
+``frame`` (int64), ``frame_time`` (float64 s), ``start_time_ns`` (int64: the run's time
+base, UNIX ns of scene time 0, ``--start-time``; a point's absolute time is
+``start_time_ns * 1e-9 + timestamp`` s), ``frame_of_reference`` (str),
 ``sensor_to_world`` (4, 4) float64, ``sensor`` (JSON str of the settings),
 ``sensor_type`` (str) and ``grid_shape`` (int64 (rows, cols), with ``ray_index``
 placing each return in the sensor's grid), ``axes`` (str) and ``classes`` (JSON str of
@@ -35,6 +37,7 @@ import numpy as np
 
 from ...core.result import ScanResult
 from ...core.settings import setting
+from ...core.timebase import parse_start_time
 from ..atomic import atomic_write_bytes
 from ._base import Float32Warning, Writer
 
@@ -46,11 +49,13 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 COMPRESS_LEVEL = 1
 
 
-def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
-    """Arrays stored in the npz, in file order."""
+def npz_members(result: ScanResult, start_ns: int | None = None) -> dict[str, np.ndarray]:
+    """Arrays stored in the npz, in file order (``start_ns``: the time base, UNIX ns; None:
+    the default, :data:`blensor_addon.core.timebase.DEFAULT_START_TIME`)."""
     out = dict(result.arrays())  # every result field in FIELDS order (no ray_index without a grid)
     out["frame"] = np.array(result.frame, dtype=np.int64)
     out["frame_time"] = np.array(result.frame_time, dtype=np.float64)
+    out["start_time_ns"] = np.array(parse_start_time(None) if start_ns is None else start_ns, dtype=np.int64)
     out["frame_of_reference"] = np.array(result.frame_of_reference)
     out["sensor_to_world"] = np.asarray(result.sensor_to_world, dtype=np.float64)
     out["sensor"] = np.array(json.dumps(result.sensor, sort_keys=True))
@@ -66,10 +71,10 @@ def npz_members(result: ScanResult) -> dict[str, np.ndarray]:
     return out
 
 
-def npz_bytes(result: ScanResult, compress: bool = True) -> bytes:
+def npz_bytes(result: ScanResult, compress: bool = True, start_ns: int | None = None) -> bytes:
     """The bytes of the .npz file of ``result`` (fixed member times; deflated members
-    if ``compress``)."""
-    return npz_bytes_of(npz_members(result), compress)
+    if ``compress``; ``start_ns``: the time base, see :func:`npz_members`)."""
+    return npz_bytes_of(npz_members(result, start_ns), compress)
 
 
 def npz_bytes_of(arrays: dict[str, np.ndarray], compress: bool = False) -> bytes:
@@ -122,7 +127,8 @@ class NpzWriter(Writer):
 
     def frame_files(self, result):
         self._float32.check(result)
-        return [(f"scan{result.frame:05d}.npz", npz_bytes(result, self.options.compress))]
+        return [(f"scan{result.frame:05d}.npz", npz_bytes(result, self.options.compress,
+                                                                 self.run.start_ns))]
 
 
 WRITER = NpzWriter

@@ -20,8 +20,10 @@ would send it) holds the data packets of the unit the sensor models
 
 The packets carry what the unit measures (``range_noisy``; option ``points=clean`` writes
 the ground-truth ``range``) at the packet format's resolution; the timestamps are scene time
-plus ``start_time`` (UNIX s). Packets run on across frames: the columns of a frame that do
-not fill a packet wait for the next frame. Velodyne packets lie on the unit's grid: they start
+plus the run's time base (``RunInfo.start_ns``: ``--start-time``, default
+2020-01-01T00:00:00Z; :mod:`blensor_addon.core.timebase`). Packets run on across frames:
+the columns of a frame that do not fill a packet wait for the next frame. Velodyne packets lie
+on the unit's grid: they start
 at global columns that are multiples of ``384 / lasers`` from scene time 0 (the first packet
 of a run, the last, and those across a gap are completed with firings of no return at their
 own columns), so their stamps are the ones velodyne_pointcloud's per-point ``time`` in
@@ -58,22 +60,22 @@ SUPPORTED = {"velodyne": ("VLP-16", "VLP-32C", "HDL-32E"), "ouster": ("OS0-*", "
 @dataclass(frozen=True)
 class PcapOptions:
     """Options of the pcap writer: ``points`` (``noisy``: the measured range, ``clean``: the
-    true range), ``start_time`` (UNIX time in s of scene time 0 in the timestamps) and
-    ``ouster_profile`` (the lidar data profile of Ouster packets)."""
+    true range) and ``ouster_profile`` (the lidar data profile of Ouster packets). The
+    timestamps' time base is the run's (``--start-time``); the former option
+    ``pcap.start_time`` is taken as another name of it
+    (:func:`blensor_addon.core.timebase.run_start_time`)."""
 
     points: str = setting("noisy", "Packet ranges", "Which range the packets carry: the measured (noisy) "
                           "or the true (clean) one", choices=("noisy", "clean"))
-    start_time: float = setting(0.0, "Packet start time", "UNIX time of scene time 0 in the packets' "
-                                "timestamps", "s", lo=0.0, hi=4.0e9)
     ouster_profile: str = setting("LEGACY", "Ouster profile", "Lidar data profile of Ouster packets "
                                   "(udp_profile_lidar; _DUAL: the strongest and second strongest returns)",
                                   choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16", "RNG19_RFL8_SIG16_NIR16_DUAL"))
 
 
-def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY", mode: int | None = None):
+def encoder_for(device, start_ns: int, ouster_profile: str = "LEGACY", mode: int | None = None):
     """The packet encoder of ``device`` and the name and bytes of its metadata file
     (``mode``: a Velodyne's return-mode byte, :func:`~..packets.velodyne.return_mode`;
-    None: strongest).
+    None: strongest); ``start_ns``: UNIX ns of scene time 0 (the run's time base).
 
     Raises:
         SettingsError (``formats``): no device, an unsupported vendor or model (or an
@@ -89,11 +91,11 @@ def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY", mode:
     if device.vendor == "velodyne":
         from ..packets import velodyne
         mode = velodyne.RETURN_STRONGEST if mode is None else mode
-        enc = velodyne.VelodyneEncoder(device, start_time, mode)
+        enc = velodyne.VelodyneEncoder(device, start_ns, mode)
         out = enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
     else:
         from ..packets import ouster
-        enc = ouster.OusterEncoder(device, start_time, ouster_profile)
+        enc = ouster.OusterEncoder(device, start_ns, ouster_profile)
         out = enc, ouster.ENDPOINT, "scan.json", enc.metadata_json().encode()
     if device.direction != "cw":
         raise SettingsError("rotation_direction", f"cw for pcap (a {device.model} spins clockwise; its "
@@ -104,7 +106,7 @@ def encoder_for(device, start_time: float, ouster_profile: str = "LEGACY", mode:
 def check_sensor(caps) -> None:
     """Refuse, when the job is planned, a sensor whose packets this writer cannot write
     (:func:`encoder_for`'s errors); ``caps``: the sensor's Capabilities."""
-    encoder_for(caps.device, 0.0)
+    encoder_for(caps.device, 0)
 
 
 class PcapFormat(Writer):
@@ -136,7 +138,7 @@ class PcapFormat(Writer):
         if device is not None and device.vendor == "velodyne":
             from ..packets.velodyne import return_mode
             mode = return_mode(result)
-        self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.options.start_time,
+        self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.run.start_ns,
                                                                        self.options.ouster_profile, mode)
         self._device = device
         self._file = StagedFile(self.path)

@@ -4,8 +4,11 @@ Folder ``rosbag2/`` (written under a temporary name, renamed when the run ends; 
 cancelled run's bag holds its finished frames). REP-103 axes throughout. Frames (names
 are options): ``odom`` (Blender's world, ENU) -> ``base_link`` (the vehicle; option
 ``base_to_sensor`` places the sensor on it, identity by default) -> ``blensor_sensor``
-(the sensor, x ahead, y left, z up) -> ``blensor_optical``. The clock starts at 0 and
-runs in simulated time (scene frame x frame time). Topics:
+(the sensor, x ahead, y left, z up) -> ``blensor_optical``. Every stamp (message headers,
+``/clock``, the bag's log times) is the run's time base (``--start-time``, default
+2020-01-01T00:00:00Z: :mod:`blensor_addon.core.timebase`) plus simulated time (scene frame x
+frame time), to the nanosecond; never 0, which tf2 reads as "latest" and rosbags 0.9.23's
+MCAP reader skipped. Topics:
 
 - ``/clock`` ``rosgraph_msgs/Clock``: the simulated time, once per frame (and at the
   last packet's end), for ``use_sim_time`` nodes (``ros2 bag play`` replays it).
@@ -77,6 +80,7 @@ from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_senso
                           rpy_matrix, sensor_points)
 from ...core.errors import SettingsError
 from ...core.settings import setting
+from ...core.timebase import parse_start_time, stamp_ns
 from ..extrinsics import check_extrinsics
 from ..laserscan import laser_scans
 from ._base import Writer, capabilities_of
@@ -213,18 +217,21 @@ class BagFile:
     :meth:`finish` renames it to ``folder/rosbag2`` (an earlier run's bag there is
     replaced whole), and the messages of the module docstring, built with the Humble type
     store. Options: :class:`Rosbag2Options` (storage, points, labels, odom and base
-    frames). Used by :class:`Rosbag2Writer` (one sensor) and :class:`RigBag` (several).
+    frames); ``start_ns``: the time base (UNIX ns of scene time 0; None: the default), added
+    to every stamp given in scene seconds. Used by :class:`Rosbag2Writer` (one sensor) and
+    :class:`RigBag` (several).
 
     Attributes:
         threaded: the bag may be written from another thread than the one that made it
             (MCAP: yes; sqlite3: no, a connection stays in its thread).
     """
 
-    def __init__(self, folder, options: Rosbag2Options) -> None:
+    def __init__(self, folder, options: Rosbag2Options, start_ns: int | None = None) -> None:
         from rosbags.rosbag2 import StoragePlugin
         from rosbags.rosbag2 import Writer as BagWriter
         self.folder = Path(folder)
         self.options = options
+        self.start_ns = parse_start_time(None) if start_ns is None else int(start_ns)
         self.ts = typestore()
         self.T = self.ts.types
         self.tmp = self.folder / f".rosbag2.{os.getpid()}.{secrets.token_hex(8)}.part"
@@ -246,14 +253,16 @@ class BagFile:
         return self._conns[topic]
 
     def put(self, topic: str, msg, stamp: float) -> None:
-        """Write ``msg`` on ``topic`` at ``stamp`` s (the log time, ns rounded)."""
+        """Write ``msg`` on ``topic`` at scene time ``stamp`` s (the log time: the time base
+        plus ``stamp``, ns rounded)."""
         msgtype = msg.__msgtype__
-        self.bag.write(self.conn(topic, msgtype), int(round(stamp * 1e9)),
+        self.bag.write(self.conn(topic, msgtype), stamp_ns(self.start_ns, stamp),
                        self.ts.serialize_cdr(msg, msgtype))
 
     def header(self, stamp: float, frame_id: str):
-        """``std_msgs/Header`` at ``stamp`` s (ns rounded) in ``frame_id``."""
-        ns = int(round(stamp * 1e9))
+        """``std_msgs/Header`` at scene time ``stamp`` s (the time base plus it, ns rounded)
+        in ``frame_id``."""
+        ns = stamp_ns(self.start_ns, stamp)
         return self.T["std_msgs/msg/Header"](stamp=self.T["builtin_interfaces/msg/Time"](
             sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000), frame_id=frame_id)
 
@@ -294,8 +303,8 @@ class BagFile:
             point_step=step, row_step=step * width, data=rec.view(np.uint8), is_dense=dense)
 
     def clock(self, stamp: float) -> None:
-        """``/clock`` at ``stamp`` s."""
-        ns = int(round(stamp * 1e9))
+        """``/clock`` at scene time ``stamp`` s (the time base plus it)."""
+        ns = stamp_ns(self.start_ns, stamp)
         self.put("/clock", self.T["rosgraph_msgs/msg/Clock"](clock=self.T["builtin_interfaces/msg/Time"](
             sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)), stamp)
 
@@ -452,7 +461,7 @@ class Rosbag2Writer(Writer):
 
     def __init__(self, folder, options=None, run=None) -> None:
         super().__init__(folder, options, run)
-        self.file = BagFile(self.folder, self.options)
+        self.file = BagFile(self.folder, self.options, self.run.start_ns)
         self.threaded = self.file.threaded
         self._prev = None  # (stamp, ROS pose) of the previous frame
         self._end = None  # (stamp, base pose) at the last packet's end (continuous time)
@@ -531,6 +540,8 @@ class RigBag:
             topic namespace ``/blensor/<name>/``; ``base_to_sensor`` (4, 4) float64, the
             pose of the sensor's REP-103 frame in the base frame (maps points from the
             sensor frame to the base frame), a rigid transform.
+        start_ns: the time base (UNIX ns of scene time 0; None: the default), as the
+            members' runs have it.
     Raises:
         SettingsError: ``rig.sensors`` (no sensor), ``rig.<name>`` (a name that is not a
         ROS name token, repeats another, or is the odom or base frame or another
@@ -545,7 +556,8 @@ class RigBag:
 
     outputs = Rosbag2Writer.outputs
 
-    def __init__(self, folder, options: Rosbag2Options | None, sensors) -> None:
+    def __init__(self, folder, options: Rosbag2Options | None, sensors,
+                 start_ns: int | None = None) -> None:
         self.folder = Path(folder)
         self.options = options if options is not None else Rosbag2Options()
         o = self.options
@@ -571,7 +583,7 @@ class RigBag:
         sensors = [(n, np.array(T, dtype=np.float64)) for n, T in sensors]
         self._mount = {n: (T, np.linalg.inv(T)) for n, T in sensors}
         self._order = [n for n, _ in sensors]
-        self.file = BagFile(self.folder, self.options)
+        self.file = BagFile(self.folder, self.options, start_ns)
         self.threaded = self.file.threaded
         self._static = False
         self._last = None  # stamp (s) of the last /clock, /tf and /blensor/odom

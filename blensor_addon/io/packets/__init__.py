@@ -76,9 +76,10 @@ class Endpoint:
     dst_mac: bytes = BROADCAST_MAC
 
 
-def pcap_record(stamp: float, payload: bytes, ep: Endpoint, ident: int) -> bytes:
-    """One pcap record: a 16-byte record header (``stamp`` s since the UNIX epoch, split in
-    s and us) and an Ethernet II frame holding an IPv4 (no options, don't-fragment, TTL 64,
+def pcap_record(stamp: int, payload: bytes, ep: Endpoint, ident: int) -> bytes:
+    """One pcap record: a 16-byte record header (``stamp`` ns since the UNIX epoch, an int,
+    rounded to us and split in s and us) and an Ethernet II frame holding an IPv4 (no
+    options, don't-fragment, TTL 64,
     identification ``ident``) / UDP (checksum 0 = none, RFC 768) datagram with ``payload``.
     Payloads above the Ethernet MTU (an Ouster packet of 128 beams, 24.9 kB) are written
     as one unfragmented frame, as a capture with reassembly shows them."""
@@ -88,7 +89,7 @@ def pcap_record(stamp: float, payload: bytes, ep: Endpoint, ident: int) -> bytes
     ip_hdr = ip_hdr[:10] + struct.pack("!H", _checksum(ip_hdr)) + ip_hdr[12:]
     frame = (ep.dst_mac + ep.src_mac + struct.pack("!H", ETHERTYPE_IPV4) + ip_hdr
              + struct.pack("!HHHH", ep.src_port, ep.dst_port, udp_len, 0) + payload)
-    us = int(round(stamp * 1e6))
+    us = (int(stamp) + 500) // 1000
     return struct.pack("<IIII", us // 1_000_000, us % 1_000_000, len(frame), len(frame)) + frame
 
 

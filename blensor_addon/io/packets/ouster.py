@@ -180,7 +180,8 @@ class OusterEncoder:
             Ouster's n; ``table.extra`` may hold ``columns_per_frame``,
             ``pixel_shift_by_row``, ``lidar_to_sensor_transform``, ``imu_to_sensor_transform``,
             ``prod_sn``, ``build_rev``.
-        start_time: UNIX time (s) of scene time 0.
+        start_ns: UNIX time (ns, int) of scene time 0, the run's time base
+            (:mod:`blensor_addon.core.timebase`).
         profile: one of :data:`PROFILES`.
     Raises:
         SettingsError (``formats``): not an Ouster OS0/OS1/OS2, or columns x rotation speed
@@ -188,7 +189,7 @@ class OusterEncoder:
         an unknown profile.
     """
 
-    def __init__(self, device, start_time: float = 0.0, profile: str = "LEGACY") -> None:
+    def __init__(self, device, start_ns: int = 0, profile: str = "LEGACY") -> None:
         if device.vendor != "ouster" or device.model[:3] not in ("OS0", "OS1", "OS2"):
             raise SettingsError("formats", "pcap of an Ouster OS0, OS1 or OS2", device.model)
         if profile not in PROFILES:
@@ -196,7 +197,7 @@ class OusterEncoder:
         t = device.table
         self.device = device
         self.profile = profile
-        self.start_time = float(start_time)
+        self.start_ns = int(start_ns)
         try:
             self.serial = int(str(t.extra.get("prod_sn", "0")))
         except ValueError:
@@ -243,9 +244,9 @@ class OusterEncoder:
         u = np.round(cols.time * self.device.rotation_speed * W).astype(np.int64)
         return u + np.mod(m - u, W)  # m - u is the head's phase, the same for every column
 
-    def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
-        """Queue ``cols``; returns the packets completed: (pcap time s, payload)."""
-        out: list[tuple[float, bytes]] = []
+    def add(self, cols: FiringColumns | None) -> list[tuple[int, bytes]]:
+        """Queue ``cols``; returns the packets completed: (pcap time, UNIX ns, payload)."""
+        out: list[tuple[int, bytes]] = []
         if cols is None:
             return out
         ids = self.measurement_ids(cols)
@@ -257,7 +258,8 @@ class OusterEncoder:
             else:
                 rng2, refl2, sig2 = self._fields(cols.range2, cols.reflectivity2, cols.intensity2)
                 rng2 = rng2 | (refl2.astype(np.uint32) << 24)
-        stamps = np.round((self.start_time + cols.time) * 1e9).astype(np.uint64)
+        # integer ns: a float64 UNIX time holds 238 ns, not the packets' 1 ns
+        stamps = np.uint64(self.start_ns) + np.round(cols.time * 1e9).astype(np.uint64)
         for c in range(len(cols)):
             p, slot = divmod(int(ids[c]), COLUMNS_PER_PACKET)
             if self._packet is not None and p != self._packet:
@@ -298,7 +300,7 @@ class OusterEncoder:
             self._cols["frame_id"] = (ids // W) & 0xFFFF
             self._cols["encoder_count"] = (ids % W) * (ENCODER_TICKS // W)
 
-    def _emit(self) -> tuple[float, bytes]:
+    def _emit(self) -> tuple[int, bytes]:
         payload = self._cols.tobytes()
         if self.profile != "LEGACY":
             head = np.zeros(1, dtype=HEADER_DTYPE)
@@ -307,9 +309,9 @@ class OusterEncoder:
             head["init_sn"] = INIT_ID | ((self.serial & (2 ** 40 - 1)) << 24)
             payload = head.tobytes() + payload + bytes(32)
         self._packet = None
-        return self.start_time + self._last_time, payload
+        return self.start_ns + int(round(self._last_time * 1e9)), payload
 
-    def finish(self) -> list[tuple[float, bytes]]:
+    def finish(self) -> list[tuple[int, bytes]]:
         """The packet being filled, its missing columns invalid (none if empty)."""
         return [self._emit()] if self._packet is not None else []
 

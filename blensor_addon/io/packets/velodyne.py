@@ -186,18 +186,19 @@ class VelodyneEncoder:
     Args:
         device: the :class:`~blensor_addon.core.capabilities.Device` (a model of
             :data:`MODELS`).
-        start_time: UNIX time (s) of scene time 0 (the packets' timestamps and the pcap's).
+        start_ns: UNIX time (ns, int) of scene time 0, the run's time base
+            (:mod:`blensor_addon.core.timebase`): the packets' timestamps and the pcap's.
         mode: the return-mode byte (:func:`return_mode`); :data:`RETURN_DUAL` writes pairs
             of blocks (the columns' ``range2``, the last return, in the even block, ``range`` in the odd).
     Raises:
         SettingsError: see :func:`model_of`.
     """
 
-    def __init__(self, device, start_time: float = 0.0, mode: int = RETURN_STRONGEST) -> None:
+    def __init__(self, device, start_ns: int = 0, mode: int = RETURN_STRONGEST) -> None:
         self.device = device
         self.model = model_of(device)
         self.unit = distance_unit(device, self.model)
-        self.start_time = float(start_time)
+        self.start_ns = int(start_ns)
         self.mode = int(mode)
         self.dual = self.mode == RETURN_DUAL
         self.per_packet = BLOCKS * self.model.sequences // (2 if self.dual else 1)
@@ -213,14 +214,14 @@ class VelodyneEncoder:
         (period = ``1 / (rotation_speed * columns)`` s; column g fires at ``g * period``)."""
         return np.round(np.asarray(cols.time, dtype=np.float64) / self._period).astype(np.int64)
 
-    def add(self, cols: FiringColumns | None) -> list[tuple[float, bytes]]:
-        """Queue ``cols`` and return the packets they complete: (pcap time s, payload).
+    def add(self, cols: FiringColumns | None) -> list[tuple[int, bytes]]:
+        """Queue ``cols`` and return the packets they complete: (pcap time, UNIX ns, payload).
 
         Raises:
             SettingsError (``formats``): two columns on one column of the unit's grid (a
             scan finer than the device's ``columns`` a turn).
         """
-        out: list[tuple[float, bytes]] = []
+        out: list[tuple[int, bytes]] = []
         if cols is None:
             return out
         g = self.global_columns(cols)
@@ -240,7 +241,7 @@ class VelodyneEncoder:
                 out += self.finish()
         return out
 
-    def finish(self) -> list[tuple[float, bytes]]:
+    def finish(self) -> list[tuple[int, bytes]]:
         """The packet being filled, its empty slots firings of no return at their own
         columns (none if empty)."""
         if not self._slots:
@@ -276,7 +277,7 @@ class VelodyneEncoder:
         n = len(cols) // m.sequences
         return units.reshape(n, m.sequences * L), byte.reshape(n, m.sequences * L)
 
-    def _packet(self, cols: list) -> tuple[float, bytes]:
+    def _packet(self, cols: list) -> tuple[int, bytes]:
         m = self.model
         blocks = np.zeros(BLOCKS, dtype=BLOCK_DTYPE)
         blocks["flag"] = BLOCK_FLAG
@@ -290,12 +291,12 @@ class VelodyneEncoder:
             blocks["azimuth"] = azimuth_units(psi)
             rec["distance"], rec["reflectivity"] = self._records(cols, 2)
         blocks["records"] = rec
-        t0 = self.start_time + cols[0][0]
-        stamp_us = int(round(t0 * 1e6)) % 3_600_000_000
+        t0 = self.start_ns + int(round(cols[0][0] * 1e9))  # UNIX ns, exact (a float64 holds 238 ns)
+        stamp_us = (t0 + 500) // 1000 % 3_600_000_000
         payload = blocks.tobytes() + struct.pack("<IBB", stamp_us, self.mode, m.product_id)
         assert len(payload) == PACKET_SIZE
         # the unit sends the packet once its last firing is done
-        return self.start_time + cols[-1][0] + m.cycle_s, payload
+        return self.start_ns + int(round((cols[-1][0] + m.cycle_s) * 1e9)), payload
 
 
 def calibration_yaml(device) -> str:
