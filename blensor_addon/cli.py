@@ -41,7 +41,11 @@ Exit status and the one line printed on stderr:
   (a second signal drops it), finished frames, a terminated EVD and the manifest
   (status ``cancelled``) are kept. A signal while Blender loads is acted on once it has
   loaded: nothing is written. A signal inside one of Blender's Python callbacks (a
-  frame-change handler) is acted on when it returns (:mod:`.jobs.signals`).
+  frame-change handler) is acted on when it returns (:mod:`.jobs.signals`). A signal
+  before the first frame leaves nothing (no manifest, no lock); one during the last frame
+  still cancels the run. While Blender is stuck in a C call (a FIFO or hung file it opens
+  again after the signal), the native library's watchdog ends the run after 5 s the same
+  way (the manifest as last written, with status ``cancelled``; the lock removed).
 
 ``BLENSOR_DEBUG=1`` in the environment prints the traceback after an error's line
 (:func:`debug_traceback`).
@@ -1114,9 +1118,11 @@ def main(argv: list[str] | None = None) -> int:
     console command (``argv`` None) it ends the process itself once Blender was loaded
     (:func:`end_process`)."""
     global _SIGNALS, _BLENDER_STDERR
-    from .jobs.signals import Signals  # (no bpy at import)
+    from .jobs.signals import Signals, arm_watchdog, disarm_watchdog  # (no bpy at import)
     # first (the parser imports the writers): Blender must not see a signal while it loads
     _SIGNALS = Signals("note").install()
+    if argv is None:  # the console command: a signal ends it even while Blender is stuck in C
+        arm_watchdog()
     if argv is None:  # the console command: Blender's messages escaped once it has loaded
         from .process.messages import EscapedStderr
         _BLENDER_STDERR = EscapedStderr()
@@ -1124,6 +1130,7 @@ def main(argv: list[str] | None = None) -> int:
         code = _main(_build_parser().parse_args(_attach_signed_values(sys.argv[1:] if argv is None else
                                                                        [str(a) for a in argv])))
     finally:  # also after a SystemExit of the parser
+        disarm_watchdog()
         _SIGNALS.restore()
         _SIGNALS = None
         if _BLENDER_STDERR is not None:  # what Blender printed is passed on before the process ends

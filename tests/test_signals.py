@@ -4,6 +4,9 @@ first packet (nothing may be left, so a later plain run works) and during its la
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,3 +99,114 @@ def test_a_signal_during_the_only_packet_cancels_the_run(slow_blend, tmp_path, s
     man = json.loads((out / "manifest.json").read_text())
     assert man["status"] == "cancelled" and [f["frame"] for f in man["frames"]] == [1]
     assert visible_files(out) == ["manifest.json", "scan00001.npz", "trajectory.tum"]
+
+
+@pytest.fixture(scope="module")
+def cache_scene(tmp_path_factory) -> Path:
+    """The slow scene plus a cube read from an Alembic file sequence ``cube_001.abc`` ..
+    ``cube_005.abc`` (one file a frame, opened by Blender's C code inside every frame
+    change, with or without the interpreter's lock)."""
+    d = tmp_path_factory.mktemp("cache")
+    code = textwrap.dedent(f"""
+        import shutil, bpy, blensor_addon
+        blensor_addon.register()
+        bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
+        s = bpy.data.objects["Velodyne"].data.blensor
+        s.preset = "generic"
+        s.elevations = ",".join(str(-24 + 0.4 * i) for i in range(64))
+        s.angle_resolution = 0.01
+        s.packets = "frame"
+        s.time_model = "frame"
+        bpy.ops.mesh.primitive_cube_add(location=(0, 10, 1))
+        cube = bpy.context.object
+        bpy.ops.object.select_all(action="DESELECT")
+        cube.select_set(True)
+        bpy.ops.wm.alembic_export(filepath={str(d / 'cube_001.abc')!r}, selected=True, start=1, end=1)
+        for i in range(2, 6):
+            shutil.copy({str(d / 'cube_001.abc')!r}, {str(d)!r} + f"/cube_{{i:03d}}.abc")
+        bpy.data.objects.remove(cube)
+        bpy.ops.wm.alembic_import(filepath={str(d / 'cube_001.abc')!r}, always_add_cache_reader=True,
+                                  is_sequence=True)
+        bpy.ops.wm.save_as_mainfile(filepath={str(d / 'cache.blend')!r})
+        blensor_addon.unregister()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    return d / "cache.blend"
+
+
+def as_fifo(path: Path) -> None:
+    """Replace the file at ``path`` by a FIFO no one writes to: opening it blocks (a hung
+    network file does the same); Blender's Alembic reader opens it again after EINTR."""
+    path.unlink()
+    os.mkfifo(path)
+
+
+#: what Blender's Alembic reader prints on stderr when the signal interrupts its open()
+ALEMBIC_NOISE = "Could not open as Ogawa file from provided streams."
+
+
+def stuck_line(res) -> str:
+    """The command's one line: the last on stderr, after only Blender's own noise."""
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines and "Traceback" not in res.stderr, res.stderr
+    assert all(ln == ALEMBIC_NOISE for ln in lines[:-1]), res.stderr
+    return lines[-1]
+
+
+def needs_watchdog() -> None:
+    from blensor_addon.raycast import native
+    if not native.available() or not hasattr(native.load_library(), "brt_watchdog_start"):
+        pytest.skip("needs the native library with its signal watchdog (native_patch/build.py)")
+
+
+def test_sigterm_while_blender_is_stuck_before_the_run_ends_it_in_one_line(cache_scene, tmp_path):
+    # the first signal interrupted Blender's open() of the FIFO, which opened it again:
+    # no Python handler ran, the command never ended (only SIGKILL did)
+    needs_watchdog()
+    blend = tmp_path / "cache.blend"
+    for f in cache_scene.parent.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    as_fifo(tmp_path / "cube_003.abc")  # the transform pre-check opens it at frame 3
+    out = tmp_path / "o"
+    proc = start_scan(blend, out, "1-5")
+    try:
+        time.sleep(8)  # Blender loaded, stuck in the pre-check
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        res = finished(proc)
+    finally:
+        proc.kill()
+    assert res.returncode == 130, res.stderr
+    assert stuck_line(res) == ("blensor: interrupted by SIGTERM; nothing written (Blender did not return "
+                                   "within 5 s)")
+    assert not out.exists()
+
+
+def test_sigterm_while_blender_is_stuck_in_a_packet_keeps_the_finished_ones(cache_scene, tmp_path):
+    needs_watchdog()
+    blend = tmp_path / "cache.blend"
+    for f in cache_scene.parent.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    out = tmp_path / "o"
+    proc = start_scan(blend, out, "1-5")
+    try:
+        wait_for(out / "manifest.json", proc)  # validated: every cache file was read once
+        as_fifo(tmp_path / "cube_005.abc")  # a file that hangs from now on: the scan gets stuck
+        wait_for(out / "scan00001.npz", proc)
+        time.sleep(8)  # (a packet takes about 2 s)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        res = finished(proc)
+    finally:
+        proc.kill()
+    assert res.returncode == 130, res.stderr
+    line = stuck_line(res)
+    m = re.fullmatch(r"blensor: interrupted by SIGTERM after (\d) finished packets \(Blender did not return "
+                     rf"within 5 s\); the packets listed in {re.escape(str(out / 'manifest.json'))} are kept "
+                     r"\(manifest: cancelled\)", line)
+    assert m, line
+    done = list(range(1, int(m.group(1)) + 1))
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "cancelled" and [f["frame"] for f in man["frames"]] == done
+    # no lock, no temporary file
+    assert visible_files(out) == ["manifest.json", *(f"scan{f:05d}.npz" for f in done), "trajectory.tum"]

@@ -17,6 +17,7 @@ Both run on the pipeline's writer thread and never touch bpy.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 
 import numpy as np
@@ -24,7 +25,8 @@ import numpy as np
 from ..io import trajectory
 from ..io.atomic import atomic_write_bytes
 from ..io.formats import Writer, output_patterns
-from ..io.outdir import OutputFolder, files_matching
+from ..io.outdir import LOCK_NAME, OutputFolder, files_matching
+from . import signals
 
 TRAJECTORY = "trajectory.tum"
 MANIFEST = "manifest.json"
@@ -117,6 +119,27 @@ class ManifestWriter(Writer):
     def start(self) -> None:
         """The first manifest (status ``running``), before any packet."""
         self.out.write_manifest(self.doc(), 0)
+        self._if_stuck()
+
+    def _if_stuck(self) -> None:
+        """Tell the signal watchdog (:func:`~.signals.stop_actions`) what a stuck end
+        leaves: before the first packet of a run that resumes nothing, nothing (the
+        manifest, the lock and a folder the run made are removed), else this manifest with
+        status ``cancelled`` (the packets it lists, as after SIGKILL) and no lock."""
+        if not signals.watchdog_armed():
+            return
+        lock, manifest = self.out.path / LOCK_NAME, self.out.path / MANIFEST
+        grace = f"Blender did not return within {signals.WATCHDOG_GRACE:g} s"
+        if not self.done and self.out.earlier is None:  # (a resumed run keeps its manifest)
+            actions = [(signals.REMOVE, manifest, None), (signals.REMOVE, lock, None)]
+            if self.out.created:
+                actions.append((signals.REMOVE_EMPTY_FOLDER, self.out.path, None))
+            signals.stop_actions(f"; nothing written ({grace})", actions)
+            return
+        data = (json.dumps({**self.doc(), "status": "cancelled"}, indent=2, sort_keys=True) + "\n").encode()
+        signals.stop_actions(f" after {len(self.done)} finished packets ({grace}); the packets listed in "
+                             f"{manifest} are kept (manifest: cancelled)",
+                             [(signals.WRITE, manifest, data), (signals.REMOVE, lock, None)])
 
     def finished(self, entry: dict, objects: list | None = None) -> None:
         """A packet is finished: list it; rewrite the manifest if the schedule says so."""
@@ -126,6 +149,7 @@ class ManifestWriter(Writer):
             self.objects = objects
         if self.out.manifest_due(len(self.done)):
             self.out.write_manifest(self.doc(), len(self.done))
+            self._if_stuck()
 
     def close(self, status: str) -> None:
         """The final manifest with ``status`` and the run-level files (``files``: every
@@ -141,6 +165,7 @@ class ManifestWriter(Writer):
                for p in files_matching(self.out.path, output_patterns(formats))]
         self.static = {**self.static, "files": sorted(n for n in run if n not in listed and n != MANIFEST)}
         self.out.write_manifest(self.doc(), len(self.done), final=True)
+        signals.stop_actions("; the run had ended", [])  # its final manifest is written
 
 
 __all__ = ["TrajectoryWriter", "ManifestWriter", "TRAJECTORY", "MANIFEST"]

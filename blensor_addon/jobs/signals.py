@@ -26,6 +26,19 @@ Modes (:attr:`Signals.mode`):
 
 Handlers are installed only in the main thread (Python's rule); a Blender with a UI keeps
 its own (ESC cancels a job there).
+
+A main thread stuck in a C call that does not return (Blender opening a FIFO or a hung
+network file, and opening it again after the signal's EINTR: an Alembic cache does, inside
+a frame change) never runs a Python handler, so no Python code of it can end the run.
+The command line tool arms a watchdog of the native library for that
+(:func:`arm_watchdog`, ``brt_watchdog_start``): when the interpreter has not
+acknowledged a SIGINT or SIGTERM within :data:`WATCHDOG_GRACE` seconds (Python's handler
+acknowledges whenever it runs, and a helper thread does while the main thread is in the
+add-on's native ray caster, so a long cast is not taken for a stuck call), the library's
+thread does the run's stop actions (:func:`stop_actions`: the manifest rewritten with
+status ``cancelled``, the lock removed; before the first packet: nothing left), writes
+the one line and ends the process with exit status 130, as a handled signal does. Without
+the native library (the ``bvhtree`` backend only, Windows) there is no watchdog.
 """
 from __future__ import annotations
 
@@ -36,8 +49,95 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+#: seconds the interpreter has to acknowledge a signal before the watchdog ends the run
+WATCHDOG_GRACE = 5.0
+#: the native library while the watchdog is armed (None: not armed)
+_watchdog = None
+#: stop-action modes of ``brt_watchdog_action``
+KEEP, WRITE, REMOVE, REMOVE_EMPTY_FOLDER = 0, 1, 2, 3
+
+
+def arm_watchdog(grace: float = WATCHDOG_GRACE) -> bool:
+    """Start the native watchdog (see the module docstring) in front of the handlers set
+    now; returns False where it cannot run (no native library, Windows). The one line of
+    a stuck end says "nothing written" until :func:`stop_actions` says otherwise."""
+    global _watchdog
+    import ctypes
+    from ..core.errors import NativeLibraryError
+    try:
+        from ..raycast.native import load_library
+        lib = load_library()
+    except (ImportError, OSError, NativeLibraryError):
+        return False
+    if not hasattr(lib, "brt_watchdog_start"):  # a library built before the watchdog
+        return False
+    lib.brt_watchdog_start.argtypes = [ctypes.c_double, ctypes.c_int]
+    lib.brt_watchdog_start.restype = ctypes.c_int
+    lib.brt_watchdog_ack.argtypes = []
+    lib.brt_watchdog_ack.restype = None
+    lib.brt_watchdog_text.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.brt_watchdog_text.restype = ctypes.c_int
+    lib.brt_watchdog_action.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                        ctypes.c_int64]
+    lib.brt_watchdog_action.restype = ctypes.c_int
+    if lib.brt_watchdog_start(float(grace), 130) != 0:
+        return False
+    _watchdog = lib
+    stop_actions(f"; nothing written (Blender did not return within {grace:g} s)", [])
+    if not any(t.name == "blensor-signal-ack" for t in threading.enumerate()):
+        threading.Thread(target=_ack_while_free, name="blensor-signal-ack", daemon=True).start()
+    return True
+
+
+def watchdog_armed() -> bool:
+    """True while the watchdog is armed (:func:`arm_watchdog`)."""
+    return _watchdog is not None
+
+
+def _ack_while_free() -> None:
+    """Acknowledge signals while the main thread is in the add-on's own ray caster (a
+    long native cast releases the interpreter's lock and returns; its signal is handled
+    then). Blender's C calls release the lock too (a frame change, where an Alembic cache
+    on a FIFO blocks): the interpreter's lock being free says nothing about a return."""
+    import time
+    main = threading.main_thread().ident
+    while _watchdog is not None:
+        frame = sys._current_frames().get(main)
+        if frame is not None and frame.f_code.co_filename.startswith(_RAYCAST_DIR):
+            _watchdog.brt_watchdog_ack()
+        time.sleep(0.25)
+
+
+def disarm_watchdog() -> None:
+    """Stop acknowledging and doing stop actions (the command is over); the library's
+    handlers go with the next ``signal.signal`` of SIGINT and SIGTERM."""
+    global _watchdog
+    if _watchdog is not None:
+        stop_actions("; nothing written", [])
+        _watchdog.brt_watchdog_ack()
+        _watchdog = None
+
+
+def stop_actions(after: str, actions: list) -> None:
+    """What the watchdog does if the run gets stuck from now on: ``actions`` (up to 8 of
+    ``(mode, path, data)``: :data:`WRITE` ``data`` (bytes) to ``path`` (a temporary name,
+    then renamed), :data:`REMOVE` the file, :data:`REMOVE_EMPTY_FOLDER`), then the line
+    ``blensor: interrupted by <SIGNAL>`` + ``after``. Nothing without the watchdog."""
+    lib = _watchdog
+    if lib is None:
+        return
+    lib.brt_watchdog_text(b"blensor: interrupted by ", (after + "\n").encode())
+    for slot in range(8):
+        mode, path, data = actions[slot] if slot < len(actions) else (KEEP, None, None)
+        raw = bytes(data or b"")
+        lib.brt_watchdog_action(slot, mode, os.fsencode(path) if path is not None else None, raw or None,
+                                len(raw))
+
+
 #: Blender's file name of the code of a Python driver expression
 _DRIVER_FILE = "<bpy driver>"
+#: the add-on's ray casters (a native cast is a long C call that returns)
+_RAYCAST_DIR = str(Path(__file__).resolve().parent.parent / "raycast") + os.sep
 #: the add-on's UI layer: operators, panels and property-update callbacks, all called by Blender
 _UI_DIR = str(Path(__file__).resolve().parent.parent / "ui") + os.sep
 
@@ -172,6 +272,8 @@ class Signals:
 
     # ---------------------------------------------------------------- handling
     def _handle(self, signum, frame) -> None:
+        if _watchdog is not None:  # the interpreter runs: the watchdog has nothing to do
+            _watchdog.brt_watchdog_ack()
         self.signum = signum
         self.count += 1
         if self.mode == "note" or (self.mode == "finish" and self.count - self._base == 1):

@@ -896,6 +896,193 @@ BRT_API int brt_crash_message(const char *before, const char *after, int code) {
 }
 #endif
 
+/* ---------------------------------------------------------------- signal watchdog */
+#if defined(_WIN32)
+BRT_API int brt_watchdog_start(double grace_s, int code) {
+    (void)grace_s; (void)code;
+    return -4;
+}
+BRT_API void brt_watchdog_ack(void) {}
+BRT_API int brt_watchdog_text(const char *before, const char *after) {
+    (void)before; (void)after;
+    return -4;
+}
+BRT_API int brt_watchdog_action(int slot, int mode, const char *path, const char *data, int64_t n) {
+    (void)slot; (void)mode; (void)path; (void)data; (void)n;
+    return -4;
+}
+#else
+#include <errno.h>
+#include <stdio.h>
+#include <time.h>
+#define WD_SLOTS 8
+#define WD_PATH 4096
+typedef struct { int mode; char path[WD_PATH]; char *data; int64_t n; } wd_action_t;
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static wd_action_t wd_actions[WD_SLOTS];
+static char wd_before[WD_PATH], wd_after[WD_PATH];
+static int wd_err = -1, wd_code = 130, wd_started;
+static double wd_grace = 5.0;
+static int64_t wd_sigs, wd_acked; /* __atomic: signals seen by the handler, by Python */
+static int wd_last, wd_pipe[2] = {-1, -1};
+static struct sigaction wd_old[2];
+
+static double wd_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void wd_write(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* the run's stop actions, the line, the exit: the interpreter is stuck, nothing else runs */
+static void wd_stop(int sig) {
+    pthread_mutex_lock(&wd_mu);
+    for (int i = 0; i < WD_SLOTS; i++) {
+        wd_action_t *a = &wd_actions[i];
+        if (a->mode == 1) {
+            char tmp[WD_PATH + 32];
+            snprintf(tmp, sizeof tmp, "%s.stop-%ld", a->path, (long)getpid());
+            int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+            if (fd < 0) continue;
+            wd_write(fd, a->data, (size_t)a->n);
+            int ok = fsync(fd) == 0;
+            close(fd);
+            if (!ok || rename(tmp, a->path) != 0) unlink(tmp);
+        } else if (a->mode == 2) {
+            unlink(a->path);
+        } else if (a->mode == 3) {
+            rmdir(a->path);
+        }
+    }
+    const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    wd_write(wd_err, wd_before, strlen(wd_before));
+    wd_write(wd_err, name, strlen(name));
+    wd_write(wd_err, wd_after, strlen(wd_after));
+    _exit(wd_code);
+}
+
+/* in front of the interpreter's handler: count the signal and wake the thread, then chain
+ * (atomics and write only: async-signal-safe) */
+static void wd_handler(int sig) {
+    int e = errno;
+    __atomic_store_n(&wd_last, sig, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&wd_sigs, 1, __ATOMIC_SEQ_CST);
+    char c = (char)sig;
+    if (write(wd_pipe[1], &c, 1) < 0) { /* a full pipe: the thread is awake anyway */ }
+    struct sigaction *old = &wd_old[sig == SIGTERM];
+    if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN)
+        old->sa_handler(sig);
+    errno = e;
+}
+
+static void *wd_main(void *arg) {
+    (void)arg;
+    char buf[64];
+    for (;;) {
+        ssize_t r = read(wd_pipe[0], buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return NULL;
+        /* every signal counted so far must be acknowledged: Python's handler stores the
+         * count it saw, and it runs after this library's handler counted its signal */
+        int64_t want = __atomic_load_n(&wd_sigs, __ATOMIC_SEQ_CST);
+        double end = wd_now() + wd_grace;
+        while (__atomic_load_n(&wd_acked, __ATOMIC_SEQ_CST) < want) {
+            if (wd_now() >= end) wd_stop(__atomic_load_n(&wd_last, __ATOMIC_SEQ_CST));
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+BRT_API int brt_watchdog_start(double grace_s, int code) {
+    if (!(grace_s > 0)) return BRT_E_ARG;
+    pthread_mutex_lock(&wd_mu);
+    wd_grace = grace_s;
+    wd_code = code;
+    int rc = BRT_OK;
+    if (!wd_started) {
+        if (pipe(wd_pipe) != 0) {
+            rc = BRT_E_NOMEM;
+        } else {
+            for (int i = 0; i < 2; i++) fcntl(wd_pipe[i], F_SETFD, FD_CLOEXEC);
+            fcntl(wd_pipe[1], F_SETFL, fcntl(wd_pipe[1], F_GETFL) | O_NONBLOCK);
+            wd_err = fcntl(2, F_DUPFD_CLOEXEC, 3);
+            pthread_t th;
+            pthread_attr_t at;
+            pthread_attr_init(&at);
+            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            sigset_t all, old;
+            sigfillset(&all); /* the thread takes no signal: they stay the interpreter's */
+            pthread_sigmask(SIG_SETMASK, &all, &old);
+            if (pthread_create(&th, &at, wd_main, NULL) != 0) rc = BRT_E_NOMEM;
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            pthread_attr_destroy(&at);
+            wd_started = rc == BRT_OK;
+        }
+    }
+    if (rc == BRT_OK) { /* (again after the interpreter's handlers were set anew) */
+        static const int sigs[2] = {SIGINT, SIGTERM};
+        for (int i = 0; i < 2; i++) {
+            struct sigaction cur;
+            sigaction(sigs[i], NULL, &cur);
+            if (cur.sa_handler == wd_handler) continue;
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = wd_handler;
+            sigemptyset(&sa.sa_mask);
+            sa.sa_flags = cur.sa_flags & ~(SA_SIGINFO | SA_RESETHAND);
+            wd_old[i] = cur;
+            sigaction(sigs[i], &sa, NULL);
+        }
+    }
+    pthread_mutex_unlock(&wd_mu);
+    return rc;
+}
+
+BRT_API void brt_watchdog_ack(void) {
+    __atomic_store_n(&wd_acked, __atomic_load_n(&wd_sigs, __ATOMIC_SEQ_CST), __ATOMIC_SEQ_CST);
+}
+
+BRT_API int brt_watchdog_text(const char *before, const char *after) {
+    if (!before || !after || strlen(before) >= WD_PATH || strlen(after) >= WD_PATH) return BRT_E_ARG;
+    pthread_mutex_lock(&wd_mu);
+    memcpy(wd_before, before, strlen(before) + 1);
+    memcpy(wd_after, after, strlen(after) + 1);
+    pthread_mutex_unlock(&wd_mu);
+    return BRT_OK;
+}
+
+BRT_API int brt_watchdog_action(int slot, int mode, const char *path, const char *data, int64_t n) {
+    if (slot < 0 || slot >= WD_SLOTS || mode < 0 || mode > 3 || n < 0) return BRT_E_ARG;
+    if (mode && (!path || strlen(path) >= WD_PATH)) return BRT_E_ARG;
+    if (mode == 1 && n > 0 && !data) return BRT_E_ARG;
+    char *copy = NULL;
+    if (mode == 1 && n > 0) {
+        copy = (char *)malloc((size_t)n);
+        if (!copy) return BRT_E_NOMEM;
+        memcpy(copy, data, (size_t)n);
+    }
+    pthread_mutex_lock(&wd_mu);
+    wd_action_t *a = &wd_actions[slot];
+    free(a->data);
+    a->data = copy;
+    a->n = mode == 1 ? n : 0;
+    a->mode = mode;
+    if (mode) memcpy(a->path, path, strlen(path) + 1);
+    pthread_mutex_unlock(&wd_mu);
+    return BRT_OK;
+}
+#endif
+
 #if defined(BRT_HAVE_AVX)
 static int use_avx(void);
 #endif

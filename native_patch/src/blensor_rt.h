@@ -70,6 +70,28 @@ BRT_API const char *brt_kernel(void);
  * long), or -4 where the platform has no sigaction (Windows). */
 BRT_API int brt_crash_message(const char *before, const char *after, int code);
 
+/* Signal watchdog: the end of a headless run whose main thread is stuck in a C call that
+ * does not return (Blender opening a FIFO again after EINTR), where no Python handler runs
+ * to act on SIGINT or SIGTERM. Puts a handler in front of the current ones
+ * of SIGINT and SIGTERM (call it after Python's are set) that counts the signal, wakes a
+ * thread of this library and chains to the one before. If brt_watchdog_ack() (which
+ * Python's handler calls whenever it runs) has not seen every signal within grace_s
+ * seconds, the thread does the run's stop actions (brt_watchdog_action), writes text
+ * before + the signal's name + text after to stderr (fd 2 of the first call) and ends the
+ * process with exit status code. The thread is started once; a later call changes grace_s
+ * and code and puts the handlers in front again. Returns BRT_OK, BRT_E_ARG (grace_s not
+ * positive), BRT_E_NOMEM (no pipe or thread), or -4 on Windows. */
+BRT_API int brt_watchdog_start(double grace_s, int code);
+/* Python's signal handler ran: every signal counted so far is seen. */
+BRT_API void brt_watchdog_ack(void);
+/* The line of a stuck end: before + signal name + after (copied; at most 4095 bytes). */
+BRT_API int brt_watchdog_text(const char *before, const char *after);
+/* Stop action slot (0..7) of a stuck end, done in slot order: mode 0 none, 1 write the n
+ * bytes of data to path (a temporary name beside it, then renamed over it), 2 remove the
+ * file path, 3 remove the folder path if it is empty. Copied. BRT_E_ARG: bad slot or mode,
+ * path over 4095 bytes; BRT_E_NOMEM. */
+BRT_API int brt_watchdog_action(int slot, int mode, const char *path, const char *data, int64_t n);
+
 /* Build the BVH of one mesh.
  * verts: (nverts, 3) float32 object-space coordinates [m].
  * tris:  (ntris, 3) int32 vertex indices.
