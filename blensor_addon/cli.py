@@ -789,8 +789,9 @@ def cmd_scan(args) -> int:
     from .io.formats import make_options
     format_options = split_sets(args.option, "--option")
     from .core.timebase import iso, run_start_time
-    start, format_options = run_start_time(args.start_time, format_options)  # pcap.start_time: its alias
-    args.start_time = iso(start)
+    given = args.start_time is not None or "pcap.start_time" in format_options  # (its alias)
+    start, format_options = run_start_time(args.start_time, format_options)
+    args.start_time = iso(start) if given else None  # None: the camera's stored one, or the default
     if args.pcd_ascii and "pcd" not in formats:
         raise SettingsError("--pcd-ascii", "given with pcd among --formats", ",".join(formats))
     if args.pcd_ascii and "pcd.ascii" in format_options:
@@ -856,6 +857,9 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
             raise SettingsError(exc.setting, exc.allowed, f"{exc.value} (camera '{cam.name}')",
                                 exc.hint) from None
     axes = {cam.name: args.axes if args.axes is not None else camera_axes(cam) for cam in cams}
+    if args.start_time is None:  # the first camera's stored time base (the panel's Start time)
+        from .ui.props import stored_start_time
+        args.start_time = stored_start_time(cams[0].data.blensor)
     frames = parse_frames(args.frames, bpy.context.scene) if interval is None else None
     bar = None
 

@@ -238,3 +238,50 @@ def test_the_time_table_names_every_format_that_writes_times():
     missing = [f for f in WRITERS if f not in timeless and not re.search(rf"\b{f}\b", rows)]
     assert not missing, missing
     assert "2020-01-01T00:00:00Z" in table and "adjusted standard GPS time" in table
+
+
+@pytest.fixture(scope="module")
+def stored_scenes(tmp_path_factory):
+    """The demo with a time base stored on the camera (the panel's Start time), with the pcap
+    writer's former stored option only (a file saved before ``start_time``), and with a bad one."""
+    import subprocess
+    import sys
+    import textwrap
+    d = tmp_path_factory.mktemp("stored")
+    code = textwrap.dedent(f"""
+        import bpy, blensor_addon
+        blensor_addon.register()
+        def variant(name, edit):
+            bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
+            edit(bpy.data.objects["Velodyne"].data.blensor)
+            bpy.ops.wm.save_as_mainfile(filepath={str(d)!r} + "/" + name + ".blend")
+        variant("stored", lambda p: setattr(p, "start_time", "2021-06-01T00:00:00Z"))
+        variant("legacy", lambda p: p.__setitem__("pcap_start_time", 1.7e9))
+        variant("bad", lambda p: setattr(p, "start_time", "whenever"))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return d
+
+
+@pytest.mark.parametrize("scene, extra, want", [
+    ("stored", [], "2021-06-01T00:00:00Z"),
+    ("stored", ["--start-time", "2022-01-01T00:00:00Z"], "2022-01-01T00:00:00Z"),  # the command wins
+    ("legacy", [], "2023-11-14T22:13:20Z"),  # pcap_start_time = 1.7e9 s of an older file
+])
+def test_a_camera_stores_its_time_base(stored_scenes, tmp_path, scene, extra, want):
+    out = tmp_path / "out"
+    res = run("scan", stored_scenes / f"{scene}.blend", "--frames", "1", "--out", out, "--formats", "npz",
+              "--quiet", *extra)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "manifest.json").read_text())["start_time"] == want
+    with np.load(out / "scan00000.npz") as z:
+        assert iso(int(z["start_time_ns"])) == want
+
+
+def test_a_bad_stored_time_base_is_one_line_and_exit_2(stored_scenes, tmp_path):
+    out = tmp_path / "out"
+    res = run("scan", stored_scenes / "bad.blend", "--frames", "1", "--out", out, "--formats", "npz")
+    assert res.returncode == 2
+    assert one_error_line(res) == f"blensor: error: start_time must be {ALLOWED}, got 'whenever'"
+    assert not out.exists()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The vendors' decoders for tests/test_pcap.py: .venv-decoders with velodyne-decoder and
-# ouster-sdk, pinned in tools/decoders.txt. Their own environment: both need numpy 2, which
+# ouster-sdk, pinned in tools/decoders.txt, and the rosbags 0.9.23 ouster-sdk pins, with which
+# tests/test_rosbag_readers.py reads the README's bags. Their own environment: both need numpy 2, which
 # bpy 4.2-5.0 (numpy 1.x) cannot share. Idempotent (a stamp of tools/decoders.txt); prints
 # the environment's folder as its last line. About 30 s and 60 MB on first run.
 set -euo pipefail
@@ -17,8 +18,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x "$VENV/bin/py
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" >&2 || true
   "$VENV/bin/python" -m pip install -q -r tools/decoders.txt 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -c "import velodyne_decoder, ouster.sdk.core, numpy" \
-    || { echo "decoders: velodyne-decoder or ouster-sdk did not install into $VENV" >&2; exit 1; }
+  "$VENV/bin/python" -c "import velodyne_decoder, ouster.sdk.core, numpy, rosbags.rosbag2" \
+    || { echo "decoders: velodyne-decoder, ouster-sdk or rosbags did not install into $VENV" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 echo "$VENV"

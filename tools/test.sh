@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(BLENSOR_EXTRAS=test bash tools/setup.sh | tail -n 1)
-# the vendors' decoders tests/test_pcap.py reads the pcap files with (own environment: numpy 2)
-bash tools/decoders.sh >/dev/null || echo "test: tools/decoders.sh failed (tests/test_pcap.py needs it)" >&2
+# the vendors' decoders tests/test_pcap.py reads the pcap files with, and rosbags 0.9.23 for
+# tests/test_rosbag_readers.py (own environment: numpy 2)
+bash tools/decoders.sh >/dev/null \
+  || echo "test: tools/decoders.sh failed (tests/test_pcap.py, tests/test_rosbag_readers.py need it)" >&2
 exec "$venv/bin/python" -m pytest "$@"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bpy
 
 from ..core.errors import BlensorError, SettingsError
-from .props import format_option_values, ordered_formats
+from .props import format_option_values, ordered_formats, stored_start_time
 
 
 #: the one line every operator reports when there is no camera to work on
@@ -94,7 +94,8 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1),
                             job_folder(s.output_dir, "scan"), _formats(s), None, "auto", s.frame_of_reference,
                             False, s.overwrite,
-                            options=format_option_values(s, _formats(s)), axes=s.axes)
+                            options=format_option_values(s, _formats(s)), axes=s.axes,
+                            start_time=stored_start_time(s))
 
     def execute(self, context):
         """Synchronous path (also what runs under ``--background``)."""

@@ -110,6 +110,7 @@ class BLENSOR_PT_sensor(bpy.types.Panel):
         row.prop(s, "add_noisy_scan_mesh")
         box.prop(s, "output_dir")
         box.prop(s, "overwrite")
+        box.prop(s, "start_time")
         box.prop(s, "formats")
         for prop, (fmt, _opt, _f) in format_options().items():  # the ticked formats' options
             if fmt in s.formats:

@@ -252,6 +252,11 @@ OUTPUT_OPTIONS = {
         items=[("blensor", "BlenSor", "Sensor frame: x right, y up, -z ahead (the original's)", 0),
                ("ros", "ROS REP-103", "Sensor frame: x ahead, y left, z up", 1)]),
     "output_dir": lambda: StringProperty(name="Output folder", subtype="DIR_PATH", default="//blensor_out/"),
+    "start_time": lambda: StringProperty(
+        name="Start time", default="",
+        description="Absolute time of scene time 0 in rosbag2, pcap, LAS gps_time and npz: ISO "
+        "8601 (2020-01-01T00:00:00Z) or UNIX seconds; empty: 2020-01-01T00:00:00Z (--start-time "
+        "overrides it)"),
     "formats": lambda: formats_property(),
     "overwrite": lambda: BoolProperty(name="Overwrite", default=False,
                                       description="Replace the files of an earlier scan in the output folder"),
@@ -261,6 +266,20 @@ OUTPUT_OPTIONS = {
         name="Settings version", default=0, min=0, options={"HIDDEN"},
         description="Version of the BlenSor settings stored on this camera (0: before versions)"),
 }
+
+
+def stored_start_time(p):
+    """The time base a camera's settings ``p`` store (``start_time``; a file saved before it
+    may hold the pcap writer's former ``pcap_start_time``, UNIX s, used where not 0), or
+    None (the default, :data:`blensor_addon.core.timebase.DEFAULT_START_TIME`). Checked
+    by the range job (SettingsError ``start_time``)."""
+    text = str(getattr(p, "start_time", "") or "").strip()
+    if text:
+        return text
+    legacy = p.get("pcap_start_time") if hasattr(p, "get") else None
+    if isinstance(legacy, (int, float)) and not isinstance(legacy, bool) and legacy:
+        return float(legacy)
+    return None
 
 
 def _library_names(_self, _context, edit_text):

@@ -43,7 +43,7 @@ BUILTIN_LIMIT = 1024
 #: sensor's storage group may take one of these names
 CAMERA_PROPERTIES = frozenset({"sensor_type", "settings_version", "add_scan_mesh", "add_noisy_scan_mesh",
                                "frame_of_reference", "axes", "output_dir", "formats", "overwrite",
-                               "motion_formats", "depth_formats"})
+                               "motion_formats", "depth_formats", "start_time"})
 
 #: type name -> :class:`~.sensor.Sensor`, ordered by stored number (built-ins), then plug-ins
 SENSORS: dict[str, Sensor] = LazyRegistry()
