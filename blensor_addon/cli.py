@@ -290,9 +290,31 @@ def _remove_session_folder_at_exit() -> None:
     finalizer, which such a child runs as it exits normally)."""
     global _SESSION_FOLDER_FINALIZER
     if _SESSION_FOLDER_FINALIZER is None:
+        import atexit
         import multiprocessing.util
         _SESSION_FOLDER_FINALIZER = multiprocessing.util.Finalize(None, remove_blender_session_folder,
                                                                   exitpriority=0)
+        atexit.register(_end_closed_worker)  # (after bpy's import: it runs before Blender's own)
+
+
+def _end_closed_worker() -> None:
+    """At the exit of a Dask worker process that loaded Blender (an ``atexit`` handler,
+    registered after ``import bpy``, so it runs before Blender's): a worker process that
+    ``dask worker`` started (``multiprocessing`` "spawn": it ends with ``sys.exit`` and
+    Python's full teardown) crashed in Blender's teardown with SIGSEGV after its worker had
+    closed (the nanny logged "Worker process ... was killed by signal 11"). Once every Dask
+    worker of the process has closed (``Status.closed``), the process ends here with exit
+    status 0, Blender's session folder removed, as :func:`end_process` ends the command; a
+    worker not closed (an error) gets the normal teardown and its own status."""
+    try:
+        from distributed.core import Status
+        from distributed.worker import Worker
+        workers = list(Worker._instances)
+    except (ImportError, AttributeError):
+        return
+    if not workers or any(w.status != Status.closed for w in workers):
+        return
+    end_process(0)
 
 
 _SESSION_FOLDER_FINALIZER = None

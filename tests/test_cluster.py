@@ -1038,3 +1038,17 @@ def test_a_scheduler_file_written_by_dask_scheduler_reaches_the_cluster(scene, t
                   tmp_path / "o", "--scheduler", tmp_path / "scheduler.json", "--quiet")
     assert res.returncode == 0 and res.stderr == "", res.stderr
     assert manifest(tmp_path / "o")["status"] == "complete"
+
+
+@dask_cluster
+def test_hand_started_workers_that_loaded_blender_stop_without_a_crash(tmp_path):
+    # a `dask worker` process (multiprocessing "spawn") ended with Python's full teardown, and
+    # Blender's teardown in it crashed: the nanny logged "Worker process ... was killed by signal 11"
+    with hand_started_cluster(tmp_path, [dask_worker]) as address:
+        assert address is not None, "the worker did not start"
+        res = cli("scan", CROSSING, "--frames", "1", "--formats", "npz", "--out", tmp_path / "o",
+                  "--scheduler", address, "--quiet", "--quiet")
+        assert res.returncode == 0, res.stderr
+    log = (tmp_path / "worker0.log").read_text()
+    assert "Worker closed" in log and "End worker" in log, log[-3000:]  # (it stopped, and said so)
+    assert "killed by signal" not in log and "Traceback" not in log, log[-3000:]
