@@ -112,7 +112,8 @@ def test_importing_a_vlp16_yaml_keeps_the_presets_model_and_firing_and_writes_pc
     preset = packaged_table("vlp16")  # the same file, with the VLP-16 manual's firing times
     assert (t.model, t.source, t.cycle_s) == ("VLP-16", "VLP16db.yaml", 55.296e-6)
     assert t.firing_s == preset.firing_s and t.firing_s[1] == pytest.approx(2.304e-6)
-    assert t == dataclasses.replace(preset, source="VLP16db.yaml")
+    # the unit's file rules where it has a value: its offsets are zeros, not the manual's (preset's)
+    assert t == dataclasses.replace(preset, source="VLP16db.yaml", vert_offset_m=()) and t.vert_offset_m == ()
     out = tmp_path / "out"
     res = run("scan", scene, "--camera", "Velodyne", "--frames", "1", "--formats", "npz,pcap", "--out", out,
               "--quiet")

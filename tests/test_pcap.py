@@ -92,7 +92,9 @@ def compare_velodyne(device, truth: dict, dec: dict, bundled: bool = False) -> d
     dt = np.abs(dec["time"][a] - truth["timestamp"][b])
     assert dt.max() <= VELODYNE_TIME_TOL_S, dt.max()  # ...at the same firing
     x, y, z = dec["x"][a], dec["y"][a], dec["z"][a]
-    r = np.sqrt(x * x + y * y + z * z)
+    # the beam origin: vert_offset_correction up the spin axis (velodyne-decoder: z = d sin v + vo)
+    zb = z if bundled else z - device.table.per_laser("vert_offset_m")[laser[a]]
+    r = np.sqrt(x * x + y * y + zb * zb)
     if bundled:
         r = np.hypot(x, y)
         dr = np.abs(r - truth["range_noisy"][b] * np.cos(truth["elevation"][b]))
@@ -101,7 +103,7 @@ def compare_velodyne(device, truth: dict, dec: dict, bundled: bool = False) -> d
     assert dr.max() <= unit / 2 + 2e-6 * r.max(), dr.max()  # within the distance unit (float32 xyz)
     daz = np.degrees(np.abs(np.angle(np.exp(1j * (np.arctan2(y, x) - truth["azimuth"][b])))))
     assert daz.max() <= VELODYNE_AZIMUTH_TOL_DEG, daz.max()
-    de = np.zeros(1) if bundled else np.abs(np.arcsin(z / r) - truth["elevation"][b])
+    de = np.zeros(1) if bundled else np.abs(np.arcsin(zb / r) - truth["elevation"][b])
     assert de.max() < 1e-5, de.max()
     # Velodyne's calibrated reflectivity byte: round(100 x reflectivity), of the stored float32 value
     assert np.array_equal(dec["intensity"][a], np.round(100 * truth["reflectivity"][b].astype(np.float64)))

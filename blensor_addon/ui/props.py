@@ -31,7 +31,8 @@ camera stored before it scans its line group as BlenSor 2011's LUX (preset
 them: :data:`LINE_BEFORE_V2`) and its Kinect group with the noise it never stored as 0 px.
 Version 3 made the ToF camera's ``ambiguity_range`` 5 m (the SR4000's standard 30 MHz): a
 ToF group stored before it that never stored one keeps the 10 m (15 MHz) it scanned with
-(:data:`TOF_BEFORE_V3`).
+(:data:`TOF_BEFORE_V3`); it also gave the VLP-16 and HDL-32E presets their manuals' vertical
+beam offsets: a camera stored before it that never stored ``vertical_offsets`` keeps them off.
 Cameras made since are stamped with the current version when the file is saved.
 """
 from __future__ import annotations
@@ -49,7 +50,7 @@ from ..core.sensors import COMMON, SENSORS, SensorSettings
 #: version of the settings a camera stores (``settings_version``); 0 = stored before
 #: versions (before REP-103 became the default axes); 1: before the rotating LiDAR spun
 #: clockwise (as the real Velodyne, Ouster and Hesai units do); 2: before the ToF camera's ambiguity
-#: range became the SR4000's standard 5 m (30 MHz)
+#: range became the SR4000's standard 5 m (30 MHz) and the VLP-16 / HDL-32E beams had vertical offsets
 SETTINGS_VERSION = 3
 
 #: line-scanner values a camera stored before version 2 scanned with where it stored none
@@ -357,7 +358,8 @@ def upgrade_camera(cam) -> bool:
     ``depth_formats`` / ``motion_formats`` strings become sets; below 2: a
     ``rotation_direction`` it never stored is stored as ``"ccw"``, the line and Kinect
     groups keep their 2011 behaviour (:func:`_upgrade_line_v2`, :data:`KINECT_BEFORE_V2`); below
-    3: the ToF group keeps the ambiguity range it never stored, :data:`TOF_BEFORE_V3`).
+    3: the ToF group keeps the ambiguity range it never stored, :data:`TOF_BEFORE_V3`, and the
+    rotating LiDAR the beams without vertical offsets, ``vertical_offsets = False``).
     Returns whether it changed anything; a camera already at the version (or newer) is
     left as it is."""
     from ..io.formats import MOTION_FORMATS, WRITERS
@@ -381,8 +383,11 @@ def upgrade_camera(cam) -> bool:
             _upgrade_line_v2(p.line)
         if isinstance(getattr(p, "kinect", None), bpy.types.PropertyGroup):
             _store_unset(p.kinect, KINECT_BEFORE_V2)
-    if version < 3 and isinstance(getattr(p, "tof", None), bpy.types.PropertyGroup):
-        _store_unset(p.tof, TOF_BEFORE_V3)
+    if version < 3:
+        if not p.is_property_set("vertical_offsets"):
+            p.vertical_offsets = False  # the VLP-16 / HDL-32E beams it scanned with: from the origin
+        if isinstance(getattr(p, "tof", None), bpy.types.PropertyGroup):
+            _store_unset(p.tof, TOF_BEFORE_V3)
     p.settings_version = SETTINGS_VERSION
     return True
 

@@ -51,7 +51,9 @@ class LaserTable:
             range so that the driver's correction gives the true range back. Zeros if none.
         vert_offset_m, horiz_offset_m: (L,) beam origin offsets (m) of Velodyne's
             calibration (``vert_offset_correction``, ``horiz_offset_correction``), as
-            velodyne_pointcloud applies them. Zeros if none.
+            velodyne_pointcloud applies them, or ``vert_offset_m`` up the spin axis where
+            ``extra["vert_offset_axis"] == "z"`` (the manuals' vertical correction: the
+            VLP-16 and HDL-32E presets). Zeros if none.
         beam_origin_m: distance of the beam origin from the spin axis (m): Ouster's
             ``lidar_origin_to_beam_origin_mm`` / 1000; 0 for Velodyne.
         firing_s: (L,) when laser k fires after its firing cycle starts (s); zeros: all at
@@ -62,7 +64,8 @@ class LaserTable:
             elevation.
         extra: anything else the file said that a writer needs (Ouster
             ``pixel_shift_by_row``, ``columns_per_frame``, ``lidar_mode``,
-            ``lidar_to_sensor_transform``; Velodyne ``distance_resolution``), JSON values.
+            ``lidar_to_sensor_transform``; Velodyne ``distance_resolution``,
+            ``vert_offset_axis``), JSON values.
     Raises (constructor, via :meth:`check`): SettingsError naming the field.
     """
 

@@ -35,7 +35,11 @@ them for the same raw data):
   unit vector 90 deg counter-clockwise of the beam: velodyne_pointcloud's
   ``RawData::unpack`` (rawdata.cc) computes ``xy = d cos v - vo sin v``, ``x' = xy sin a -
   ho cos a``, ``y' = xy cos a + ho sin a``, ``z = d sin v + vo cos v`` and publishes
-  ``(y', -x', z)``, which is that origin plus d times the beam's direction.
+  ``(y', -x', z)``, which is that origin plus d times the beam's direction. A table whose
+  ``extra`` has ``"vert_offset_axis": "z"`` (the VLP-16 and HDL-32E presets: their offsets are
+  the manuals', "after computing X,Y,Z, apply the vertical correction", VLP-16 User Manual
+  63-9243 Rev D section 9.2) raises the beam origin by vo along the spin axis instead, as
+  velodyne-decoder (src/packet_decoder.cpp: ``z = d sin v + vert_offset``) places the point.
 - ``beam_origin_m`` n (Ouster ``lidar_origin_to_beam_origin_mm``): the beam leaves from n
   out from the axis along the head's (encoder) azimuth; Ouster's range-to-XYZ places the
   point at ``n (cos th_enc, sin th_enc, 0) + (r - n) dir``, so the range r Ouster reports
@@ -137,6 +141,9 @@ class LidarSettings(ReturnSettings):
         ref_max: R_L,max of seed 002 Eq. 5, in (0, 1].
         calibration: an imported :class:`~.calibration.LaserTable` as JSON; empty: the
             preset's table (:attr:`table`).
+        vertical_offsets: apply a table's manual vertical beam-origin offsets (those with
+            ``extra["vert_offset_axis"] == "z"``: the VLP-16 and HDL-32E presets); off (what
+            cameras stored before settings version 3 keep): every beam from the origin.
         vls128_firmware: ``old`` (before 5.2.3.0) or ``new`` (5.2.3.0 and later): the
             firing sequence of a VLS-128 table, 53.3 or 57.8 us
             (:data:`~.rotating_presets.VLS128_SEQUENCE_S`); its firing times scale with it.
@@ -181,6 +188,9 @@ class LidarSettings(ReturnSettings):
     calibration: str = setting("", "Calibration", "A unit's imported calibration (LaserTable JSON; blensor "
                                "calib import); empty: the preset's table", kind="text",
                                show_if=("calibration", "\0never"))
+    vertical_offsets: bool = setting(True, "Vertical beam offsets", "VLP-16, HDL-32E: each beam leaves "
+                                     "from its laser's vertical offset up the spin axis (the manual's "
+                                     "vertical correction); off: from the origin (before settings version 3)")
     vls128_firmware: str = setting("old", "VLS-128 firmware", "old: before 5.2.3.0 (53.3 us firing sequence, "
                                    "0.19188 deg at 10 Hz); new: 5.2.3.0 and later (57.8 us, 0.20808 deg)",
                                    choices=VLS128_FIRMWARES, show_if=("preset", "vls128"))
@@ -207,7 +217,8 @@ class LidarSettings(ReturnSettings):
         Raises:
             SettingsError (``calibration``): the stored text is not a valid table.
         """
-        return _table_of(self.preset, tuple(self.elevations), self.calibration, self.vls128_firmware)
+        return _table_of(self.preset, tuple(self.elevations), self.calibration, self.vls128_firmware,
+                         self.vertical_offsets)
 
     @property
     def spin(self) -> float:
@@ -291,10 +302,14 @@ def check_ouster_mode(angle_resolution: float, rotation_speed: float) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _table_of(preset: str, elevations: tuple, calibration: str, firmware: str = "old") -> LaserTable:
+def _table_of(preset: str, elevations: tuple, calibration: str, firmware: str = "old",
+              vertical_offsets: bool = True) -> LaserTable:
     """The :class:`LaserTable` of :attr:`LidarSettings.table` (kept: tables are immutable):
-    a VLS-128 table's firing times and cycle for ``firmware`` (:func:`vls128_timing`)."""
+    a VLS-128 table's firing times and cycle for ``firmware`` (:func:`vls128_timing`); without
+    ``vertical_offsets``, a table's manual offsets (``extra["vert_offset_axis"] == "z"``) dropped."""
     table = LaserTable.from_json(calibration) if calibration else preset_table(preset, elevations)
+    if not vertical_offsets and table.extra.get("vert_offset_axis") == "z" and table.vert_offset_m:
+        table = dataclasses.replace(table, vert_offset_m=())
     return vls128_timing(table, firmware)
 
 
@@ -500,7 +515,9 @@ def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarr
                 u = np.deg2rad(turned)[None, :]
                 org[..., 0] += n * (sin_a * np.cos(u) + cos_a * np.sin(u))
                 org[..., 2] += n * (cos_a * np.cos(u) - sin_a * np.sin(u))
-        if vo.any():  # velodyne_pointcloud: vo along e_up = (sin p sin y, cos p, sin p cos y), y = th - 180
+        if vo.any() and table.extra.get("vert_offset_axis") == "z":  # the manuals': up the spin axis
+            org[..., 1] += vo
+        elif vo.any():  # velodyne_pointcloud: vo along e_up = (sin p sin y, cos p, sin p cos y), y = th - 180
             org[..., 0] -= vo * sp * sin_th
             org[..., 1] += vo * cp
             org[..., 2] -= vo * sp * cos_th

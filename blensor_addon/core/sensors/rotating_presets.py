@@ -22,6 +22,13 @@ Tables (``tables/*.json``, converted from the vendors' published files; the JSON
   ``pandarxt32``: tier4/nebula ``calibration/PandarXT32.csv`` (a unit's angle correction;
   the Hesai driver ships only the design angles for it).
 
+Vertical beam-origin offsets (``vert_offset_m``, a shift up the spin axis: ``extra["vert_offset_axis"] =
+"z"``; setting ``vertical_offsets``): VLP-16 from its User Manual 63-9243 Rev D, Table 9-1 (11.2 mm at
+-15 deg .. -11.2 mm at +15 deg), HDL-32E from Velodyne's envelope drawing 86-0106 Rev B, page 2 (17.17 mm
+at -30.67 deg .. -5.45 mm at +10.67 deg; read through valgur/velodyne_decoder src/calib_db.cpp). The
+VLP-32C's are published in no source found (velodyne_decoder derives them from a 42.4 mm focal distance
+it does not cite): its table has none. The ROS YAMLs hold zeros for all three.
+
 Firing times within a cycle (``firing_s``, ``cycle_s``): VLP-16 manual and velodyne_pointcloud
 ``rawdata.cc`` (2.304 us apart, 55.296 us); VLP-32C from the driver's table (pairs, 2.304 us,
 55.296 us); HDL-32E from the HDL-32E manual (1.152 us apart, 46.08 us; the driver's table fires
@@ -140,13 +147,18 @@ PRESETS: dict[str, Preset] = {
         "ros-drivers/velodyne velodyne_pointcloud/params/64e_s2.1-sztaki.yaml (a calibrated unit); "
         "0.1728 deg at 10 Hz, 120 m, bias table: reference 6.1; " + _VELODYNE_SOURCE),
     "hdl32e": Preset("Velodyne HDL-32E", {
-        "angle_resolution": _step(46.08e-6), "rotation_speed": 10.0, "max_range": 100.0, **_VELODYNE},
+        "angle_resolution": _step(46.08e-6), "rotation_speed": 10.0, "max_range": 100.0, **_VELODYNE,
+        "vertical_offsets": True},
         "ros-drivers/velodyne velodyne_pointcloud/params/32db.yaml; HDL-32E manual (46.08 us firing cycle: "
-        "0.165888 deg at 10 Hz; 1.152 us per laser); HDL-32E datasheet (100 m); " + _VELODYNE_SOURCE),
+        "0.165888 deg at 10 Hz; 1.152 us per laser); vertical beam offsets: HDL-32E envelope drawing 86-0106 "
+        "Rev B, page 2, as valgur/velodyne_decoder src/calib_db.cpp lists them; HDL-32E datasheet (100 m); "
+        + _VELODYNE_SOURCE),
     "vlp16": Preset("Velodyne VLP-16", {
-        "angle_resolution": _step(55.296e-6), "rotation_speed": 10.0, "max_range": 100.0, **_VELODYNE},
+        "angle_resolution": _step(55.296e-6), "rotation_speed": 10.0, "max_range": 100.0, **_VELODYNE,
+        "vertical_offsets": True},
         "ros-drivers/velodyne velodyne_pointcloud/params/VLP16db.yaml; VLP-16 User Manual 63-9243 Rev D "
-        "(55.296 us firing sequence: 0.199066 deg at 10 Hz); VLP-16 datasheet (100 m); " + _VELODYNE_SOURCE),
+        "(55.296 us firing sequence: 0.199066 deg at 10 Hz; vertical beam offsets: Table 9-1); VLP-16 "
+        "datasheet (100 m); " + _VELODYNE_SOURCE),
     "generic": Preset("Generic rotating LiDAR", {}, "elevations typed by the user"),
     "os0_128": Preset("Ouster OS0-128", {
         "angle_resolution": 360.0 / 1024.0, "rotation_speed": 10.0,
