@@ -583,7 +583,8 @@ def test_blender_properties_of_the_return_settings_reach_the_scan(bpy_mod, empty
 
 def test_a_file_saved_before_issue_22_loads_with_the_defaults_and_scans_as_before(bpy_mod, crossing):
     # issue 22, section 4 (settings version): the new settings' defaults keep an old file's behaviour,
-    # so no upgrade step is needed (SETTINGS_VERSION stays 2): the demo's camera never stored them
+    # so they need no upgrade step (version 3 is the ToF camera's and the vertical offsets'): the demo's
+    # camera never stored them
     import dataclasses
 
     import blensor_addon
