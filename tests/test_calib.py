@@ -434,15 +434,16 @@ def test_sensors_command_prints_every_presets_source():
 VLP16_VERT_MM = (11.2, -0.7, 9.7, -2.2, 8.1, -3.7, 6.6, -5.1, 5.1, -6.6, 3.7, -8.1, 2.2, -9.7, 0.7, -11.2)
 #: Velodyne's HDL-32E envelope drawing 86-0106 Rev B, page 2, lasers 0-31 (as velodyne_decoder
 #: src/calib_db.cpp lists them)
-HDL32E_VERT_MM = (17.17, 4.76, 16.27, 4.07, 15.4, 3.38, 14.54, 2.7, 13.71, 2.02, 12.89, 1.35, 12.09, 0.67, 11.31,
-                  0.0, 10.54, -0.67, 9.78, -1.35, 9.04, -2.02, 8.3, -2.7, 7.58, -3.38, 6.86, -4.07, 6.15, -4.76,
-                  5.45, -5.45)
+HDL32E_VERT_MM = (17.17, 4.76, 16.27, 4.07, 15.4, 3.38, 14.54, 2.7, 13.71, 2.02, 12.89, 1.35, 12.09, 0.67,
+                  11.31, 0.0, 10.54, -0.67, 9.78, -1.35, 9.04, -2.02, 8.3, -2.7, 7.58, -3.38, 6.86, -4.07,
+                  6.15, -4.76, 5.45, -5.45)
 
 
 def test_vlp16_and_hdl32e_tables_hold_the_vendors_vertical_offsets():
     for preset, mm in (("vlp16", VLP16_VERT_MM), ("hdl32e", HDL32E_VERT_MM)):
         t = packaged_table(preset)
-        np.testing.assert_allclose(t.vert_offset_m, np.asarray(mm) / 1000.0, rtol=0, atol=1e-12, err_msg=preset)
+        np.testing.assert_allclose(t.vert_offset_m, np.asarray(mm) / 1000.0, rtol=0, atol=1e-12,
+                                   err_msg=preset)
         assert t.horiz_offset_m == () and "vert_offset_m" in t.source, preset
     # the beams cross in front of the axis: an offset up for a beam pointing down (the manual's
     # sign), about 41.9 mm x tan(-elevation) on the VLP-16
@@ -473,8 +474,8 @@ def test_a_vlp16_beam_leaves_from_its_vertical_offset(bpy_mod, empty_scene):
 
 def test_cameras_stored_before_version_3_keep_vlp16_beams_without_offsets(bpy_mod, tmp_path):
     import blensor_addon
-    from conftest import add_camera, add_mesh
     from blensor_addon.ui.props import SETTINGS_VERSION
+    from conftest import add_camera, add_mesh
     assert SETTINGS_VERSION == 3
     bpy_mod.ops.wm.read_factory_settings(use_empty=True)
     add_mesh(bpy_mod, "Wall", [(-50, 10, -50), (50, 10, -50), (50, 10, 50), (-50, 10, 50)], [(0, 1, 2, 3)])
