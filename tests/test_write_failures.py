@@ -3,13 +3,17 @@ run as any full disk does: exit 1, one line, the manifest ``failed`` with every 
 frame, whose files are whole."""
 from __future__ import annotations
 
+import errno
 import json
 import re
 import resource
+import sqlite3
 import subprocess
 
 import numpy as np
+import pytest
 
+from blensor_addon.jobs.failures import writer_failure
 from conftest import CROSSING
 from test_faults import BLENSOR, one_error_line, visible_files
 
@@ -42,3 +46,16 @@ def test_a_sqlite_bag_that_cannot_grow_is_a_one_line_write_failure(tmp_path):
     for i, f in enumerate(man["frames"]):  # every finished sweep is whole
         assert (out / "velodyne" / f"{i:06d}.bin").stat().st_size == 16 * f["points"]
     assert len(np.loadtxt(out / "poses.txt").reshape(-1, 12)) == len(man["frames"])
+
+
+def test_a_full_sqlite_database_is_an_enospc_write_failure(tmp_path):
+    db = sqlite3.connect(tmp_path / "bag.db3")
+    db.execute("PRAGMA max_page_count = 2")  # sqlite's own 'full disk' (SQLITE_FULL)
+    with pytest.raises(sqlite3.OperationalError) as err:
+        db.execute("CREATE TABLE t (x BLOB)")
+        db.execute("INSERT INTO t VALUES (?)", (bytes(100_000),))
+    failure = writer_failure(err.value, "rosbag2", tmp_path)
+    assert isinstance(failure, OSError) and failure.errno == errno.ENOSPC
+    assert failure.strerror == "database or disk is full"
+    assert failure.filename == f"rosbag2 files in {tmp_path}"
+    assert writer_failure(TypeError("a bug"), "rosbag2", tmp_path) is None  # not taken for a full disk
