@@ -270,13 +270,16 @@ class Pipeline:
                 raise
             raise failure from exc
 
-    def finish(self, status: str, error: BaseException | None = None) -> None:
+    def finish(self, status: str, error: BaseException | None = None, stopped=None) -> None:
         """Wait for every packet handed over, close the writers' multi-frame files,
         the trajectory and the manifest with ``status``.
 
         Args:
             error: what stopped the run, if anything (the caller re-raises it unless this
                 raises a typed failure instead).
+            stopped: function () -> True if a signal asked the run to stop; asked once the
+                packets handed over are written: a ``complete`` run ends ``cancelled`` then
+                (the signal came while its last packets were written).
         Raises:
             RunFailed: writing failed (on the writer thread, when closing a multi-frame
                 file, or ``error`` is an OSError): the manifest says ``failed`` where it
@@ -298,6 +301,8 @@ class Pipeline:
                 failure = failure or late
             elif late is not None:
                 other = late
+        if status == "complete" and stopped is not None and stopped():
+            status = "cancelled"
         if failure is not None or other is not None:
             status = "failed"
         writers, self.writers = self.writers, []

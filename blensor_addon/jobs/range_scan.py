@@ -484,7 +484,7 @@ class RangeScanJob:
         return self.pipeline.step()
 
     def finish(self, status: str = "complete", bad_input: bool = False,
-               error: BaseException | None = None) -> Path | None:
+               error: BaseException | None = None, stopped=None) -> Path | None:
         """Close the writers' multi-frame files (EVD), write ``manifest.json`` with
         ``status``, release the folder, restore the scene frame and free the ray caster.
         Call once after any number of steps. Returns the manifest path.
@@ -496,7 +496,8 @@ class RangeScanJob:
         a run that a signal (``error`` a KeyboardInterrupt) stopped before its first
         packet was handed to the writers (a rig's member excepted: the rig keeps its
         members), so a later plain run into the folder is not refused.
-        ``error``: what stopped the run (see :meth:`Pipeline.finish`).
+        ``error``: what stopped the run; ``stopped``: () -> a signal asked to stop (see
+        :meth:`Pipeline.finish`).
 
         Raises:
             RunFailed: writing failed (status ``failed`` where the manifest could be
@@ -512,7 +513,7 @@ class RangeScanJob:
                 if interrupted:
                     raise RunInterrupted(0, None) from error
                 return None
-            self.pipeline.finish(status, error)
+            self.pipeline.finish(status, error, stopped)
             return self.folder.path / "manifest.json"
         finally:
             self.pipeline.abandon()
@@ -649,8 +650,13 @@ def run_job(make, progress=None, should_cancel=None):
                 bad_input, error = True, exc
             except BaseException as exc:
                 error = exc
-            job.signal = sig.signum if sig.stop_requested else None
-            job.finish(status, bad_input, error)  # raises RunFailed / RunInterrupted in their cases
+            # a signal while the last packets are written (the writer thread drains in finish)
+            # still cancels a run that scanned every packet
+            late = {"stopped": lambda: sig.stop_requested} if isinstance(job, RangeScanJob) else {}
+            try:
+                job.finish(status, bad_input, error, **late)  # raises RunFailed, RunInterrupted
+            finally:
+                job.signal = sig.signum if sig.stop_requested else None
     if error is not None:
         raise error
     return job
