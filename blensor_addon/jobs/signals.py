@@ -53,6 +53,10 @@ from pathlib import Path
 WATCHDOG_GRACE = 5.0
 #: the native library while the watchdog is armed (None: not armed)
 _watchdog = None
+#: the native library once the watchdog was armed: Python's handler acknowledges every signal
+#: it runs for, also after :func:`disarm_watchdog` (until the handlers are restored, the
+#: library's handler still counts them)
+_acker = None
 #: stop-action modes of ``brt_watchdog_action``
 KEEP, WRITE, REMOVE, REMOVE_EMPTY_FOLDER = 0, 1, 2, 3
 
@@ -61,7 +65,7 @@ def arm_watchdog(grace: float = WATCHDOG_GRACE) -> bool:
     """Start the native watchdog (see the module docstring) in front of the handlers set
     now; returns False where it cannot run (no native library, Windows). The one line of
     a stuck end says "nothing written" until :func:`stop_actions` says otherwise."""
-    global _watchdog
+    global _watchdog, _acker
     import ctypes
     from ..core.errors import NativeLibraryError
     try:
@@ -82,7 +86,7 @@ def arm_watchdog(grace: float = WATCHDOG_GRACE) -> bool:
     lib.brt_watchdog_action.restype = ctypes.c_int
     if lib.brt_watchdog_start(float(grace), 130) != 0:
         return False
-    _watchdog = lib
+    _watchdog = _acker = lib
     stop_actions(f"; nothing written (Blender did not return within {grace:g} s)", [])
     if not any(t.name == "blensor-signal-ack" for t in threading.enumerate()):
         threading.Thread(target=_ack_while_free, name="blensor-signal-ack", daemon=True).start()
@@ -272,8 +276,8 @@ class Signals:
 
     # ---------------------------------------------------------------- handling
     def _handle(self, signum, frame) -> None:
-        if _watchdog is not None:  # the interpreter runs: the watchdog has nothing to do
-            _watchdog.brt_watchdog_ack()
+        if _acker is not None:  # the interpreter runs: the watchdog has nothing to do
+            _acker.brt_watchdog_ack()
         self.signum = signum
         self.count += 1
         if self.mode == "note" or (self.mode == "finish" and self.count - self._base == 1):
