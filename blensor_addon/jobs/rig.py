@@ -57,6 +57,7 @@ from ..raycast import BACKENDS
 from ..scene.extract import sensor_pose
 from ..scene.rig import RigSampler
 from ..scene.scanner import check_camera, read_sensor
+from .failures import writer_failure
 from .pipeline import WriterThread
 from .range_scan import RangeScanJob, output_path, run_job
 
@@ -478,10 +479,19 @@ class RigJob:
             if self.bag is not None:
                 if any(m.done for m in self.members):
                     try:
-                        self.bag.close(status)
+                        try:
+                            self.bag.close(status)
+                        except Exception as exc:  # sqlite3's 'database or disk is full': a write error
+                            failure = writer_failure(exc, "rosbag2", self.folder.path)
+                            if failure is None or failure is exc:
+                                raise
+                            raise failure from exc
                         self._bag_closed = True
                     except OSError as exc:
-                        self.bag.discard()
+                        try:
+                            self.bag.discard()
+                        except Exception:  # (it is dropped either way)
+                            pass
                         dropped.append("rosbag2")
                         status, raised = "failed", raised or exc
                 else:
