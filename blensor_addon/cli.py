@@ -188,6 +188,12 @@ def _build_parser() -> argparse.ArgumentParser:
     cex.add_argument("blend", metavar="SCENE.blend", help="the .blend file")
     cex.add_argument("file", metavar="FILE", help="the config file to write")
     cex.add_argument("--camera", help="comma-separated cameras (default: every camera with BlenSor settings)")
+    pv = sub.add_parser("preview", help="PNG pictures of an output folder's npz scans (as --formats preview)",
+                        description="Draw the range, intensity and bird's-eye pictures of every "
+                        "scan<frame>.npz in OUT and the run's trajectory (docs/formats.md#pictures); needs "
+                        "matplotlib (pip install 'blensor[preview]').")
+    pv.add_argument("out", metavar="OUT", help="a blensor scan output folder with npz files")
+    pv.add_argument("--to", metavar="DIR", default=None, help="where the PNGs go (default OUT/pictures)")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
@@ -1113,8 +1119,17 @@ def cmd_config(args) -> int:
     return 0
 
 
+def cmd_preview(args) -> int:
+    """``blensor preview OUT``: the pictures of an output folder's npz files
+    (:func:`~.io.formats.preview.previews_of_folder`); one line on stdout."""
+    from .io.formats.preview import previews_of_folder
+    written = previews_of_folder(args.out, args.to)
+    say(f"blensor: {len(written)} pictures -> {written[0].parent}")
+    return 0
+
+
 COMMANDS = {"scan": cmd_scan, "config": cmd_config, "depth": cmd_depth, "motion": cmd_motion,
-            "info": cmd_info, "sensors": cmd_sensors, "calib": cmd_calib}
+            "info": cmd_info, "sensors": cmd_sensors, "calib": cmd_calib, "preview": cmd_preview}
 
 
 #: options whose value may start with "-" (a negative frame or time): argparse takes

@@ -291,7 +291,8 @@ def test_register_sensor_and_writer_refuse_bad_objects_and_duplicates():
 STORED_SENSOR_NUMBERS = {"rotating": 0, "line": 1, "planar": 2, "tof": 3, "kinect": 4, "depth": 5,
                          "rosette": 6, "cylindrical": 7, "pattern": 8}
 STORED_FLAG_BITS = {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kitti": 6, "rosbag2": 7,
-                    "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13, "laserscan": 14}
+                    "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13, "laserscan": 14,
+                    "preview": 15}
 STORED_MOTION_BITS = {"blensor": 0, "tum": 1, "kitti": 2, "json": 3}
 
 

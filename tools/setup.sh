@@ -34,7 +34,8 @@ stamp=$VENV/.blensor-setup
 want=$( (cat pyproject.toml tools/setup.sh; echo "$BPY $EXTRAS") | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  spec=".[dask${EXTRAS:+,$EXTRAS}]"  # Dask for --workers (optional to pip users: blensor[dask])
+  # Dask for --workers, matplotlib for --formats preview (optional to pip users: blensor[dask,preview])
+  spec=".[dask,preview${EXTRAS:+,$EXTRAS}]"
   # PYTHONWARNINGS: no setuptools banners from the editable build
   PYTHONWARNINGS=ignore "$VENV/bin/python" -m pip install -q -e "$spec" "bpy==$BPY" 2>&1 \
     | grep -v "^WARNING: Location" >&2 || true

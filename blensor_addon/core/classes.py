@@ -116,3 +116,19 @@ def moving_classes(semantic: np.ndarray, moving: np.ndarray) -> np.ndarray:
 def is_thing(semantic: np.ndarray) -> np.ndarray:
     """(N,) bool: the class ids ``semantic`` (N,) are :data:`THING_CLASSES`."""
     return np.isin(np.asarray(semantic, dtype=np.uint16), np.fromiter(THING_CLASSES, np.uint16))
+
+
+#: display colour (r, g, b) 0..255 of each SemanticKITTI class: the ``color_map`` of
+#: SemanticKITTI's ``semantic-kitti.yaml`` (stored there as b, g, r), so BlenSor's pictures
+#: (``--formats preview``) colour classes as the dataset's tools do; a class the table does
+#: not hold is grey (:data:`OTHER_COLOR`)
+CLASS_COLORS: dict[int, tuple[int, int, int]] = {k: (b[2], b[1], b[0]) for k, b in {
+    0: (0, 0, 0), 1: (0, 0, 255), 10: (245, 150, 100), 11: (245, 230, 100), 13: (250, 80, 100),
+    15: (150, 60, 30), 16: (255, 0, 0), 18: (180, 30, 80), 20: (255, 0, 0), 30: (30, 30, 255),
+    31: (200, 40, 255), 32: (90, 30, 150), 40: (255, 0, 255), 44: (255, 150, 255), 48: (75, 0, 75),
+    49: (75, 0, 175), 50: (0, 200, 255), 51: (50, 120, 255), 52: (0, 150, 255), 60: (170, 255, 150),
+    70: (0, 175, 0), 71: (0, 60, 135), 72: (80, 240, 150), 80: (150, 240, 255), 81: (0, 0, 255),
+    99: (255, 255, 50), 252: (245, 150, 100), 253: (200, 40, 255), 254: (30, 30, 255), 255: (90, 30, 150),
+    256: (255, 0, 0), 257: (250, 80, 100), 258: (180, 30, 80), 259: (255, 0, 0)}.items()}
+#: colour of a class id without an entry in :data:`CLASS_COLORS`
+OTHER_COLOR = (128, 128, 128)

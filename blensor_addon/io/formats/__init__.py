@@ -34,7 +34,7 @@ ENTRY_POINT_GROUP = "blensor.writers"
 #: the values saved files hold, never to change; the registry's order
 BUILTIN_BITS = {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kitti": 6, "rosbag2": 7,
                 "range_image": 8, "exr": 9, "npy": 10, "pfm": 11, "dmap": 12, "pcap": 13,
-                "laserscan": 14}
+                "laserscan": 14, "preview": 15}
 #: bits of plug-in writers (Blender's flag enums hold 31 usable bits)
 PLUGIN_BITS = range(16, 31)
 
@@ -183,8 +183,9 @@ def parse_formats(formats) -> tuple[str, ...]:
     for f in items:
         missing = [m for m in WRITERS[f].requires if importlib.util.find_spec(m) is None]
         if missing:
+            how = getattr(WRITERS[f], "install", "") or "pip install blensor's dependencies"
             raise SettingsError("formats", f"formats whose Python packages are installed ({f} needs "
-                                f"{', '.join(missing)}: pip install blensor's dependencies)", f)
+                                f"{', '.join(missing)}: {how})", f)
     return tuple(dict.fromkeys(items))
 
 
