@@ -13,6 +13,7 @@
                    [--objects NAME,...] [--overwrite] [--quiet]
     blensor sensors [--json]
     blensor calib import FILE [--camera NAME] SCENE.blend
+    blensor preview OUT [--to DIR]
     blensor --version
 
 ``--set NAME=VALUE`` (repeatable) overrides a setting of the camera's sensor for this run
