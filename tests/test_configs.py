@@ -505,7 +505,7 @@ def test_apply_configs_changes_nothing_when_one_config_is_bad(bpy_mod, empty_sce
     from blensor_addon.jobs.configs import apply_configs
     good = SensorConfig("a", "planar", {})
     bad = SensorConfig("b", "rotating", {"rotation_speed": -1.0})
-    with pytest.raises(SettingsError, match=r"^b rotation_speed must be in \(0, 1000\] Hz, got -1.0"):
+    with pytest.raises(SettingsError, match=r"^b rotation_speed must be in \[0.01, 1000\] Hz, got -1.0"):
         apply_configs([good, bad], empty_scene)
     assert "a" not in bpy_mod.data.objects
     mesh = bpy_mod.data.objects.new("m", bpy_mod.data.meshes.new("m"))

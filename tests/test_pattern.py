@@ -495,3 +495,19 @@ def test_cli_bad_pattern_file_exits_2_with_one_line_and_no_files(tmp_path):
               "sensor_type=pattern", "--set", "pattern_file=//p2.csv", "--quiet", cwd="/")
     assert res.returncode == 0, res.stderr
     assert len(np.load(tmp_path / "rel" / "scan00001.npz")["range"]) > 500
+
+
+def test_cli_a_pattern_firing_faster_than_the_bound_exits_2_with_one_line(tmp_path):
+    # 10,000 firings every 1e-4 s: 1e8 rays/s, 20,000 packets of two scene frames
+    rows = "".join(f"{i % 360 - 180},0,{i * 1e-8:.8f},0\n" for i in range(10_000))
+    fast = csv(tmp_path, "# period_s: 0.0001\n" + H[16:] + rows, "fast.csv")
+    res = run("scan", CROSSING, "--frames", "1-2", "--out", tmp_path / "o", "--set", "sensor_type=pattern",
+              "--set", f"pattern_file={fast}")
+    assert res.returncode == 2, res.stderr
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "pattern_file must be a pattern firing at most 1e+07 rays a second" in lines[0]
+    assert "10,000 firings every 0.0001 s = 1e+08 rays/s" in lines[0] and not (tmp_path / "o").exists()
+    # the same file repeated every 1e-3 s (1e7 rays/s exactly) is within the bound
+    res = run("scan", CROSSING, "--frames", "1", "--out", tmp_path / "o2", "--set", "sensor_type=pattern",
+              "--set", f"pattern_file={fast}", "--set", "pattern_period=0.001", "--quiet")
+    assert res.returncode == 0, res.stderr

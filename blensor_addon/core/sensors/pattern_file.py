@@ -78,6 +78,11 @@ MAX_ORIGIN = 1000.0
 MIN_PERIOD = 1e-4
 #: longest pattern period (s)
 MAX_PERIOD = 3600.0
+#: most firings a second (rays/s) a pattern may fire: a policy bound, not a datasheet
+#: figure, several times the point rate of any pattern shipped here (the AT128-like example
+#: of examples/patterns fires 1.536e6 rays/s); a faster one (10,000 firings every 1e-4 s is
+#: 1e8 rays/s) would turn two seconds of a scene into 20,000 packets and minutes of casting
+MAX_FIRING_RATE = 1e7
 #: parsed files kept (by resolved path, size, mtime_ns)
 CACHE_SIZE = 8
 _PERIOD_LINE = re.compile(r"^#\s*period_s\s*[:=]\s*(\S+)\s*$", re.IGNORECASE)
@@ -464,7 +469,13 @@ def _build(p: str, data: np.ndarray, where: np.ndarray, period: float | None, pl
 
 def check_period(pf: PatternFile, period: float) -> None:
     """Refuse (SettingsError ``pattern_file``, naming the row and column) a firing time
-    at or beyond ``period`` (s): offsets lie in [0, period)."""
+    at or beyond ``period`` (s): offsets lie in [0, period); and a pattern firing more than
+    :data:`MAX_FIRING_RATE` rays a second (its N firings every ``period`` s)."""
+    rate = len(pf.time_s) / period
+    if rate > MAX_FIRING_RATE:
+        raise _refuse(pf.path, f"a pattern firing at most {MAX_FIRING_RATE:g} rays a second (its firings "
+                      "a period / the period)", f"{len(pf.time_s):,} firings every {period:g} s = {rate:.4g} "
+                      "rays/s")
     late = pf.time_s >= period
     if late.any():
         i = int(np.argmax(late))
