@@ -165,7 +165,8 @@ def test_the_search_for_earlier_outputs_looks_only_where_blensor_writes(tmp_path
     assert sorted(listed) == [".", "clean", "velodyne"]  # never data/..., never velodyne/old
 
 
-@pytest.mark.parametrize("target", ["/", "/etc/blensor-out", "/proc/blensor-out", "/usr", "link-to-etc"])
+@pytest.mark.parametrize("target", ["/", "/etc/blensor-out", "/proc/blensor-out", "/usr", "link-to-etc",
+                                    "/var/log", "/run/blensor-out"])
 def test_the_operating_systems_folders_are_refused_by_rule(tmp_path, target):
     if target == "link-to-etc":
         (tmp_path / "l").symlink_to("/etc")
@@ -177,6 +178,15 @@ def test_the_operating_systems_folders_are_refused_by_rule(tmp_path, target):
                            "(the root /, /bin, /boot, /dev, /etc, "), line
     assert line.endswith(f"got '{target}'"), line
     assert not Path("/etc/blensor-out").exists() and not Path("/.blensor.lock").exists()
+
+
+def test_users_folders_below_var_and_run_are_not_system_folders():
+    # home folders of Fedora Silverblue (/home -> /var/home), removable drives, CI workspaces
+    from blensor_addon.io.outdir import system_folder
+    for ok in ("/var/home/ada/out", "/run/media/ada/USB/out", "/var/lib/jenkins/ws/out", "/var/tmp/out"):
+        assert system_folder(Path(ok)) is None, ok
+    for bad in ("/var", "/var/log", "/run", "/run/user", "/etc/x", "/usr/share/x", "/"):
+        assert system_folder(Path(bad)) is not None, bad
 
 
 def test_a_rig_folder_holds_exactly_the_members_rig_json_lists(tmp_path):
@@ -200,3 +210,18 @@ def test_a_rig_folder_holds_exactly_the_members_rig_json_lists(tmp_path):
     members = sorted(s["folder"] for s in rig["sensors"])
     assert members == ["Kinect", "VLP16_Left"]
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == members
+
+
+def test_a_huge_manifest_is_refused_without_reading_it_whole(tmp_path, monkeypatch):
+    # a planted multi-GB manifest.json was read whole before its size was checked
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.io import outdir
+    monkeypatch.setattr(outdir, "MANIFEST_MAX_BYTES", 4096)
+    path = tmp_path / "manifest.json"
+    path.write_bytes(b'{"blensor_version": "0", "pad": "' + b"a" * (1 << 22) + b'"}')
+    read = []
+    real = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: read.append(n) or real(fd, n))
+    with pytest.raises(SettingsError, match=r"manifest\.json must be a manifest of at most 0 MiB"):
+        outdir.read_manifest(path)
+    assert sum(read) <= 4097

@@ -37,8 +37,9 @@ LOCK_NAME = ".blensor.lock"
 _PART = re.compile(r"^\..+\.\d+\.[0-9a-f]{16}" + re.escape(PART_SUFFIX) + "$")
 #: subfolder depth searched for earlier outputs (``clean/``, ``velodyne/``, a bag folder)
 _DEPTH = 2
-#: largest manifest read (characters): a run of 10^6 frames lists about 200 MB
-MANIFEST_MAX_BYTES = 1 << 30
+#: largest manifest read (bytes; a larger one is refused unread): a run of 10^6 packets
+#: lists about 200 MB
+MANIFEST_MAX_BYTES = 1 << 28
 
 
 def _components(pattern: str) -> list[str] | None:
@@ -285,10 +286,12 @@ def _unlink_and_close(path: Path, fd: int) -> None:
         os.close(fd)
 
 
-def read_regular(path: Path, setting: str = "out") -> bytes | None:
+def read_regular(path: Path, setting: str = "out", max_bytes: int | None = None) -> bytes | None:
     """The bytes of the file at ``path``, or None when nothing is there. Only a regular
     file is read: checked with ``lstat`` first and opened with ``O_NONBLOCK`` and
-    ``O_NOFOLLOW`` (a FIFO put there meanwhile cannot block the run).
+    ``O_NOFOLLOW`` (a FIFO put there meanwhile cannot block the run). With ``max_bytes``,
+    at most ``max_bytes + 1`` bytes are read (a longer file is known to be too long
+    without holding it in memory).
 
     Raises:
         SettingsError (``setting``): a FIFO, device, socket, folder or symlink at
@@ -317,12 +320,15 @@ def read_regular(path: Path, setting: str = "out") -> bytes | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise refuse
-        chunks = []
-        while True:
-            b = os.read(fd, 1 << 20)
+        chunks, left = [], (max_bytes + 1 if max_bytes is not None else None)
+        while left is None or left > 0:
+            b = os.read(fd, 1 << 20 if left is None else min(1 << 20, left))
             if not b:
-                return b"".join(chunks)
+                break
             chunks.append(b)
+            if left is not None:
+                left -= len(b)
+        return b"".join(chunks)
     finally:
         os.close(fd)
 
@@ -338,12 +344,17 @@ def read_manifest(path: Path, setting: str = "out") -> dict | None:
         SettingsError (``PATH line L column C``): JSON nested deeper, or an integer
             longer, than :func:`~.safeload.load_json` reads (a planted file must not crash
             the decoder).
+        SettingsError (``PATH``): a file larger than :data:`MANIFEST_MAX_BYTES` (refused
+            after reading that many bytes, not the whole file).
     """
     from .safeload import load_json
-    data = read_regular(path, setting)
+    data = read_regular(path, setting, max_bytes=MANIFEST_MAX_BYTES)
     if data is None:
         return None
     try:
+        if len(data) > MANIFEST_MAX_BYTES:
+            raise SettingsError(str(path), f"a manifest of at most {MANIFEST_MAX_BYTES >> 20} MiB",
+                                f"more than {MANIFEST_MAX_BYTES:,} bytes")
         man = load_json(data.decode("utf-8"), str(path), max_bytes=MANIFEST_MAX_BYTES)
     except SettingsError:
         raise
@@ -406,8 +417,12 @@ def range_run_files(man: dict) -> set | None:
 #: the operating system's folders (POSIX; macOS's under /private and its own): no output
 #: folder is made in them or below them, but in their temporary folders
 #: (:data:`TEMPORARY_FOLDERS`, the platform's :func:`tempfile.gettempdir`)
-SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
-                  "/sbin", "/sys", "/usr", "/var", "/System", "/Library", "/private/etc", "/private/var")
+SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+                  "/sbin", "/sys", "/usr", "/System", "/Library", "/private/etc")
+#: folders that are the system's themselves and in their direct subfolders (``/var/log``,
+#: ``/run/user``) but hold users' folders deeper down: ``/var/home/NAME`` (the home folders
+#: of Fedora Silverblue), ``/run/media/NAME/DRIVE`` (removable drives), ``/var/lib/jenkins/...``
+SHALLOW_SYSTEM_FOLDERS = ("/var", "/run", "/private/var")
 TEMPORARY_FOLDERS = ("/var/tmp", "/dev/shm")
 
 
@@ -415,8 +430,9 @@ def system_folder(path: Path) -> str | None:
     """The operating system's folder that ``path`` is or lies in, or None: the root of a
     file system or a drive (``/``, ``C:\\``), a folder of :data:`SYSTEM_FOLDERS` (on
     Windows: ``%SystemRoot%``, ``%ProgramFiles%``, ``%ProgramFiles(x86)%``) or anything
-    below one, but not what lies in a temporary folder (:data:`TEMPORARY_FOLDERS`, the
-    platform's :func:`tempfile.gettempdir`). The rule is applied to the path with every
+    below one, a folder of :data:`SHALLOW_SYSTEM_FOLDERS` or one of its direct subfolders,
+    but not what lies in a temporary folder (:data:`TEMPORARY_FOLDERS`, the platform's
+    :func:`tempfile.gettempdir`). The rule is applied to the path with every
     symlink resolved (``os.path.realpath``: a link to ``/etc`` is ``/etc``), and the
     folder need not exist."""
     import tempfile
@@ -434,6 +450,11 @@ def system_folder(path: Path) -> str | None:
         for root in {Path(d), Path(os.path.realpath(d))}:
             if real == root or root in real.parents:
                 return str(root)
+    if sys.platform != "win32":
+        for d in SHALLOW_SYSTEM_FOLDERS:
+            for root in {Path(d), Path(os.path.realpath(d))}:
+                if real == root or real.parent == root:
+                    return str(real)
     return None
 
 
@@ -509,10 +530,11 @@ class OutputFolder:
         """
         if system_folder(self.path) is not None:
             names = ("a drive's root, the Windows folder, Program Files" if sys.platform == "win32" else
-                     "the root /, /bin, /boot, /dev, /etc, /lib*, /proc, /run, /sbin, /sys, /usr, /var, "
-                     "macOS's /System, /Library, /private")
-            raise SettingsError("out", f"a folder outside the operating system's folders ({names} and what "
-                                "lies in them, but temporary folders such as /var/tmp)", str(self.path))
+                     "the root /, /bin, /boot, /dev, /etc, /lib*, /proc, /sbin, /sys, /usr, macOS's /System, "
+                     "/Library, /private/etc and what lies in them; /var, /run, /private/var and their "
+                     "direct subfolders")
+            raise SettingsError("out", f"a folder outside the operating system's folders ({names}; "
+                                "temporary folders such as /var/tmp are allowed)", str(self.path))
         self.created = not self.path.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
