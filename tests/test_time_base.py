@@ -39,7 +39,9 @@ def test_start_time_forms(given, ns):
 
 @pytest.mark.parametrize("bad", ["yesterday", "", "2020-13-01T00:00:00Z", 0, 0.0, -1, float("nan"),
                                  float("inf"), "315964799", "2038-01-19T03:14:08Z", True,
-                                 "2020-01-01T00:00:00.1234567891Z"])
+                                 "2020-01-01T00:00:00.1234567891Z",
+                                 # numbers whose scaling to ns overflowed (OverflowError, decimal.Overflow)
+                                 1e300, 10**100, "1e7000000", "-1e-7000000", "1e99000", "1" * 100])
 def test_bad_start_times_are_refused_naming_the_forms(bad):
     with pytest.raises(SettingsError) as e:
         parse_start_time(bad)

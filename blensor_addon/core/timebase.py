@@ -41,6 +41,12 @@ LEAP_SECONDS_UNIX = (362793600, 394329600, 425865600, 489024000, 567993600, 6311
 ALLOWED = ("ISO 8601 (e.g. 2020-01-01T00:00:00Z; with Z or a UTC offset; no offset: UTC) or UNIX seconds, "
            "from 1980-01-06T00:00:00Z (the GPS epoch) to 2038-01-19T03:14:07Z (ROS 2 time's int32 seconds)")
 
+#: the longest text a time base may be (characters): an ISO 8601 date-time with nine
+#: fractional digits and an offset is 35
+MAX_TEXT = 64
+#: the largest |UNIX seconds| looked at before the range check (beyond it a number is out of
+#: range anyway; a bound before the scaling keeps 1e300 or 1e7000000 from overflowing)
+MAX_ABS_SECONDS = 10**11
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\Z")
 _FRACTION = re.compile(r"(T?\d{2}:?\d{2}:?\d{2})[.,](\d+)")
 
@@ -65,10 +71,10 @@ def parse_start_time(value, setting: str = "--start-time") -> int:
     if isinstance(value, bool):
         ns = None
     elif isinstance(value, int):
-        ns = value * 1_000_000_000
+        ns = value * 1_000_000_000 if abs(value) <= MAX_ABS_SECONDS else None
     elif isinstance(value, float):
-        ns = round(value * 1e9) if math.isfinite(value) else None
-    elif isinstance(value, str):
+        ns = round(value * 1e9) if math.isfinite(value) and abs(value) <= MAX_ABS_SECONDS else None
+    elif isinstance(value, str) and len(value) <= MAX_TEXT:
         ns = _parse_text(value.strip())
     if ns is None or not GPS_EPOCH_UNIX * 10**9 <= ns <= LATEST_UNIX * 10**9:
         raise SettingsError(setting, ALLOWED, value)
@@ -79,7 +85,10 @@ def _parse_text(text: str) -> int | None:
     """ns of UNIX seconds or an ISO 8601 date-time ``text``; None if it is neither."""
     if _NUMBER.match(text):
         from decimal import Decimal
-        return int((Decimal(text) * 10**9).to_integral_value())
+        seconds = Decimal(text)  # (a short text: MAX_TEXT characters; the exponent is bounded next)
+        if seconds.adjusted() > 11 or seconds.copy_abs() > MAX_ABS_SECONDS:  # (no context: no Overflow)
+            return None
+        return int((seconds * 10**9).to_integral_value())
     frac = 0
     m = _FRACTION.search(text)
     if m:  # datetime keeps microseconds only: the fraction is read here, to the nanosecond
