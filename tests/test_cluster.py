@@ -1052,3 +1052,27 @@ def test_hand_started_workers_that_loaded_blender_stop_without_a_crash(tmp_path)
     log = (tmp_path / "worker0.log").read_text()
     assert "Worker closed" in log and "End worker" in log, log[-3000:]  # (it stopped, and said so)
     assert "killed by signal" not in log and "Traceback" not in log, log[-3000:]
+
+
+def test_a_scheduler_file_dated_in_the_future_is_refused_after_the_wait(tmp_path):
+    # a scheduler host whose clock runs ahead: the file's age never passed FRESH_S, the
+    # client re-read an empty file every 50 ms for ever
+    import threading
+
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.jobs.cluster import read_scheduler_file
+    path = tmp_path / "scheduler.json"
+    path.write_text("")
+    ahead = time.time() + 3600
+    os.utime(path, (ahead, ahead))
+    out = {}
+
+    def read():
+        try:
+            read_scheduler_file(str(path))
+        except SettingsError as exc:
+            out["error"] = str(exc)
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(60)  # (a hang bound, not a timing: the wait is FRESH_S)
+    assert not t.is_alive() and out["error"].endswith(f"got '{path} (empty)'"), out

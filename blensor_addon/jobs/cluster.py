@@ -177,9 +177,11 @@ def read_scheduler_file(path: str) -> str:
     Raises:
         SettingsError (``--scheduler``): gone, not a regular file, too large, not JSON,
         not an object, no address or not a text one, or an address Dask cannot use."""
-    import json
     import stat
     import time
+
+    from ..io.safeload import load_json
+    give_up = time.monotonic() + FRESH_S  # (an mtime in the future, a clock ahead, ends too)
     while True:
         why = None
         try:
@@ -200,8 +202,8 @@ def read_scheduler_file(path: str) -> str:
             why = "empty"
         else:
             try:
-                info = json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                info = load_json(data, path, max_bytes=MAX_SCHEDULER_FILE)
+            except ValueError as exc:  # (SettingsError, bounded nesting and digits, is one too)
                 why = f"not JSON: {str(exc).splitlines()[0][:80]}"
         if why is None:
             if not isinstance(info, dict):
@@ -212,7 +214,8 @@ def read_scheduler_file(path: str) -> str:
                 why = f"its address {str(info['address'])[:40]!r} is not an address"
         if why is None:
             return check_address(info["address"], shown=f"{path}: {info['address']}")
-        if time.time() - st.st_mtime > FRESH_S or len(data) > MAX_SCHEDULER_FILE:
+        if (time.time() - st.st_mtime > FRESH_S or len(data) > MAX_SCHEDULER_FILE
+                or time.monotonic() > give_up):
             raise SettingsError("--scheduler", SCHEDULER_ALLOWED, f"{path} ({why})")
         time.sleep(0.05)  # (being written: the scheduler writes it once it listens)
 

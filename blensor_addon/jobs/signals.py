@@ -105,10 +105,10 @@ def _ack_while_free() -> None:
     on a FIFO blocks): the interpreter's lock being free says nothing about a return."""
     import time
     main = threading.main_thread().ident
-    while _watchdog is not None:
+    while (lib := _watchdog) is not None:  # (read once: disarm_watchdog may clear it meanwhile)
         frame = sys._current_frames().get(main)
         if frame is not None and frame.f_code.co_filename.startswith(_RAYCAST_DIR):
-            _watchdog.brt_watchdog_ack()
+            lib.brt_watchdog_ack()
         time.sleep(0.25)
 
 
