@@ -13,7 +13,7 @@
                    [--objects NAME,...] [--overwrite] [--quiet]
     blensor sensors [--json]
     blensor calib import FILE [--camera NAME] SCENE.blend
-    blensor preview OUT [--to DIR]
+    blensor preview OUT [--to DIR [--overwrite]]
     blensor --version
 
 ``--set NAME=VALUE`` (repeatable) overrides a setting of the camera's sensor for this run
@@ -195,6 +195,8 @@ def _build_parser() -> argparse.ArgumentParser:
                         "matplotlib (pip install 'blensor[preview]').")
     pv.add_argument("out", metavar="OUT", help="a blensor scan output folder with npz files")
     pv.add_argument("--to", metavar="DIR", default=None, help="where the PNGs go (default OUT/pictures)")
+    pv.add_argument("--overwrite", action="store_true",
+                    help="replace pictures of the same names already in --to DIR")
     info = sub.add_parser("info", help="list cameras and their sensor settings")
     info.add_argument("blend")
     info.add_argument("--json", action="store_true", help="print one JSON document")
@@ -1124,7 +1126,7 @@ def cmd_preview(args) -> int:
     """``blensor preview OUT``: the pictures of an output folder's npz files
     (:func:`~.io.formats.preview.previews_of_folder`); one line on stdout."""
     from .io.formats.preview import previews_of_folder
-    written = previews_of_folder(args.out, args.to)
+    written = previews_of_folder(args.out, args.to, overwrite=args.overwrite)
     say(f"blensor: {len(written)} pictures -> {written[0].parent}")
     return 0
 

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -130,6 +132,16 @@ def test_preview_command_makes_the_scans_pictures_byte_for_byte(scanned, tmp_pat
     assert res.stdout.splitlines() == [f"blensor: 7 pictures -> {tmp_path / 'pics'}"]
     for p in (scanned / "preview").iterdir():
         assert (tmp_path / "pics" / p.name).read_bytes() == p.read_bytes(), p.name
+    # a second run into a folder of the user's holding those names: refused, nothing replaced
+    (tmp_path / "pics" / "trajectory.png").write_bytes(b"mine")
+    res = run("preview", scanned, "--to", tmp_path / "pics")
+    assert res.returncode == 2 and (tmp_path / "pics" / "trajectory.png").read_bytes() == b"mine"
+    assert one_error_line(res).startswith("blensor: error: --to must be a folder without pictures of these "
+                                          "names (or give --overwrite to replace them), got"), res.stderr
+    res = run("preview", scanned, "--to", tmp_path / "pics", "--overwrite")
+    assert res.returncode == 0 and (tmp_path / "pics" / "trajectory.png").read_bytes() != b"mine"
+    res = run("preview", scanned, "--to", "/etc/blensor-pictures")
+    assert res.returncode == 2 and not Path("/etc/blensor-pictures").exists(), res.stderr
 
 
 def test_preview_command_refuses_a_folder_without_scans_and_a_bad_npz_in_one_line(scanned, tmp_path):

@@ -299,20 +299,23 @@ def result_of_npz(path) -> ScanResult:
                       sensor_to_world_end=None if end is None else np.asarray(end, np.float64))
 
 
-def previews_of_folder(out, to=None) -> list:
+def previews_of_folder(out, to=None, overwrite: bool = False) -> list:
     """``blensor preview OUT``: the pictures of every ``scan<frame>.npz`` in the output
     folder ``out`` (the npz writer's files), written atomically into ``to`` (default
     ``OUT/pictures``, outside the run's own files, so a later ``--overwrite`` or
     ``--resume`` of the run is not refused) with the names the ``preview`` format gives
     them below ``preview/``; the trajectory over the last packet, its poses every npz's
-    ``sensor_to_world``. The same bytes as ``--formats preview`` (default options).
+    ``sensor_to_world``. The same bytes as ``--formats preview`` (default options). A
+    folder ``to`` given by the caller that already holds pictures of these names is
+    refused unless ``overwrite`` (the default ``OUT/pictures`` is this command's own).
 
     Returns:
         the paths written, sorted.
     Raises:
         SettingsError (``preview``): matplotlib is not installed; (``OUT``): not a folder
         or without npz files; (the npz file's path): a file numpy cannot read as
-        BlenSor's npz.
+        BlenSor's npz; (``--to``): a system folder (:func:`~..outdir.system_folder`), or
+        a folder holding a picture of these names without ``overwrite``.
         OSError: a picture could not be written (those written are kept).
     """
     import re
@@ -346,6 +349,15 @@ def previews_of_folder(out, to=None) -> list:
             raise bad(path, exc) from None
         if missing:
             raise bad(path, f"no {missing[0]!r} in it")
+    if to is not None:
+        from ..outdir import system_folder
+        if system_folder(Path(to)) is not None:
+            raise SettingsError("--to", "a folder outside the operating system's folders", str(to))
+        held = [p.name for p in Path(to).glob("*.png") if p.is_file() and any(
+            re.fullmatch(o.removeprefix("preview/"), p.name) for o in PreviewWriter.outputs)]
+        if held and not overwrite:
+            raise SettingsError("--to", "a folder without pictures of these names (or give --overwrite to "
+                                "replace them)", f"{to} (holds {sorted(held)[0]})")
     to = ensure_folder(Path(to) if to is not None else out / "pictures")
     written, poses, result = [], [], None
     for path in npzs:
