@@ -153,6 +153,27 @@ def stuck_line(res) -> str:
     return lines[-1]
 
 
+def wait_until_blocked_on_a_fifo(proc: subprocess.Popen, limit: float = 120.0) -> None:
+    """Wait until a thread of ``proc`` waits in the kernel for a FIFO's other end (Linux
+    ``wchan`` ``wait_for_partner``/``fifo_open``: Blender's open() of the cache file), at
+    most ``limit`` s; elsewhere 8 s."""
+    tasks = Path(f"/proc/{proc.pid}/task")
+    if not tasks.is_dir():
+        time.sleep(8)
+        return
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        for t in tasks.iterdir():
+            try:
+                if (t / "wchan").read_text().strip() in ("wait_for_partner", "fifo_open"):
+                    return
+            except OSError:
+                continue
+        time.sleep(0.2)
+    raise AssertionError(f"the scan did not block on the FIFO within {limit:g} s")
+
+
 def needs_watchdog() -> None:
     from blensor_addon.raycast import native
     if not native.available() or not hasattr(native.load_library(), "brt_watchdog_start"):
@@ -170,7 +191,8 @@ def test_sigterm_while_blender_is_stuck_before_the_run_ends_it_in_one_line(cache
     out = tmp_path / "o"
     proc = start_scan(blend, out, "1-5")
     try:
-        time.sleep(8)  # Blender loaded, stuck in the pre-check
+        wait_until_blocked_on_a_fifo(proc)  # Blender loaded, stuck in the pre-check
+        time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGTERM)
         res = finished(proc)
@@ -193,7 +215,8 @@ def test_sigterm_while_blender_is_stuck_in_a_packet_keeps_the_finished_ones(cach
         wait_for(out / "manifest.json", proc)  # validated: every cache file was read once
         as_fifo(tmp_path / "cube_005.abc")  # a file that hangs from now on: the scan gets stuck
         wait_for(out / "scan00001.npz", proc)
-        time.sleep(8)  # (a packet takes about 2 s)
+        wait_until_blocked_on_a_fifo(proc)  # (a packet takes about 2 s)
+        time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGTERM)
         res = finished(proc)
