@@ -19,6 +19,13 @@ import pytest
 from conftest import CROSSING
 from test_faults import BLENSOR, one_error_line, visible_files, wait_for
 
+#: the demo's sensor made slow (seconds a packet: a generic 64-laser head at 0.01 deg, one
+#: packet a scene frame), as code run in a Blender subprocess (one line: it goes into the
+#: fixtures' scripts at their indentation)
+SLOW_SENSOR = ('s = bpy.data.objects["Velodyne"].data.blensor; s.preset = "generic"; '
+               's.elevations = ",".join(str(-24 + 0.4 * i) for i in range(64)); s.angle_resolution = 0.01; '
+               's.packets = "frame"')
+
 
 @pytest.fixture(scope="module")
 def slow_blend(tmp_path_factory) -> Path:
@@ -29,11 +36,7 @@ def slow_blend(tmp_path_factory) -> Path:
         import bpy, blensor_addon
         blensor_addon.register()
         bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
-        s = bpy.data.objects["Velodyne"].data.blensor
-        s.preset = "generic"
-        s.elevations = ",".join(str(-24 + 0.4 * i) for i in range(64))
-        s.angle_resolution = 0.01
-        s.packets = "frame"
+        {SLOW_SENSOR}
         bpy.ops.wm.save_as_mainfile(filepath={str(path)!r})
         blensor_addon.unregister()
     """)
@@ -111,11 +114,7 @@ def cache_scene(tmp_path_factory) -> Path:
         import shutil, bpy, blensor_addon
         blensor_addon.register()
         bpy.ops.wm.open_mainfile(filepath={str(CROSSING)!r})
-        s = bpy.data.objects["Velodyne"].data.blensor
-        s.preset = "generic"
-        s.elevations = ",".join(str(-24 + 0.4 * i) for i in range(64))
-        s.angle_resolution = 0.01
-        s.packets = "frame"
+        {SLOW_SENSOR}
         s.time_model = "frame"
         bpy.ops.mesh.primitive_cube_add(location=(0, 10, 1))
         cube = bpy.context.object
