@@ -7,7 +7,7 @@ Rows (the demo's rig variant, ``scenes/crossing_rig.blend``: the roof HDL-64E S2
 side VLP-16s, npz files; every run writes to a fresh folder):
 
 1. in one process: three :func:`~blensor_addon.jobs.range_scan.scan_range` runs one
-   after the other against one :func:`~blensor_addon.jobs.rig.scan_rig` of the three
+   after the other against one :func:`~blensor_addon.jobs.rig_scan.scan_rig` of the three
    cameras (median of ``--repeat``; the first, untimed, run warms the process);
 2. the same with a Geometry Nodes scatter of 300 x 300 boxes added around the crossing
    (90,000 instances: a scene whose evaluation and extraction cost more), where sharing
@@ -44,7 +44,7 @@ def _same_files(a: Path, b: Path) -> bool:
 def in_process(bpy, frames: range, repeat: int, tmp: Path) -> tuple:
     """(evaluations separate, evaluations rig, seconds separate, seconds rig, same bytes)."""
     from blensor_addon.jobs.range_scan import scan_range
-    from blensor_addon.jobs.rig import scan_rig
+    from blensor_addon.jobs.rig_scan import scan_rig
     scene = bpy.context.scene
     cams = [scene.objects[n] for n in CAMERAS]
     count = [0]

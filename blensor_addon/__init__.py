@@ -150,7 +150,7 @@ def import_calibration(camera_object, path):
         SettingsError: ``calibration`` / ``calibration.<field>`` naming what is wrong in
         the file (the camera is unchanged), or ``camera``.
     """
-    from .jobs.calib import import_calibration as _import
+    from .jobs.calib_import import import_calibration as _import
     return _import(camera_object, path)
 
 
@@ -160,5 +160,5 @@ def clear_calibration(camera_object) -> None:
     Raises:
         SettingsError (``camera``): not a camera with BlenSor's settings.
     """
-    from .jobs.calib import store_calibration
+    from .jobs.calib_import import store_calibration
     store_calibration(camera_object, None)

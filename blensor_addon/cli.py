@@ -731,7 +731,7 @@ def _interrupted(job) -> bool:
 
 
 def cmd_depth(args) -> int:
-    """``blensor depth``: depth maps of frames (see :mod:`blensor_addon.jobs.depth`)."""
+    """``blensor depth``: depth maps of frames (see :mod:`blensor_addon.jobs.depth_export`)."""
     cluster = _start_cluster(args)  # (before anything imports bpy)
     try:
         return _depth(args, cluster)
@@ -742,7 +742,7 @@ def cmd_depth(args) -> int:
 def _depth(args, cluster) -> int:
     """:func:`cmd_depth` with the cluster started (or None)."""
     from .core.errors import SettingsError
-    from .jobs.depth import export_depth, parse_depth_formats
+    from .jobs.depth_export import export_depth, parse_depth_formats
     from .raycast import BACKENDS
     formats = parse_depth_formats(args.formats)
     if args.backend not in BACKENDS:
@@ -770,9 +770,9 @@ def _depth(args, cluster) -> int:
 
 
 def cmd_motion(args) -> int:
-    """``blensor motion``: poses and boxes of frames (see :mod:`blensor_addon.jobs.motion`)."""
+    """``blensor motion``: poses and boxes of frames (see :mod:`blensor_addon.jobs.motion_export`)."""
     from .core.errors import SettingsError
-    from .jobs.motion import parse_motion_formats
+    from .jobs.motion_export import parse_motion_formats
     try:
         formats = parse_motion_formats(args.formats)
     except SettingsError as exc:  # (named "format" there) say it the way the user spelled it
@@ -780,7 +780,7 @@ def cmd_motion(args) -> int:
         raise SettingsError(typed, exc.allowed, exc.value, exc.hint) from None
     bpy = _open_blend(args.blend)
     frames = parse_frames(args.frames, bpy.context.scene)
-    from .jobs.motion import export_motion
+    from .jobs.motion_export import export_motion
     objects = [n.strip() for n in args.objects.split(",") if n.strip()] if args.objects else None
     files = export_motion(frames, _out_dir(args), formats, objects, overwrite=args.overwrite)
     if args.quiet < 2:  # the summary stays with one --quiet
@@ -917,7 +917,7 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
                             args.scheduler or args.workers)
     try:
         if rig:
-            from .jobs.rig import scan_rig
+            from .jobs.rig_scan import scan_rig
             job = scan_rig(cams, frames, _out_dir(args), formats, args.seed, base=args.rig_base,
                            backend=args.backend, frame_of_reference=args.frame_of_reference,
                            pcd_ascii=args.pcd_ascii, overwrite=args.overwrite, resume=args.resume,
@@ -1076,13 +1076,13 @@ def cmd_calib(args) -> int:
     """``blensor calib import FILE [--camera NAME] SCENE.blend``: read the calibration
     file first (a bad one: exit 2, the .blend untouched), then store its table in the
     camera's ``calibration`` setting and save the .blend atomically
-    (:mod:`blensor_addon.jobs.calib`)."""
+    (:mod:`blensor_addon.jobs.calib_import`)."""
     from .io.calib import read_calibration
-    from .jobs.calib import save_blend_atomically, store_calibration
+    from .jobs.calib_import import save_blend_atomically, store_calibration
     table = read_calibration(args.file)
     bpy = _open_blend(args.blend, libraries=False)
     cam = _camera(bpy, args.camera)
-    table = store_calibration(cam, table)  # completed by the camera's preset (jobs.calib)
+    table = store_calibration(cam, table)  # completed by the camera's preset (jobs.calib_import)
     with _stdout_dropped():  # (Blender prints "Info: Saved copy as ...")
         save_blend_atomically(args.blend)
     stype = getattr(cam.data.blensor, "sensor_type", "rotating")
@@ -1103,7 +1103,7 @@ def cmd_config(args) -> int:
         configs = fmt.read(args.file)
         bpy = _open_blend(args.blend, libraries=False)
         cams, notes = apply_configs(configs, bpy.context.scene)
-        from .jobs.calib import save_blend_atomically
+        from .jobs.calib_import import save_blend_atomically
         with _stdout_dropped():
             save_blend_atomically(args.blend)
         for line in notes:

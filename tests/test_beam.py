@@ -13,7 +13,7 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.sensors import beam
-from blensor_addon.core.sensors.patterns import RayPattern, angles_of
+from blensor_addon.core.sensors.raypattern import RayPattern, angles_of
 from blensor_addon.core.sensors.returns import Returns
 
 from conftest import add_camera, add_mesh, generic_sensor, quad, without_glass

@@ -23,7 +23,7 @@ import pytest
 from blensor_addon.core.axes import ROS_FROM_BLENSOR
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.sensors import SENSORS, make_settings
-from blensor_addon.core.sensors.patterns import sweep_column_count
+from blensor_addon.core.sensors.raypattern import sweep_column_count
 from blensor_addon.io.configs import CONFIG_FORMATS, SensorConfig, format_of_file
 from blensor_addon.io.configs import airsim, unity
 from blensor_addon.io.configs._common import f32, rpy_matrix, settings_of

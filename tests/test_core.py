@@ -457,7 +457,7 @@ def test_capabilities_declare_timing_grid_and_fields():
     from blensor_addon.core.capabilities import Capabilities
     from blensor_addon.core.result import FIELDS
     from blensor_addon.core.sensors import SENSORS
-    from blensor_addon.core.sensors.patterns import CameraFrame, sweep_column_count
+    from blensor_addon.core.sensors.raypattern import CameraFrame, sweep_column_count
 
     def caps(name, camera=None, **values):
         sensor = SENSORS[name]

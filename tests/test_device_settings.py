@@ -25,7 +25,7 @@ import blensor_addon
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.sensors import SENSORS
 from blensor_addon.core.sensors.calibration import MAX_LASERS, TABLES_DIR, LaserTable, packaged_table
-from blensor_addon.core.sensors.patterns import ROTATION_DIRECTIONS
+from blensor_addon.core.sensors.raypattern import ROTATION_DIRECTIONS
 from blensor_addon.core.sensors.physics import min_range_setting
 from blensor_addon.core.sensors.rotating_presets import OUSTER_LIDAR_MODES
 from blensor_addon.core.sensors.sensor import Sensor

@@ -434,7 +434,7 @@ def test_a_fifo_where_a_manifest_is_expected_is_refused_not_opened(velodyne, bpy
     import os
     import signal
 
-    from blensor_addon.jobs.motion import export_motion
+    from blensor_addon.jobs.motion_export import export_motion
 
     def hung(*_):
         raise TimeoutError("blocked on the FIFO")

@@ -17,7 +17,7 @@ import pytest
 
 from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.timebase import parse_start_time
-from blensor_addon.io.laserscan import SCALARS
+from blensor_addon.io.laserscan_msg import SCALARS
 from blensor_addon.jobs.range_scan import scan_range
 
 #: the default time base (UNIX ns of scene time 0) of the bags' stamps
@@ -167,7 +167,7 @@ def test_one_laser_rotating_head_writes_a_laserscan_of_a_wall(bpy_mod, empty_sce
 
 def test_sensors_without_column_angles_are_refused_when_planned(bpy_mod, crossing, tmp_path):
     from blensor_addon.core.sensors import SENSORS
-    from blensor_addon.io.laserscan import check_laserscan
+    from blensor_addon.io.laserscan_msg import check_laserscan
     cam = bpy_mod.data.objects["Velodyne"]  # the demo's HDL-64E: 64 lasers
     with pytest.raises(SettingsError) as err:
         scan_range(cam, [1, 2], tmp_path, ("npz", "laserscan"))
@@ -221,7 +221,7 @@ def _old_rosbag2():
 
 
 def test_rosbag2_bytes_are_unchanged_but_range_min(bpy_mod, crossing, tmp_path):
-    # the bag written by rosbag2 before the LaserScan math moved to io/laserscan.py and before
+    # the bag written by rosbag2 before the LaserScan math moved to io/laserscan_msg.py and before
     # RigBag: every message byte for byte the same, the LaserScans but for range_min (0.0 then)
     from rosbags.typesys import Stores, get_typestore
 

@@ -169,7 +169,7 @@ def test_export_motion_operator(bpy_mod, crossing, tmp_path):
 
 def test_boxes_are_what_renders_and_labelled_instancers_get_one(bpy_mod, crossing, tmp_path):
     from blensor_addon.core.errors import SettingsError
-    from blensor_addon.jobs.motion import export_motion
+    from blensor_addon.jobs.motion_export import export_motion
     export_motion([2, 3], tmp_path / "m", ("json",))
     by = {b["object"]: b for b in json.loads((tmp_path / "m" / "boxes" / "00003.json").read_text())["boxes"]}
     # the trees are empties instancing the excluded TreePrototype collection: one box each
@@ -199,7 +199,7 @@ def test_boxes_are_what_renders_and_labelled_instancers_get_one(bpy_mod, crossin
 
 def test_objects_whose_file_names_would_clash_keep_their_own_trajectories(bpy_mod, empty_scene, tmp_path):
     # "A B", "A/B" and "A_B" all became tum/A_B.tum: two trajectories were lost
-    from blensor_addon.jobs.motion import export_motion, file_stems
+    from blensor_addon.jobs.motion_export import export_motion, file_stems
     names = ["A B", "A/B", "A_B", "Car", "car", "two\nlines"]
     for k, n in enumerate(names):
         o = bpy_mod.data.objects.new(n, None)
@@ -224,7 +224,7 @@ def test_long_names_fit_and_poses_without_a_rotation_are_refused(bpy_mod, empty_
     and left an empty tum/; 7.11: NaN poses were written with exit 0 and a scale-0 object
     got a made-up quaternion."""
     from blensor_addon.core.errors import SettingsError
-    from blensor_addon.jobs.motion import export_motion
+    from blensor_addon.jobs.motion_export import export_motion
     long_names = ["x" * 250, "\u00e9" * 120 + "y"]  # 250 bytes; 241 bytes of two-byte letters
     for k, n in enumerate(long_names):
         o = bpy_mod.data.objects.new(n, None)

@@ -160,7 +160,7 @@ def test_a_pattern_file_is_never_written_into_a_fifo(tmp_path):
 
 def test_saving_the_blend_never_renames_over_a_node_put_at_its_path(crossing, tmp_path):
     from blensor_addon.core.errors import SettingsError
-    from blensor_addon.jobs.calib import save_blend_atomically
+    from blensor_addon.jobs.calib_import import save_blend_atomically
     target = tmp_path / "scene.blend"
     before = plant(target, "fifo")  # (the command checks the .blend before loading it; this came later)
     held = os.open(target, os.O_RDWR)  # a reader of its first bytes must not block

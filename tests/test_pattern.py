@@ -23,7 +23,7 @@ from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.sensors import get_sensor
 from blensor_addon.core.sensors import pattern_file as pfm
 from blensor_addon.core.sensors.pattern import firing_count, firings, loaded
-from blensor_addon.core.sensors.patterns import angles_of
+from blensor_addon.core.sensors.raypattern import angles_of
 
 EX = ROOT / "examples" / "patterns"
 BLENSOR = str(Path(sys.executable).parent / "blensor")

@@ -178,7 +178,7 @@ def test_a_stream_sensor_is_planned_and_scanned_by_its_declared_timing(bpy_mod, 
     from blensor_addon.core.capabilities import Capabilities, Timing
     from blensor_addon.core.result import FIELDS
     from blensor_addon.core.sensors import Sensor
-    from blensor_addon.core.sensors.patterns import RayPattern
+    from blensor_addon.core.sensors.raypattern import RayPattern
     from blensor_addon.core.settings import SensorSettings, setting
     from blensor_addon.scene.scanner import Scanner
 

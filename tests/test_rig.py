@@ -46,7 +46,7 @@ def test_rig_files_are_the_bytes_of_separate_runs_with_fewer_scene_evaluations(r
     # sensors; each sensor's files those of a run of that camera alone (lidar sweeps and the
     # Kinect's per-frame images interleaved)
     from blensor_addon.jobs.range_scan import scan_range
-    from blensor_addon.jobs.rig import scan_rig
+    from blensor_addon.jobs.rig_scan import scan_rig
     cams = [rig_scene.objects[n] for n in (*LIDARS, "Kinect")]
     frames = range(1, 4)
     count, handler = _counting(bpy_mod)
@@ -79,7 +79,7 @@ def test_rig_extrinsics_are_the_sensors_poses_on_the_vehicle(rig_scene, tmp_path
     # scenes/build_crossing.py RIG: VLP16_Left at (0.2, 0.95, 1.9) m in the car's frame,
     # looking left (yaw +90 deg); the roof HDL-64E at (0, 0, 2.5) looking ahead
     from blensor_addon.io.extrinsics import read_calib_rig
-    from blensor_addon.jobs.rig import scan_rig
+    from blensor_addon.jobs.rig_scan import scan_rig
     cams = [rig_scene.objects[n] for n in LIDARS]
     job = scan_rig(cams, range(1, 2), tmp_path, ("npz",))
     left = job.extrinsics["vlp16_left"]
@@ -98,7 +98,7 @@ def test_rig_extrinsics_are_the_sensors_poses_on_the_vehicle(rig_scene, tmp_path
 
 def test_rig_base_may_be_a_camera(rig_scene, tmp_path):
     # --rig-base Velodyne: the extrinsics in the roof sensor's REP-103 frame
-    from blensor_addon.jobs.rig import scan_rig
+    from blensor_addon.jobs.rig_scan import scan_rig
     cams = [rig_scene.objects[n] for n in LIDARS]
     job = scan_rig(cams, range(1, 2), tmp_path, ("npz",), base="Velodyne")
     np.testing.assert_allclose(job.extrinsics["velodyne"], np.eye(4), atol=1e-9)
@@ -106,7 +106,7 @@ def test_rig_base_may_be_a_camera(rig_scene, tmp_path):
 
 
 def test_cancelled_rig_keeps_every_finished_packet_and_resume_gives_the_same_bytes(rig_scene, tmp_path):
-    from blensor_addon.jobs.rig import scan_rig
+    from blensor_addon.jobs.rig_scan import scan_rig
     cams = [rig_scene.objects[n] for n in LIDARS]
     frames = range(1, 6)
     full = scan_rig(cams, frames, tmp_path / "full", ("npz",))
@@ -173,7 +173,7 @@ def test_cli_rig_bad_input_is_one_line_and_writes_nothing(tmp_path, args, settin
 
 def test_rig_refuses_sensors_that_disagree_on_visibility_before_writing(rig_scene, tmp_path):
     from blensor_addon.core.errors import SettingsError
-    from blensor_addon.jobs.rig import scan_rig
+    from blensor_addon.jobs.rig_scan import scan_rig
     rig_scene.objects["VLP16_Left"].data.blensor.visibility = "viewport"
     cams = [rig_scene.objects[n] for n in LIDARS]
     with pytest.raises(SettingsError, match="visibility"):
@@ -185,7 +185,7 @@ def test_rig_writes_one_bag_with_every_sensors_topics_and_the_extrinsics_in_tf_s
     # issue 23, section 3: every sensor's messages in one bag on their own topics; the
     # extrinsics in /tf_static; the same bytes in every run (one writer thread, in order)
     from rosbags.highlevel import AnyReader
-    from blensor_addon.jobs.rig import scan_rig
+    from blensor_addon.jobs.rig_scan import scan_rig
     cams = [rig_scene.objects[n] for n in (*LIDARS, "Kinect")]
     job = scan_rig(cams, range(1, 3), tmp_path / "a", ("npz", "rosbag2"))
     scan_rig(cams, range(1, 3), tmp_path / "b", ("npz", "rosbag2"))

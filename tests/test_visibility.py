@@ -72,7 +72,7 @@ def test_viewport_mode_leaves_out_a_collection_hidden_by_its_eye(bpy_mod, empty_
 def test_motion_boxes_are_what_renders_and_leave_the_file_unchanged(bpy_mod, scene, tmp_path):
     import json
 
-    from blensor_addon.jobs.motion import export_motion
+    from blensor_addon.jobs.motion_export import export_motion
     for name in ("ViewportHidden", "Smooth"):
         bpy_mod.data.objects[name]["blensor_label"] = "car"
     before = state(bpy_mod)

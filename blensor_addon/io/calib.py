@@ -3,7 +3,7 @@
 This module owns the parsers behind ``blensor calib import`` (and the panel's and the
 Python API's import): it reads a unit's own calibration file, checks every field, and
 returns the table the rotating sensor uses instead of its preset's. It writes nothing and
-imports no Blender module (storing the table in a .blend is :mod:`..jobs.calib`).
+imports no Blender module (storing the table in a .blend is :mod:`..jobs.calib_import`).
 
 Formats (chosen by the file's extension):
 

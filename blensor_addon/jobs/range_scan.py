@@ -125,7 +125,7 @@ class RangeScanJob:
     options: dict = field(default_factory=dict)
     axes: str = "ros"
     time: tuple | None = None
-    #: a rig's member (:mod:`~blensor_addon.jobs.rig`): Scanner keyword
+    #: a rig's member (:mod:`~blensor_addon.jobs.rig_scan`): Scanner keyword
     #: arguments (``rig``: the shared RigSampler), writer constructors by format (the
     #: rig's one bag), the writer thread shared by the rig's members, whether the job stops after
     #: validating (the rig calls :meth:`start` once every member is validated), and

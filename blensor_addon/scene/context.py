@@ -337,7 +337,7 @@ class TimelineContext:
         timeline: the scene over time.
         t_start, t_end: float s, the packet's interval.
         frame_of_reference: ``"sensor"`` or ``"world"``.
-        camera: :class:`~blensor_addon.core.sensors.patterns.CameraFrame` or None.
+        camera: :class:`~blensor_addon.core.sensors.raypattern.CameraFrame` or None.
         semantic: (objects + 1,) uint16 class id per object id.
         held: a frozen packet's one step (:meth:`Timeline.held`), which casts every ray
             whatever its time; None: each ray in the step holding its time.

@@ -28,7 +28,7 @@ from ..core.packets import Packet, PacketRecord
 from ..core.result import ScanResult
 from ..core.sensors import COMMON, DEFAULT_TYPE, SENSORS, get_sensor, make_settings
 from ..core.sensors.budget import MAX_PIXELS_SIDE
-from ..core.sensors.patterns import CameraFrame
+from ..core.sensors.raypattern import CameraFrame
 from ..core.settings import FRAMES_OF_REFERENCE
 from ..raycast import get_backend, shared_backend
 from .context import TimelineContext

@@ -178,7 +178,7 @@ class BLENSOR_OT_export_depth_map(bpy.types.Operator):
     bl_label = "Export depth maps"
 
     def execute(self, context):
-        from ..jobs.depth import export_depth
+        from ..jobs.depth_export import export_depth
         cam = _camera(context)
         if cam is None:
             self.report({"ERROR"}, _NO_CAMERA)
@@ -205,7 +205,7 @@ class BLENSOR_OT_export_motion(bpy.types.Operator):
 
     def execute(self, context):
         from ..io.formats import MOTION_FORMATS
-        from ..jobs.motion import export_motion
+        from ..jobs.motion_export import export_motion
         cam = _camera(context)
         s = cam.data.blensor if cam is not None else None
         scene = context.scene
@@ -254,7 +254,7 @@ class BLENSOR_OT_import_calibration(bpy.types.Operator):
         return {"RUNNING_MODAL"}
 
     def execute(self, context):
-        from ..jobs.calib import import_calibration
+        from ..jobs.calib_import import import_calibration
         cam = _camera(context)
         if cam is None:
             self.report({"ERROR"}, _NO_CAMERA)
@@ -276,7 +276,7 @@ class BLENSOR_OT_clear_calibration(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context):
-        from ..jobs.calib import store_calibration
+        from ..jobs.calib_import import store_calibration
         cam = _camera(context)
         if cam is None:
             self.report({"ERROR"}, _NO_CAMERA)

@@ -20,7 +20,7 @@ import numpy as np
 
 import blensor_addon
 from blensor_addon.core.sensors import Sensor
-from blensor_addon.core.sensors.patterns import RayPattern, angles_of
+from blensor_addon.core.sensors.raypattern import RayPattern, angles_of
 from blensor_addon.core.settings import SensorSettings, setting
 from blensor_addon.io.formats import Writer
 

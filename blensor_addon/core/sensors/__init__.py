@@ -8,7 +8,7 @@ A new sensor is one new module here, or one module anywhere that registers it (s
 :class:`~.sensor.Sensor` interface. The Blender properties and panel, the ``blensor``
 command's ``--set`` options and ``blensor sensors`` are generated from the registry.
 
-The building blocks live in :mod:`.sensor` (the interface), :mod:`.patterns` (ray
+The building blocks live in :mod:`.sensor` (the interface), :mod:`.raypattern` (ray
 patterns, the sweep column count), :mod:`.physics` (noise, reflectivity limit, result
 assembly) and :mod:`.budget` (the ray budget).
 

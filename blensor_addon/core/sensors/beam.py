@@ -76,7 +76,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .patterns import RayPattern
+from .raypattern import RayPattern
 from .returns import Returns
 
 #: +Y, the sensor frame's up (elevation = asin(d_y), :func:`~.patterns.angles_of`)

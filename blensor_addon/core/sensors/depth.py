@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..errors import SettingsError
 from ..settings import SensorSettings, setting
 from .budget import refuse_rays
-from .patterns import pinhole_intrinsics
+from .raypattern import pinhole_intrinsics
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .sensor import Sensor
 from .tof import RollingReadout, image_patterns, readout_setting

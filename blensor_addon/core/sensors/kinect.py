@@ -46,7 +46,7 @@ import numpy as np
 
 from ..settings import Preset, SensorSettings, check_less, setting
 from .budget import MAX_PIXELS_SIDE, refuse_rays
-from .patterns import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
+from .raypattern import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
 from .physics import assemble, check_min_range, frame_rng, min_range_setting
 from .sensor import Sensor
 

@@ -59,7 +59,7 @@ import numpy as np
 
 from ..settings import MIN_SWEEP_RATE, Preset, check_less, setting
 from .budget import refuse_rays
-from .patterns import ROTATION_DIRECTIONS, sweep_column_count
+from .raypattern import ROTATION_DIRECTIONS, sweep_column_count
 from .physics import (check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting,
                       ref_dist_setting, ref_limit_setting, ref_slope_setting)
 from .returns import ReturnSettings

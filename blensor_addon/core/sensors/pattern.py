@@ -37,7 +37,7 @@ from ..errors import SettingsError
 from ..settings import Preset, setting
 from .budget import CHUNK_RAYS, ray_limit, refuse_rays
 from .pattern_file import MAX_PERIOD, MIN_PERIOD, PatternFile, channel_positions, check_period, load
-from .patterns import RayPattern
+from .raypattern import RayPattern
 from .physics import (
     check_min_range,
     min_range_setting,

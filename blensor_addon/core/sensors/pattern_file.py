@@ -151,7 +151,7 @@ class PatternFile:
     def angles(self) -> tuple[np.ndarray, np.ndarray]:
         """(azimuth, elevation) (N,) float64 rad of :attr:`directions` as BlenSor reports
         them (:func:`~.patterns.angles_of`: azimuth in [0, 2 pi))."""
-        from .patterns import angles_of
+        from .raypattern import angles_of
         return self._get("angles", lambda: angles_of(self.directions))
 
     @property

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import SettingsError
 from ..result import ScanResult
 from ..settings import setting
-from .patterns import RayPattern
+from .raypattern import RayPattern
 
 if TYPE_CHECKING:  # the protocol is declared beside the Sensor, which imports this module
     from .protocols import ScanContext

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .patterns import CameraFrame, RayPattern
+from .raypattern import CameraFrame, RayPattern
 
 
 class Hits(Protocol):

@@ -78,7 +78,7 @@ from ..capabilities import Capabilities, Timing
 from ..result import FIELDS
 from ..settings import Preset, setting
 from .budget import CHUNK_RAYS, refuse_rays
-from .patterns import RayPattern, angles_of
+from .raypattern import RayPattern, angles_of
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .returns import ReturnSettings, return_capabilities
 from .sensor import Sensor

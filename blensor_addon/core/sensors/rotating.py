@@ -94,7 +94,7 @@ from ..errors import SettingsError
 from ..settings import MIN_SWEEP_RATE, setting
 from .budget import CHUNK_RAYS, ray_limit
 from .calibration import MAX_LASERS, LaserTable
-from .patterns import ROTATION_DIRECTIONS, RayPattern, sweep_column_count
+from .raypattern import ROTATION_DIRECTIONS, RayPattern, sweep_column_count
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
                       min_range_setting, noise_mu_setting, noise_sigma_setting, ref_dist_setting,
                       ref_limit_setting, ref_slope_setting, returns_mask)

@@ -23,7 +23,7 @@ from ..errors import SettingsError, did_you_mean
 from ..result import FIELDS, ScanResult
 from ..settings import SensorSettings
 from .budget import CHUNK_RAYS, refuse_rays
-from .patterns import CameraFrame, RayPattern, angles_of, sweep_column_count, sweep_columns, sweep_count
+from .raypattern import CameraFrame, RayPattern, angles_of, sweep_column_count, sweep_columns, sweep_count
 from . import beam, intensity, weather
 from .physics import assemble, elevation_rank, frame_rng, min_range_mask, returns_mask
 from .protocols import ScanContext

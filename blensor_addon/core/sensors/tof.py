@@ -26,7 +26,7 @@ import numpy as np
 
 from ..settings import Preset, SensorSettings, setting
 from .budget import CHUNK_RAYS, MAX_PIXELS_SIDE, refuse_rays
-from .patterns import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
+from .raypattern import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .sensor import Sensor
 

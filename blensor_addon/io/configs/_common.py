@@ -16,7 +16,7 @@ import numpy as np
 from ...core.axes import matrix_rpy, rpy_matrix  # noqa: F401 (the formats' poses: one pair, core/axes.py)
 from ...core.errors import SettingsError
 from ...core.sensors import make_settings
-from ...core.sensors.patterns import sweep_column_count
+from ...core.sensors.raypattern import sweep_column_count
 
 #: relative tolerance under which two float settings are the same: below a float32's
 #: precision (a camera stores float32; an imported angle is a float32 nudged by an ulp or
@@ -57,7 +57,7 @@ def sweep_grid(lo_deg: float, hi_deg: float, samples: int, *, from_end: bool = F
     """A sweep of ``samples`` columns from ``lo_deg`` to ``hi_deg`` inclusive (the step
     ``(hi - lo) / (samples - 1)``, seed 004's vertical step rule applied to the horizontal
     samples) as BlenSor's ``start_angle``, ``end_angle`` (exclusive) and
-    ``angle_resolution`` (deg) such that :func:`~...core.sensors.patterns.sweep_column_count`
+    ``angle_resolution`` (deg) such that :func:`~...core.sensors.raypattern.sweep_column_count`
     gives exactly ``samples`` columns, with values a float32 Blender property holds
     exactly (so the camera counts the same columns). ``from_end``: a clockwise rotating
     head, whose columns are ``end - k res``: the sector ends at ``hi``.

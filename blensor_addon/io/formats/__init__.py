@@ -141,7 +141,7 @@ FLAG_BITS.arm(WRITERS.load)
 
 @dataclass(frozen=True)
 class MotionFormat:
-    """A format of the motion export (:mod:`blensor_addon.jobs.motion`, which writes it).
+    """A format of the motion export (:mod:`blensor_addon.jobs.motion_export`, which writes it).
 
     Attributes:
         name: the format's name (``--format``); description: one line; outputs: regular

@@ -1,6 +1,6 @@
 """``sensor_msgs/LaserScan`` as files: per packet ``laserscan/scan<frame:05d>.npz`` (or
 ``.csv`` with option ``laserscan.format=csv``), the scans that rosbag2's ``/blensor/scan``
-holds (:mod:`blensor_addon.io.laserscan`: seed 004's "Laser-Scan Output" schema, +inf
+holds (:mod:`blensor_addon.io.laserscan_msg`: seed 004's "Laser-Scan Output" schema, +inf
 where a ray returned nothing as REP-117 says), for sensors with one scan plane (a planar
 scanner with one elevation; a rotating LiDAR with one laser at elevation 0 over a whole
 turn). A sensor without ``column_angles`` is refused when the job is planned, in one line.
@@ -48,7 +48,7 @@ import numpy as np
 
 from ...core.capabilities import WriterNeeds
 from ...core.settings import setting
-from ..laserscan import SCALARS, check_laserscan, laser_scans
+from ..laserscan_msg import SCALARS, check_laserscan, laser_scans
 from ._base import Writer, capabilities_of
 from .npz import npz_bytes_of
 
@@ -56,7 +56,7 @@ CSV_COLUMNS = ("scan", "ray", "stamp", "time", "angle", "range", "intensity", *S
 
 
 def laserscan_arrays(scans, frame: int, frame_time: float) -> dict[str, np.ndarray]:
-    """The npz members (module docstring) of ``scans`` (:class:`~blensor_addon.io.laserscan.LaserScan`)."""
+    """The npz members (module docstring) of ``scans`` (:class:`~blensor_addon.io.laserscan_msg.LaserScan`)."""
     S = len(scans)
     N = max((s.ranges.shape[0] for s in scans), default=0)
     ranges = np.full((S, N), np.nan, np.float32)

@@ -44,7 +44,7 @@ MCAP reader skipped. Topics:
   message per sweep (or part of a sweep) in the frame, ranges over every angle step with
   +inf where nothing returned (REP-117), angle and time increments from the sweep,
   ``range_min`` / ``range_max`` the sensor's ``min_range`` / ``max_range``
-  (:mod:`blensor_addon.io.laserscan`).
+  (:mod:`blensor_addon.io.laserscan_msg`).
 - ``/blensor/depth/image`` ``sensor_msgs/Image`` (32FC1, planar depth z in m, NaN where
   nothing returned) and ``/blensor/depth/camera_info`` ``sensor_msgs/CameraInfo`` for
   image sensors (organized results with intrinsics: ToF, Kinect, depth camera), frame
@@ -82,7 +82,7 @@ from ...core.errors import SettingsError
 from ...core.settings import setting
 from ...core.timebase import parse_start_time, stamp_ns
 from ..extrinsics import check_extrinsics
-from ..laserscan import laser_scans
+from ..laserscan_msg import laser_scans
 from ._base import Writer, capabilities_of
 from ..packets import has_returns, second_strongest
 from ._layouts import is_ouster, ouster_cloud, velodyne_stamp, xyzirt
@@ -309,7 +309,7 @@ class BagFile:
             sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)), stamp)
 
     def laser_scans(self, result, frame_id: str) -> list:
-        """``[(stamp, LaserScan message)]`` of the packet (:func:`blensor_addon.io.laserscan.laser_scans`
+        """``[(stamp, LaserScan message)]`` of the packet (:func:`blensor_addon.io.laserscan_msg.laser_scans`
         from its capabilities; [] for a sensor that gives none)."""
         out = []
         for s in laser_scans(result, capabilities_of(result), self.options.points == "noisy"):
