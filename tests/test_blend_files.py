@@ -225,7 +225,7 @@ def test_a_modifier_image_whose_file_is_a_fifo_is_refused_before_blender_opens_t
 IMAGE_CACHE = """
 import bpy, sys
 from blensor_addon.core.errors import SettingsError
-from blensor_addon.scene.extract import ImageCache
+from blensor_addon.scene.shading import ImageCache
 img = bpy.data.images.new("Paint", 4, 4)
 img.source = "FILE"
 img.filepath = sys.argv[1]

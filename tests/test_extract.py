@@ -173,7 +173,7 @@ def test_geometry_nodes_instances_as_arrays_equal_the_per_instance_loop(bpy_mod,
         assert np.array_equal(a, getattr(r_slow, name)), name
     names = {o["id"]: o["name"] for o in r_fast.objects}
     assert {names[i] for i in np.unique(r_fast.object_id)} == {"Scatter"}
-    from blensor_addon.scene.extract import linear_to_srgb_u8, material_color
+    from blensor_addon.scene.shading import linear_to_srgb_u8, material_color
     red = linear_to_srgb_u8(material_color(bpy_mod.data.materials["Red"]))
     assert np.all(r_fast.reflectivity == np.float32(0.5)) and np.all(r_fast.color == red)
     # the box tops (z = -1.3 m) seen by the -45 deg laser: range 1.3 / sin(45 deg)

@@ -308,7 +308,7 @@ def test_missing_image_warns_and_falls_back(bpy_mod, empty_scene, capfd, tmp_pat
 
 def test_srgb_byte_image_is_decoded_to_linear(bpy_mod, empty_scene, tmp_path):
     # an 8-bit sRGB PNG: the texel's reflectivity is the luminance of its linear value
-    from blensor_addon.scene.extract import ImageCache
+    from blensor_addon.scene.shading import ImageCache
     img = bpy_mod.data.images.new("Bytes", 2, 1)
     img.pixels.foreach_set(np.array([0.5, 0.5, 0.5, 1, 1.0, 0.0, 0.0, 1], np.float32))
     path = tmp_path / "bytes.png"
@@ -352,7 +352,7 @@ def test_untextured_lookup_is_the_plain_gather():
 
 
 def test_panel_source_line_unset_operator_and_library_search(bpy_mod, empty_scene):
-    from blensor_addon.scene.extract import material_source
+    from blensor_addon.scene.shading import material_source
     from blensor_addon.ui.props import _library_names
     mat = _material(bpy_mod, "Paint", (0.5, 0.5, 0.5))
     assert material_source(mat) == "Node tree: 0.500 (base colour luminance)"
@@ -388,7 +388,7 @@ def test_override_and_library_survive_save_and_reload(bpy_mod, empty_scene, tmp_
         import json, bpy, blensor_addon
         blensor_addon.register()
         bpy.ops.wm.open_mainfile(filepath={str(path)!r})
-        from blensor_addon.scene.extract import evaluate_material
+        from blensor_addon.scene.shading import evaluate_material
         out = {{}}
         for n in ("Set", "Lib", "Nodes"):
             ev = evaluate_material(bpy.data.materials[n])
@@ -439,7 +439,7 @@ def test_material_without_nodes_uses_its_viewport_colour(bpy_mod, empty_scene):
     mat = bpy_mod.data.materials.new("Plain")
     mat.use_nodes = False
     mat.diffuse_color = (0.1, 0.6, 0.2, 1.0)
-    from blensor_addon.scene.extract import evaluate_material
+    from blensor_addon.scene.shading import evaluate_material
     ev = evaluate_material(mat)
     assert ev.source == "nodes"
     assert math.isclose(ev.reflectivity, float(luminance((0.1, 0.6, 0.2))), rel_tol=1e-6)
@@ -461,7 +461,7 @@ def test_unknown_library_entry_warns_and_uses_the_node_tree(bpy_mod, empty_scene
 
 
 def test_library_entry_marked_mirror_reflects(bpy_mod, empty_scene):
-    from blensor_addon.scene.extract import evaluate_material
+    from blensor_addon.scene.shading import evaluate_material
     mat = _material(bpy_mod, "Window")
     mat.blensor.library = "shop_window"
     ev = evaluate_material(mat)
@@ -484,7 +484,7 @@ def test_nan_inf_negative_texels_are_sanitized_with_one_warning(bpy_mod, empty_s
     # issue 22 review: NaN, inf and negative texels of a float image went into the
     # reflectivity (NaN points, negative intensity). Now NaN -> 0, clipped to [0, 10], and one
     # warning names the image and the number of texels replaced.
-    from blensor_addon.scene.extract import ImageCache
+    from blensor_addon.scene.shading import ImageCache
     values = [0.1, np.nan, np.inf, -1.0, 0.2, 0.6, 12.0, 0.8]
     img = _bad_image(bpy_mod, values)
     stored = np.empty(len(values) * 4, np.float32)

@@ -101,7 +101,7 @@ class ScanResult:
         xyz, xyz_noisy (N, 3) float32 m: unit(original ray) * range, in ``frame_of_reference``.
         object_id (N,) uint32: id of the object whose surface returned (1..; see
             ``objects``; the ids derive from the file, see
-            :class:`blensor_addon.scene.extract.ObjectTable`).
+            :class:`blensor_addon.scene.objects.ObjectTable`).
         semantic (N,) uint16: semantic class id of the returning object (its
             ``blensor_label``, else its instancer's; SemanticKITTI's ids,
             :mod:`blensor_addon.core.classes`), 0 = unlabeled.

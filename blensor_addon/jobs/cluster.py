@@ -13,7 +13,7 @@ run writes, whatever the number of workers and the order in which they finish:
   (npz, pcd, las, ...: writers that are not ``multi_frame``) with their size and sha256,
   so the client does no encoding work for them. Scans do not depend on the packets
   scanned before: noise is seeded per packet and object ids derive from the file
-  (:class:`~blensor_addon.scene.extract.ObjectTable`; a scene that creates objects while
+  (:class:`~blensor_addon.scene.objects.ObjectTable`; a scene that creates objects while
   it plays is refused, their ids would depend on the frames a process saw). Every answer
   is checked for the client's BlenSor and Blender versions and ray-casting backend.
 - **The client writes, in order.** :class:`RemoteScanner` stands in for the scanner of

@@ -48,7 +48,7 @@ from ..io.atomic import commit_files
 from ..io.formats import MOTION_FORMATS  # the registry's motion formats (name -> MotionFormat)
 from ..io.outdir import OutputFolder
 from ..io.trajectory import tum_bytes
-from ..scene.extract import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
+from ..scene.objects import GEOMETRY_TYPES, LABEL_PROPERTY, ObjectTable
 from ..scene.visibility import apply_render_visibility
 
 #: the files an export leaves (relative paths, regular expressions); it refuses a folder

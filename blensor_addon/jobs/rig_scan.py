@@ -54,7 +54,7 @@ from ..io.atomic import commit_files
 from ..io.formats import parse_formats
 from ..io.outdir import OutputFolder
 from ..raycast import BACKENDS
-from ..scene.extract import sensor_pose
+from ..scene.objects import sensor_pose
 from ..scene.rig import RigSampler
 from ..scene.scanner import check_camera, read_sensor
 from .failures import writer_failure

@@ -151,7 +151,7 @@ def _rows_of(v: np.ndarray, sel) -> np.ndarray:
 class _Labels:
     """The labels and colour of hits, made on demand (:attr:`CastHits.LAZY`): from
     ``instance`` (R,) int32 (-1: a miss) and material rows ``material`` (R,) int32 of a
-    step's snapshot ``snap`` (its :meth:`~.extract.Snapshot.labels`), the class per
+    step's snapshot ``snap`` (its :meth:`~.extract.SceneSnapshot.labels`), the class per
     object id ``semantic`` and the material colours ``color`` (M, 3) uint8."""
 
     def __init__(self, snap, semantic: np.ndarray, color: np.ndarray, instance: np.ndarray,

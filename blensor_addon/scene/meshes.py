@@ -9,7 +9,7 @@ import bpy
 import numpy as np
 
 from ..core.result import ScanResult
-from .extract import SCAN_OUTPUT_PROPERTY
+from .objects import SCAN_OUTPUT_PROPERTY
 
 SCAN_PREFIXES = ("Scan.", "NoisyScan.")
 #: fields that are the vertex positions themselves (the clean or the noisy cloud)

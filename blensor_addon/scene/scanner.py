@@ -32,7 +32,8 @@ from ..core.sensors.raypattern import CameraFrame
 from ..core.settings import FRAMES_OF_REFERENCE
 from ..raycast import get_backend, shared_backend
 from .context import TimelineContext
-from .extract import SceneExtractor, sensor_pose
+from .extract import SceneExtractor
+from .objects import sensor_pose
 from .timeline import Timeline, non_finite_transform
 from .visibility import apply_render_visibility
 
@@ -291,7 +292,7 @@ class Scanner:
             SettingsError (``transform of object 'NAME'``): naming the first one found,
             the value and the time.
         """
-        from .extract import GEOMETRY_TYPES
+        from .objects import GEOMETRY_TYPES
         render = self._rig.render if self._rig is not None else self._ensure_visibility()
         ft = frame_time(self.scene)
         old, old_sub = self.scene.frame_current, self.scene.frame_subframe

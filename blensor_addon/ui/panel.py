@@ -142,7 +142,7 @@ class BLENSOR_PT_material(bpy.types.Panel):
         return context.material is not None and hasattr(context.material, "blensor")
 
     def draw(self, context):
-        from ..scene.extract import material_source
+        from ..scene.shading import material_source
         mat = context.material
         m = mat.blensor
         layout = self.layout

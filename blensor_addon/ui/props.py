@@ -295,7 +295,7 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
     """LiDAR properties of a material (seed 000 sections 3.2, 3.5; seed 002 section II-C
     on material reflectance). Where the reflectivity comes from (docs/physics.md):
     ``reflectivity`` when it was set (``is_property_set``), else the ``library`` entry, else
-    the material's node tree (:func:`blensor_addon.scene.extract.evaluate_material`);
+    the material's node tree (:func:`blensor_addon.scene.shading.evaluate_material`);
     ``mirror`` when set, else the node tree's Metallic >= 0.5."""
 
     reflectivity: FloatProperty(name="Reflectivity",
