@@ -8,10 +8,13 @@ two registries; a sensor that adds a field registers it with :func:`register_fie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .capabilities import Capabilities
+from .ndtypes import F64, Array
 
 #: field name -> (dtype, trailing shape); the order is the order of the npz file.
 FIELDS: dict[str, tuple[str, tuple[int, ...]]] = {
@@ -56,7 +59,7 @@ EXTRA_FIELDS: dict[str, tuple[str, tuple[int, ...], object]] = {
 FLOAT64_FROM_M = 1024.0
 
 
-def register_field(name: str, dtype: str, shape: tuple = (), default=None) -> None:
+def register_field(name: str, dtype: str, shape: tuple[int, ...] = (), default: object = None) -> None:
     """Register a per-point field a sensor adds (its values go into ``ScanResult.extra``).
 
     Args:
@@ -76,13 +79,13 @@ def register_field(name: str, dtype: str, shape: tuple = (), default=None) -> No
     EXTRA_FIELDS[name] = old or spec
 
 
-def float32_error(v) -> float:
+def float32_error(v: ArrayLike) -> float:
     """Largest rounding error (m) of float32 over the magnitudes of ``v`` (array of m):
     half float32's spacing at the largest magnitude, 0 for an empty array."""
-    v = np.asarray(v)
-    if not v.size:
+    a = np.asarray(v)
+    if not a.size:
         return 0.0
-    m = float(np.max(np.abs(v)))
+    m = float(np.max(np.abs(a)))
     return float(np.spacing(np.float32(m))) / 2.0 if np.isfinite(m) else float("inf")
 
 
@@ -165,40 +168,40 @@ class ScanResult:
     own firing time (``timestamp``), as a real driver reports it.
     """
 
-    timestamp: np.ndarray
-    azimuth: np.ndarray
-    elevation: np.ndarray
-    range: np.ndarray
-    range_noisy: np.ndarray
-    xyz: np.ndarray
-    xyz_noisy: np.ndarray
-    object_id: np.ndarray
-    semantic: np.ndarray
-    instancer_id: np.ndarray
-    instance_id: np.ndarray
-    channel: np.ndarray
-    ring: np.ndarray
-    ray_index: np.ndarray
-    reflectivity: np.ndarray
-    intensity: np.ndarray
-    color: np.ndarray
-    normal: np.ndarray
+    timestamp: Array
+    azimuth: Array
+    elevation: Array
+    range: Array
+    range_noisy: Array
+    xyz: Array
+    xyz_noisy: Array
+    object_id: Array
+    semantic: Array
+    instancer_id: Array
+    instance_id: Array
+    channel: Array
+    ring: Array
+    ray_index: Array | None
+    reflectivity: Array
+    intensity: Array
+    color: Array
+    normal: Array
     frame: int = 0
     frame_time: float = 1.0 / 24.0
     frame_of_reference: str = "sensor"
-    sensor_to_world: np.ndarray = field(default_factory=lambda: np.eye(4))
-    sensor: dict = field(default_factory=dict)
-    objects: list = field(default_factory=list)
+    sensor_to_world: F64 = field(default_factory=lambda: np.eye(4))
+    sensor: dict[str, Any] = field(default_factory=dict)
+    objects: list[dict[str, Any]] = field(default_factory=list)
     num_rays: int = 0
-    grid_shape: tuple = ()
+    grid_shape: tuple[int, ...] = ()
     sensor_type: str = "rotating"
     organized: bool = False
     axes: str = "blensor"
-    intrinsics: tuple = ()
-    extra: dict = field(default_factory=dict)
-    sensor_to_world_end: np.ndarray | None = None
+    intrinsics: tuple[float, ...] = ()
+    extra: dict[str, Array] = field(default_factory=dict)
+    sensor_to_world_end: F64 | None = None
     capabilities: Capabilities | None = None
-    xyz64: dict = field(default_factory=dict)
+    xyz64: dict[str, F64] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.timestamp)
@@ -220,7 +223,7 @@ class ScanResult:
             if arr.shape != (n, *shape):
                 raise ValueError(f"ScanResult.{name} has shape {arr.shape}, expected {(n, *shape)}")
             setattr(self, name, arr)
-        extra = {}
+        extra: dict[str, Array] = {}
         for name, arr in self.extra.items():
             if name not in EXTRA_FIELDS:
                 raise ValueError(f"ScanResult.extra[{name!r}] is not a registered field (register_field)")
@@ -258,20 +261,20 @@ class ScanResult:
         if not self.has_grid:
             raise ValueError(f"{what} needs a sensor with a ray grid; sensor type {self.sensor_type!r} "
                              "has none (a pattern with no grid)")
-        return self.grid_shape
+        return cast("tuple[int, int]", self.grid_shape)
 
     @property
-    def return_number(self) -> np.ndarray:
+    def return_number(self) -> Array:
         """(N,) uint8 rank of each return along its ray, 1-based (1 without several
         returns per ray)."""
         return self.values("return_number")
 
     @property
-    def number_of_returns(self) -> np.ndarray:
+    def number_of_returns(self) -> Array:
         """(N,) uint8 returns of each point's ray (1 without several returns per ray)."""
         return self.values("number_of_returns")
 
-    def values(self, name: str) -> np.ndarray:
+    def values(self, name: str) -> Array:
         """Per-point field ``name``: one of :data:`FIELDS`, or of :data:`EXTRA_FIELDS`
         (the result's values, else the field's default for every point).
 
@@ -279,7 +282,7 @@ class ScanResult:
             KeyError: not a field of the result and no default.
         """
         if name in FIELDS:
-            arr = getattr(self, name)
+            arr: Array | None = getattr(self, name)
             if arr is None:
                 raise KeyError(f"{name} (a result with no grid has no ray_index)")
             return arr
@@ -290,12 +293,13 @@ class ScanResult:
             raise KeyError(name)
         return np.full((len(self), *shape), default, dtype=dtype)
 
-    def points(self, noisy: bool = False) -> np.ndarray:
+    def points(self, noisy: bool = False) -> F64:
         """(N, 3) float64 m ``xyz`` (``xyz_noisy`` if ``noisy``) at full precision: the
         float64 world coordinates when kept (``xyz64``), else the float32 field."""
         name = "xyz_noisy" if noisy else "xyz"
         precise = self.xyz64.get(name)
-        return precise if precise is not None else getattr(self, name).astype(np.float64)
+        single: Array = getattr(self, name)
+        return precise if precise is not None else single.astype(np.float64)
 
     def float32_rounding(self) -> float:
         """Largest rounding (m) of the float32 ``xyz`` fields against the float64
@@ -303,14 +307,14 @@ class ScanResult:
         return max((float32_error(a) for a in self.xyz64.values()), default=0.0)
 
     @classmethod
-    def empty(cls, **meta) -> "ScanResult":
+    def empty(cls, **meta: Any) -> ScanResult:
         """A result with no returns."""
-        arrays = {k: np.zeros((0, *s), dtype=d) for k, (d, s) in FIELDS.items()}
+        arrays: dict[str, Array | None] = {k: np.zeros((0, *s), dtype=d) for k, (d, s) in FIELDS.items()}
         if meta.get("grid_shape", ()) in (None, ()) and "ray_index" not in meta:
             arrays["ray_index"] = None
-        return cls(**arrays, **meta)
+        return cls(**cast("dict[str, Any]", arrays), **meta)
 
-    def image(self, name: str = "range", fill=np.nan) -> np.ndarray:
+    def image(self, name: str = "range", fill: float = np.nan) -> Array:
         """Field ``name`` scattered into the sensor's grid by ``ray_index``:
         (rows, cols) or (rows, cols, k) array of the field's dtype (float fields; other
         dtypes get ``fill`` cast to them), ``fill`` where no ray returned.
@@ -321,15 +325,15 @@ class ScanResult:
         rows, cols = self.require_grid("an image of the result")
         src = self.values(name)
         out = np.full((rows * cols, *src.shape[1:]), fill, dtype=src.dtype)
-        out[self.ray_index.astype(np.int64)] = src
+        out[self.values("ray_index").astype(np.int64)] = src
         return out.reshape(rows, cols, *src.shape[1:])
 
-    def arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self) -> dict[str, Array]:
         """The per-return arrays by name, in :data:`FIELDS` order (``ray_index`` left
         out when the result has no grid)."""
         return {k: getattr(self, k) for k in FIELDS if getattr(self, k) is not None}
 
-    def all_fields(self) -> dict[str, np.ndarray]:
+    def all_fields(self) -> dict[str, Array]:
         """Every per-point array the result holds: :meth:`arrays`, then ``extra`` in
         :data:`EXTRA_FIELDS` order (then any others in their own order)."""
         out = self.arrays()

@@ -14,11 +14,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 import numpy as np
 
 from .errors import SettingsError
+from .ndtypes import F64
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T")
 
 #: Seeds are stored in a Blender integer property (signed 32-bit).
 MAX_SEED = 2**31 - 1
@@ -69,9 +75,9 @@ class Meta:
     hi: float | None = None
     lo_open: bool = False
     hi_open: bool = False
-    choices: tuple = ()
-    count: tuple = (1, 1024)
-    show_if: tuple | None = None
+    choices: tuple[str, ...] = ()
+    count: tuple[int, int] = (1, 1024)
+    show_if: tuple[str, Any] | None = None
     precision: int = 3
     group: str = ""
 
@@ -86,7 +92,7 @@ class Meta:
             return "text"
         what = "an integer" if self.kind == "int" else "a finite number"
 
-        def num(v):  # integers in full (2147483647, not 2.14748e+09)
+        def num(v: float) -> str:  # integers in full (2147483647, not 2.14748e+09)
             return str(int(v)) if self.kind == "int" else f"{v:g}"
         if self.lo is not None and self.hi is not None:
             rng = (f"in {'(' if self.lo_open else '['}{num(self.lo)}, {num(self.hi)}"
@@ -180,9 +186,10 @@ class Meta:
         return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def setting(default: Any, label: str, description: str, unit: str = "", *, lo=None, hi=None,
-            lo_open=False, hi_open=False, choices: tuple = (), kind: str | None = None,
-            count: tuple = (1, 1024), show_if: tuple | None = None, precision: int = 3, group: str = ""):
+def setting(default: T, label: str, description: str, unit: str = "", *, lo: float | None = None,
+            hi: float | None = None, lo_open: bool = False, hi_open: bool = False, choices: tuple[str, ...] = (),
+            kind: str | None = None, count: tuple[int, int] = (1, 1024), show_if: tuple[str, Any] | None = None,
+            precision: int = 3, group: str = "") -> T:
     """A dataclass field carrying :class:`Meta`; ``kind`` is inferred from the default
     (bool, int, float; a str with ``choices`` is an enum; a tuple is ``floats``)."""
     if kind is None:
@@ -201,11 +208,11 @@ def setting(default: Any, label: str, description: str, unit: str = "", *, lo=No
     return dataclasses.field(default=default, metadata={"blensor": meta})
 
 
-def meta_of(cls_or_obj, name: str) -> Meta:
+def meta_of(cls_or_obj: DataclassInstance | type[DataclassInstance], name: str) -> Meta:
     """:class:`Meta` of setting ``name`` of a settings class or object."""
     for f in dataclasses.fields(cls_or_obj):
         if f.name == name:
-            return f.metadata["blensor"]
+            return cast(Meta, f.metadata["blensor"])
     raise KeyError(name)
 
 
@@ -251,7 +258,7 @@ class SensorSettings:
     deskew: bool = setting(False, "Deskewed points", "Also output the points in the sensor frame at the "
                            "sweep start (motion-compensated ground truth)")
 
-    def validate(self):
+    def validate(self) -> Self:
         """Check every setting against its metadata, then :meth:`check`; return self.
 
         Raises:
@@ -265,11 +272,11 @@ class SensorSettings:
     def check(self) -> None:
         """Rules between settings (override); raise SettingsError."""
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> Self:
         """Copy with some fields changed (not validated)."""
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every setting."""
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
                 for f in dataclasses.fields(self)}
@@ -285,7 +292,7 @@ def check_less(lo_name: str, lo: float, hi_name: str, hi: float, unit: str) -> N
         raise SettingsError(hi_name, f"greater than {lo_name} ({lo:g} {unit})", hi)
 
 
-def check_table(name: str, text: str) -> np.ndarray:
+def check_table(name: str, text: str) -> F64:
     """Parse a distance-dependent noise table ``"(d, mu, sigma), (d, mu, sigma), ..."``
     (the original's advanced error model, reference section 6.3): rows sorted by
     strictly increasing distance d >= 0 (m), finite mu (m), sigma >= 0 (m).
@@ -317,7 +324,7 @@ class Preset:
     """A named set of setting values (``values``); ``source`` cites where they come from."""
 
     label: str
-    values: dict
+    values: dict[str, Any]
     source: str = ""
 
 
