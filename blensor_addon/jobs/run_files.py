@@ -19,9 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from ..core.result import ScanResult
 from ..io import trajectory
 from ..io.atomic import atomic_write_bytes
 from ..io.formats import Writer, output_patterns
@@ -30,6 +35,9 @@ from . import signals
 
 TRAJECTORY = "trajectory.tum"
 MANIFEST = "manifest.json"
+
+#: a finished packet's entry in the manifest (JSON-ready: "frame", "pose", "points", "files", ...)
+Entry = dict[str, Any]
 
 
 class TrajectoryWriter(Writer):
@@ -41,25 +49,25 @@ class TrajectoryWriter(Writer):
     files = TRAJECTORY
     outputs = (r"trajectory\.tum",)
 
-    def __init__(self, folder, packet_time: float) -> None:
+    def __init__(self, folder: Path, packet_time: float) -> None:
         super().__init__(folder)
         self.packet_time = packet_time
-        self._lines: dict = {}  # packet index -> line of a finished packet (each pose encoded once)
+        self._lines: dict[int, str] = {}  # packet index -> line of a finished packet (each pose encoded once)
         self._dirty = False  # finished packets (reused ones) not in the file on disk yet
 
-    def _line(self, index: int, pose) -> str:
+    def _line(self, index: int, pose: ArrayLike) -> str:
         return trajectory.tum_line(index * self.packet_time, np.reshape(np.asarray(pose, np.float64), (4, 4)))
 
-    def _bytes(self, extra: dict | None = None) -> bytes:
+    def _bytes(self, extra: dict[int, str] | None = None) -> bytes:
         lines = {**self._lines, **(extra or {})}
         return "".join(lines[k] for k in sorted(lines)).encode()
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         """The whole file with this packet's pose added (it appears with the packet's files)."""
         self._dirty = False
         return [(TRAJECTORY, self._bytes({result.frame: self._line(result.frame, result.sensor_to_world)}))]
 
-    def finished(self, entry: dict, written: bool) -> None:
+    def finished(self, entry: Entry, written: bool) -> None:
         """Keep the pose of a finished packet (``written``: its files were written in this
         run; else it was reused from an earlier one)."""
         if "pose" in entry:
@@ -93,19 +101,20 @@ class ManifestWriter(Writer):
     files = MANIFEST
     outputs = (r"manifest\.json",)
 
-    def __init__(self, folder: OutputFolder, static: dict, objects) -> None:
+    def __init__(self, folder: OutputFolder, static: dict[str, Any],
+                 objects: Callable[[], Iterable[dict[str, Any]]]) -> None:
         super().__init__(folder.path)
         self.out = folder
         self.static = static
         self._objects = objects
         self.objects = list(objects())
-        self.done: list = []
+        self.done: list[Entry] = []
         self.points = 0
         self.status = "running"
-        self.dropped: list = []
+        self.dropped: list[str] = []
         self._lock = threading.Lock()
 
-    def doc(self) -> dict:
+    def doc(self) -> dict[str, Any]:
         """The manifest's content so far (JSON-ready dict)."""
         h = hashlib.sha256()
         for e in self.done:
@@ -141,7 +150,7 @@ class ManifestWriter(Writer):
                              f"{manifest} are kept (manifest: cancelled)",
                              [(signals.WRITE, manifest, data), (signals.REMOVE, lock, None)])
 
-    def finished(self, entry: dict, objects: list | None = None) -> None:
+    def finished(self, entry: Entry, objects: list[dict[str, Any]] | None = None) -> None:
         """A packet is finished: list it; rewrite the manifest if the schedule says so."""
         self.done.append(entry)
         self.points += entry["points"]

@@ -46,17 +46,28 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ctypes
+
+#: a handler as :func:`signal.signal` takes and returns it
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+#: one stop action of :func:`stop_actions`: (mode, path, data)
+StopAction = tuple[int, Path | None, bytes | None]
 
 #: seconds the interpreter has to acknowledge a signal before the watchdog ends the run
 WATCHDOG_GRACE = 5.0
 #: the native library while the watchdog is armed (None: not armed)
-_watchdog = None
+_watchdog: ctypes.CDLL | None = None
 #: the native library once the watchdog was armed: Python's handler acknowledges every signal
 #: it runs for, also after :func:`disarm_watchdog` (until the handlers are restored, the
 #: library's handler still counts them)
-_acker = None
+_acker: ctypes.CDLL | None = None
 #: stop-action modes of ``brt_watchdog_action``
 KEEP, WRITE, REMOVE, REMOVE_EMPTY_FOLDER = 0, 1, 2, 3
 
@@ -70,7 +81,7 @@ def arm_watchdog(grace: float = WATCHDOG_GRACE) -> bool:
     from ..core.errors import NativeLibraryError
     try:
         from ..raycast.native import load_library
-        lib = load_library()
+        lib: ctypes.CDLL = load_library()
     except (ImportError, OSError, NativeLibraryError):
         return False
     if not hasattr(lib, "brt_watchdog_start"):  # a library built before the watchdog
@@ -105,6 +116,7 @@ def _ack_while_free() -> None:
     on a FIFO blocks): the interpreter's lock being free says nothing about a return."""
     import time
     main = threading.main_thread().ident
+    assert main is not None  # (the main thread has started)
     while (lib := _watchdog) is not None:  # (read once: disarm_watchdog may clear it meanwhile)
         frame = sys._current_frames().get(main)
         if frame is not None and frame.f_code.co_filename.startswith(_RAYCAST_DIR):
@@ -122,7 +134,7 @@ def disarm_watchdog() -> None:
         _watchdog = None
 
 
-def stop_actions(after: str, actions: list) -> None:
+def stop_actions(after: str, actions: Sequence[StopAction]) -> None:
     """What the watchdog does if the run gets stuck from now on: ``actions`` (up to 8 of
     ``(mode, path, data)``: :data:`WRITE` ``data`` (bytes) to ``path`` (a temporary name,
     then renamed), :data:`REMOVE` the file, :data:`REMOVE_EMPTY_FOLDER`), then the line
@@ -132,7 +144,8 @@ def stop_actions(after: str, actions: list) -> None:
         return
     lib.brt_watchdog_text(b"blensor: interrupted by ", (after + "\n").encode())
     for slot in range(8):
-        mode, path, data = actions[slot] if slot < len(actions) else (KEEP, None, None)
+        action: StopAction = actions[slot] if slot < len(actions) else (KEEP, None, None)
+        mode, path, data = action
         raw = bytes(data or b"")
         lib.brt_watchdog_action(slot, mode, os.fsencode(path) if path is not None else None, raw or None,
                                 len(raw))
@@ -146,9 +159,9 @@ _RAYCAST_DIR = str(Path(__file__).resolve().parent.parent / "raycast") + os.sep
 _UI_DIR = str(Path(__file__).resolve().parent.parent / "ui") + os.sep
 
 
-def _callback_codes() -> set:
+def _callback_codes() -> set[CodeType]:
     """Code objects of every function in Blender's handler lists (``bpy.app.handlers``)."""
-    codes = set()
+    codes: set[CodeType] = set()
     try:
         import bpy
         handlers = bpy.app.handlers
@@ -164,7 +177,7 @@ def _callback_codes() -> set:
     return codes
 
 
-def in_callback(frame, codes: set) -> bool:
+def in_callback(frame: FrameType | None, codes: set[CodeType]) -> bool:
     """True if ``frame`` or one of its callers is Python code that Blender called from C:
     a handler of ``bpy.app.handlers`` (``codes``), a Python driver expression, or the
     add-on's UI layer. (Python frames chain across C calls, so the job's own frames are
@@ -192,13 +205,13 @@ class Signals:
     active: Signals | None = None
 
     def __init__(self, mode: str = "raise") -> None:
-        self.signum = None
+        self.signum: int | None = None
         self.count = 0
         self.mode = mode
         self.writing = False
         self._base = 0  # count when the current "finish" scope began
-        self._old: dict = {}
-        self._codes: set = set()
+        self._old: dict[signal.Signals, _Handler] = {}
+        self._codes: set[CodeType] = set()
         self._waiting = False  # a signal waits for its callback to return (profile hook set)
 
     # -------------------------------------------------------------- installation
@@ -223,7 +236,7 @@ class Signals:
 
     @classmethod
     @contextmanager
-    def scope(cls, mode: str = "raise"):
+    def scope(cls, mode: str = "raise") -> Iterator[Signals]:
         """The :attr:`active` instance, or (none active) a new one installed with ``mode``
         for the block, if this is a headless Blender (in one with a UI, an instance that
         installs nothing: signals stay Blender's)."""
@@ -260,7 +273,7 @@ class Signals:
         self._stop_waiting()
 
     @contextmanager
-    def finishing(self):
+    def finishing(self) -> Iterator[Signals]:
         """A block (a range scan's frame loop) in which the first signal only asks to
         stop after the current frame (:attr:`stop_requested`) and a second raises."""
         old, self.mode, self._base = self.mode, "finish", self.count
@@ -275,7 +288,7 @@ class Signals:
         return self.count > self._base
 
     # ---------------------------------------------------------------- handling
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if _acker is not None:  # the interpreter runs: the watchdog has nothing to do
             _acker.brt_watchdog_ack()
         self.signum = signum
@@ -291,7 +304,7 @@ class Signals:
         self._waiting = True
         sys.setprofile(self._profile)
 
-    def _profile(self, frame, event, arg) -> None:
+    def _profile(self, frame: FrameType, event: str, arg: object) -> None:
         """Profile hook while a signal waits: raise it at the first event (a call or a
         return) outside every Blender callback."""
         if not self._waiting:

@@ -54,8 +54,8 @@ def _tune_heap() -> bool:
             return False
         # setting any of these ends glibc's adaptive mmap threshold (128 KB, rising as
         # mapped blocks are freed): a fixed one keeps blocks below it in the heap
-        threshold = libc.mallopt(ctypes.c_int(_M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD)) == 1
-        pad = libc.mallopt(ctypes.c_int(_M_TOP_PAD), ctypes.c_int(TOP_PAD)) == 1
+        threshold: bool = libc.mallopt(ctypes.c_int(_M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD)) == 1
+        pad: bool = libc.mallopt(ctypes.c_int(_M_TOP_PAD), ctypes.c_int(TOP_PAD)) == 1
         return threshold and pad
     except (OSError, AttributeError):
         return False

@@ -19,14 +19,25 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+
+class _Limiter(Protocol):
+    """What BlenSor uses of ``threadpoolctl``'s limiter (the value of
+    ``ThreadpoolController.limit``)."""
+
+    def restore_original_limits(self) -> None: ...
+
 
 _lock = threading.Lock()
 _depth = 0
-_limiter = None
-_controller = None  # threadpoolctl.ThreadpoolController, made once (it scans the loaded libraries: ~6 ms)
+_limiter: _Limiter | None = None
+#: threadpoolctl.ThreadpoolController (no type information), made once (it scans the loaded libraries: ~6 ms)
+_controller: Any = None
 
 
-def _limit():
+def _limit() -> _Limiter | None:
     """Limit every loaded BLAS to one thread; returns the limiter that restores it, or
     None without threadpoolctl or when it fails (a scan never fails for this)."""
     global _controller
@@ -34,13 +45,14 @@ def _limit():
         import threadpoolctl
         if _controller is None:
             _controller = threadpoolctl.ThreadpoolController()
-        return _controller.limit(limits=1, user_api="blas")
+        limiter: _Limiter = _controller.limit(limits=1, user_api="blas")
+        return limiter
     except Exception:  # noqa: BLE001 - only a speed setting: scan on with BLAS as it is
         return None
 
 
 @contextlib.contextmanager
-def single_blas_thread():
+def single_blas_thread() -> Iterator[None]:
     """Context manager: BLAS runs on one thread inside (nested and concurrent uses from
     several threads share one limit; the original thread counts come back when the last
     use ends). Raises nothing of its own."""

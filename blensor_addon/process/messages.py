@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import TextIO
 
 from ..core.text import printable
 
@@ -44,9 +45,9 @@ class EscapedStderr:
     process ends (``os._exit`` would drop what the thread has not passed on)."""
 
     def __init__(self) -> None:
-        self._real = None  # a duplicate of the real stderr
-        self._stderr = None  # sys.stderr before start()
-        self._thread = None
+        self._real: int | None = None  # a duplicate of the real stderr
+        self._stderr: TextIO | None = None  # sys.stderr before start()
+        self._thread: threading.Thread | None = None
 
     @property
     def active(self) -> bool:
@@ -113,15 +114,17 @@ class EscapedStderr:
         if self._thread is None:
             return
         thread, self._thread = self._thread, None
+        real = self._real
+        assert real is not None  # set by start() together with the thread
         try:
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        os.dup2(self._real, 2)  # closes this process's write end of the pipe
+        os.dup2(real, 2)  # closes this process's write end of the pipe
         sys.stderr = self._stderr  # (the one made by start() stays open: a progress bar may hold it)
         thread.join(timeout)
         if not thread.is_alive():  # (else it may still write there: left open)
-            os.close(self._real)
+            os.close(real)
         self._real = None
 
 
