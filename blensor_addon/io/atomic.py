@@ -18,8 +18,17 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast
+
+if TYPE_CHECKING:
+    from ..core.ndtypes import Array
+
+#: a file or folder path as the writers take it: a str or a :class:`os.PathLike` of str
+#: (a :class:`~pathlib.Path`)
+StrPath: TypeAlias = "str | os.PathLike[str]"
 
 #: Suffix of every temporary file BlenSor writes; a folder holding such files after a
 #: run has ended was left by a killed process (SIGKILL) and the files can be removed.
@@ -35,7 +44,7 @@ class NotRegularError(OSError):
     ``filename`` the target, ``kind`` what is there (:func:`kind_of`). Nothing was written
     there and the node is as it was."""
 
-    def __init__(self, path, kind: str) -> None:
+    def __init__(self, path: StrPath, kind: str) -> None:
         super().__init__(errno.EEXIST, f"{kind} is there, not a regular file (never replaced)", str(path))
         self.kind = kind
 
@@ -52,7 +61,7 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def check_target(path) -> None:
+def check_target(path: StrPath) -> None:
     """Whether a writer may put a file at ``path``: nothing there, or a regular file
     (``os.lstat``: a symlink is not followed and counts as not regular).
 
@@ -68,7 +77,7 @@ def check_target(path) -> None:
         raise NotRegularError(path, kind_of(mode))
 
 
-def temp_name(path: Path) -> Path:
+def temp_name(path: StrPath) -> Path:
     """A fresh, unique temporary sibling of ``path`` (same folder, so the rename stays on
     one file system): ``.<name>.<pid>.<16 hex>.part``, at most :data:`NAME_MAX` bytes: a
     long name (an object name of 255 bytes in a motion export) is cut to fit, with the
@@ -84,7 +93,7 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{name}{tail}")
 
 
-def open_exclusive(path: Path, mode: str = "wb", buffering: int = -1):
+def open_exclusive(path: StrPath, mode: str = "wb", buffering: int = -1) -> IO[Any]:
     """Create ``path`` exclusively and open it for writing.
 
     Raises:
@@ -100,7 +109,7 @@ def open_exclusive(path: Path, mode: str = "wb", buffering: int = -1):
         raise
 
 
-def remove_quietly(path: Path) -> None:
+def remove_quietly(path: StrPath) -> None:
     """Unlink ``path`` if it exists; errors are ignored (used on error paths)."""
     try:
         os.unlink(path)
@@ -120,36 +129,37 @@ class StagedFile:
     be created.
     """
 
-    def __init__(self, path) -> None:
+    def __init__(self, path: StrPath) -> None:
         self.path = Path(path)
         check_target(self.path)
         self.tmp = temp_name(self.path)
-        self._f = open_exclusive(self.tmp, "wb", buffering=0)
+        self._f: IO[bytes] | None = open_exclusive(self.tmp, "wb", buffering=0)
 
     @property
     def closed(self) -> bool:
         """True once committed or discarded."""
         return self._f is None
 
-    def put(self, offset: int, *parts) -> None:
+    def put(self, offset: int, *parts: bytes | bytearray | memoryview | Array) -> None:
         """Write the buffers ``parts`` one after the other from byte ``offset`` (no copy
         of them is made: an EVD block is tens of MB).
 
         Raises:
             OSError: the write failed (ENOSPC); the caller rolls back (:meth:`truncate`).
         """
-        f = self._f
+        f = cast("IO[bytes]", self._f)  # open until commit/discard (the callers' order)
         f.seek(offset)
         for data in parts:
-            view = memoryview(data).cast("B")
+            # an ndarray exports the buffer protocol; numpy 1.26's stubs say so on Python >= 3.12 only
+            view = memoryview(data).cast("B")  # type: ignore[arg-type]
             while view:
                 view = view[f.write(view):]
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes (a rollback; needs no free space)."""
-        self._f.truncate(size)
+        cast("IO[bytes]", self._f).truncate(size)  # open until commit/discard (the callers' order)
 
-    def commit(self, before_rename=None) -> None:
+    def commit(self, before_rename: Callable[[], object] | None = None) -> None:
         """Fsync and close the file, call ``before_rename()`` (a file written beside it
         first), then rename it to ``path`` (idempotent).
 
@@ -183,7 +193,7 @@ class StagedFile:
 
 
 @contextmanager
-def atomic_open(path, mode: str = "wb"):
+def atomic_open(path: StrPath, mode: str = "wb") -> Iterator[IO[Any]]:
     """Open a unique temporary sibling of ``path`` for writing; on success fsync and
     rename it to ``path``, on any exception (including KeyboardInterrupt) remove it and
     re-raise. Yields the open file.
@@ -213,7 +223,7 @@ def atomic_open(path, mode: str = "wb"):
         raise
 
 
-def stage_bytes(path, data: bytes) -> Path:
+def stage_bytes(path: StrPath, data: bytes) -> Path:
     """Write ``data`` to a fresh temporary sibling of ``path``, fsynced, and return the
     temporary path; the caller renames it (``os.replace``) when every file of a group
     is staged, or removes it.
@@ -234,7 +244,7 @@ def stage_bytes(path, data: bytes) -> Path:
     return tmp
 
 
-def atomic_write_bytes(path, data: bytes) -> None:
+def atomic_write_bytes(path: StrPath, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_open`).
 
     Raises:
@@ -245,7 +255,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
         f.write(data)
 
 
-def ensure_folder(path: Path) -> Path:
+def ensure_folder(path: StrPath) -> Path:
     """Create folder ``path`` (and its parents) if missing; refuse a symlink there.
 
     Raises:
@@ -258,7 +268,8 @@ def ensure_folder(path: Path) -> Path:
     return path
 
 
-def commit_files(folder: Path, files, before_rename=None) -> list[Path]:
+def commit_files(folder: StrPath, files: Iterable[tuple[str, bytes]],
+                 before_rename: Callable[[], object] | None = None) -> list[Path]:
     """Write ``files`` (iterable of (name, bytes)) into ``folder`` so they appear
     together or not at all: each is staged under a temporary name (:func:`stage_bytes`),
     ``before_rename()`` (if given) runs, then all are renamed. Returns the final paths.
@@ -268,7 +279,7 @@ def commit_files(folder: Path, files, before_rename=None) -> list[Path]:
             (checked before anything is staged and again before the renames).
         OSError (or what ``before_rename`` raises): nothing of this call is left.
     """
-    staged = []
+    staged: list[tuple[Path, Path]] = []
     try:
         for name, data in files:
             target = Path(folder) / name

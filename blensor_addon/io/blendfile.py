@@ -35,10 +35,15 @@ import re
 import stat
 import struct
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ..core.errors import SettingsError
 from ..core.files import check_regular_file, file_kind
+
+if TYPE_CHECKING:
+    from .atomic import StrPath
 
 __all__ = ["BlendStructureError", "blocks", "check_blend", "check_regular_file", "library_paths",
            "read_blend_bytes"]
@@ -68,6 +73,16 @@ class BlendStructureError(ValueError):
     """The bytes are not a well-formed .blend (the message says where)."""
 
 
+class _Reader(Protocol):
+    """A binary stream read forward (a file, a decompressor's reader)."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
+#: struct index -> (struct name, [(field name, offset, size)]) of a ``DNA1`` block
+_Structs: TypeAlias = "dict[int, tuple[str, list[tuple[str, int, int]]]]"
+
+
 class _Expanded:
     """The file's (decompressed) bytes read forward through a 1 MiB buffer, counting the
     bytes expanded against ``limit``.
@@ -76,7 +91,8 @@ class _Expanded:
         BlendStructureError: the compressed stream is broken, or it expands past ``limit``.
     """
 
-    def __init__(self, source, kind: str, limit: int | None, disk_size: int, errors: tuple = ()) -> None:
+    def __init__(self, source: _Reader, kind: str, limit: int | None, disk_size: int,
+                 errors: tuple[type[BaseException], ...] = ()) -> None:
         self._src = source
         self._errors = errors  # what the decompressor raises on a broken stream
         self.kind = kind  # "zstd", "gzip" or "raw"
@@ -152,7 +168,7 @@ class _Expanded:
             n -= len(self._chunk())
 
 
-def _open(fh, disk_size: int) -> _Expanded | None:
+def _open(fh: IO[bytes], disk_size: int) -> _Expanded | None:
     """``fh`` (binary, at 0) as an :class:`_Expanded` of its decompressed bytes; None for a
     zstd file where the ``zstandard`` package (a dependency of bpy, and bundled with
     Blender) is missing."""
@@ -172,7 +188,7 @@ def _open(fh, disk_size: int) -> _Expanded | None:
     return _Expanded(fh, "raw", None, disk_size)
 
 
-def read_blend_bytes(path) -> bytes | None:
+def read_blend_bytes(path: StrPath) -> bytes | None:
     """The file's bytes, decompressed if it is zstd or gzip (within the bounds of
     :data:`MAX_RATIO` and :data:`MIN_EXPANDED`); None for a zstd file where the
     ``zstandard`` package is missing. All in memory: :func:`check_blend` streams instead.
@@ -207,7 +223,7 @@ def _header(head: bytes) -> tuple[int, str, int, str]:
     return 4 if m.group(1) == b"_" else 8, "<" if m.group(2) == b"v" else ">", 12, "small"
 
 
-def _walk(ex: _Expanded, keep=lambda code: 0):
+def _walk(ex: _Expanded, keep: Callable[[bytes], int] = lambda code: 0) -> Iterator[tuple[Any, ...]]:
     """Walk the block chain of ``ex``: yield (code, data offset, length, SDNA index,
     count, data or None) of every block up to and without ``ENDB``, with the first
     ``keep(code)`` bytes of each block's data (None where it is 0; at most
@@ -269,7 +285,7 @@ def _walk(ex: _Expanded, keep=lambda code: 0):
         yield code, start, length, sdna, count, data
 
 
-def blocks(data: bytes):
+def blocks(data: bytes) -> Iterator[tuple[bytes, int, int, int, int]]:
     """Yield (code, data offset, length, SDNA index, count) of every block of the
     (decompressed) .blend ``data`` up to and without ``ENDB``.
 
@@ -282,7 +298,7 @@ def blocks(data: bytes):
         yield code, start, length, sdna, count
 
 
-def _sdna(block: bytes, order: str, ptr: int) -> dict:
+def _sdna(block: bytes, order: str, ptr: int) -> _Structs:
     """Struct index -> (struct name, [(field name, offset, size)]) from a ``DNA1`` block."""
     pos = 0
 
@@ -295,6 +311,7 @@ def _sdna(block: bytes, order: str, ptr: int) -> dict:
 
     def count() -> int:
         nonlocal pos
+        c: int
         (c,) = struct.unpack_from(order + "i", block, pos)
         pos += 4
         if c < 0 or c > len(block):
@@ -322,11 +339,12 @@ def _sdna(block: bytes, order: str, ptr: int) -> dict:
         tlen = struct.unpack_from(f"{order}{len(types)}h", block, pos)
         pos += 2 * len(types)
         tag(b"STRC")
-        out = {}
+        out: _Structs = {}
         for i in range(count()):
             t, nf = struct.unpack_from(order + "hh", block, pos)
             pos += 4
-            fields, off = [], 0
+            fields: list[tuple[str, int, int]] = []
+            off = 0
             for _ in range(nf):
                 ft, fn = struct.unpack_from(order + "hh", block, pos)
                 pos += 4
@@ -353,12 +371,13 @@ _STRUCT_KEPT = 64 * 1024
 _FILE_SOURCES = (0, 1, 2, 3, 6)
 
 
-def _field(structs: dict, struct_name: str, sdna: int | None, names: tuple) -> tuple[int, int] | None:
+def _field(structs: _Structs, struct_name: str, sdna: int | None,
+           names: tuple[str, ...]) -> tuple[int, int] | None:
     """(offset, size) of the first field of struct ``sdna`` (or of the struct named
     ``struct_name``, for None) whose name starts with one of ``names``; None if none."""
     if sdna is None:
         sdna = next((i for i, (n, _) in structs.items() if n == struct_name), None)
-    name, fields = structs.get(sdna, ("", []))
+    name, fields = structs.get(sdna, ("", [])) if sdna is not None else ("", [])
     if name != struct_name:
         return None
     return next(((o, z) for f, o, z in fields if f.startswith(names)), None)
@@ -413,7 +432,8 @@ def _linked_paths(ex: _Expanded) -> tuple[list[str], list[tuple[str, str]]]:
         if any(p is not None and p[0] + ptr <= len(data) and any(data[p[0]:p[0] + ptr]) for p in packed):
             continue
         whole = id_name is not None and id_name[0] + id_name[1] <= len(data)
-        name = _text(data, id_name)[2:] if whole else "?"  # (an ID name starts with its code, "IM")
+        # (an ID name starts with its code, "IM")
+        name = _text(data, id_name)[2:] if whole and id_name is not None else "?"
         images.append((name, _text(data, spot)))
     return libs, images
 
@@ -436,7 +456,7 @@ def image_files(path: str) -> list[str]:
     return sorted(glob.glob(glob.escape(path).replace("<UDIM>", "[0-9]" * 4).replace("<UVTILE>", "u*_v*")))
 
 
-def check_blend(path) -> list[str]:
+def check_blend(path: StrPath) -> list[str]:
     """Check the .blend at ``path`` before Blender reads it: a regular file, a sound block
     chain (header, block codes and lengths, ``ENDB``, ``DNA1``; compressed files
     decompressed as the walk goes, within the bounds on their expansion and block count

@@ -38,13 +38,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..core.axes import matrix_rpy, quaternion_xyzw
 from ..core.errors import SettingsError
 from .safeload import load_json
+
+if TYPE_CHECKING:
+    from ..core.ndtypes import F64
+    from .atomic import StrPath
 
 CALIB_NAME = "calib_rig.txt"
 JSON_NAME = "extrinsics.json"
@@ -58,7 +65,7 @@ RPY = "rpy_deg: roll, pitch, yaw (deg) about the base's fixed x, y, z axes: R = 
 QUATERNION = "quaternion_xyzw: unit quaternion of R, (x, y, z, w) with w >= 0"
 
 
-def check_extrinsics(sensors, setting: str = "rig") -> None:
+def check_extrinsics(sensors: Iterable[tuple[str, ArrayLike]], setting: str = "rig") -> None:
     """Refuse a rig's ``sensors`` = [(name, (4, 4) base_to_sensor)] whose transform is
     not a finite rigid transform (shape (4, 4), last row (0, 0, 0, 1), rotation
     orthonormal with determinant +1, within :data:`RIGID_TOLERANCE`).
@@ -82,12 +89,13 @@ def check_extrinsics(sensors, setting: str = "rig") -> None:
                                 f"{RIGID_TOLERANCE:g}, last row 0 0 0 1; no scale)", M.tolist())
 
 
-def rpy_deg(R: np.ndarray) -> tuple[float, float, float]:
+def rpy_deg(R: F64) -> tuple[float, float, float]:
     """(roll, pitch, yaw) deg of a (3, 3) rotation, REP-103 fixed axes: ``R = Rz(yaw)
     Ry(pitch) Rx(roll)`` (the inverse of :func:`blensor_addon.io.formats.rosbag2.mount_matrix`'s
     rotation); pitch in [-90, 90]; at pitch +-90 deg roll is 0
     (:func:`~..core.axes.matrix_rpy` in degrees)."""
-    return tuple(math.degrees(a) for a in matrix_rpy(R))
+    roll, pitch, yaw = matrix_rpy(R)
+    return math.degrees(roll), math.degrees(pitch), math.degrees(yaw)
 
 
 def _num(v: float) -> str:
@@ -100,7 +108,7 @@ def _clean(v: float) -> float:
     return 0.0 if abs(v) < 1e-15 else v
 
 
-def calib_rig_text(base_name: str, sensors) -> str:
+def calib_rig_text(base_name: str, sensors: Iterable[tuple[str, ArrayLike]]) -> str:
     """The text of ``calib_rig.txt`` (see the module docstring) of ``sensors`` =
     [(name, (4, 4) base_to_sensor)], in order (``base_name`` is not in it: every line
     is ``Tr_<name>_to_base: 12 numbers``; it is in ``extrinsics.json``)."""
@@ -111,9 +119,9 @@ def calib_rig_text(base_name: str, sensors) -> str:
     return "\n".join(lines) + "\n"
 
 
-def extrinsics_json(base_name: str, sensors) -> str:
+def extrinsics_json(base_name: str, sensors: Iterable[tuple[str, ArrayLike]]) -> str:
     """The text of ``extrinsics.json`` (see the module docstring)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for name, T in sensors:
         M = np.asarray(T, dtype=np.float64)
         out.append({"name": name, "frame_id": name, "matrix": [[_clean(v) for v in row] for row in M],
@@ -127,7 +135,8 @@ def extrinsics_json(base_name: str, sensors) -> str:
     return "{\n" + "\n".join(lines) + '\n  "sensors": [\n' + items + ("\n" if out else "") + "  ]\n}\n"
 
 
-def rig_calibration_files(base_name: str, sensors) -> list[tuple[str, bytes]]:
+def rig_calibration_files(base_name: str,
+                          sensors: Iterable[tuple[object, ArrayLike]]) -> list[tuple[str, bytes]]:
     """The rig's extrinsics files, for :func:`blensor_addon.io.atomic.commit_files`.
 
     Args:
@@ -140,18 +149,18 @@ def rig_calibration_files(base_name: str, sensors) -> list[tuple[str, bytes]]:
         SettingsError: ``rig.<name>`` (a name with whitespace or ``:``, or repeated),
         ``rig.<name>.base_to_sensor`` (:func:`check_extrinsics`).
     """
-    sensors = [(str(n), np.asarray(T, dtype=np.float64)) for n, T in sensors]
+    pairs = [(str(n), np.asarray(T, dtype=np.float64)) for n, T in sensors]
     seen = set()
-    for name, _ in sensors:
+    for name, _ in pairs:
         if not name or ":" in name or any(c.isspace() for c in name) or name in seen:
             raise SettingsError(f"rig.{name}", "a sensor name without spaces or ':', used once", name)
         seen.add(name)
-    check_extrinsics(sensors)
-    return [(CALIB_NAME, calib_rig_text(base_name, sensors).encode()),
-            (JSON_NAME, extrinsics_json(base_name, sensors).encode())]
+    check_extrinsics(pairs)
+    return [(CALIB_NAME, calib_rig_text(base_name, pairs).encode()),
+            (JSON_NAME, extrinsics_json(base_name, pairs).encode())]
 
 
-def read_calib_rig(path) -> dict[str, np.ndarray]:
+def read_calib_rig(path: StrPath) -> dict[str, F64]:
     """The transforms of a ``calib_rig.txt`` (or an ``extrinsics.json``, by its suffix).
 
     Returns:
@@ -164,7 +173,7 @@ def read_calib_rig(path) -> dict[str, np.ndarray]:
     """
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, F64] = {}
     if path.suffix.lower() == ".json":
         try:
             doc = load_json(text, str(path))

@@ -45,12 +45,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.capabilities import Capabilities
 from ..core.errors import SettingsError
 from .packets import strongest_per_beam
+
+if TYPE_CHECKING:
+    from ..core.ndtypes import F32, F64
+    from ..core.result import ScanResult
 
 #: the scalar fields of a LaserScan, in the message's order (float32 in the message)
 SCALARS = ("angle_min", "angle_max", "angle_increment", "time_increment", "scan_time", "range_min",
@@ -82,12 +87,12 @@ class LaserScan:
     scan_time: float
     range_min: float
     range_max: float
-    ranges: np.ndarray
-    intensities: np.ndarray
+    ranges: F32
+    intensities: F32
     first_column: int = 0
 
     @property
-    def angles(self) -> np.ndarray:
+    def angles(self) -> F64:
         """(n,) float64 rad, the angle of each range (``angle_min + i * angle_increment``)."""
         return self.angle_min + self.angle_increment * np.arange(self.ranges.shape[0], dtype=np.float64)
 
@@ -118,7 +123,7 @@ def check_laserscan(caps: Capabilities, fmt: str = "laserscan") -> None:
         )
 
 
-def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: int | None = None
+def laser_scans(result: ScanResult, caps: Capabilities, noisy: bool = True, first_column: int | None = None
                 ) -> list[LaserScan]:
     """The LaserScans of one packet (see the module docstring); [] for a sensor that
     gives none (:func:`writes_laserscan`) or a packet without columns.
@@ -138,7 +143,9 @@ def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: in
     """
     if not writes_laserscan(caps) or not result.has_grid:
         return []
-    count, period = int(caps.grid[1]), float(caps.timing.period)
+    grid, column_angles, sweep_period = caps.grid, caps.column_angles, caps.timing.period
+    assert grid is not None and column_angles is not None and sweep_period is not None  # writes_laserscan
+    count, period = int(grid[1]), float(sweep_period)
     cols = result.grid_shape[1]  # the packet's columns, in firing order
     if not cols or not count:
         return []
@@ -159,14 +166,16 @@ def laser_scans(result, caps: Capabilities, noisy: bool = True, first_column: in
     ranges = np.full(cols, np.inf, np.float32)
     inten = np.zeros(cols, np.float32)
     keep = strongest_per_beam(result)  # each beam's strongest return (every row: one return a beam)
-    local = result.ray_index.astype(np.int64)[keep] % cols
+    ray_index = result.ray_index
+    assert ray_index is not None  # a result with a grid has one (ScanResult's construction checks it)
+    local = ray_index.astype(np.int64)[keep] % cols
     ranges[local] = (result.range_noisy if noisy else result.range)[keep]
     inten[local] = np.round(np.clip(result.intensity[keep], 0, 1) * 255)
     cut = np.flatnonzero(np.diff(col) < 0) + 1  # a new sweep starts
-    first, step = caps.column_angles
+    first, step = column_angles
     range_max = float(caps.max_range) if caps.max_range is not None else float("inf")
     range_min = float(caps.min_range or 0.0)
-    out = []
+    out: list[LaserScan] = []
     for seg in np.split(np.arange(cols), cut):
         a0 = first + col[seg[0]] * step
         out.append(

@@ -27,11 +27,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from ..core.errors import SettingsError
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree
+
+    from .atomic import StrPath
+
+#: what the loaders read: a :class:`~pathlib.Path` (the file is read), bytes (UTF-8) or the text
+Source: TypeAlias = "Path | bytes | bytearray | memoryview | str"
 
 #: deepest nesting read (arrays/objects, collections, elements); the deepest real file
 #: BlenSor reads (a Project AirSim config, an Ouster metadata file) nests 5 levels
@@ -58,7 +68,7 @@ def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):g} MiB" if n >= 1024 * 1024 else f"{n} bytes"
 
 
-def read_bytes(path, what: str, max_bytes: int = MAX_BYTES) -> bytes:
+def read_bytes(path: StrPath, what: str, max_bytes: int = MAX_BYTES) -> bytes:
     """The bytes of the regular file at ``path``, at most ``max_bytes`` of them.
 
     Raises:
@@ -78,7 +88,7 @@ def read_bytes(path, what: str, max_bytes: int = MAX_BYTES) -> bytes:
     return data
 
 
-def _text(source, what: str, max_bytes: int) -> str:
+def _text(source: Source, what: str, max_bytes: int) -> str:
     """``source`` as text: a :class:`~pathlib.Path` is read (:func:`read_bytes`), bytes
     are decoded (UTF-8, a BOM allowed), a str is the text itself."""
     if isinstance(source, Path):
@@ -135,8 +145,9 @@ def check_json_depth(text: str, what: str, max_depth: int = MAX_DEPTH) -> None:
     raise SettingsError(what, f"JSON nested at most {max_depth} deep", depth)  # (not reached)
 
 
-def load_json(source, what: str, *, max_depth: int = MAX_DEPTH, max_digits: int = MAX_INT_DIGITS,
-              max_bytes: int = MAX_BYTES, object_pairs_hook=None):
+def load_json(source: Source, what: str, *, max_depth: int = MAX_DEPTH, max_digits: int = MAX_INT_DIGITS,
+              max_bytes: int = MAX_BYTES,
+              object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """The JSON document of ``source``: a :class:`~pathlib.Path` (the file is read), bytes
     (UTF-8, a BOM allowed) or the text (str). ``what`` names the file in errors (its
     path, or the setting that gave it); ``object_pairs_hook`` as :func:`json.loads`.
@@ -197,8 +208,8 @@ def check_yaml(text: str, what: str, max_depth: int = MAX_DEPTH,
                                     f"an integer of at most {max_digits} digits", ev.value)
 
 
-def load_yaml(source, what: str, *, max_depth: int = MAX_DEPTH, max_digits: int = MAX_INT_DIGITS,
-              max_bytes: int = MAX_BYTES, allow_duplicate_keys: bool = False):
+def load_yaml(source: Source, what: str, *, max_depth: int = MAX_DEPTH, max_digits: int = MAX_INT_DIGITS,
+              max_bytes: int = MAX_BYTES, allow_duplicate_keys: bool = False) -> Any:
     """The YAML document of ``source`` (a :class:`~pathlib.Path`, bytes or text, as
     :func:`load_json`) built by ruamel.yaml's safe loader (dict, list, str, int, float,
     bool, None, dates) once :func:`check_yaml` passed it.
@@ -228,7 +239,7 @@ def check_xml(text: str, what: str, max_depth: int = MAX_DEPTH) -> None:
     p = expat.ParserCreate()
     depth = 0
 
-    def start(_name, _attrs):
+    def start(_name: str, _attrs: dict[str, str]) -> None:
         nonlocal depth
         depth += 1
         if depth > max_depth:
@@ -236,7 +247,7 @@ def check_xml(text: str, what: str, max_depth: int = MAX_DEPTH) -> None:
                                 f"XML nested at most {max_depth} elements deep",
                                 f"more than {max_depth} levels")
 
-    def end(_name):
+    def end(_name: str) -> None:
         nonlocal depth
         depth -= 1
 
@@ -248,7 +259,8 @@ def check_xml(text: str, what: str, max_depth: int = MAX_DEPTH) -> None:
         pass
 
 
-def load_xml(source, what: str, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES):
+def load_xml(source: Source, what: str, *, max_depth: int = MAX_DEPTH,
+             max_bytes: int = MAX_BYTES) -> xml.etree.ElementTree.Element:
     """The root :class:`xml.etree.ElementTree.Element` of ``source`` (a
     :class:`~pathlib.Path`, bytes or text, as :func:`load_json`) once :func:`check_xml`
     passed it: at most ``max_depth`` elements deep.

@@ -8,9 +8,16 @@ such as ``2.8e-46`` or ``-0.000000000``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..core.axes import quaternion_xyzw
+
+if TYPE_CHECKING:
+    from ..core.ndtypes import F64
 
 #: a value is zero within float64 when it is below this fraction of its scale: a
 #: rotation entry's scale is 1, a translation's the larger of 1 m and the pose's largest
@@ -21,7 +28,7 @@ from ..core.axes import quaternion_xyzw
 ZERO_TOLERANCE = 1e-12
 
 
-def zero_noise(T) -> np.ndarray:
+def zero_noise(T: ArrayLike) -> F64:
     """A copy of the pose ``T`` ((3, 4) or (4, 4), rotation in ``[:3, :3]``, translation
     in m in ``[:3, 3]``) as float64, with the values that are zero within float64 (see
     :data:`ZERO_TOLERANCE`) set to 0.0, and -0.0 to 0.0."""
@@ -47,7 +54,7 @@ def fixed(v: float, decimals: int = 9) -> str:
     return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
-def tum_line(t: float, T) -> str:
+def tum_line(t: float, T: ArrayLike) -> str:
     """One TUM line (with its newline) of the pose ``T`` ((4, 4) float64 rigid pose,
     rotation without scale; position in m) at time ``t`` (s); values zero within
     float64 are written as 0 (:func:`zero_noise`), never as ``-0.000000000``."""
@@ -56,6 +63,6 @@ def tum_line(t: float, T) -> str:
     return " ".join(fixed(v) for v in (t, T[0, 3], T[1, 3], T[2, 3], *q)) + "\n"
 
 
-def tum_bytes(poses) -> bytes:
+def tum_bytes(poses: Iterable[tuple[float, ArrayLike]]) -> bytes:
     """TUM text of ``poses``: an iterable of (t, T) as :func:`tum_line` takes them."""
     return "".join(tum_line(t, T) for t, T in poses).encode()
