@@ -12,6 +12,8 @@ held still, casts every ray whatever its timestamp, as the original did.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..raycast import trace
@@ -328,6 +330,38 @@ def _rotate_bundled(pose, sb: np.ndarray, v: np.ndarray, b: int) -> np.ndarray:
     return rodrigues_cs(pose.axis, c, s, v) @ pose.R0.T
 
 
+@dataclass(frozen=True)
+class CastOptions:
+    """How one :meth:`TimelineContext.cast` traces its rays: made once per cast from its
+    keywords (:meth:`of`) and handed to the cast of every time step explicitly.
+
+    Attributes:
+        split: follow glass and alpha where the scene's materials have them
+            (:func:`~blensor_addon.raycast.trace.trace` with ``optics``).
+        rng: the generator of the alpha draws (numpy ``Generator``), or None.
+        wavelength: nm, the laser wavelength the reflectivity is read at; None: the
+            materials' plain ``reflectivity``.
+        bundle: sub-rays per beam (>= 1): consecutive rows of one beam share its time.
+        acceptance: rad, the half-angle within which glass reflects back into the sensor.
+    """
+
+    split: bool = False
+    rng: np.random.Generator | None = None
+    wavelength: float | None = None
+    bundle: int = 1
+    acceptance: float = SPECULAR_ACCEPTANCE
+
+    @classmethod
+    def of(cls, split: bool = False, rng: np.random.Generator | None = None,
+           wavelength: float | None = None, bundle: int = 1,
+           acceptance: float | None = None) -> CastOptions:
+        """The options of :meth:`TimelineContext.cast`'s keywords: ``split`` as a bool,
+        ``bundle`` an int of at least 1, ``acceptance`` None for
+        :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`."""
+        return cls(split=bool(split), rng=rng, wavelength=wavelength, bundle=max(1, int(bundle)),
+                   acceptance=SPECULAR_ACCEPTANCE if acceptance is None else float(acceptance))
+
+
 class TimelineContext:
     """:class:`~blensor_addon.core.sensors.protocols.ScanContext` for a packet over
     ``[t_start, t_end)`` s of ``timeline``.
@@ -413,14 +447,12 @@ class TimelineContext:
         rows, in ray order. Without glass or alpha the hits are those of ``split=False``,
         byte for byte. ``acceptance``: rad, the half-angle within which glass reflects back
         into the sensor (None: :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`)."""
-        self._split, self._rng, self._wavelength = bool(split), rng, wavelength
-        self._bundle = max(1, int(bundle))
-        self._acceptance = SPECULAR_ACCEPTANCE if acceptance is None else float(acceptance)
+        opts = CastOptions.of(split, rng, wavelength, bundle, acceptance)
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
         t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
         if self.held is not None:
-            return self._cast_step(self.held, slice(None), origins, d_s, t, max_range, max_bounces)
+            return self._cast_step(self.held, slice(None), origins, d_s, t, max_range, max_bounces, opts)
         tl = self.timeline
         # step of every ray: (frame, substep), in time order
         frame = tl.frame_of(t)
@@ -431,11 +463,12 @@ class TimelineContext:
                         0, len(steps) - 1)
             for k, rows in groups(j):
                 idx = in_f[rows]
-                parts.append(self._cast_step(steps[int(k)], idx, origins, d_s, t, max_range, max_bounces))
+                parts.append(self._cast_step(steps[int(k)], idx, origins, d_s, t, max_range, max_bounces,
+                                              opts))
                 order.append(idx)
         if not parts:
             return self._cast_step(tl.step_at(self.t_start), np.zeros(0, np.int64), origins, d_s, t,
-                                   max_range, max_bounces)
+                                   max_range, max_bounces, opts)
         if len(parts) == 1 and np.array_equal(order[0], np.arange(n)):
             return parts[0]
         sizes = [len(r) for r in order]
@@ -455,7 +488,9 @@ class TimelineContext:
             at += e
         return CastHits.scatter(views, rows, n + extra_ray.shape[0])
 
-    def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces) -> CastHits:
+    def _cast_step(self, step: Step, idx, origins, d_s, t, max_range, max_bounces,
+                   opts: CastOptions) -> CastHits:
+        """The rays ``idx`` cast in ``step`` with the cast's options ``opts``."""
         seg = self._use(step)
         snap = step.snap
         pose = step.pose
@@ -467,7 +502,7 @@ class TimelineContext:
         else:
             rows = _as_slice(idx)  # a step's rays are mostly one run: views, not copies
             tt = t[rows]
-            b = getattr(self, "_bundle", 1)
+            b = opts.bundle
             if b > 1 and tt.shape[0] % b == 0 and (tt.reshape(-1, b) == tt[::b, None]).all():
                 # the sub-rays of a beam share its time: the pose once per beam (the same
                 # values, element by element, as per row)
@@ -498,20 +533,18 @@ class TimelineContext:
                     orig = orig + pose.rotate(s, _rows_of(ob, idx))
         mats = snap.materials
         mirror = mats.is_mirror if mats.mirror.any() else None
-        optics = getattr(self, "_split", False) and mats.has_optics()
+        optics = opts.split and mats.has_optics()
         tr = trace(self.backend, orig, dirs, max_range, mirror, max_bounces,
                    time=s.astype(np.float32) if step.moving else None,
                    optics=mats.optics if optics else None,
-                   rng=getattr(self, "_rng", None) if optics else None, bundle=getattr(self, "_bundle", 1),
-                   material=mats.lookup if optics else None,
-                   acceptance=getattr(self, "_acceptance", SPECULAR_ACCEPTANCE))
+                   rng=opts.rng if optics else None, bundle=opts.bundle,
+                   material=mats.lookup if optics else None, acceptance=opts.acceptance)
         del dirs, orig
         mat = tr.material if tr.material is not None else mats.lookup(tr.instance, tr.primitive)
         time = t[idx]
         if time.shape[0] != tr.ray.shape[0]:  # extra rows of split paths: their ray's time
             time = time[tr.ray]
-        refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary,
-                                    getattr(self, "_wavelength", None))
+        refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary, opts.wavelength)
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
             refl = np.multiply(np.asarray(refl, dtype=np.float32), tr.diffuse)  # float32, as before
             refl += tr.specular
@@ -542,4 +575,4 @@ class TimelineContext:
         return (w - P0[:3, 3]) @ P0[:3, :3]
 
 
-__all__ = ["CastHits", "TimelineContext"]
+__all__ = ["CastHits", "CastOptions", "TimelineContext"]
