@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, overload
 
 from ..core.errors import SettingsError
 from ..core.sensors.calibration import LaserTable
 from ..core.sensors.rotating import check_ouster_mode
 from ..core.sensors.rotating_presets import OUSTER_LIDAR_MODES, PRESETS, preset_table
 
+if TYPE_CHECKING:
+    import bpy
 
-def _settings(camera_object):
+
+def _settings(camera_object: bpy.types.Object) -> bpy.types.PropertyGroup:
     """The camera's BlenSor property group (rotating settings live on it directly).
 
     Raises:
@@ -76,7 +80,15 @@ def ouster_grid(table: LaserTable) -> tuple[float, float] | None:
     return 360.0 / columns, float(hz)
 
 
-def store_calibration(camera_object, table: LaserTable | None) -> LaserTable | None:
+@overload
+def store_calibration(camera_object: bpy.types.Object, table: LaserTable) -> LaserTable: ...
+
+
+@overload
+def store_calibration(camera_object: bpy.types.Object, table: None) -> None: ...
+
+
+def store_calibration(camera_object: bpy.types.Object, table: LaserTable | None) -> LaserTable | None:
     """Set the camera's ``calibration`` setting to ``table`` completed by the camera's
     preset (:func:`completed_table`); an Ouster table's lidar mode sets
     ``angle_resolution`` and ``rotation_speed`` (:func:`ouster_grid`), and a full-turn
@@ -102,7 +114,7 @@ def store_calibration(camera_object, table: LaserTable | None) -> LaserTable | N
     return table
 
 
-def stored_calibration(camera_object) -> LaserTable | None:
+def stored_calibration(camera_object: bpy.types.Object) -> LaserTable | None:
     """The camera's imported table, or None when it uses its preset's.
 
     Raises:
@@ -113,7 +125,7 @@ def stored_calibration(camera_object) -> LaserTable | None:
     return LaserTable.from_json(text) if text else None
 
 
-def import_calibration(camera_object, path) -> LaserTable:
+def import_calibration(camera_object: bpy.types.Object, path: str | os.PathLike[str]) -> LaserTable:
     """Read the calibration file at ``path`` (:func:`..io.calib.read_calibration`) and
     store it in the camera (:func:`store_calibration`); returns the table stored (completed
     by the camera's preset). The file is read before anything is changed.
@@ -127,7 +139,7 @@ def import_calibration(camera_object, path) -> LaserTable:
     return store_calibration(camera_object, read_calibration(path))
 
 
-def save_blend_atomically(path) -> None:
+def save_blend_atomically(path: str | os.PathLike[str]) -> None:
     """Save the open .blend to ``path`` through a temporary sibling (Blender writes it,
     it is fsynced, then renamed over ``path``); the session keeps its file path. On any
     error the temporary file is removed and ``path`` is unchanged.

@@ -5,8 +5,17 @@ the range scan's output-folder policy (:class:`~blensor_addon.io.outdir.OutputFo
 lock, refusal of a used folder, overwrite of exactly the files its manifest lists)."""
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
 from ..core.errors import SettingsError, did_you_mean
 from ..io.formats import WRITERS, parse_formats
+
+if TYPE_CHECKING:
+    import bpy
+
+    from .range_scan import RangeScanJob
 
 
 def depth_formats() -> tuple[str, ...]:
@@ -15,7 +24,7 @@ def depth_formats() -> tuple[str, ...]:
     return tuple(k for k, w in WRITERS.items() if w.needs.image)
 
 
-def parse_depth_formats(formats) -> tuple[str, ...]:
+def parse_depth_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     """Depth-map formats from ``"exr,npy"`` or an iterable.
 
     Raises:
@@ -35,12 +44,15 @@ def parse_depth_formats(formats) -> tuple[str, ...]:
     return out
 
 
-def export_depth(camera_object, frames, out_dir, formats=("exr",), *, backend: str = "auto", overwrite=False,
-                 progress=None, **overrides):
+def export_depth(camera_object: bpy.types.Object, frames: Iterable[int], out_dir: str | os.PathLike[str],
+                 formats: str | Iterable[str] = ("exr",), *, backend: str = "auto", overwrite: bool = False,
+                 progress: Callable[[int, int, dict[str, Any] | None], object] | None = None,
+                 **overrides: Any) -> RangeScanJob:
     """Depth maps of ``frames`` through the camera's own projection into ``out_dir``.
 
     ``overrides``: depth-camera settings (``max_range``, ``noise_mu``, ``noise_sigma``,
-    ``seed``). Returns the finished range-scan job (``done``: one entry per frame).
+    ``seed``), and :func:`~.range_scan.scan_range`'s ``cluster`` and ``open_scene``.
+    Returns the finished range-scan job (``done``: one entry per frame).
 
     Raises:
         SettingsError: bad camera, frames, formats, settings or folder, before anything

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..core.errors import BlensorError
@@ -13,7 +14,7 @@ _SQLITE_ERRNO = {3: errno.EPERM, 5: errno.EBUSY, 6: errno.EBUSY, 7: errno.ENOMEM
                  10: errno.EIO, 13: errno.ENOSPC, 14: errno.EACCES, 23: errno.EACCES}
 
 
-def writer_failure(exc: BaseException, writer: str, folder) -> OSError | None:
+def writer_failure(exc: BaseException, writer: str, folder: Path | str) -> OSError | None:
     """``exc``, raised by the writer of format ``writer`` into ``folder``, as the OSError
     of a write failure; None if it is not one (a programming error, bad input).
 
@@ -57,7 +58,7 @@ class RunFailed(BlensorError, OSError):
     """
 
     def __init__(self, cause: OSError, *, finished_frames: int, manifest_path: Path,
-                 manifest_status: str, dropped_formats=()) -> None:
+                 manifest_status: str, dropped_formats: Iterable[str] = ()) -> None:
         super().__init__(cause.errno, cause.strerror or str(cause), cause.filename)
         self.cause = cause
         self.finished_frames = int(finished_frames)
@@ -65,7 +66,8 @@ class RunFailed(BlensorError, OSError):
         self.manifest_status = manifest_status
         self.dropped_formats = list(dropped_formats)
 
-    def __reduce__(self):  # pragma: no cover - pickling keeps the declared attributes
+    def __reduce__(self) -> tuple[Callable[..., RunFailed], tuple[object, ...]]:  # pragma: no cover
+        # pickling keeps the declared attributes
         return (_rebuild, (self.cause, self.finished_frames, self.manifest_path, self.manifest_status,
                            self.dropped_formats))
 
@@ -81,7 +83,8 @@ class RunFailed(BlensorError, OSError):
         return kept
 
 
-def _rebuild(cause, finished, path, status, dropped):  # pragma: no cover
+def _rebuild(cause: OSError, finished: int, path: Path, status: str,
+             dropped: list[str]) -> RunFailed:  # pragma: no cover
     return RunFailed(cause, finished_frames=finished, manifest_path=path, manifest_status=status,
                      dropped_formats=dropped)
 
