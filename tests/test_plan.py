@@ -83,6 +83,17 @@ def test_bad_frames_are_refused_in_one_line():
             plan(frames=frames)
 
 
+def test_the_frame_named_twice_is_the_first_one_met_again_and_no_frames_are_named_as_none():
+    # [3, 1, 1, 3]: 1 is the first frame met a second time (3 comes back later)
+    with pytest.raises(SettingsError) as e:
+        plan(frames=[3, 1, 1, 3])
+    assert str(e.value) == ("frames must be distinct integers within the scene's frame range 1-48, "
+                            "got 'frame 1 more than once'")
+    with pytest.raises(SettingsError) as e:
+        plan(frames=None)
+    assert str(e.value) == "frames must be integers within the scene's frame range 1-48, got None"
+
+
 def test_evd_beside_sweep_formats_is_refused_naming_the_formats_and_the_setting():
     needs = {"npz": WriterNeeds(), "evd": EVD, "pcd": WriterNeeds()}
     with pytest.raises(SettingsError) as e:

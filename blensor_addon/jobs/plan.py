@@ -27,9 +27,10 @@ ray grid or an image sensor are refused in one line for a sensor without one.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..core.capabilities import Capabilities, Timing
+from ..core.capabilities import Capabilities, Timing, WriterNeeds
 from ..core.errors import SettingsError
 from ..core.packets import Packet
 
@@ -61,7 +62,7 @@ class Plan:
     """
 
     kind: str
-    packets: tuple
+    packets: tuple[Packet, ...]
     packet_time: float
     frame_time: float
     requested: object
@@ -106,7 +107,7 @@ def overlapping(t0: float, t1: float, period: float) -> range:
     return range(k0, max(k0 + 1, math.ceil(t1 / period - eps)))
 
 
-def check_frames(frames, lo: int, hi: int) -> list[int]:
+def check_frames(frames: Iterable[int] | None, lo: int, hi: int) -> list[int]:
     """Scene frame numbers as a list of int, checked against the scene's range.
 
     Raises:
@@ -114,6 +115,8 @@ def check_frames(frames, lo: int, hi: int) -> list[int]:
             ``lo..hi``.
     """
     allowed = f"integers within the scene's frame range {lo}-{hi}"
+    if frames is None:
+        raise SettingsError("frames", allowed, frames)
     if isinstance(frames, range) and frames:  # the ends first (O(1), any size) before building a list
         a, b = sorted((frames[0], frames[-1]))
         if a < lo or b > hi:
@@ -128,18 +131,21 @@ def check_frames(frames, lo: int, hi: int) -> list[int]:
         raise SettingsError("frames", allowed, f"{min(frames)}-{max(frames)}")
     frames = [int(f) for f in frames]
     if len(set(frames)) != len(frames):  # a frame twice would give two manifest entries for one file
-        seen: set = set()
-        twice = next(f for f in frames if f in seen or seen.add(f))
+        seen: set[int] = set()
+        for twice in frames:  # the first frame met a second time
+            if twice in seen:
+                break
+            seen.add(twice)
         raise SettingsError("frames", "distinct " + allowed, f"frame {twice} more than once")
     return frames
 
 
-def _is_int(v) -> bool:
+def _is_int(v: object) -> bool:
     import numpy as np
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-def check_time_interval(interval, lo: float, hi: float) -> tuple[float, float]:
+def check_time_interval(interval: Iterable[float], lo: float, hi: float) -> tuple[float, float]:
     """A time interval ``(t0, t1)`` s, checked against the scene's span ``[lo, hi]`` s.
 
     Raises:
@@ -155,7 +161,8 @@ def check_time_interval(interval, lo: float, hi: float) -> tuple[float, float]:
     return t0, t1
 
 
-def packet_kind(timing: Timing, setting: str, continuous: bool, sensor: str, needs: dict) -> str:
+def packet_kind(timing: Timing, setting: str, continuous: bool, sensor: str,
+                needs: Mapping[str, WriterNeeds | None]) -> str:
     """The packet kind of a run: ``"frame"`` or ``"sweep"``.
 
     Args:
@@ -202,11 +209,11 @@ def packet_kind(timing: Timing, setting: str, continuous: bool, sensor: str, nee
                         f"would get {default}s; or write them in separate runs)", "auto")
 
 
-def _names(wants: dict, kind: str) -> str:
+def _names(wants: Mapping[str, str], kind: str) -> str:
     return ",".join(f for f, k in wants.items() if k == kind)
 
 
-def check_writers(caps: Capabilities, needs: dict, sensor: str) -> None:
+def check_writers(caps: Capabilities, needs: Mapping[str, WriterNeeds | None], sensor: str) -> None:
     """Refuse formats the sensor cannot serve, in one line.
 
     Raises:
@@ -234,8 +241,9 @@ def check_writers(caps: Capabilities, needs: dict, sensor: str) -> None:
 
 
 def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Capabilities,
-               packets: str = "auto", continuous: bool = True, needs: dict | None = None,
-               frames=None, time=None, sensor: str = "sensor") -> Plan:
+               packets: str = "auto", continuous: bool = True,
+               needs: Mapping[str, WriterNeeds | None] | None = None, frames: Iterable[int] | None = None,
+               time: Iterable[float] | None = None, sensor: str = "sensor") -> Plan:
     """The packets of a range scan.
 
     Args:
@@ -262,11 +270,12 @@ def plan_range(*, frame_start: int, frame_end: int, frame_time: float, caps: Cap
     kind = packet_kind(caps.timing, packets, continuous, sensor, needs)
     ft = float(frame_time)
     period = caps.timing.period if kind == "sweep" else ft
-    if kind == "sweep" and not (period is not None and period > 0 and math.isfinite(period)):
+    if period is None or (kind == "sweep" and not (period > 0 and math.isfinite(period))):
         raise SettingsError("packets", f"frame for sensor type '{sensor}' (it has no sweep period)", "sweep")
     if kind == "sweep" and period > MAX_PACKET_TIME:  # before any span is evaluated
         raise SettingsError(caps.timing.setting or "packets", f"a value whose sweep period is at most "
                             f"{MAX_PACKET_TIME:g} s", f"a period of {period:.6g} s")
+    idx: Sequence[int]
     if time is not None:
         t0, t1 = check_time_interval(time, frame_start * ft, (frame_end + 1) * ft)
         requested: object = {"time": [t0, t1]}
