@@ -27,11 +27,13 @@ import re
 import shutil
 import stat
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from time import monotonic
+from typing import Any, TypeAlias, TypedDict
 
 from ..core.errors import OutputError, SettingsError
-from .atomic import PART_SUFFIX, remove_quietly
+from .atomic import PART_SUFFIX, StrPath, remove_quietly
 
 LOCK_NAME = ".blensor.lock"
 _PART = re.compile(r"^\..+\.\d+\.[0-9a-f]{16}" + re.escape(PART_SUFFIX) + "$")
@@ -42,11 +44,26 @@ _DEPTH = 2
 MANIFEST_MAX_BYTES = 1 << 28
 
 
+class PatternListing(TypedDict):
+    """An earlier run's files when its manifest does not list them all: ``files`` the
+    relative paths it lists, ``pattern`` regular expressions of relative paths of which
+    every match in the folder counts as the run's too."""
+
+    files: set[str]
+    pattern: list[str]
+
+
+#: what a manifest says its run wrote (:class:`OutputFolder`'s ``listed``): the relative
+#: paths, a :class:`PatternListing`, or None when the manifest does not say
+Listing: TypeAlias = "set[str] | PatternListing | None"
+
+
 def _components(pattern: str) -> list[str] | None:
     """The path components of the regular expression ``pattern`` of a relative path: it
     split at each ``/`` outside a group or a character class (``(clean|noisy)/scan\\d+``
     -> ``["(clean|noisy)", "scan\\d+"]``); None when a ``/`` sits inside a group."""
-    parts, cur, depth, in_class, escaped = [], "", 0, False, False
+    parts: list[str] = []
+    cur, depth, in_class, escaped = "", 0, False, False
     for ch in pattern:
         if escaped or ch == "\\":
             escaped = not escaped and ch == "\\"
@@ -66,7 +83,8 @@ def _components(pattern: str) -> list[str] | None:
     return parts + [cur]
 
 
-def _entries(folder: Path, patterns=None):
+def _entries(folder: StrPath,
+             patterns: Iterable[str] | None = None) -> Iterator[tuple[os.DirEntry[str], str]]:
     """Yield (``os.DirEntry``, relative POSIX path) of everything in ``folder`` and in the
     subfolders an output of ``patterns`` (regular expressions of relative paths) can sit
     in, at most :data:`_DEPTH` below: a subfolder is listed only if the components of
@@ -75,17 +93,17 @@ def _entries(folder: Path, patterns=None):
     one listing of the folder. ``patterns`` None (or a pattern with a ``/`` inside a
     group): every subfolder to that depth. Symlinks are never followed; a folder that
     cannot be listed is skipped."""
-    layout = []
+    layout: list[list[re.Pattern[str]] | None] = []
     for p in patterns if patterns is not None else [None]:
         parts = _components(p) if p is not None else None
         layout.append(None if parts is None else [re.compile(c) for c in parts])
 
-    def may_hold(comps: list) -> bool:
+    def may_hold(comps: list[str]) -> bool:
         return len(comps) <= _DEPTH and any(
             parts is None or (len(parts) > len(comps) and all(r.fullmatch(c) for r, c in zip(parts, comps)))
             for parts in layout)
 
-    todo = [(os.fspath(folder), [])]
+    todo: list[tuple[str, list[str]]] = [(os.fspath(folder), [])]
     while todo:
         d, comps = todo.pop()
         try:
@@ -104,14 +122,14 @@ def _entries(folder: Path, patterns=None):
                 todo.append((e.path, rel))
 
 
-def _regular(e) -> bool:
+def _regular(e: os.DirEntry[str]) -> bool:
     try:
         return e.is_file(follow_symlinks=False)
     except OSError:
         return False
 
 
-def files_matching(folder: Path, patterns) -> list[Path]:
+def files_matching(folder: StrPath, patterns: Iterable[str]) -> list[Path]:
     """Regular files (not links) in ``folder`` (and the subfolders the patterns name, at
     most :data:`_DEPTH` deep: :func:`_entries`) whose path relative to it fully matches
     one of the regular expressions ``patterns``, sorted."""
@@ -120,7 +138,7 @@ def files_matching(folder: Path, patterns) -> list[Path]:
     return sorted(Path(e.path) for e, rel in _entries(folder, patterns) if pat.match(rel) and _regular(e))
 
 
-def nodes_matching(folder: Path, patterns) -> list[tuple[Path, str]]:
+def nodes_matching(folder: StrPath, patterns: Iterable[str]) -> list[tuple[Path, str]]:
     """What sits in ``folder`` (and its subfolders, as deep as :func:`files_matching`
     looks) at a relative path that fully matches one of the regular expressions
     ``patterns`` and is not a regular file: (path, kind) pairs, sorted, ``kind`` as
@@ -143,7 +161,7 @@ def nodes_matching(folder: Path, patterns) -> list[tuple[Path, str]]:
     return sorted(out)
 
 
-def stale_parts(folder: Path, patterns=None) -> list[Path]:
+def stale_parts(folder: StrPath, patterns: Iterable[str] | None = None) -> list[Path]:
     """Temporary files and folders (a bag being written) BlenSor left in ``folder`` (a
     run killed by SIGKILL), sorted; looked for beside the outputs of ``patterns`` (every
     subfolder :data:`_DEPTH` deep where None: :func:`_entries`)."""
@@ -169,7 +187,8 @@ class FolderLock:
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / LOCK_NAME
         self._fd = None
-        symlink = SettingsError("out", f"a folder without a symlink at {LOCK_NAME} (never followed)", str(folder))
+        symlink = SettingsError("out", f"a folder without a symlink at {LOCK_NAME} (never followed)",
+                                str(folder))
         for _ in range(100):  # another run removing its lock meanwhile: try again
             if not hasattr(os, "O_NOFOLLOW") and self.path.is_symlink():  # Windows: no O_NOFOLLOW
                 raise symlink
@@ -286,7 +305,7 @@ def _unlink_and_close(path: Path, fd: int) -> None:
         os.close(fd)
 
 
-def read_regular(path: Path, setting: str = "out", max_bytes: int | None = None) -> bytes | None:
+def read_regular(path: StrPath, setting: str = "out", max_bytes: int | None = None) -> bytes | None:
     """The bytes of the file at ``path``, or None when nothing is there. Only a regular
     file is read: checked with ``lstat`` first and opened with ``O_NONBLOCK`` and
     ``O_NOFOLLOW`` (a FIFO put there meanwhile cannot block the run). With ``max_bytes``,
@@ -333,7 +352,7 @@ def read_regular(path: Path, setting: str = "out", max_bytes: int | None = None)
         os.close(fd)
 
 
-def read_manifest(path: Path, setting: str = "out") -> dict | None:
+def read_manifest(path: StrPath, setting: str = "out") -> dict[str, Any] | None:
     """The BlenSor manifest at ``path`` (a JSON object with ``blensor_version``: a range
     scan's ``manifest.json``, a motion export's ``motion.json``), or None when there is
     none (no file, not JSON, not BlenSor's).
@@ -363,14 +382,14 @@ def read_manifest(path: Path, setting: str = "out") -> dict | None:
     return man if isinstance(man, dict) and "blensor_version" in man else None
 
 
-def file_record(data: bytes) -> dict:
+def file_record(data: bytes) -> dict[str, Any]:
     """What a manifest keeps of a finished file to verify it later: ``{"size": bytes,
     "sha256": hex}``."""
     import hashlib
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def verify_file(path: Path, record) -> bool:
+def verify_file(path: StrPath, record: object) -> bool:
     """Whether ``path`` is a regular file (not a link) of the size and sha256 in
     ``record`` (:func:`file_record`); False for a missing or malformed record."""
     import hashlib
@@ -390,7 +409,7 @@ def verify_file(path: Path, record) -> bool:
     return h.hexdigest() == record.get("sha256")
 
 
-def range_run_files(man: dict) -> set | None:
+def range_run_files(man: dict[str, Any]) -> Listing:
     """Relative paths of the files the range scan of manifest ``man`` wrote: its frames'
     files, its run-level files (``files``: multi-frame files such as ``scan.evd``), the
     manifest and the trajectory. A run that did not end (``status`` running: killed)
@@ -458,7 +477,7 @@ def system_folder(path: Path) -> str | None:
     return None
 
 
-def _inside(name) -> bool:
+def _inside(name: object) -> bool:
     """Whether ``name`` (a manifest's entry) is a relative path inside the folder: a str
     of components none of which is empty, ``.`` or ``..``, with no drive, root or
     backslash."""
@@ -466,7 +485,7 @@ def _inside(name) -> bool:
             and not name.startswith("/") and all(c not in ("", ".", "..") for c in name.split("/")))
 
 
-def _holds(folder: Path, files: list) -> str:
+def _holds(folder: Path, files: list[Path]) -> str:
     return (f"{folder} (holds {files[0].relative_to(folder).as_posix()}"
             f"{' and more' if len(files) > 1 else ''}")
 
@@ -502,7 +521,8 @@ class OutputFolder:
     #: manifest's size
     RESERVE_BYTES = 64 * 1024
 
-    def __init__(self, path: Path, *, manifest: str, patterns, listed, what: str = "run") -> None:
+    def __init__(self, path: StrPath, *, manifest: str, patterns: Iterable[str],
+                 listed: Callable[[dict[str, Any]], Listing], what: str = "run") -> None:
         self.path = Path(path)
         self.manifest_name = manifest
         self.patterns = list(patterns)
@@ -510,7 +530,7 @@ class OutputFolder:
         self.what = what
         self.created = False
         self.lock: FolderLock | None = None
-        self.earlier: dict | None = None
+        self.earlier: dict[str, Any] | None = None
         self._delete: list[Path] = []
         self._manifest_at, self._manifest_time = 0, 0.0
         self.manifest_writes = 0
@@ -618,7 +638,7 @@ class OutputFolder:
         self._delete = sorted(p for p in (self.path / n for n in names)
                               if p.is_file() and not p.is_symlink())
 
-    def prepare(self, keep=()) -> list[str]:
+    def prepare(self, keep: Iterable[str] = ()) -> list[str]:
         """Delete what :meth:`check` found to overwrite (exactly the files the earlier
         manifest lists, but those in ``keep``: relative paths the new run has rewritten
         already), then the folders that deletion left empty, and stale temporary files of
@@ -633,13 +653,14 @@ class OutputFolder:
                 remove_quietly(p)
         return gone
 
-    def remove_listed(self, names) -> list[str]:
+    def remove_listed(self, names: Iterable[str]) -> list[str]:
         """Delete the files ``names`` (relative paths; an earlier run's, listed in its
         manifest) and the folders that become empty. Returns those deleted."""
         return self._remove([self.path / n for n in sorted(set(names))])
 
-    def _remove(self, paths) -> list[str]:
-        gone, parents = [], set()
+    def _remove(self, paths: Iterable[Path]) -> list[str]:
+        gone: list[str] = []
+        parents: set[Path] = set()
         root = self.path.resolve()
         for p in paths:
             try:
@@ -674,7 +695,7 @@ class OutputFolder:
         return (done - self._manifest_at >= max(1, done // self.MANIFEST_SHARE)
                 or now - self._manifest_time >= self.MANIFEST_SECONDS)
 
-    def write_manifest(self, doc: dict, done: int, final: bool = False) -> Path:
+    def write_manifest(self, doc: dict[str, Any], done: int, final: bool = False) -> Path:
         """Write the manifest ``doc`` (JSON) atomically; ``done``: the entries it lists
         (the schedule of :meth:`manifest_due` counts from here). The lock file's reserve
         grows to twice the manifest's size; a ``final`` write that finds the disk full
