@@ -29,12 +29,16 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO, Protocol, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ...core.capabilities import Capabilities, Timing, WriterNeeds
+from ...core.ndtypes import Array
 from ...core.result import ScanResult
 from ...core.timebase import parse_start_time
 
@@ -62,14 +66,15 @@ class RunInfo:
 
     camera: str = ""
     sensor_type: str = "rotating"
-    sensor: dict = dataclasses.field(default_factory=dict)
+    sensor: dict[str, Any] = dataclasses.field(default_factory=dict)
     seed: int = 0
     frame_time: float = 1.0 / 24.0
-    frames: list = dataclasses.field(default_factory=list)
+    frames: Sequence[int] = dataclasses.field(default_factory=list)
     start_ns: int = dataclasses.field(default_factory=lambda: parse_start_time(None))
 
 
-def clean_and_noisy(result: ScanResult, suffix: str, encode) -> list[tuple[str, bytes]]:
+def clean_and_noisy(result: ScanResult, suffix: str,
+                    encode: Callable[[bool], bytes]) -> list[tuple[str, bytes]]:
     """The frame's two clouds, ground truth and what a real sensor gives, in folders a
     loader cannot mix: ``clean/scan<frame:05d>.<suffix>`` = ``encode(False)`` and
     ``noisy/...`` = ``encode(True)``."""
@@ -83,8 +88,22 @@ def capabilities_of(result: ScanResult) -> Capabilities:
     Never the sensor's settings nor its type name."""
     if result.capabilities is not None:
         return result.capabilities
-    return Capabilities(timing=Timing("exposure"), grid=tuple(result.grid_shape) if result.has_grid else None,
-                        organized=bool(result.organized))
+    grid = cast("tuple[int, int]", tuple(result.grid_shape)) if result.has_grid else None
+    return Capabilities(timing=Timing("exposure"), grid=grid, organized=bool(result.organized))
+
+
+#: a structured array: one record per point (or block), its dtype's fields named
+Records = NDArray[np.void]
+
+
+class _WriteArray(Protocol):
+    def __call__(self, fp: BinaryIO, array: Array, version: tuple[int, int] | None = None,
+                 allow_pickle: bool = True) -> None: ...
+
+
+#: :func:`numpy.lib.format.write_array` (numpy 1.26's stub declares no types): writes the
+#: ``.npy`` bytes of ``array`` (header, then the data) to the binary file ``fp``
+write_array: _WriteArray = np.lib.format.write_array
 
 
 class Float32Warning:
@@ -123,8 +142,11 @@ class Writer:
     name = ""
     description = ""
     files = ""
-    outputs: tuple = ()
-    Options: type = NoOptions
+    outputs: tuple[str, ...] = ()
+    #: the options' frozen dataclass (a subclass narrows :attr:`options` to it)
+    Options: type[Any] = NoOptions
+    #: the validated options, an instance of :attr:`Options`
+    options: object
     #: what the format needs from the scan (:class:`WriterNeeds`); the range job plans
     #: from it and refuses a sensor that cannot serve it
     needs: WriterNeeds = WriterNeeds()
@@ -132,7 +154,7 @@ class Writer:
     #: rescans every frame
     multi_frame = False
     #: importable modules the writer needs (imported only when it writes)
-    requires: tuple = ()
+    requires: tuple[str, ...] = ()
     #: the writer may run on the range scan's writer thread (constructed on the main
     #: thread, then every call on that one thread); False for a writer that calls bpy or
     #: holds an object bound to the thread that made it (sqlite3): a run with such a
@@ -148,7 +170,7 @@ class Writer:
             SettingsError (``out``): the format cannot write there. Default: accepts.
         """
 
-    def __init__(self, folder: Path, options=None, run: RunInfo | None = None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         self.folder = Path(folder)
         self.options = options if options is not None else self.Options()
         self.run = run or RunInfo()

@@ -42,15 +42,22 @@ capabilities (``capabilities.device.vendor``), never from the settings.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 import numpy as np
 
 from ...core.axes import sensor_points
+from ...core.capabilities import Device
+from ...core.ndtypes import F32, F64, I64, Floating, Integer
 from ...core.result import ScanResult
 from ..packets import has_returns, strongest_per_beam
 from ..packets.ouster import ouster_range_mm, ouster_reflectivity, ouster_signal, pixel_shift_by_row
 from ..packets.velodyne import is_dual, packet_first_column, velodyne_reflectivity_byte
-from ._base import capabilities_of
+from ._base import Records, capabilities_of
 
+#: a PointField of a layout: (name, byte offset, datatype)
+PointField = tuple[str, int, int]
 #: PointField datatypes (sensor_msgs/PointField)
 FLOAT32, UINT32, UINT16, UINT8 = 7, 6, 4, 2
 _NP = {FLOAT32: "<f4", UINT32: "<u4", UINT16: "<u2", UINT8: "u1"}
@@ -71,7 +78,8 @@ LABELS = (("object_id", UINT32), ("instancer_id", UINT32), ("instance_id", UINT3
 RETURNS = (("return_number", UINT8), ("number_of_returns", UINT8))
 
 
-def layout(fields, step: int, labels: bool = False, returns: bool = False) -> tuple[tuple, np.dtype]:
+def layout(fields: Iterable[PointField], step: int, labels: bool = False,
+           returns: bool = False) -> tuple[tuple[PointField, ...], np.dtype[np.void]]:
     """``(fields, dtype)``: the PointField triples (name, offset, datatype) and the numpy
     record dtype of a layout of ``step`` bytes, with :data:`RETURNS` (two uint8 at
     ``step`` and ``step + 1``) when ``returns``, then :data:`LABELS` appended after it
@@ -88,7 +96,7 @@ def layout(fields, step: int, labels: bool = False, returns: bool = False) -> tu
     return tuple(fields), dtype
 
 
-def device_of(result: ScanResult):
+def device_of(result: ScanResult) -> Device | None:
     """The result's :class:`~blensor_addon.core.capabilities.Device`, or None."""
     return capabilities_of(result).device
 
@@ -99,7 +107,8 @@ def is_ouster(result: ScanResult) -> bool:
     return dev is not None and dev.vendor == "ouster" and result.has_grid
 
 
-def _labels(rec: np.ndarray, result: ScanResult, rows=slice(None), pick=slice(None)) -> None:
+def _labels(rec: Records, result: ScanResult, rows: slice | Integer = slice(None),
+            pick: slice | Integer = slice(None)) -> None:
     for name, _ in LABELS:
         rec[name][rows] = getattr(result, name)[pick]
 
@@ -145,7 +154,7 @@ def is_velodyne(result: ScanResult) -> bool:
     return dev is not None and dev.vendor == "velodyne"
 
 
-def xyzirt_intensity(result: ScanResult) -> np.ndarray:
+def xyzirt_intensity(result: ScanResult) -> F32:
     """(N,) float32 ``intensity`` of the XYZIRT points (and of the PCD points of a
     Velodyne unit): a Velodyne unit's calibrated reflectivity byte as its driver publishes
     it (:func:`~..packets.velodyne.velodyne_reflectivity_byte`: ``round(100 x
@@ -153,10 +162,12 @@ def xyzirt_intensity(result: ScanResult) -> np.ndarray:
     rounded (an 8-bit value)."""
     if is_velodyne(result):
         return velodyne_reflectivity_byte(result.reflectivity).astype(np.float32)
-    return np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0).astype(np.float32)
+    scaled: Floating = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
+    return scaled.astype(np.float32)
 
 
-def xyzirt(result: ScanResult, noisy: bool, stamp: float, labels: bool = False) -> tuple[tuple, np.ndarray]:
+def xyzirt(result: ScanResult, noisy: bool, stamp: float,
+           labels: bool = False) -> tuple[tuple[PointField, ...], Records]:
     """``(fields, records)``: the (N,) XYZIRT records of ``result`` (REP-103 sensor frame,
     points at their firing time), ``time`` = timestamp - ``stamp`` s; intensity:
     :func:`xyzirt_intensity`; ring = ``result.ring``. A result with several returns per
@@ -181,15 +192,17 @@ def xyzirt(result: ScanResult, noisy: bool, stamp: float, labels: bool = False) 
     return fields, rec
 
 
-def pixel_shifts(result: ScanResult) -> np.ndarray | None:
+def pixel_shifts(result: ScanResult) -> I64 | None:
     """(rows,) int64 ``pixel_shift_by_row`` of the Ouster unit, the ones its metadata
     (the pcap writer's ``scan.json``) gives: :func:`~..packets.ouster.pixel_shift_by_row`
     (the table's, else the shift that puts every beam's measurement of one azimuth into
     one column, smallest 0); zeros when the table's beams are not the grid's rows; None
     when the packet is not one whole turn (destaggering needs the full ring of columns)."""
     dev = device_of(result)
+    assert dev is not None  # an Ouster unit's result (is_ouster)
     rows, cols = result.grid_shape
-    turn = int(round(float(dev.columns))) if dev.columns else capabilities_of(result).grid[1]
+    grid = cast("tuple[int, int]", capabilities_of(result).grid)  # an Ouster unit has a grid
+    turn = int(round(float(dev.columns))) if dev.columns else grid[1]
     if cols != turn:
         return None
     if dev.table.lasers != rows:
@@ -197,7 +210,7 @@ def pixel_shifts(result: ScanResult) -> np.ndarray | None:
     return pixel_shift_by_row(dev.table, cols, dev.direction)
 
 
-def column_times(result: ScanResult) -> np.ndarray:
+def column_times(result: ScanResult) -> F64:
     """(cols,) float64 s: firing time of each column of the packet's grid: the returns'
     own times where a column has one (all beams of an Ouster column fire at its time),
     else from the column numbering (:func:`first_column`)."""
@@ -208,12 +221,13 @@ def column_times(result: ScanResult) -> np.ndarray:
     else:
         out = np.full(cols, float(result.frame * result.frame_time))
     if len(result):
+        assert result.ray_index is not None  # a result with a grid
         out[result.ray_index.astype(np.int64) % cols] = result.timestamp
     return out
 
 
-def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bool,
-                 labels: bool = False, pick: np.ndarray | None = None) -> tuple[tuple, np.ndarray, int, int]:
+def ouster_cloud(result: ScanResult, points: F64, stamp: float, noisy: bool, labels: bool = False,
+                 pick: Integer | None = None) -> tuple[tuple[PointField, ...], Records, int, int]:
     """``(fields, records, height, width)``: the organized ouster-ros cloud of an Ouster
     result (see the module docstring); ``points`` (N, 3) float64 the returns' coordinates
     (the caller's frame), ``stamp`` s the message stamp (``t`` counts from it). Records
@@ -237,6 +251,7 @@ def ouster_cloud(result: ScanResult, points: np.ndarray, stamp: float, noisy: bo
     # (a multi-return result: each beam's strongest, :func:`strongest_per_beam`)
     if pick is None:
         pick = strongest_per_beam(result)
+    assert result.ray_index is not None  # a result with a grid
     ri = result.ray_index.astype(np.int64)[pick]
     r, c = ri // cols, ri % cols
     if shifts is not None:

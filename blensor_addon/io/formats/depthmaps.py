@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Mapping
 
 import numpy as np
 
 from ...core.axes import sensor_points
 from ...core.capabilities import WriterNeeds
+from ...core.ndtypes import F32, U32, Array, Floating
 from ...core.result import ScanResult
-from ._base import Writer
+from ._base import Writer, write_array
 
 
-def depth_images(result: ScanResult, noisy: bool = False) -> dict[str, np.ndarray]:
+def depth_images(result: ScanResult, noisy: bool = False) -> dict[str, F32 | U32]:
     """Images of an image-sensor result: ``z`` (planar depth along the sensor's view
     axis) and ``range`` (H, W) float32 m (NaN where nothing returned), ``object_id``
     (H, W) uint32 (0). Points in world coordinates or REP-103 axes are taken back to
@@ -40,6 +42,7 @@ def depth_images(result: ScanResult, noisy: bool = False) -> dict[str, np.ndarra
     """
     xyz = sensor_points(result, noisy, "blensor")
     rows, cols = result.grid_shape
+    assert result.ray_index is not None  # an image sensor's result has a grid
     idx = result.ray_index.astype(np.int64)
     z = np.full(rows * cols, np.nan, np.float32)
     z[idx] = -xyz[:, 2]
@@ -50,21 +53,21 @@ def depth_images(result: ScanResult, noisy: bool = False) -> dict[str, np.ndarra
     return {"z": z.reshape(rows, cols), "range": rng.reshape(rows, cols), "object_id": oid.reshape(rows, cols)}
 
 
-def npy_bytes(a: np.ndarray) -> bytes:
+def npy_bytes(a: Array) -> bytes:
     """The .npy file of ``a``."""
     import io
     buf = io.BytesIO()
-    np.lib.format.write_array(buf, np.ascontiguousarray(a), allow_pickle=False)
+    write_array(buf, np.ascontiguousarray(a), allow_pickle=False)
     return buf.getvalue()
 
 
-def pfm_bytes(z: np.ndarray) -> bytes:
+def pfm_bytes(z: Floating) -> bytes:
     """Portable float map (``Pf``, one channel, little-endian) of (H, W) float32 ``z``."""
     h, w = z.shape
     return f"Pf\n{w} {h}\n-1.0\n".encode() + np.ascontiguousarray(z[::-1], dtype="<f4").tobytes()
 
 
-def dmap_bytes(radial: np.ndarray) -> bytes:
+def dmap_bytes(radial: Floating) -> bytes:
     """The original's ``.dmap`` (reference 10.5) of (H, W) radial distances."""
     h, w = radial.shape
     return struct.pack("<ii", w, h) + np.ascontiguousarray(radial[::-1], dtype="<f8").tobytes()
@@ -93,7 +96,7 @@ def _exr_zip(raw: bytes) -> bytes:
     return packed if len(packed) < len(raw) else raw
 
 
-def exr_bytes(images: dict[str, np.ndarray]) -> bytes:
+def exr_bytes(images: Mapping[str, Array]) -> bytes:
     """A single-part scanline OpenEXR 2 file of (H, W) images: 32-bit float channels
     R = z, G = range, B = object id, A = 1 where something returned, else 0; lossless
     ZIP compression (zlib over blocks of 16 scanlines, :func:`_exr_zip`); row 0 at the
@@ -132,12 +135,12 @@ class _DepthWriter(Writer):
     """A depth-map format: one image per frame of an image sensor (``needs.image``)."""
 
     needs = WriterNeeds(image=True)
-    kinds: tuple = ()
+    kinds: tuple[str, ...] = ()
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         return self.encode(result.frame, depth_images(result))
 
-    def encode(self, frame: int, images: dict) -> list[tuple[str, bytes]]:
+    def encode(self, frame: int, images: Mapping[str, Array]) -> list[tuple[str, bytes]]:
         """The files of scene frame ``frame`` (relative name, bytes) from its
         :func:`depth_images` (``z``, ``range`` (H, W) float32 m, NaN where nothing
         returned; ``object_id`` (H, W) uint32). Each format overrides it."""
@@ -153,7 +156,7 @@ class ExrWriter(_DepthWriter):
     files = "depth<frame:05d>.exr"
     outputs = (r"depth\d+\.exr",)
 
-    def encode(self, f, im):
+    def encode(self, f: int, im: Mapping[str, Array]) -> list[tuple[str, bytes]]:
         return [(f"depth{f:05d}.exr", exr_bytes(im))]
 
 
@@ -165,7 +168,7 @@ class NpyWriter(_DepthWriter):
     files = "depth<frame:05d>_z.npy, _range.npy, _object_id.npy"
     outputs = (r"depth\d+_(z|range|object_id)\.npy",)
 
-    def encode(self, f, im):
+    def encode(self, f: int, im: Mapping[str, Array]) -> list[tuple[str, bytes]]:
         return [(f"depth{f:05d}_{k}.npy", npy_bytes(im[k])) for k in ("z", "range", "object_id")]
 
 
@@ -177,7 +180,7 @@ class PfmWriter(_DepthWriter):
     files = "depth<frame:05d>.pfm"
     outputs = (r"depth\d+\.pfm",)
 
-    def encode(self, f, im):
+    def encode(self, f: int, im: Mapping[str, Array]) -> list[tuple[str, bytes]]:
         return [(f"depth{f:05d}.pfm", pfm_bytes(im["z"]))]
 
 
@@ -189,7 +192,7 @@ class DmapWriter(_DepthWriter):
     files = "depth<frame:05d>.dmap"
     outputs = (r"depth\d+\.dmap",)
 
-    def encode(self, f, im):
+    def encode(self, f: int, im: Mapping[str, Array]) -> list[tuple[str, bytes]]:
         return [(f"depth{f:05d}.dmap", dmap_bytes(im["range"]))]
 
 

@@ -24,15 +24,17 @@ every finished frame and the terminator.
 """
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from ...core.capabilities import WriterNeeds
+from ...core.ndtypes import F64
 from ...core.result import ScanResult
 from ..atomic import StagedFile
-from ._base import Writer
+from ._base import Records, RunInfo, Writer
 
 RECORD = struct.Struct("<14dQ")
 EVD_DTYPE = np.dtype([("timestamp", "<f8"), ("yaw", "<f8"), ("pitch", "<f8"), ("distance", "<f8"),
@@ -42,7 +44,7 @@ EVD_DTYPE = np.dtype([("timestamp", "<f8"), ("yaw", "<f8"), ("pitch", "<f8"), ("
 assert EVD_DTYPE.itemsize == RECORD.size == 120
 
 
-def evd_points(result: ScanResult, noisy: bool = False) -> np.ndarray:
+def evd_points(result: ScanResult, noisy: bool = False) -> F64:
     """(N, 3) float64 m points of ``result`` as EVD stores them: world coordinates, or
     sensor-frame coordinates in BlenSor's axes (REP-103 ones turned back: x = -y_ros,
     y = z_ros, z = -x_ros, exact)."""
@@ -52,7 +54,7 @@ def evd_points(result: ScanResult, noisy: bool = False) -> np.ndarray:
     return p
 
 
-def evd_records(result: ScanResult) -> np.ndarray:
+def evd_records(result: ScanResult) -> Records:
     """The N records of ``result``'s EVD block: (N,) structured array, dtype
     :data:`EVD_DTYPE` (its bytes are the block after the int32 count); points in
     BlenSor's axes (:func:`evd_points`)."""
@@ -88,7 +90,7 @@ class EvdWriter:
     created exclusively.
     """
 
-    def __init__(self, path) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self._file = StagedFile(path)
         self.path, self.tmp = self._file.path, self._file.tmp
         self._end = 0  # offset of the terminator = end of the last whole block
@@ -134,21 +136,22 @@ class EvdWriter:
         """Close and delete the temporary file (idempotent)."""
         self._file.discard()
 
-    def __enter__(self):
+    def __enter__(self) -> EvdWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def read_evd(path) -> list[np.ndarray]:
+def read_evd(path: str | os.PathLike[str]) -> list[Records]:
     """Read an EVD file: list of structured arrays (dtype :data:`EVD_DTYPE`), one per block.
 
     Raises:
         ValueError: truncated file or missing terminator.
     """
     data = Path(path).read_bytes()
-    blocks, pos = [], 0
+    blocks: list[Records] = []
+    pos = 0
     while True:
         if pos + 4 > len(data):
             raise ValueError(f"{path}: truncated EVD (no -1 terminator)")
@@ -175,14 +178,14 @@ class EvdFormat(Writer):
     #: one block per scene frame, as the original wrote it
     needs = WriterNeeds(packets="frame")
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
         self._w = EvdWriter(self.folder / "scan.evd")
 
-    def append(self, result):
+    def append(self, result: ScanResult) -> None:
         self._w.write(result)
 
-    def close(self, status):
+    def close(self, status: str) -> None:
         if self._w.blocks:
             try:
                 self._w.close()
@@ -192,7 +195,7 @@ class EvdFormat(Writer):
         else:  # nothing scanned: no empty EVD
             self._w.discard()
 
-    def discard(self):
+    def discard(self) -> None:
         self._w.discard()
 
 

@@ -37,20 +37,23 @@ Option ``points``: ``noisy`` (default: what a real sensor records) or ``clean``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
 
 import numpy as np
 
 from ...core.axes import ros_pose, ros_sensor_pose, sensor_points
 from ...core.classes import is_thing, moving_classes
+from ...core.ndtypes import F64, U32, Bool
 from ...core.result import ScanResult
 from ...core.settings import setting
 from ..trajectory import zero_noise
-from ._base import Writer
+from ._base import RunInfo, Writer
 
 IDENTITY_3X4 = "1 0 0 0 0 1 0 0 0 0 1 0"
 
 
-def kitti_instance(result: ScanResult) -> np.ndarray:
+def kitti_instance(result: ScanResult) -> U32:
     """(N,) uint32 16-bit instance ids of every point, before stuff classes are set to
     0 (:func:`kitti_labels` does): the object id for objects drawn directly, else
     ``(instancer * 1000003 + index) mod 65521 + 1``."""
@@ -59,7 +62,7 @@ def kitti_instance(result: ScanResult) -> np.ndarray:
     return np.where(result.instancer_id == 0, direct & 0xFFFF, mixed).astype(np.uint32)
 
 
-def moving_points(result: ScanResult) -> np.ndarray:
+def moving_points(result: ScanResult) -> Bool:
     """(N,) bool: the point's object moves during the packet: the object table's
     ``moving`` flag of its object (drawn directly) or of its instancer (instances)."""
     ids = [o["id"] for o in result.objects if o.get("moving")]
@@ -72,12 +75,13 @@ def moving_points(result: ScanResult) -> np.ndarray:
     return np.where(result.instancer_id == 0, flag[result.object_id], flag[result.instancer_id])
 
 
-def kitti_labels(result: ScanResult) -> np.ndarray:
+def kitti_labels(result: ScanResult) -> U32:
     """(N,) uint32 SemanticKITTI labels (see the module docstring): moving-* classes for
     moving things, instance id 0 for stuff."""
     sem = moving_classes(result.semantic, moving_points(result))
     inst = np.where(is_thing(sem), kitti_instance(result), 0).astype(np.uint32)
-    return (sem.astype(np.uint32) & 0xFFFF) | (inst << 16)
+    # uint32 with Python ints stays uint32 (numpy's stubs type it as a signed integer)
+    return cast("U32", (sem.astype(np.uint32) & 0xFFFF) | (inst << 16))
 
 
 def kitti_scan(result: ScanResult, noisy: bool = True) -> tuple[bytes, bytes]:
@@ -107,15 +111,16 @@ class KittiWriter(Writer):
     files = "velodyne/<i:06d>.bin, labels/<i:06d>.label, poses.txt, times.txt, calib.txt"
     outputs = (r"velodyne/\d{6}\.bin", r"labels/\d{6}\.label", r"poses\.txt", r"times\.txt", r"calib\.txt")
     Options = KittiOptions
+    options: KittiOptions
     multi_frame = True  # poses.txt and times.txt list every frame
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
-        self._first = None
+        self._first: tuple[F64, float] | None = None
         self._poses: list[str] = []
         self._times: list[str] = []
 
-    def _pose_and_time(self, result) -> tuple[np.ndarray, float]:
+    def _pose_and_time(self, result: ScanResult) -> tuple[F64, float]:
         """The REP-103 LiDAR pose (4, 4) and the time (s) of the instant ``poses``."""
         t = result.frame * result.frame_time
         if self.options.poses == "start":
@@ -126,7 +131,7 @@ class KittiWriter(Writer):
         end = np.asarray(end, dtype=np.float64)
         return (ros_pose(end) if result.axes == "blensor" else end), t + result.frame_time
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         i = self.run.frames.index(result.frame) if result.frame in self.run.frames else len(self._poses)
         T, t = self._pose_and_time(result)
         if self._first is None:
@@ -141,7 +146,7 @@ class KittiWriter(Writer):
                 ("poses.txt", ("\n".join(poses) + "\n").encode()), ("times.txt", ("\n".join(times) + "\n").encode()),
                 ("calib.txt", calib.encode())]
 
-    def append(self, result):
+    def append(self, result: ScanResult) -> None:
         self._poses, self._times = self._pending
 
 

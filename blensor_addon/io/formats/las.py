@@ -31,6 +31,7 @@ order.
 from __future__ import annotations
 
 import io
+from typing import BinaryIO, Protocol
 
 import numpy as np
 
@@ -38,14 +39,46 @@ from ...core.classes import ASPRS_NAMES, asprs_classes
 from ...core.result import ScanResult
 from ...core.timebase import las_gps_time, parse_start_time
 from ...core.version import __version__
-from ._base import Writer, clean_and_noisy
+from ._base import Records, Writer, clean_and_noisy
 
 SCALE = 1e-4
 EXTRA = (("object_id", np.uint32), ("instancer_id", np.uint32), ("semantic", np.uint16), ("ring", np.uint16),
          ("range", np.float32), ("reflectivity", np.float32))
 
 
-def las_data(result: ScanResult, noisy: bool = False, share: bool = False, start_ns: int | None = None):
+class _PointFormat(Protocol):
+    """What this module reads of a ``laspy.PointFormat``."""
+
+    id: int
+    num_extra_bytes: int
+    size: int
+
+
+class _Header(Protocol):
+    """What this module reads of a ``laspy.LasHeader``."""
+
+    point_format: _PointFormat
+
+
+class _Points(Protocol):
+    """What this module reads of a ``laspy.PackedPointRecord``: its records."""
+
+    array: Records
+
+    def __len__(self) -> int: ...
+
+
+class LasFile(Protocol):
+    """What this module uses of a ``laspy.LasData`` (laspy ships no type information)."""
+
+    points: _Points
+
+    def write(self, destination: BinaryIO, do_compress: bool | None = None,
+              laz_backend: object = None) -> None: ...
+
+
+def las_data(result: ScanResult, noisy: bool = False, share: bool = False,
+             start_ns: int | None = None) -> LasFile:
     """The ``laspy.LasData`` of ``result`` (its noisy points if ``noisy``; ``start_ns``: the
     time base, UNIX ns, None: the default), as described in the module docstring. With
     ``share`` (the writers) the frame's two clouds are kept
@@ -66,10 +99,10 @@ def las_data(result: ScanResult, noisy: bool = False, share: bool = False, start
 
 
 #: (result, noisy, LasData) of the last frame encoded; see :func:`las_data`
-_LAST: list = []
+_LAST: list[tuple[ScanResult, bool, LasFile]] = []
 
 
-def _build(result: ScanResult, noisy: bool, other=None, start_ns: int = 0):
+def _build(result: ScanResult, noisy: bool, other: LasFile | None = None, start_ns: int = 0) -> LasFile:
     """The ``laspy.LasData`` of one cloud. The point record is filled as one numpy array
     of the point format's own dtype (X, Y, Z as laspy scales them: round((x - offset) /
     scale)) instead of through laspy's per-field setters, which check and convert every
@@ -130,10 +163,11 @@ def _build(result: ScanResult, noisy: bool, other=None, start_ns: int = 0):
         rec[name] = q.take(order)
     rec["range"] = (result.range_noisy if noisy else result.range).take(order)
     points = laspy.ScaleAwarePointRecord(rec, header.point_format, header.scales, header.offsets)
-    return laspy.LasData(header, points=points)
+    las: LasFile = laspy.LasData(header, points=points)
+    return las
 
 
-def _classification_lookup():
+def _classification_lookup() -> object:
     """The Classification Lookup VLR (LAS 1.4 R15 section 2.5.5: user id ``LASF_Spec``,
     record id 0; entries of uint8 class and a 15-byte name) naming the ASPRS codes
     :data:`~blensor_addon.core.classes.ASPRS_NAMES`, so a viewer shows the
@@ -175,7 +209,7 @@ def laz_chunks(n: int) -> list[int]:
     return [n * (i + 1) // k - n * i // k for i in range(k)]
 
 
-def _laz_backend():
+def _laz_backend() -> object:
     """A laspy LAZ backend compressing with lazrs in :func:`laz_chunks` chunks, in
     parallel. laspy takes any object with ``is_available`` and ``create_writer``; the
     point writer extends laspy's lazrs writer (laspy and lazrs are pinned; should another
@@ -188,22 +222,22 @@ def _laz_backend():
     except ImportError:
         return laspy.LazBackend.LazrsParallel
 
-    class ChunkedWriter(LazrsPointWriter):
-        def __init__(self, dest, point_format):
+    class ChunkedWriter(LazrsPointWriter):  # type: ignore[misc]  # laspy ships no type information
+        def __init__(self, dest: BinaryIO, point_format: _PointFormat) -> None:
             super().__init__(dest, point_format, parallel=True)
             self.vlr = lazrs.LazVlr.new_for_compression(point_format.id, point_format.num_extra_bytes, True)
             self.size = point_format.size
 
-        def write_points(self, points):
+        def write_points(self, points: _Points) -> None:
             data = np.frombuffer(points.array, np.uint8)
             ends = np.cumsum(laz_chunks(len(points))) * self.size
             self.compressor.compress_chunks([data[a:b] for a, b in zip(np.r_[0, ends[:-1]], ends)])
 
     class Backend:
-        def is_available(self):
+        def is_available(self) -> bool:
             return True
 
-        def create_writer(self, dest, header):
+        def create_writer(self, dest: BinaryIO, header: _Header) -> ChunkedWriter:
             return ChunkedWriter(dest, header.point_format)
 
     return Backend()
@@ -218,21 +252,21 @@ class LasWriter(Writer):
     outputs = (r"(clean|noisy)/scan\d+\.las",)
     compress = False
     suffix = "las"
-    requires = ("laspy",)
+    requires: tuple[str, ...] = ("laspy",)
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         start = self.run.start_ns
         return clean_and_noisy(result, self.suffix,
                                lambda noisy: las_bytes(result, noisy, self.compress, True, start))
 
-    def append(self, result):
+    def append(self, result: ScanResult) -> None:
         _LAST.clear()  # every writer has encoded the frame: its clouds are not needed any more
 
-    def close(self, status):
+    def close(self, status: str) -> None:
         _LAST.clear()  # the last frame's clouds are not needed any more
         super().close(status)
 
-    def discard(self):
+    def discard(self) -> None:
         _LAST.clear()
         super().discard()
 

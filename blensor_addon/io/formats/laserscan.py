@@ -42,20 +42,24 @@ Option ``ranges``: ``noisy`` (default: measured) or ``clean`` (true ranges).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...core.capabilities import WriterNeeds
+from ...core.ndtypes import Array
+from ...core.result import ScanResult
 from ...core.settings import setting
-from ..laserscan_msg import SCALARS, check_laserscan, laser_scans
+from ..laserscan_msg import SCALARS, LaserScan, check_laserscan, laser_scans
 from ._base import Writer, capabilities_of
 from .npz import npz_bytes_of
 
 CSV_COLUMNS = ("scan", "ray", "stamp", "time", "angle", "range", "intensity", *SCALARS)
 
 
-def laserscan_arrays(scans, frame: int, frame_time: float) -> dict[str, np.ndarray]:
+def laserscan_arrays(scans: Sequence[LaserScan], frame: int, frame_time: float) -> dict[str, Array]:
     """The npz members (module docstring) of ``scans`` (:class:`~blensor_addon.io.laserscan_msg.LaserScan`)."""
     S = len(scans)
     N = max((s.ranges.shape[0] for s in scans), default=0)
@@ -64,7 +68,7 @@ def laserscan_arrays(scans, frame: int, frame_time: float) -> dict[str, np.ndarr
     for k, s in enumerate(scans):
         ranges[k, :s.ranges.shape[0]] = s.ranges
         inten[k, :s.intensities.shape[0]] = s.intensities
-    out = {"stamp": np.array([s.stamp for s in scans], np.float64).reshape(S)}
+    out: dict[str, Array] = {"stamp": np.array([s.stamp for s in scans], np.float64).reshape(S)}
     for name in SCALARS:
         out[name] = np.array([getattr(s, name) for s in scans], np.float32).reshape(S)
     out["count"] = np.array([s.ranges.shape[0] for s in scans], np.int64).reshape(S)
@@ -76,11 +80,11 @@ def laserscan_arrays(scans, frame: int, frame_time: float) -> dict[str, np.ndarr
     return out
 
 
-def _f32(v) -> str:
+def _f32(v: float | np.floating[Any]) -> str:
     return "%.9g" % float(v)
 
 
-def laserscan_csv(scans) -> bytes:
+def laserscan_csv(scans: Sequence[LaserScan]) -> bytes:
     """The CSV (module docstring) of ``scans``."""
     lines = [",".join(CSV_COLUMNS)]
     for k, s in enumerate(scans):
@@ -115,9 +119,10 @@ class LaserScanWriter(Writer):
     files = "laserscan/scan<frame:05d>.npz (or .csv)"
     outputs = (r"laserscan/scan\d+\.(npz|csv)",)
     Options = LaserScanOptions
+    options: LaserScanOptions
     needs = WriterNeeds(grid=True, check=check_laserscan)
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         scans = laser_scans(result, capabilities_of(result), self.options.ranges == "noisy")
         name = f"laserscan/scan{result.frame:05d}.{self.options.format}"
         if self.options.format == "csv":

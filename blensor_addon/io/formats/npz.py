@@ -30,16 +30,19 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from ...core.ndtypes import Array
 from ...core.result import ScanResult
 from ...core.settings import setting
 from ...core.timebase import parse_start_time
 from ..atomic import atomic_write_bytes
-from ._base import Float32Warning, Writer
+from ._base import Float32Warning, RunInfo, Writer, write_array
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 #: zlib level of compressed members. numpy.savez_compressed uses zlib's default, 6; level
@@ -49,7 +52,7 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 COMPRESS_LEVEL = 1
 
 
-def npz_members(result: ScanResult, start_ns: int | None = None) -> dict[str, np.ndarray]:
+def npz_members(result: ScanResult, start_ns: int | None = None) -> dict[str, Array]:
     """Arrays stored in the npz, in file order (``start_ns``: the time base, UNIX ns; None:
     the default, :data:`blensor_addon.core.timebase.DEFAULT_START_TIME`)."""
     out = dict(result.arrays())  # every result field in FIELDS order (no ray_index without a grid)
@@ -77,7 +80,7 @@ def npz_bytes(result: ScanResult, compress: bool = True, start_ns: int | None = 
     return npz_bytes_of(npz_members(result, start_ns), compress)
 
 
-def npz_bytes_of(arrays: dict[str, np.ndarray], compress: bool = False) -> bytes:
+def npz_bytes_of(arrays: dict[str, Array], compress: bool = False) -> bytes:
     """A reproducible .npz of ``arrays`` (fixed member times, in order; members
     deflated at :data:`COMPRESS_LEVEL` if ``compress``, else stored)."""
     out = io.BytesIO()
@@ -86,7 +89,7 @@ def npz_bytes_of(arrays: dict[str, np.ndarray], compress: bool = False) -> bytes
     with zipfile.ZipFile(out, "w", compression=method, compresslevel=level) as zf:
         for name, arr in arrays.items():
             buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
+            write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
             info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
             info.external_attr = 0o644 << 16
             info.compress_type = method
@@ -94,7 +97,7 @@ def npz_bytes_of(arrays: dict[str, np.ndarray], compress: bool = False) -> bytes
     return out.getvalue()
 
 
-def write_npz(result: ScanResult, path, compress: bool = True) -> None:
+def write_npz(result: ScanResult, path: str | os.PathLike[str], compress: bool = True) -> None:
     """Write ``result`` to ``path`` (.npz, compressed unless ``compress`` is False)
     atomically.
 
@@ -120,12 +123,13 @@ class NpzWriter(Writer):
     files = "scan<frame:05d>.npz"
     outputs = (r"scan\d+\.npz",)
     Options = NpzOptions
+    options: NpzOptions
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
         self._float32 = Float32Warning(self.name)
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         self._float32.check(result)
         return [(f"scan{result.frame:05d}.npz", npz_bytes(result, self.options.compress,
                                                                  self.run.start_ns))]

@@ -44,14 +44,19 @@ Refused in one line (SettingsError ``formats``): a sensor that models no real un
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from ...core.capabilities import WriterNeeds
+from ...core.capabilities import Capabilities, Device, WriterNeeds
 from ...core.errors import SettingsError
+from ...core.result import ScanResult
 from ...core.settings import setting
 from ..atomic import StagedFile, atomic_write_bytes
-from ..packets import firing_columns, has_returns, packet_presets, pcap_header, pcap_record
-from ._base import Writer, capabilities_of
+from ..packets import (Endpoint, FiringColumns, firing_columns, has_returns, packet_presets, pcap_header,
+                       pcap_record)
+from ._base import RunInfo, Writer, capabilities_of
 
 #: the units this writer encodes, by vendor (``Device.vendor``)
 SUPPORTED = {"velodyne": ("VLP-16", "VLP-32C", "HDL-32E"), "ouster": ("OS0-*", "OS1-*", "OS2-*")}
@@ -72,7 +77,20 @@ class PcapOptions:
                                   choices=("LEGACY", "RNG19_RFL8_SIG16_NIR16", "RNG19_RFL8_SIG16_NIR16_DUAL"))
 
 
-def encoder_for(device, start_ns: int, ouster_profile: str = "LEGACY", mode: int | None = None):
+class PacketEncoder(Protocol):
+    """A unit's packet encoder (:class:`~..packets.velodyne.VelodyneEncoder`,
+    :class:`~..packets.ouster.OusterEncoder`): firing columns in, ``(stamp ns, UDP payload)``
+    packets out."""
+
+    def add(self, cols: FiringColumns | None) -> list[tuple[int, bytes]]:
+        """The packets completed by ``cols``."""
+
+    def finish(self) -> list[tuple[int, bytes]]:
+        """The packets still held (the last, partial one)."""
+
+
+def encoder_for(device: Device | None, start_ns: int, ouster_profile: str = "LEGACY",
+                mode: int | None = None) -> tuple[PacketEncoder, Endpoint, str, bytes]:
     """The packet encoder of ``device`` and the name and bytes of its metadata file
     (``mode``: a Velodyne's return-mode byte, :func:`~..packets.velodyne.return_mode`;
     None: strongest); ``start_ns``: UNIX ns of scene time 0 (the run's time base).
@@ -82,6 +100,7 @@ def encoder_for(device, start_ns: int, ouster_profile: str = "LEGACY", mode: int
         Ouster lidar mode the firmware lacks); (``rotation_direction``) a head spinning
         counter-clockwise.
     """
+    out: tuple[PacketEncoder, Endpoint, str, bytes]
     if device is None:
         raise SettingsError("formats", "pcap of a sensor that models a real unit (presets "
                             + ", ".join(packet_presets()) + ")", "a sensor with no device")
@@ -95,15 +114,15 @@ def encoder_for(device, start_ns: int, ouster_profile: str = "LEGACY", mode: int
         out = enc, velodyne.ENDPOINT, "scan.yaml", velodyne.calibration_yaml(device).encode()
     else:
         from ..packets import ouster
-        enc = ouster.OusterEncoder(device, start_ns, ouster_profile)
-        out = enc, ouster.ENDPOINT, "scan.json", enc.metadata_json().encode()
+        oenc = ouster.OusterEncoder(device, start_ns, ouster_profile)
+        out = oenc, ouster.ENDPOINT, "scan.json", oenc.metadata_json().encode()
     if device.direction != "cw":
         raise SettingsError("rotation_direction", f"cw for pcap (a {device.model} spins clockwise; its "
                             "receivers assume it)", device.direction)
     return out
 
 
-def check_sensor(caps) -> None:
+def check_sensor(caps: Capabilities) -> None:
     """Refuse, when the job is planned, a sensor whose packets this writer cannot write
     (:func:`encoder_for`'s errors); ``caps``: the sensor's Capabilities."""
     encoder_for(caps.device, 0)
@@ -119,20 +138,21 @@ class PcapFormat(Writer):
     files = "scan.pcap + scan.yaml (Velodyne calibration) or scan.json (Ouster metadata)"
     outputs = (r"scan\.pcap", r"scan\.yaml", r"scan\.json")
     Options = PcapOptions
+    options: PcapOptions
     multi_frame = True
     needs = WriterNeeds(grid=True, device=True, check=check_sensor)
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
         self.path = self.folder / "scan.pcap"
-        self._file = None  # the StagedFile, from the first packet on
+        self._file: StagedFile | None = None  # from the first packet on
         self._end = 0
-        self._enc = None
+        self._enc: PacketEncoder | None = None
         self._ident = 0
         self._noted = False
         self.packets = 0
 
-    def _open(self, result) -> None:
+    def _open(self, result: ScanResult) -> None:
         device = capabilities_of(result).device
         mode = None
         if device is not None and device.vendor == "velodyne":
@@ -140,12 +160,14 @@ class PcapFormat(Writer):
             mode = return_mode(result)
         self._enc, self._ep, self._meta_name, self._meta = encoder_for(device, self.run.start_ns,
                                                                        self.options.ouster_profile, mode)
+        assert device is not None  # encoder_for refuses a sensor with none
         self._device = device
         self._file = StagedFile(self.path)
         self._put(pcap_header())
 
     def _put(self, data: bytes) -> None:
         """Append ``data``; a failed write (ENOSPC) is cut back to the packets before."""
+        assert self._file is not None  # opened by the first packet
         try:
             self._file.put(self._end, data)
         except BaseException:
@@ -156,7 +178,7 @@ class PcapFormat(Writer):
             raise
         self._end += len(data)
 
-    def _write_packets(self, packets) -> None:
+    def _write_packets(self, packets: Iterable[tuple[int, bytes]]) -> None:
         recs = []
         for stamp, payload in packets:
             recs.append(pcap_record(stamp, payload, self._ep, self._ident))
@@ -165,7 +187,7 @@ class PcapFormat(Writer):
             self._put(b"".join(recs))
             self.packets += len(recs)
 
-    def append(self, result) -> None:
+    def append(self, result: ScanResult) -> None:
         if self._enc is None:
             self._open(result)
         dual = "velodyne" if getattr(self._enc, "dual", False) else None
@@ -176,11 +198,13 @@ class PcapFormat(Writer):
             print(f"blensor: note: pcap: the {self._device.model}'s single-return packets carry each beam's "
                   "strongest return (npz, LAS, PLY, PCD hold every return)", file=sys.stderr)
         cols = firing_columns(result, self._device, clean=self.options.points == "clean", dual=dual)
+        assert self._enc is not None  # set by _open
         self._write_packets(self._enc.add(cols))
 
-    def close(self, status) -> None:
+    def close(self, status: str) -> None:
         if self._file is None or self._file.closed:
             return
+        assert self._enc is not None  # set with the file
         self._write_packets(self._enc.finish())
         if not self.packets:
             self.discard()

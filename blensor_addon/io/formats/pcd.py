@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ...core.axes import quaternion_xyzw
 from ...core.result import ScanResult
 from ...core.settings import setting
-from ._base import Float32Warning, Writer, clean_and_noisy
+from ._base import Float32Warning, Records, RunInfo, Writer, clean_and_noisy
 from ..packets import has_returns
 from ._layouts import is_ouster, is_velodyne, ouster_cloud, xyzirt_intensity
 
@@ -54,7 +55,7 @@ PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<
 PCD_RETURNS_DTYPE = np.dtype(PCD_DTYPE.descr + [("return_number", "u1"), ("number_of_returns", "u1")])
 
 
-def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
+def pcd_records(result: ScanResult, noisy: bool = False) -> Records:
     """Structured (N,) array of dtype :data:`PCD_DTYPE` (:data:`PCD_RETURNS_DTYPE` for a
     result with several returns per beam)."""
     returns = has_returns(result)
@@ -76,6 +77,7 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
         full = np.zeros(rows * cols, dtype=rec.dtype)
         for k in ("x", "y", "z", "intensity"):
             full[k] = np.nan
+        assert result.ray_index is not None  # an organized result has a grid
         full[result.ray_index.astype(np.int64)] = rec
         return full
     return rec
@@ -87,7 +89,7 @@ OUSTER_PCD = (("x", "F", 4), ("y", "F", 4), ("z", "F", 4), ("intensity", "F", 4)
               ("label", "U", 4), ("semantic", "U", 2))
 
 
-def ouster_records(result: ScanResult, noisy: bool = False) -> np.ndarray:
+def ouster_records(result: ScanResult, noisy: bool = False) -> Records:
     """(H * W,) packed records of :data:`OUSTER_PCD` (see the module docstring): the
     ouster-ros cloud of the result's points (its frame and axes)."""
     pts = result.xyz_noisy if noisy else result.xyz
@@ -151,7 +153,7 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     # floats with 9 significant digits round-trip float32 exactly; rgb as its float value
     fmt = "%.9g %.9g %.9g %.9g %d %.9g %d %d %.9g"
     more = []
-    if "return_number" in rec.dtype.names:
+    if "return_number" in (rec.dtype.names or ()):
         fmt += " %d %d"
         more = [rec["return_number"].tolist(), rec["number_of_returns"].tolist()]
     fmt += "\n"
@@ -175,12 +177,13 @@ class PcdWriter(Writer):
     files = "clean/scan<frame:05d>.pcd, noisy/scan<frame:05d>.pcd"
     outputs = (r"(clean|noisy)/scan\d+\.pcd",)
     Options = PcdOptions
+    options: PcdOptions
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
         self._float32 = Float32Warning(self.name)
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         self._float32.check(result)
         return clean_and_noisy(result, "pcd", lambda noisy: pcd_bytes(result, noisy, not self.options.ascii))
 

@@ -15,11 +15,13 @@ MeshLab. World coordinates are float32: a world-frame scan far from the origin
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ...core.result import ScanResult
-from ._base import Float32Warning, Writer, clean_and_noisy
+from ._base import Float32Warning, Records, RunInfo, Writer, clean_and_noisy
 
 PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), ("ny", "<f4"), ("nz", "<f4"),
                       ("red", "u1"), ("green", "u1"), ("blue", "u1"), ("intensity", "<f4"),
@@ -32,10 +34,11 @@ PLY_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("nx", "<f4"), (
 _INT_FIELDS = ("channel", "ring", "semantic", "object_id", "instancer_id", "instance_id", "ray_index")
 
 
-def ply_dtype(result: ScanResult) -> np.dtype:
+def ply_dtype(result: ScanResult) -> np.dtype[np.void]:
     """The vertex dtype of ``result``: :data:`PLY_DTYPE` (without ``ray_index`` for a
     result with no grid), then its further fields (see the module docstring)."""
-    names = [(n, t) for n, (t, _) in PLY_DTYPE.fields.items() if n != "ray_index" or result.has_grid]
+    names: list[tuple[str, np.dtype[Any] | str]] = [
+        (n, f[0]) for n, f in (PLY_DTYPE.fields or {}).items() if n != "ray_index" or result.has_grid]
     for name, arr in result.extra.items():
         if arr.ndim == 1:
             names.append((name, arr.dtype.str))
@@ -44,7 +47,7 @@ def ply_dtype(result: ScanResult) -> np.dtype:
     return np.dtype([(n, np.dtype(t).str) for n, t in names])
 
 
-def ply_vertices(result: ScanResult, noisy: bool | None = False) -> np.ndarray:
+def ply_vertices(result: ScanResult, noisy: bool | None = False) -> Records:
     """The ``vertex`` records of ``result`` (the noisy points if ``noisy``): (N,)
     structured array of dtype :func:`ply_dtype` (:data:`PLY_DTYPE` for today's
     sensors). With ``noisy=None`` the fields in which the two clouds differ (x, y, z,
@@ -77,7 +80,7 @@ def ply_vertices(result: ScanResult, noisy: bool | None = False) -> np.ndarray:
     return v
 
 
-def _set_cloud(v: np.ndarray, result: ScanResult, noisy: bool) -> None:
+def _set_cloud(v: Records, result: ScanResult, noisy: bool) -> None:
     """Write the fields in which the clean and the noisy cloud differ (x, y, z, range)."""
     xyz = result.xyz_noisy if noisy else result.xyz
     for i, k in enumerate("xyz"):
@@ -85,7 +88,7 @@ def _set_cloud(v: np.ndarray, result: ScanResult, noisy: bool) -> None:
     v["range"] = result.range_noisy if noisy else result.range
 
 
-def _ply_file(v: np.ndarray) -> bytes:
+def _ply_file(v: Records) -> bytes:
     from plyfile import PlyData, PlyElement
     buf = io.BytesIO()
     PlyData([PlyElement.describe(v, "vertex")], text=False, byte_order="<").write(buf)
@@ -110,15 +113,15 @@ class PlyWriter(Writer):
     outputs = (r"(clean|noisy)/scan\d+\.ply",)
     requires = ("plyfile",)
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
         self._float32 = Float32Warning(self.name)
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         self._float32.check(result)
         v = ply_vertices(result, None)  # the fields both clouds share, filled once
 
-        def encode(noisy):
+        def encode(noisy: bool) -> bytes:
             _set_cloud(v, result, noisy)
             return _ply_file(v)
         return clean_and_noisy(result, "ply", encode)

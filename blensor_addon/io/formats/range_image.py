@@ -20,6 +20,7 @@ import io
 import numpy as np
 
 from ...core.capabilities import WriterNeeds
+from ...core.ndtypes import Array
 from ...core.result import ScanResult
 from ..packets import strongest_per_beam
 from .npz import npz_bytes_of
@@ -29,7 +30,7 @@ from ._base import Writer, capabilities_of
 DEFAULT_MAX_RANGE = 100.0
 
 
-def range_image(result: ScanResult) -> dict[str, np.ndarray]:
+def range_image(result: ScanResult) -> dict[str, Array]:
     """The organized arrays of ``result`` (see the module docstring).
 
     Raises:
@@ -39,6 +40,7 @@ def range_image(result: ScanResult) -> dict[str, np.ndarray]:
     # one pixel a beam; a multi-return result gives each beam's strongest
     # return (as the single-return packets), not whichever of its rows came last (the farthest)
     pick = strongest_per_beam(result)
+    assert result.ray_index is not None  # a result with a grid (require_grid)
     ray_index = result.ray_index.astype(np.int64)[pick]
     lasers = ray_index // cols
     if result.is_organized:  # an image: row 0 is already the top
@@ -46,7 +48,7 @@ def range_image(result: ScanResult) -> dict[str, np.ndarray]:
     else:  # lasers by elevation rank, highest on top
         row_of = rows - 1 - result.ring.astype(np.int64)[pick]
     flat = row_of * cols + ray_index % cols
-    out = {}
+    out: dict[str, Array] = {}
     for name, src, fill, dtype in (("range", result.range, np.nan, np.float32),
                                    ("range_noisy", result.range_noisy, np.nan, np.float32),
                                    ("intensity", result.intensity, np.nan, np.float32),
@@ -61,7 +63,7 @@ def range_image(result: ScanResult) -> dict[str, np.ndarray]:
     return out
 
 
-def preview_png(images: dict[str, np.ndarray], max_range: float) -> bytes:
+def preview_png(images: dict[str, Array], max_range: float) -> bytes:
     """8-bit PNG: range above intensity (see the module docstring), through Pillow."""
     from PIL import Image
     r, i = images["range"], images["intensity"]
@@ -88,7 +90,7 @@ class RangeImageWriter(Writer):
     requires = ("PIL",)
     needs = WriterNeeds(grid=True)
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         im = range_image(result)
         declared = capabilities_of(result).max_range
         max_range = float(declared) if declared is not None else DEFAULT_MAX_RANGE
