@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from .sensors.calibration import LaserTable
 
 #: ``sweep``: the sensor sweeps its field of view once every ``period`` s (rotating,
 #: line, planar); ``exposure``: one image per scene frame, read out over ``exposure`` s
@@ -42,7 +46,7 @@ class Timing:
         ``sweep`` of ``columns`` columns evenly spaced over ``period`` (global column g
         fires at ``g * period / columns``; column ``g % columns`` of sweep
         ``g // columns``), as the swept sensors fire them in a range scan."""
-        per_s = columns / self.period
+        per_s = columns / cast(float, self.period)  # a swept timing has a period
         return int(math.ceil(start * per_s - 1e-9))
 
 
@@ -65,7 +69,7 @@ class Device:
 
     vendor: str
     model: str
-    table: object
+    table: LaserTable
     rotation_speed: float
     direction: str = "cw"
     columns: float = 0.0
@@ -118,14 +122,14 @@ class Capabilities:
     """
 
     timing: Timing
-    grid: tuple | None = None
+    grid: tuple[int, int] | None = None
     organized: bool = False
-    fields: tuple = ()
+    fields: tuple[str, ...] = ()
     max_range: float | None = None
     min_range: float = 0.0
-    column_angles: tuple | None = None
+    column_angles: tuple[float, float] | None = None
     device: Device | None = None
-    column_time: tuple | None = None
+    column_time: tuple[float, float] | None = None
     returns: str = "strongest"
     divergence_algorithm: str = "echoes"
     intensity_model: str = "lambert"

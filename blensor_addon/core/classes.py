@@ -10,9 +10,13 @@ ASPRS classification of LAS files (:data:`ASPRS_OF_SEMANTIC_KITTI`).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
 from .errors import SettingsError
+from .ndtypes import U8, U16, Bool, Integer
 
 SEMANTIC_KITTI: dict[str, int] = {
     "unlabeled": 0, "outlier": 1, "car": 10, "bicycle": 11, "bus": 13, "motorcycle": 15, "on-rails": 16,
@@ -28,7 +32,8 @@ SEMANTIC_KITTI: dict[str, int] = {
 CLASSES = SEMANTIC_KITTI
 
 
-def semantic_of_objects(objects: list, classes: dict | None = None) -> np.ndarray:
+def semantic_of_objects(objects: Sequence[Mapping[str, Any]],
+                        classes: Mapping[str, int] | None = None) -> U16:
     """Class id per object id from an object table (list of {"id", "name", "label"}):
     (max id + 1,) uint16, 0 for unlabelled objects.
 
@@ -55,7 +60,7 @@ def semantic_of_objects(objects: list, classes: dict | None = None) -> np.ndarra
 #: sidewalk, parking, building, vegetation, terrain, ...; and unlabeled, outlier) has
 #: instance id 0 there (semantic-kitti.yaml; the panoptic benchmark's thing classes plus
 #: bus and on-rails, which the raw labels also give instances, and their moving-* ids)
-THING_CLASSES: frozenset = frozenset((10, 11, 13, 15, 16, 18, 20, 30, 31, 32, *range(252, 260)))
+THING_CLASSES: frozenset[int] = frozenset((10, 11, 13, 15, 16, 18, 20, 30, 31, 32, *range(252, 260)))
 
 #: static class id -> its moving-* class (semantic-kitti.yaml ids 252..259); a class
 #: without a moving variant (bicycle, motorcycle: their riders move) keeps its id
@@ -93,7 +98,7 @@ ASPRS_NAMES: dict[int, str] = {
 }
 
 
-def asprs_classes(semantic: np.ndarray) -> np.ndarray:
+def asprs_classes(semantic: Integer) -> U8:
     """ASPRS classification (:data:`ASPRS_OF_SEMANTIC_KITTI`) of SemanticKITTI class
     ids ``semantic`` (N,) uint16: (N,) uint8; an id the table does not hold (a custom
     class table) is 1, unclassified."""
@@ -103,7 +108,7 @@ def asprs_classes(semantic: np.ndarray) -> np.ndarray:
     return lut[np.asarray(semantic, dtype=np.uint16)]
 
 
-def moving_classes(semantic: np.ndarray, moving: np.ndarray) -> np.ndarray:
+def moving_classes(semantic: Integer, moving: Bool) -> U16:
     """SemanticKITTI class ids (N,) uint16 with the points of moving objects (``moving``
     (N,) bool) in their moving-* class (:data:`MOVING_CLASS`); other ids unchanged."""
     lut = np.arange(1 << 16, dtype=np.uint16)
@@ -113,7 +118,7 @@ def moving_classes(semantic: np.ndarray, moving: np.ndarray) -> np.ndarray:
     return np.where(np.asarray(moving, dtype=bool), lut[sem], sem).astype(np.uint16)
 
 
-def is_thing(semantic: np.ndarray) -> np.ndarray:
+def is_thing(semantic: Integer) -> Bool:
     """(N,) bool: the class ids ``semantic`` (N,) are :data:`THING_CLASSES`."""
     return np.isin(np.asarray(semantic, dtype=np.uint16), np.fromiter(THING_CLASSES, np.uint16))
 

@@ -6,6 +6,8 @@ names the setting and the values it allows, so the UI (``self.report``) and the
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class BlensorError(Exception):
     """Base class of the errors BlenSor raises on purpose."""
@@ -37,7 +39,7 @@ class SettingsError(BlensorError, ValueError):
         super().__init__(f"{setting} must be {allowed}, got {shown}{hint}")
 
 
-def did_you_mean(word: object, choices, typed: object = None) -> str:
+def did_you_mean(word: object, choices: Iterable[object], typed: object = None) -> str:
     """``"; did you mean 'x'?"`` with ``x`` the choice closest to ``word``
     (:func:`difflib.get_close_matches`, ratio >= 0.6, case-insensitive), or ``""`` when
     none is close; the hint of a :class:`SettingsError` for a name not among ``choices``.

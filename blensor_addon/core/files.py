@@ -25,7 +25,8 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_regular_file(setting: str, path, what: str = "an existing .blend file") -> Path:
+def check_regular_file(setting: str, path: str | os.PathLike[str],
+                       what: str = "an existing .blend file") -> Path:
     """``path`` if it is a regular file (after symbolic links).
 
     Raises:

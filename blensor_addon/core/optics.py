@@ -14,9 +14,12 @@ Sources:
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from .ndtypes import F64, Bool, Floating
 
 
-def _cosines(cos_i, n1, n2):
+def _cosines(cos_i: ArrayLike, n1: ArrayLike, n2: ArrayLike) -> tuple[F64, F64, Bool, F64, F64]:
     """(cos_i, cos_t, tir) float64 arrays broadcast together: Snell's law
     ``n1 sin(theta_i) = n2 sin(theta_t)``; ``tir`` where ``sin(theta_t) >= 1``."""
     ci = np.clip(np.asarray(cos_i, dtype=np.float64), 0.0, 1.0)
@@ -28,8 +31,7 @@ def _cosines(cos_i, n1, n2):
     return ci, ct, tir, n1, n2
 
 
-def fresnel_sp(cos_i: np.ndarray, n1: np.ndarray | float,
-               n2: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+def fresnel_sp(cos_i: Floating, n1: Floating | float, n2: Floating | float) -> tuple[F64, F64]:
     """Fresnel reflectances (R_s, R_p), each (N,) float64 in [0, 1], of light polarized
     perpendicular (s) and parallel (p) to the plane of incidence, meeting the boundary
     from index ``n1`` into ``n2`` (> 0) at incidence cosine ``cos_i`` (N,) (clipped to
@@ -40,16 +42,16 @@ def fresnel_sp(cos_i: np.ndarray, n1: np.ndarray | float,
     (Hecht section 4.6.2; Born and Wolf section 1.5.2). ``R_p`` is 0 at Brewster's angle
     ``tan(theta_B) = n2 / n1``.
     """
-    ci, ct, tir, n1, n2 = _cosines(cos_i, n1, n2)
+    ci, ct, tir, m1, m2 = _cosines(cos_i, n1, n2)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rs = (n1 * ci - n2 * ct) / (n1 * ci + n2 * ct)
-        rp = (n2 * ci - n1 * ct) / (n2 * ci + n1 * ct)
-    rs = np.where(tir | ~np.isfinite(rs), 1.0, rs * rs)
-    rp = np.where(tir | ~np.isfinite(rp), 1.0, rp * rp)
+        r_s = (m1 * ci - m2 * ct) / (m1 * ci + m2 * ct)
+        r_p = (m2 * ci - m1 * ct) / (m2 * ci + m1 * ct)
+    rs = np.where(tir | ~np.isfinite(r_s), 1.0, r_s * r_s)
+    rp = np.where(tir | ~np.isfinite(r_p), 1.0, r_p * r_p)
     return np.minimum(rs, 1.0), np.minimum(rp, 1.0)
 
 
-def fresnel_unpolarized(cos_i: np.ndarray, n1: np.ndarray | float, n2: np.ndarray | float) -> np.ndarray:
+def fresnel_unpolarized(cos_i: Floating, n1: Floating | float, n2: Floating | float) -> F64:
     """(N,) float64 reflectance R in [0, 1] of unpolarized light meeting the boundary from
     index ``n1`` into ``n2`` at incidence cosine ``cos_i`` (N,) in [0, 1]; 1 under total
     internal reflection.
@@ -62,7 +64,7 @@ def fresnel_unpolarized(cos_i: np.ndarray, n1: np.ndarray | float, n2: np.ndarra
     return 0.5 * (rs + rp)
 
 
-def refract(d: np.ndarray, n: np.ndarray, eta: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+def refract(d: Floating, n: Floating, eta: Floating | float) -> tuple[F64, Bool]:
     """Snell's law: (N, 3) float64 unit refracted directions of unit directions ``d``
     (N, 3) through a surface of unit normals ``n`` (N, 3) facing the incoming rays, with
     ``eta = n1 / n2``; and (N,) bool total internal reflection (no refracted ray).
@@ -85,7 +87,7 @@ def refract(d: np.ndarray, n: np.ndarray, eta: np.ndarray | float) -> tuple[np.n
     return t, tir
 
 
-def thin_slab(cos_i: np.ndarray, n: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+def thin_slab(cos_i: Floating, n: Floating | float) -> tuple[F64, F64]:
     """Reflectance and transmittance (R, T), each (N,) float64 with R + T = 1, of a thin
     lossless pane of index ``n`` in air, at incidence cosine ``cos_i`` (N,), for
     unpolarized light with every internal reflection summed incoherently.

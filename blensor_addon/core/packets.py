@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+from .ndtypes import F64
 
 #: packet kinds: ``single`` a whole scan at scene frame ``index``; ``frame`` what the
 #: sensor fires during scene frame ``index`` of a range scan (a rotating head's sector,
@@ -59,8 +59,8 @@ class PacketRecord:
 
     packet: Packet
     time: float
-    pose: np.ndarray
-    pose_end: np.ndarray | None = None
+    pose: F64
+    pose_end: F64 | None = None
     geometry_hash: str | None = None
 
 

@@ -11,22 +11,30 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .errors import SettingsError
+
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_keys, dict_values
+
+V = TypeVar("V")
+T = TypeVar("T")
 
 #: what a sensor type's or a format's name may be: it becomes a property, option and file
 #: name, so lower-case letters, digits and _ (1 to 63 of them, a letter first)
 NAME = re.compile(r"[a-z][a-z0-9_]{0,62}\Z")
 
 
-class LazyRegistry(dict):
+class LazyRegistry(dict[str, V]):
     """A dict (name -> registered object) that runs its plug-in loader once, before it
     is first read. :meth:`arm` sets the loader (after the built-ins are registered);
     writes (registration) never trigger it."""
 
-    _loader = None
+    _loader: Callable[[], object] | None = None
 
-    def arm(self, loader) -> None:
+    def arm(self, loader: Callable[[], object]) -> None:
         """Run ``loader()`` before the next read (once)."""
         self._loader = loader
 
@@ -36,15 +44,15 @@ class LazyRegistry(dict):
         if loader is not None:
             loader()
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> V:
         self.load()
         return super().__getitem__(key)
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: object) -> bool:
         self.load()
         return super().__contains__(key)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         self.load()
         return super().__iter__()
 
@@ -56,34 +64,43 @@ class LazyRegistry(dict):
         self.load()
         return super().__repr__()
 
-    def get(self, key, default=None):
+    @overload
+    def get(self, key: str, default: None = None, /) -> V | None: ...
+
+    @overload
+    def get(self, key: str, default: V, /) -> V: ...
+
+    @overload
+    def get(self, key: str, default: T, /) -> V | T: ...
+
+    def get(self, key: str, default: object = None) -> object:
         self.load()
         return super().get(key, default)
 
-    def keys(self):
+    def keys(self) -> dict_keys[str, V]:
         self.load()
         return super().keys()
 
-    def values(self):
+    def values(self) -> dict_values[str, V]:
         self.load()
         return super().values()
 
-    def items(self):
+    def items(self) -> dict_items[str, V]:
         self.load()
         return super().items()
 
-    def copy(self) -> dict:
+    def copy(self) -> dict[str, V]:
         self.load()
         return dict(super().items())
 
 
-def load_plugins(group: str, add) -> list[str]:
+def load_plugins(group: str, add: Callable[[Any], object]) -> list[str]:
     """Load the entry points of ``group`` (``blensor.sensors``, ``blensor.writers``) and
     pass what each gives to ``add`` (a module: its ``SENSOR`` / ``WRITER`` /
     ``WRITERS``). A plug-in that fails to load or register is left out with one warning
     line on stderr. Returns the names of the entry points loaded."""
     from importlib.metadata import entry_points
-    loaded = []
+    loaded: list[str] = []
     try:
         eps = entry_points(group=group)
     except Exception as exc:  # noqa: BLE001 - broken installed metadata must not stop BlenSor
@@ -100,7 +117,7 @@ def load_plugins(group: str, add) -> list[str]:
     return loaded
 
 
-def check_new_name(setting: str, kind: str, name, registry) -> str:
+def check_new_name(setting: str, kind: str, name: object, registry: Mapping[str, object]) -> str:
     """Refuse ``name`` for a new entry of ``registry`` (a sensor type or a format).
 
     Args:

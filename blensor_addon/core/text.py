@@ -52,13 +52,13 @@ def cite(text: str) -> str:
     (``blensor sensors``)."""
     import re
 
-    def seed(m: re.Match) -> str:
+    def seed(m: re.Match[str]) -> str:
         name = SOURCE_NAMES.get(m.group(1), m.group(0))
         if not m.group(2):
             return name
         return name + ("'" if name.endswith("s") else "'s")
 
-    def reference(m: re.Match) -> str:
+    def reference(m: re.Match[str]) -> str:
         f = ORIGINAL_FILES.get(m.group(1))
         return f"BlenSor 1.0.18's {f}" if f else m.group(0)
 

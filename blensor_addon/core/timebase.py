@@ -19,9 +19,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from .errors import SettingsError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .ndtypes import F64
+
+V = TypeVar("V")
 
 #: the default time base (ISO 8601), see the module docstring
 DEFAULT_START_TIME = "2020-01-01T00:00:00Z"
@@ -51,7 +60,7 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\Z")
 _FRACTION = re.compile(r"(T?\d{2}:?\d{2}:?\d{2})[.,](\d+)")
 
 
-def parse_start_time(value, setting: str = "--start-time") -> int:
+def parse_start_time(value: object, setting: str = "--start-time") -> int:
     """The time base ``value`` as integer nanoseconds since the UNIX epoch.
 
     Args:
@@ -67,7 +76,7 @@ def parse_start_time(value, setting: str = "--start-time") -> int:
     """
     if value is None:
         value = DEFAULT_START_TIME
-    ns = None
+    ns: int | None = None
     if isinstance(value, bool):
         ns = None
     elif isinstance(value, int):
@@ -110,7 +119,8 @@ def _parse_text(text: str) -> int | None:
 PCAP_ALIAS = "pcap.start_time"
 
 
-def run_start_time(start_time, options: dict | None, setting: str = "--start-time") -> tuple[int, dict]:
+def run_start_time(start_time: object, options: Mapping[str, V] | None,
+                   setting: str = "--start-time") -> tuple[int, dict[str, V]]:
     """The run's time base from ``start_time`` and the format ``options`` (``{"pcd.ascii":
     ...}``), where ``pcap.start_time`` (the pcap writer's former option) is another name
     of it.
@@ -139,14 +149,22 @@ def iso(ns: int) -> str:
     return text + (f".{frac:09d}".rstrip("0") if frac else "") + "Z"
 
 
-def gps_minus_utc(unix_s) -> int:
+def gps_minus_utc(unix_s: float) -> int:
     """GPS - UTC in whole seconds at the UTC instant ``unix_s`` (UNIX s, >= the GPS
     epoch): the leap seconds since 1980-01-06 (:data:`LEAP_SECONDS_UNIX`)."""
     import bisect
     return bisect.bisect_right(LEAP_SECONDS_UNIX, unix_s)
 
 
-def las_gps_time(start_ns: int, t):
+@overload
+def las_gps_time(start_ns: int, t: float) -> np.float64: ...
+
+
+@overload
+def las_gps_time(start_ns: int, t: F64) -> F64: ...
+
+
+def las_gps_time(start_ns: int, t: float | F64) -> np.float64 | F64:
     """LAS 1.4 adjusted standard GPS time (s, float64) of scene times ``t`` (s, scalar or
     float64 array) after the time base ``start_ns`` (UNIX ns): GPS seconds since
     1980-01-06T00:00:00Z (UTC plus the leap seconds at the base) minus 1e9 (LAS 1.4 R15,
