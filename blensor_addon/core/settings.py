@@ -187,9 +187,9 @@ class Meta:
 
 
 def setting(default: T, label: str, description: str, unit: str = "", *, lo: float | None = None,
-            hi: float | None = None, lo_open: bool = False, hi_open: bool = False, choices: tuple[str, ...] = (),
-            kind: str | None = None, count: tuple[int, int] = (1, 1024), show_if: tuple[str, Any] | None = None,
-            precision: int = 3, group: str = "") -> T:
+            hi: float | None = None, lo_open: bool = False, hi_open: bool = False,
+            choices: tuple[str, ...] = (), kind: str | None = None, count: tuple[int, int] = (1, 1024),
+            show_if: tuple[str, Any] | None = None, precision: int = 3, group: str = "") -> T:
     """A dataclass field carrying :class:`Meta`; ``kind`` is inferred from the default
     (bool, int, float; a str with ``choices`` is an enum; a tuple is ``floats``)."""
     if kind is None:
