@@ -32,24 +32,40 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..core.axes import ROS_FROM_BLENSOR, ros_pose
 from ..core.errors import SettingsError
+from ..core.ndtypes import F64
 from ..core.sensors import COMMON, get_sensor, make_settings
+from ..core.sensors.sensor import Sensor
+from ..core.settings import SensorSettings
+
+if TYPE_CHECKING:
+    import bpy
+    import mathutils
+
+    from ..io.configs import SensorConfig
 
 #: the camera object's ID property holding what :func:`apply_configs` imported
 RECORD = "blensor_config"
 
+#: one config checked by :func:`_plan`: (config, the camera of that name or None, its
+#: sensor type, its settings, its pose or None, its parent object or None)
+_Planned = tuple["SensorConfig", Any, Sensor, SensorSettings, "F64 | None", Any]
 
-def _blk(R) -> np.ndarray:
+
+def _blk(R: ArrayLike) -> F64:
     T = np.eye(4)
     T[:3, :3] = R
     return T
 
 
-def _check_pose(name: str, pose):
+def _check_pose(name: str, pose: ArrayLike | None) -> F64 | None:
     if pose is None:
         return None
     P = np.asarray(pose, dtype=np.float64)
@@ -63,16 +79,17 @@ def _check_pose(name: str, pose):
     return P
 
 
-def _stored_common(obj) -> dict:
+def _stored_common(obj: bpy.types.Object | None) -> dict[str, Any]:
     props = getattr(obj.data, "blensor", None) if obj is not None else None
     if props is None:
         return {}
     return {k: _float32_text(v) if isinstance(v, float) else v for k in COMMON for v in (getattr(props, k),)}
 
 
-def _plan(configs, scene):
+def _plan(configs: Iterable[SensorConfig], scene: bpy.types.Scene) -> list[_Planned]:
     import bpy
-    plans, names = [], set()
+    plans: list[_Planned] = []
+    names: set[str] = set()
     for c in configs:
         if not isinstance(c.name, str) or not c.name.strip() or len(c.name) > 63:
             raise SettingsError("name", "a camera name of 1 to 63 characters", c.name)
@@ -97,7 +114,7 @@ def _plan(configs, scene):
     return plans
 
 
-def _store_settings(props, sensor, settings) -> None:
+def _store_settings(props: bpy.types.PropertyGroup, sensor: Sensor, settings: SensorSettings) -> None:
     """Every setting of ``settings`` on the camera's property groups (preset first: its
     update callback sets the preset's values, which the others then overwrite)."""
     from ..scene.scanner import settings_group
@@ -112,12 +129,13 @@ def _store_settings(props, sensor, settings) -> None:
         setattr(props if f.name in COMMON else group, f.name, value)
 
 
-def _matrix(M):
+def _matrix(M: F64) -> mathutils.Matrix:
     from mathutils import Matrix
     return Matrix([list(map(float, row)) for row in M])
 
 
-def apply_configs(configs, scene) -> tuple[list, list[str]]:
+def apply_configs(configs: Iterable[SensorConfig],
+                  scene: bpy.types.Scene) -> tuple[list[bpy.types.Object], list[str]]:
     """Create or update one camera per :class:`~blensor_addon.io.configs.SensorConfig`
     in ``scene``: the camera named ``config.name`` (created, linked to the scene's
     collection, if missing), its sensor type and settings (validated first: a bad value
@@ -134,7 +152,8 @@ def apply_configs(configs, scene) -> tuple[list, list[str]]:
             (nothing changed)."""
     import bpy
     plans = _plan(configs, scene)
-    cameras, notes = [], []
+    cameras: list[bpy.types.Object] = []
+    notes: list[str] = []
     for c, obj, sensor, settings, pose, parent in plans:
         created = obj is None
         if created:
@@ -165,7 +184,7 @@ def apply_configs(configs, scene) -> tuple[list, list[str]]:
     return cameras, notes
 
 
-def _record(obj) -> dict:
+def _record(obj: bpy.types.Object) -> dict[str, Any]:
     try:
         rec = json.loads(obj.get(RECORD, "{}"))
     except (TypeError, ValueError, RecursionError):  # (a .blend's record nested thousands deep)
@@ -179,7 +198,7 @@ def _float32_text(v: float) -> float:
     return float(np.format_float_positional(np.float32(v), unique=True, trim="-"))
 
 
-def configs_of(cameras) -> list:
+def configs_of(cameras: Iterable[bpy.types.Object]) -> list[SensorConfig]:
     """The :class:`~blensor_addon.io.configs.SensorConfig` of each camera object (its
     sensor type, settings, pose relative to its parent in REP-103 axes, kept outputs).
 
@@ -191,12 +210,13 @@ def configs_of(cameras) -> list:
     for obj in cameras:
         sensor, settings = read_sensor(obj)
         rec = _record(obj)
-        kept = rec.get("values") if isinstance(rec.get("values"), dict) else {}
-        values = {}
+        kept_values = rec.get("values")
+        kept: dict[str, Any] = kept_values if isinstance(kept_values, dict) else {}
+        values: dict[str, Any] = {}
         for f in dataclasses.fields(settings):
             v = getattr(settings, f.name)
             if f.metadata["blensor"].kind == "float":
-                k = kept.get(f.name)
+                k: Any = kept.get(f.name)  # (JSON of the record: any value, checked here)
                 same = isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k) \
                     and np.float32(k) == np.float32(v)
                 v = float(k) if same else _float32_text(v)
@@ -215,7 +235,8 @@ def configs_of(cameras) -> list:
             except (TypeError, ValueError):
                 pass
         parent = obj.parent.name if obj.parent is not None else rec.get("parent") or None
-        outputs = rec.get("outputs") if isinstance(rec.get("outputs"), dict) else {}
+        kept_outputs = rec.get("outputs")
+        outputs: dict[str, Any] = kept_outputs if isinstance(kept_outputs, dict) else {}
         out.append(SensorConfig(name=obj.name, sensor_type=sensor.name, values=values, parent=parent,
                                 pose=pose, outputs=dict(outputs)))
     return out
