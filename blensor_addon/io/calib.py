@@ -58,11 +58,18 @@ import csv
 import io
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import SettingsError
 from ..core.sensors.calibration import MAX_LASERS, LaserTable
 from .safeload import load_json, load_xml, load_yaml
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
+
+    from .atomic import StrPath
 
 #: most lasers (beams, channels) a table may have (LaserTable.check's bound).
 #: largest calibration file read (bytes): a 128-laser YAML is 30 kB, a db.xml 50 kB
@@ -80,7 +87,7 @@ def _deg(rad: float) -> float:
     return round(math.degrees(rad), _ANGLE_DIGITS)
 
 
-def _num(value, field: str, what: str = "a number") -> float:
+def _num(value: object, field: str, what: str = "a number") -> float:
     """``value`` as a finite float, else SettingsError naming ``calibration.<field>``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise SettingsError(f"calibration.{field}", what, value)
@@ -93,14 +100,14 @@ def _num(value, field: str, what: str = "a number") -> float:
     return v
 
 
-def _int(value, field: str, lo: int, hi: int) -> int:
+def _int(value: object, field: str, lo: int, hi: int) -> int:
     v = _num(value, field, f"an integer in [{lo}, {hi}]")
     if v != int(v) or not lo <= v <= hi:
         raise SettingsError(f"calibration.{field}", f"an integer in [{lo}, {hi}]", value)
     return int(v)
 
 
-def _numbers(values, field: str, count: int | None = None) -> list[float]:
+def _numbers(values: object, field: str, count: int | None = None) -> list[float]:
     """A list of finite numbers (``count`` of them if given)."""
     if not isinstance(values, list):
         raise SettingsError(f"calibration.{field}", "a list of numbers", type(values).__name__)
@@ -109,7 +116,7 @@ def _numbers(values, field: str, count: int | None = None) -> list[float]:
     return [_num(v, f"{field}[{i}]") for i, v in enumerate(values)]
 
 
-def velodyne_rings(elevation_deg) -> list[int]:
+def velodyne_rings(elevation_deg: Sequence[float]) -> list[int]:
     """Ring numbers as velodyne_pointcloud assigns them (``calibration.cc``): ring r is
     the laser with the r-th smallest elevation (0 = lowest); equal elevations keep laser
     order. Returns L ints."""
@@ -129,16 +136,18 @@ _VELODYNE_EXTRA = ("dist_correction_x", "dist_correction_y", "focal_distance", "
                    "max_intensity", "two_pt_correction_available")
 
 
-def _velodyne_table(rows: list[dict], distance_resolution: float | None, model: str,
+def _velodyne_table(rows: list[dict[str, Any]], distance_resolution: float | None, model: str,
                     source: str) -> LaserTable:
     """Build the table from per-laser dicts with the ROS YAML's keys and units (rad, m),
     already checked; rows sorted by laser id 0..L-1."""
     elev = [_deg(r["vert_correction"]) for r in rows]
-    extra: dict = {}
+    extra: dict[str, Any] = {}
     if distance_resolution is not None:
         extra["distance_resolution"] = distance_resolution
     for key in _VELODYNE_EXTRA:  # kept where some laser differs from the driver's default
         vals = [r.get(key) for r in rows]
+        out: list[bool] | list[int] | list[float]
+        default: float
         if key == "two_pt_correction_available":
             out = [bool(v) for v in vals]
             default = False
@@ -151,22 +160,24 @@ def _velodyne_table(rows: list[dict], distance_resolution: float | None, model: 
         if any(v != default for v in out):
             extra[key] = out
 
-    def col(key):
+    def col(key: str) -> list[float]:
         vals = [round(float(r.get(key) or 0.0), _LENGTH_DIGITS) for r in rows]
         return vals if any(vals) else []
 
-    return LaserTable(vendor="velodyne", model=model, source=source, elevation_deg=elev,
-                      azimuth_deg=[-_deg(r["rot_correction"]) + 0.0 for r in rows],
-                      distance_m=col("dist_correction"), vert_offset_m=col("vert_offset_correction"),
-                      horiz_offset_m=col("horiz_offset_correction"), ring=velodyne_rings(elev), extra=extra)
+    return LaserTable(vendor="velodyne", model=model, source=source, elevation_deg=tuple(elev),
+                      azimuth_deg=tuple(-_deg(r["rot_correction"]) + 0.0 for r in rows),
+                      distance_m=tuple(col("dist_correction")),
+                      vert_offset_m=tuple(col("vert_offset_correction")),
+                      horiz_offset_m=tuple(col("horiz_offset_correction")), ring=tuple(velodyne_rings(elev)),
+                      extra=extra)
 
 
-def _check_velodyne_rows(rows: list[dict]) -> list[dict]:
+def _check_velodyne_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Check ids (0..L-1, each once) and angles; return the rows sorted by id."""
     L = len(rows)
     if not 1 <= L <= MAX_LASERS:
         raise SettingsError("calibration.lasers", f"a list of 1 to {MAX_LASERS} lasers", L)
-    seen: dict[int, dict] = {}
+    seen: dict[int, dict[str, Any]] = {}
     for i, r in enumerate(rows):
         k = _int(r.get("laser_id"), f"lasers[{i}].laser_id", 0, L - 1) if "laser_id" in r else None
         if k is None:
@@ -244,7 +255,7 @@ _DBXML_FIELDS = {"rotCorrection_": ("rot_correction", math.pi / 180.0),
                  "focalDistance_": ("focal_distance", 0.01), "focalSlope_": ("focal_slope", 1.0)}
 
 
-def _xml_items(node) -> list:
+def _xml_items(node: Element | None) -> list[Element]:
     return [el for el in node if el.tag == "item"] if node is not None else []
 
 
@@ -267,10 +278,10 @@ def parse_velodyne_xml(text: str, name: str = "db.xml") -> LaserTable:
         raise SettingsError("calibration", "a Velodyne db.xml", f"{name} ({exc})") from None
     db = root if root.tag == "DB" else root.find("DB")
     points = db.find("points_") if db is not None else None
-    if points is None:
+    if db is None or points is None:  # (db None: points None)
         raise SettingsError("calibration.points_", "a DB/points_ list of lasers (Velodyne db.xml)", name)
     enabled = [el.text for el in _xml_items(db.find("enabled_"))]
-    rows: dict[int, dict] = {}
+    rows: dict[int, dict[str, Any]] = {}
     for i, item in enumerate(_xml_items(points)):
         px = item.find("px")
         if px is None:
@@ -283,7 +294,7 @@ def parse_velodyne_xml(text: str, name: str = "db.xml") -> LaserTable:
             raise SettingsError(f"calibration.points_[{i}].id_", "a laser id no other laser has", k)
         if "vertCorrection_" not in fields:
             raise SettingsError(f"calibration.points_[{i}].vertCorrection_", "an angle in degrees", None)
-        row = {"laser_id": k}
+        row: dict[str, Any] = {"laser_id": k}
         for tag, (key, factor) in _DBXML_FIELDS.items():
             if tag in fields:
                 row[key] = _num(fields[tag], f"points_[{i}].{tag}") * factor
@@ -360,7 +371,7 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
         raise SettingsError("calibration", "a JSON object (Ouster metadata)",
                             f"{name} ({type(doc).__name__})")
 
-    def section(key):
+    def section(key: str) -> dict[str, Any]:
         v = doc.get(key)
         if isinstance(v, str):  # firmware 1.12 wrote "error: Command not recognized." for what it lacked
             return {}
@@ -391,7 +402,7 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
                             "the beams' elevations (not all equal)", alt)
     if any(abs(a) > 180.0 for a in az):
         raise SettingsError(f"calibration.{prefix}beam_azimuth_angles", "in [-180, 180] deg", az)
-    extra: dict = {}
+    extra: dict[str, Any] = {}
     n_mm = beams.get("lidar_origin_to_beam_origin_mm")
     b2l = beams.get("beam_to_lidar_transform")
     if b2l is not None:
@@ -407,19 +418,21 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
     mode = config.get("lidar_mode")
     cfg = "config_params." if nested else ""
     rate = None
+    mode_cols = None  # the lidar mode's columns
     if mode is not None:
         m = _MODE.match(str(mode))
         if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
             raise SettingsError(f"calibration.{cfg}lidar_mode", "columns x rate, e.g. 1024x10", mode)
         extra["lidar_mode"] = str(mode)
         rate = int(m.group(2))
+        mode_cols = int(m.group(1))
     fpre = "lidar_data_format." if nested else "data_format."
     cols = fmt.get("columns_per_frame")
     if cols is not None:
         cols = _int(cols, fpre + "columns_per_frame", 1, 65536)
     elif mode is not None:
-        cols = int(_MODE.match(str(mode)).group(1))
-    if mode is not None and cols != int(_MODE.match(str(mode)).group(1)):
+        cols = mode_cols
+    if mode is not None and cols != mode_cols:
         raise SettingsError(f"calibration.{fpre}columns_per_frame", f"the lidar mode's columns ({mode})",
                             cols)
     if cols is not None:
@@ -453,10 +466,10 @@ def parse_ouster_json(text: str, name: str = "metadata.json") -> LaserTable:
             extra[key] = str(info[key])
     cycle = 1.0 / (rate * cols) if rate and cols else 0.0
     return LaserTable(vendor="ouster", model=_ouster_model(extra.get("prod_line", "")), source=name,
-                      elevation_deg=[round(a, _ANGLE_DIGITS) for a in alt],
-                      azimuth_deg=[round(a, _ANGLE_DIGITS) + 0.0 for a in az],
-                      beam_origin_m=round(n_mm / 1000.0, _LENGTH_DIGITS), firing_s=[0.0] * L, cycle_s=cycle,
-                      ring=list(range(L)), extra=extra)
+                      elevation_deg=tuple(round(a, _ANGLE_DIGITS) for a in alt),
+                      azimuth_deg=tuple(round(a, _ANGLE_DIGITS) + 0.0 for a in az),
+                      beam_origin_m=round(n_mm / 1000.0, _LENGTH_DIGITS), firing_s=(0.0,) * L, cycle_s=cycle,
+                      ring=tuple(range(L)), extra=extra)
 
 
 # ---------------------------------------------------------------------------------------
@@ -483,7 +496,8 @@ def parse_hesai_csv(text: str, name: str = "angle_correction.csv") -> LaserTable
     L = len(body)
     if not 1 <= L <= MAX_LASERS:
         raise SettingsError("calibration.channels", f"1 to {MAX_LASERS} channels", L)
-    elev, az = [], []
+    elev: list[float] = []
+    az: list[float] = []
     for i, r in enumerate(body):
         if len(r) < 3:
             raise SettingsError(f"calibration.row[{i + 1}]", "channel, elevation, azimuth", ",".join(r))
@@ -499,15 +513,15 @@ def parse_hesai_csv(text: str, name: str = "angle_correction.csv") -> LaserTable
                                 ",".join(r))
         elev.append(round(e, _ANGLE_DIGITS))
         az.append(round(a, _ANGLE_DIGITS) + 0.0)
-    return LaserTable(vendor="hesai", model=f"Hesai {L}-channel calibration", source=name, elevation_deg=elev,
-                      azimuth_deg=az, ring=list(range(L)))
+    return LaserTable(vendor="hesai", model=f"Hesai {L}-channel calibration", source=name,
+                      elevation_deg=tuple(elev), azimuth_deg=tuple(az), ring=tuple(range(L)))
 
 
 _PARSERS = {"velodyne_yaml": parse_velodyne_yaml, "velodyne_xml": parse_velodyne_xml,
             "ouster_json": parse_ouster_json, "hesai_csv": parse_hesai_csv}
 
 
-def read_calibration(path) -> LaserTable:
+def read_calibration(path: StrPath) -> LaserTable:
     """The calibration file at ``path`` as a LaserTable (format by extension, see the
     module docstring); ``source`` is the file's name.
 
