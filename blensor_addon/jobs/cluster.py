@@ -536,9 +536,12 @@ def _scan_packet(task: WorkerTask, packet) -> Scanned:
 
 
 class PacketSummary:
-    """What the client's pipeline reads of a packet scanned by a worker when no format
-    needs the whole result: ``frame``, ``sensor_to_world``, ``num_rays``, ``len()`` and
-    the pre-encoded ``encoded`` files with their ``file_checks``."""
+    """The :class:`~blensor_addon.jobs.pipeline.PacketResult` of a packet scanned by a
+    worker when no format needs the whole result: ``frame``, ``sensor_to_world``,
+    ``num_rays``, ``len()`` and every format's pre-encoded ``encoded`` files with their
+    ``file_checks``; ``whole`` is None."""
+
+    whole = None
 
     def __init__(self, scanned: Scanned) -> None:
         self.frame = scanned.frame
@@ -591,9 +594,10 @@ class RemoteScanner:
                     priority=-int(p.index), pure=False, retries=0)
 
     def scan(self, packet):
-        """The result of ``packet`` (submitted now if it was not): a ScanResult with
-        ``encoded`` per-frame files when the client's writers need the whole result, else
-        a :class:`PacketSummary`; and the packet's record.
+        """The result of ``packet`` (submitted now if it was not): a
+        :class:`~blensor_addon.jobs.pipeline.WholeResult` with the ``encoded`` per-frame
+        files when the client's writers need the whole result, else a
+        :class:`PacketSummary`; and the packet's record.
 
         Raises:
             SettingsError and what else the worker's scan raised; ClusterError: the packet
@@ -631,11 +635,9 @@ class RemoteScanner:
                 self._printed.add(line)
                 print(line, file=sys.stderr)
         if scanned.result is not None:
-            result = scanned.result
-            result.encoded, result.file_checks = scanned.files, scanned.checks
-        else:
-            result = PacketSummary(scanned)
-        return result, scanned.record
+            from .pipeline import WholeResult
+            return WholeResult(scanned.result, scanned.files, scanned.checks), scanned.record
+        return PacketSummary(scanned), scanned.record
 
     def _result(self, fut, packet) -> Scanned:
         """Wait for ``fut`` to finish, looking at the cluster every :data:`POLL_S` s, then

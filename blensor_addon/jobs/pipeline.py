@@ -4,25 +4,161 @@ verified packets on ``resume``; :meth:`Pipeline.finish` closes the writers and t
 manifest with the run's status and raises the typed failures of
 :mod:`~blensor_addon.jobs.failures`.
 
-The scanner is used through ``Scanner.scan(packet) -> (ScanResult, PacketRecord)`` and
-``Scanner.packet_hash(packet)``; the writers through the
-:class:`~blensor_addon.io.formats.Writer` interface, the trajectory and the manifest
-being writers too (:mod:`~blensor_addon.jobs.run_files`).
+The pipeline reads a scanner and its results through two protocols: a
+:class:`PacketScanner` (``scan(packet) -> (PacketResult, PacketRecord)``,
+``packet_hash(packet)``, ``lookahead`` and ``expect``), a :class:`PacketResult` (the
+packet's numbers, the files a worker encoded already and the whole
+:class:`~blensor_addon.core.result.ScanResult` where there is one). One process's
+:class:`~blensor_addon.scene.scanner.Scanner` is used through :class:`LocalScanner`
+(its results as :class:`WholeResult`); a cluster's
+:class:`~blensor_addon.jobs.cluster.RemoteScanner` implements the protocol itself. The
+writers are used through the :class:`~blensor_addon.io.formats.Writer` interface, the
+trajectory and the manifest being writers too (:mod:`~blensor_addon.jobs.run_files`).
 """
 from __future__ import annotations
 
 import collections
 import queue
 import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
+from ..core.ndtypes import F64
+from ..core.packets import Packet, PacketRecord
+from ..core.result import ScanResult
 from ..process.blas import single_blas_thread
 from ..io.atomic import commit_files
+from ..io.formats import Writer
 from ..io.outdir import OutputFolder, file_record, verify_file
 from .failures import RunFailed, RunInterrupted, writer_failure
 from .plan import Plan
 from .run_files import TRAJECTORY, ManifestWriter, TrajectoryWriter
+
+if TYPE_CHECKING:
+    from ..scene.scanner import Scanner
+
+_T = TypeVar("_T")
+
+#: a format's files of one packet: (name relative to the output folder, bytes)
+Files = list[tuple[str, bytes]]
+#: a packet's entry in the manifest (JSON-ready: ``frame``, ``points``, ``files``, ...)
+Entry = dict[str, Any]
+
+
+class PacketPose(Protocol):
+    """What the trajectory reads of a packet's scan (a :class:`ScanResult` has it).
+
+    Attributes:
+        frame: the packet's index. sensor_to_world: (4, 4) float64 pose at its start.
+    """
+
+    @property
+    def frame(self) -> int: ...
+
+    @property
+    def sensor_to_world(self) -> F64: ...
+
+
+class PacketResult(PacketPose, Protocol):
+    """What the pipeline reads of one packet's scan.
+
+    Attributes:
+        frame, sensor_to_world: as :class:`PacketPose` (the trajectory's line).
+        num_rays: rays cast. ``len()``: points (returns).
+        encoded: format -> the packet's files a cluster's worker encoded already (their
+            writers are not called here); empty: none.
+        file_checks: file name -> its record (:func:`~blensor_addon.io.outdir.file_record`)
+            for the ``encoded`` files.
+        whole: the :class:`ScanResult`, for the writers that encode or append it here;
+            None: a worker's summary, every format's files being ``encoded``.
+    """
+
+    @property
+    def num_rays(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    @property
+    def encoded(self) -> Mapping[str, Files]: ...
+
+    @property
+    def file_checks(self) -> Mapping[str, dict[str, Any]]: ...
+
+    @property
+    def whole(self) -> ScanResult | None: ...
+
+
+class PacketScanner(Protocol):
+    """What the pipeline uses of a scanner.
+
+    Attributes:
+        lookahead: packets to hand over ahead of the one scanned (:meth:`expect`); 0: none.
+    """
+
+    @property
+    def lookahead(self) -> int: ...
+
+    def expect(self, packets: Sequence[Packet]) -> None:
+        """Take the next packets to scan ahead (earlier ones first)."""
+
+    def scan(self, packet: Packet) -> tuple[PacketResult, PacketRecord]:
+        """The packet's scan and its record."""
+
+    def packet_hash(self, packet: Packet) -> str | None:
+        """sha256 (hex) of the geometry the packet is cast in (resume compares it)."""
+
+
+@dataclass(frozen=True)
+class WholeResult:
+    """A :class:`PacketResult` holding the whole :class:`ScanResult` (``whole``), with the
+    files a cluster's worker encoded already (none in one process)."""
+
+    whole: ScanResult
+    encoded: Mapping[str, Files] = field(default_factory=dict)
+    file_checks: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def frame(self) -> int:
+        """The result's frame (the packet's index)."""
+        return self.whole.frame
+
+    @property
+    def sensor_to_world(self) -> F64:
+        """The result's (4, 4) float64 pose."""
+        return self.whole.sensor_to_world
+
+    @property
+    def num_rays(self) -> int:
+        """Rays cast."""
+        return self.whole.num_rays
+
+    def __len__(self) -> int:
+        return len(self.whole)
+
+
+class LocalScanner:
+    """One process's :class:`~blensor_addon.scene.scanner.Scanner` as a
+    :class:`PacketScanner`: no look-ahead, every result whole (:class:`WholeResult`)."""
+
+    lookahead = 0
+
+    def __init__(self, scanner: Scanner) -> None:
+        self.scanner = scanner
+
+    def expect(self, packets: Sequence[Packet]) -> None:
+        """Nothing is scanned ahead in one process."""
+
+    def scan(self, packet: Packet) -> tuple[PacketResult, PacketRecord]:
+        """:meth:`Scanner.scan <blensor_addon.scene.scanner.Scanner.scan>`, its result wrapped."""
+        result, record = self.scanner.scan(packet)
+        return WholeResult(result), record
+
+    def packet_hash(self, packet: Packet) -> str | None:
+        """:meth:`Scanner.packet_hash <blensor_addon.scene.scanner.Scanner.packet_hash>`."""
+        return self.scanner.packet_hash(packet)
 
 
 class WriterThread:
@@ -41,7 +177,7 @@ class WriterThread:
     """
 
     def __init__(self, depth: int = 1) -> None:
-        self._q: queue.Queue = queue.Queue(maxsize=max(1, int(depth)))
+        self._q: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=max(1, int(depth)))
         self.error: BaseException | None = None
         self.raised = False  # the error was raised to the caller already
         self._ended = threading.Event()
@@ -71,7 +207,7 @@ class WriterThread:
             self.raised = True
             raise self.error
 
-    def submit(self, job) -> None:
+    def submit(self, job: Callable[[], None]) -> None:
         """Queue ``job()`` behind the frames before it; blocks while one is waiting.
 
         Raises:
@@ -87,7 +223,8 @@ class WriterThread:
         an Event set by the thread itself: Python 3.11's ``Thread.join`` interrupted by
         KeyboardInterrupt can report a running thread as ended.) Returns the error of a
         failed job not raised yet."""
-        interrupted, stopping = None, False
+        interrupted: KeyboardInterrupt | None = None
+        stopping = False
         while not self._ended.is_set():
             try:
                 if not stopping:
@@ -106,13 +243,14 @@ class Pipeline:
     a time and writes them (see the module docstring).
 
     Args:
-        scanner: a scanner with ``scan(packet)`` and ``packet_hash(packet)``.
+        scanner: the :class:`PacketScanner`.
         plan: the packets. folder: the run's :class:`OutputFolder`, locked and prepared.
         writers: the formats' writers, constructed. trajectory, manifest: the run's
         :class:`TrajectoryWriter` and :class:`ManifestWriter`.
         reuse: packet index -> an earlier run's manifest entry (``resume``), verified
             against the files before it is trusted.
-        objects: function () -> the scanner's object table now (main thread).
+        objects: function () -> the scanner's object table now (main thread), a list
+            of dicts.
         writing: a :class:`WriterThread` shared with other pipelines (a rig's members:
             one thread writes every member's packets in the order they were
             scanned, so the rig's one bag has the same bytes in every run), drained by its
@@ -122,8 +260,10 @@ class Pipeline:
         multi-frame file could not be closed (removed).
     """
 
-    def __init__(self, scanner, plan: Plan, folder: OutputFolder, writers: list, trajectory: TrajectoryWriter,
-                 manifest: ManifestWriter, reuse: dict, objects, writing: WriterThread | None = None) -> None:
+    def __init__(self, scanner: PacketScanner, plan: Plan, folder: OutputFolder, writers: Sequence[Writer],
+                 trajectory: TrajectoryWriter, manifest: ManifestWriter, reuse: Mapping[int, Entry],
+                 objects: Callable[[], Sequence[dict[str, Any]]],
+                 writing: WriterThread | None = None) -> None:
         self.scanner, self.plan, self.folder = scanner, plan, folder
         self.writers = list(writers)
         self.trajectory, self.manifest = trajectory, manifest
@@ -133,12 +273,12 @@ class Pipeline:
         self._writing: WriterThread | None = writing
         self._next = 0
         self.reused = 0
-        self._checked: dict = {}  # packet index -> the reuse decision (made once)
-        self._ahead: collections.deque = collections.deque()  # plan positions handed to the scanner ahead
+        self._checked: dict[int, Entry | None] = {}  # packet index -> the reuse decision (made once)
+        self._ahead: collections.deque[int] = collections.deque()  # plan positions handed over ahead
         self._cursor = 0  # the next plan position to consider for that
 
     @property
-    def done(self) -> list:
+    def done(self) -> list[Entry]:
         """Manifest entries of the finished packets (files on disk), in order."""
         return self.manifest.done
 
@@ -153,7 +293,7 @@ class Pipeline:
         """Packets scanned (or reused) so far; their files may still be being written."""
         return self._next
 
-    def _try_reuse(self, packet) -> dict | None:
+    def _try_reuse(self, packet: Packet) -> Entry | None:
         """The earlier run's entry for ``packet`` if every file it lists is on disk with
         the size and sha256 its manifest recorded, and the packet's geometry hash is
         unchanged (a run with a multi-frame file such as EVD rescans: the file needs
@@ -163,7 +303,7 @@ class Pipeline:
         self._checked[packet.index] = entry = self._check_reuse(packet)
         return entry
 
-    def _check_reuse(self, packet) -> dict | None:
+    def _check_reuse(self, packet: Packet) -> Entry | None:
         old = self._reuse.get(packet.index)
         if old is None or any(w.multi_frame for w in self.writers):
             return None
@@ -176,7 +316,7 @@ class Pipeline:
             return None
         return old
 
-    def step(self) -> dict:
+    def step(self) -> Entry:
         """Scan the next packet and hand it to the writer thread, which writes its files,
         the multi-frame files and the manifest while the next packet is scanned; returns
         the packet's manifest entry (its ``files`` are set once they are written).
@@ -191,11 +331,11 @@ class Pipeline:
         if self._writing is not None:
             self._writing.check()
         packet = self.plan.packets[self._next]
-        ahead = getattr(self.scanner, "lookahead", 0)
+        ahead = self.scanner.lookahead
         if ahead:  # a cluster's scanner (jobs/cluster.py): the next packets to scan, submitted ahead
             self.scanner.expect(self._upcoming(ahead))
         entry = self._try_reuse(packet)
-        result = None
+        result: PacketResult | None = None
         if entry is not None:
             self.reused += 1
         else:
@@ -212,17 +352,18 @@ class Pipeline:
         if self._writing is None:  # a writer that must stay on this thread (see Writer.threaded)
             self._write_frame(entry, result, objects)
         else:
-            self._writing.submit(lambda: self._write_frame(entry, result, objects))
+            done, kept = entry, result
+            self._writing.submit(lambda: self._write_frame(done, kept, objects))
         return entry
 
-    def _upcoming(self, n: int) -> list:
+    def _upcoming(self, n: int) -> list[Packet]:
         """The packets to hand to the scanner ahead so that ``n`` not reused from the
         current one on are handed over (each plan position is looked at once)."""
         ahead, packets = self._ahead, self.plan.packets
         while ahead and ahead[0] < self._next:
             ahead.popleft()
         self._cursor = max(self._cursor, self._next)
-        out = []
+        out: list[Packet] = []
         while len(ahead) < n and self._cursor < len(packets):
             packet = packets[self._cursor]
             if self._try_reuse(packet) is None:
@@ -231,29 +372,33 @@ class Pipeline:
             self._cursor += 1
         return out
 
-    def _write_frame(self, entry: dict, result, objects: list) -> None:
+    def _write_frame(self, entry: Entry, result: PacketResult | None, objects: list[dict[str, Any]]) -> None:
         """On the writer thread: the packet's files (all or none), then the manifest. A
         cluster's worker may have encoded some formats' files already (``result.encoded``:
-        format -> files, ``result.file_checks``: their records)."""
+        format -> files, ``result.file_checks``: their records); a worker's summary
+        (``result.whole`` None) has every format's."""
         with single_blas_thread():
             if result is not None:
-                encoded = getattr(result, "encoded", None) or {}
+                encoded, whole = result.encoded, result.whole
                 files = [item for w in self.writers
-                         for item in (encoded[w.name] if w.name in encoded else self._call(w, w.frame_files,
-                                                                                           result))]
-                known = getattr(result, "file_checks", None) or {}
+                         for item in (encoded[w.name] if w.name in encoded
+                                      else self._call(w, w.frame_files, _whole(whole, w.name)))]
+                known = result.file_checks
                 checks = {name: known.get(name) or file_record(data) for name, data in files}
                 files += self.trajectory.frame_files(result)
-                # multi-frame files (EVD) take the packet after its files are staged, before they appear
-                written = commit_files(self.folder.path, files,
-                                       lambda: [self._call(w, w.append, result) for w in self.writers])
+
+                def append() -> None:  # multi-frame files (EVD): the packet, once its files are staged
+                    if whole is not None:  # (a summary's formats are all per-frame: nothing to append)
+                        for w in self.writers:
+                            self._call(w, w.append, whole)
+                written = commit_files(self.folder.path, files, append)
                 entry["files"] = [p.relative_to(self.folder.path).as_posix() for p in written
                                   if p.name != TRAJECTORY]
                 entry["file_checks"] = {n: checks[n] for n in entry["files"]}
             self.trajectory.finished(entry, result is not None)
             self.manifest.finished(entry, objects)
 
-    def _call(self, writer, method, *args):
+    def _call(self, writer: Writer, method: Callable[..., _T], *args: Any) -> _T:
         """``method(*args)`` of ``writer``; an error of the writer's library (sqlite3's
         'database or disk is full', ...) is raised as the OSError of a write failure
         (:func:`~.failures.writer_failure`), so the run ends as on any full disk.
@@ -270,7 +415,8 @@ class Pipeline:
                 raise
             raise failure from exc
 
-    def finish(self, status: str, error: BaseException | None = None, stopped=None) -> None:
+    def finish(self, status: str, error: BaseException | None = None,
+               stopped: Callable[[], bool] | None = None) -> None:
         """Wait for every packet handed over, close the writers' multi-frame files,
         the trajectory and the manifest with ``status``.
 
@@ -289,7 +435,7 @@ class Pipeline:
         """
         interrupt = error if isinstance(error, KeyboardInterrupt) else None
         failure = error if isinstance(error, OSError) and not isinstance(error, RunFailed) else None
-        other = None
+        other: BaseException | None = None
         if self._writing is not None:  # every packet handed over is written (or dropped after an error)
             writing, self._writing = self._writing, None
             try:
@@ -306,7 +452,7 @@ class Pipeline:
         if failure is not None or other is not None:
             status = "failed"
         writers, self.writers = self.writers, []
-        dropped = []
+        dropped: list[str] = []
         for w in writers:
             if not self.done:  # nothing scanned: leave no empty multi-frame file
                 self._call(w, w.discard)
@@ -359,4 +505,16 @@ class Pipeline:
                 pass
 
 
-__all__ = ["Pipeline", "WriterThread"]
+def _whole(result: ScanResult | None, fmt: str) -> ScanResult:
+    """The whole result a writer of ``fmt`` encodes here.
+
+    Raises:
+        RuntimeError: a worker's summary without ``fmt``'s files (a programming error:
+        the cluster's task encodes every per-frame format when it sends no result)."""
+    if result is None:
+        raise RuntimeError(f"a worker's summary without the {fmt} files")
+    return result
+
+
+__all__ = ["Pipeline", "WriterThread", "PacketPose", "PacketResult", "PacketScanner", "WholeResult",
+           "LocalScanner"]

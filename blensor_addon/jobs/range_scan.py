@@ -38,7 +38,7 @@ from ..io.outdir import OutputFolder, range_run_files
 from ..scene.scanner import Scanner, frame_time
 from . import plan as planning
 from .failures import RunInterrupted, writer_failure
-from .pipeline import Pipeline
+from .pipeline import LocalScanner, PacketScanner, Pipeline
 from .run_files import ManifestWriter, TrajectoryWriter
 from .signals import Signals
 
@@ -390,7 +390,7 @@ class RangeScanJob:
                     raise
                 raise failure from exc
         objects = lambda: self.scanner.extractor.table.table  # noqa: E731
-        scanner = self.scanner
+        scanner: PacketScanner = LocalScanner(self.scanner)
         if self.cluster is not None:
             scanner = self.remote = self._remote_scanner(run)
             objects = self.remote.objects

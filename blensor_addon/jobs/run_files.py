@@ -21,17 +21,19 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..core.result import ScanResult
 from ..io import trajectory
 from ..io.atomic import atomic_write_bytes
 from ..io.formats import Writer, output_patterns
 from ..io.outdir import LOCK_NAME, OutputFolder, files_matching
 from . import signals
+
+if TYPE_CHECKING:
+    from .pipeline import PacketPose
 
 TRAJECTORY = "trajectory.tum"
 MANIFEST = "manifest.json"
@@ -62,8 +64,9 @@ class TrajectoryWriter(Writer):
         lines = {**self._lines, **(extra or {})}
         return "".join(lines[k] for k in sorted(lines)).encode()
 
-    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
-        """The whole file with this packet's pose added (it appears with the packet's files)."""
+    def frame_files(self, result: PacketPose) -> list[tuple[str, bytes]]:
+        """The whole file with this packet's pose added (it appears with the packet's files):
+        ``result`` a ScanResult or a cluster worker's summary (its frame and pose)."""
         self._dirty = False
         return [(TRAJECTORY, self._bytes({result.frame: self._line(result.frame, result.sensor_to_world)}))]
 
