@@ -36,14 +36,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import bpy
 import numpy as np
 from mathutils import Matrix
+from numpy.typing import ArrayLike
 
 from ..core.classes import CLASSES
 from ..core.errors import SettingsError, did_you_mean
+from ..core.ndtypes import F64
 from ..io.atomic import commit_files
 from ..io.formats import MOTION_FORMATS  # the registry's motion formats (name -> MotionFormat)
 from ..io.outdir import OutputFolder
@@ -57,9 +62,11 @@ MOTION_OUTPUTS = (r"motion\.txt", r"tum/[^/]+\.tum", r"kitti_poses/[^/]+\.txt", 
                   r"tracking\.txt", r"motion\.json")
 #: the export's own list of what it wrote: an ``--overwrite`` deletes just those files
 MOTION_MANIFEST = "motion.json"
+#: a 3D box (:func:`box_in`): centre (3,) float64 world m, size (3,) float64 l w h m, yaw rad
+Box = tuple[F64, F64, float]
 
 
-def _listed(man: dict) -> set | None:
+def _listed(man: dict[str, Any]) -> set[str] | None:
     """The files the export of motion manifest ``man`` wrote (and the manifest)."""
     files = man.get("files")
     if not isinstance(files, list):
@@ -74,7 +81,7 @@ def motion_folder(path: Path) -> OutputFolder:
                         what="export")
 
 
-def check_pose(name: str, M: np.ndarray, frame: int) -> None:
+def check_pose(name: str, M: F64, frame: int) -> None:
     """Refuse a world matrix that has no pose: not finite (NaN/inf), or a scale of 0
     along an axis (no rotation can be read from it; a quaternion would be made up).
 
@@ -90,7 +97,7 @@ def check_pose(name: str, M: np.ndarray, frame: int) -> None:
                             "rotation)", f"scale {' '.join(f'{v:g}' for v in n)} at frame {frame}")
 
 
-def parse_motion_formats(formats) -> tuple[str, ...]:
+def parse_motion_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     """``"tum,json"`` or an iterable -> tuple of motion formats.
 
     Raises:
@@ -114,7 +121,7 @@ def _safe(name: str) -> str:
 MAX_STEM_BYTES = 240
 
 
-def file_stems(objects) -> dict:
+def file_stems(objects: Iterable[bpy.types.Object]) -> dict[str, str]:
     """``name_full`` -> the file name stem of each object's pose files: its name with
     every character other than letters, digits and ``._-`` replaced by ``_``. Objects
     whose stems would be equal, ignoring case (``A B``, ``A/B`` and ``A_B``; ``Car``
@@ -127,16 +134,16 @@ def file_stems(objects) -> dict:
     def tag(k: str) -> str:
         return hashlib.sha1(k.encode(errors="surrogateescape")).hexdigest()[:8]
 
-    stems = {}
+    stems: dict[str, str] = {}
     for o in objects:
         stem = _safe(o.name)
         if len(stem.encode()) > MAX_STEM_BYTES:
             stem = stem.encode()[:MAX_STEM_BYTES - 9].decode(errors="ignore") + "-" + tag(o.name_full)
         stems[o.name_full] = stem
-    count: dict = {}
+    count: dict[str, int] = {}
     for stem in stems.values():
         count[stem.casefold()] = count.get(stem.casefold(), 0) + 1
-    out = {}
+    out: dict[str, str] = {}
     for k, v in stems.items():
         if count[v.casefold()] > 1:
             v = v.encode()[:MAX_STEM_BYTES - 9].decode(errors="ignore") + "-" + tag(k)
@@ -149,7 +156,7 @@ def _one_line(name: str) -> str:
     return name.replace("\n", "\\n").replace("\r", "\\r")
 
 
-def rigid(matrix_world) -> np.ndarray:
+def rigid(matrix_world: ArrayLike) -> F64:
     """(4, 4) float64 world pose with the scale removed (columns normalized)."""
     M = np.array(matrix_world, dtype=np.float64)
     R = M[:3, :3]
@@ -160,7 +167,7 @@ def rigid(matrix_world) -> np.ndarray:
     return T
 
 
-def box_in(corners: np.ndarray, frame_matrix) -> tuple[np.ndarray, np.ndarray, float]:
+def box_in(corners: F64, frame_matrix: ArrayLike) -> Box:
     """The box of world points ``corners`` (N, 3) m in the axes of ``frame_matrix``
     (4, 4; scale removed): centre (3,) world m, size (3,) l w h m along those axes, yaw
     (rad, about world +Z)."""
@@ -171,15 +178,15 @@ def box_in(corners: np.ndarray, frame_matrix) -> tuple[np.ndarray, np.ndarray, f
     return t + R @ ((lo + hi) / 2.0), hi - lo, math.atan2(R[1, 0], R[0, 0])
 
 
-def labelled_boxes(depsgraph, wanted: set) -> dict:
+def labelled_boxes(depsgraph: bpy.types.Depsgraph, wanted: set[str]) -> dict[str, Box]:
     """name_full -> box (:func:`box_in`) of every object named in ``wanted`` that the
     depsgraph draws: its own evaluated geometry, and for an instancer every instance it
     draws, in the object's axes. Objects hidden from render are left out, as the scan
     leaves them out."""
-    pts: dict = {}
-    frame_of: dict = {}
+    pts: dict[str, list[F64]] = {}
+    frame_of: dict[str, Matrix] = {}
 
-    def add(key, ob, matrix_world) -> None:
+    def add(key: bpy.types.Object, ob: bpy.types.Object, matrix_world: Matrix) -> None:
         bb = np.array([tuple(c) for c in ob.bound_box], dtype=np.float64)
         M = np.array(matrix_world, dtype=np.float64)
         pts.setdefault(key.name_full, []).append(bb @ M[:3, :3].T + M[:3, 3])
@@ -200,7 +207,9 @@ def labelled_boxes(depsgraph, wanted: set) -> dict:
     return {k: box_in(np.concatenate(v), frame_of[k]) for k, v in pts.items()}
 
 
-def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite: bool = False) -> list[str]:
+def export_motion(frames: Iterable[int], out_dir: str | os.PathLike[str],
+                  formats: str | Iterable[str] = ("blensor",), objects: str | Iterable[str] | None = None,
+                  overwrite: bool = False) -> list[str]:
     """Write the motion data of ``frames`` into ``out_dir``; returns the file names.
 
     Args:
@@ -231,7 +240,7 @@ def export_motion(frames, out_dir, formats=("blensor",), objects=None, overwrite
             raise SettingsError("blensor_label", "a class name of the table (" + ", ".join(CLASSES) + ")",
                                 f"{o[LABEL_PROPERTY]!r} on object {o.name!r}")
     folder = motion_folder(output_path(out_dir))
-    written: list = []
+    written: list[str] = []
     try:
         folder.open()
         folder.check(overwrite=overwrite, resume=False)  # refusals only: nothing deleted yet
@@ -251,7 +260,8 @@ def _remove_empty(out: Path) -> None:
             d.rmdir()
 
 
-def _export(folder: OutputFolder, frames: list, formats: tuple, obs: list, labelled: list) -> list[str]:
+def _export(folder: OutputFolder, frames: list[int], formats: tuple[str, ...], obs: list[bpy.types.Object],
+            labelled: list[bpy.types.Object]) -> list[str]:
     """Evaluate the frames, check every pose, write the files, then delete the earlier
     export's files that were not rewritten (exactly those its motion.json listed)."""
     scene = bpy.context.scene
@@ -260,8 +270,8 @@ def _export(folder: OutputFolder, frames: list, formats: tuple, obs: list, label
     fps = scene.render.fps
     ft = float(scene.render.fps_base) / float(fps)
     old = scene.frame_current
-    poses = {o.name_full: [] for o in obs}
-    boxes = {o.name_full: {} for o in labelled}  # frame index -> box, at the frames it renders
+    poses: dict[str, list[F64]] = {o.name_full: [] for o in obs}
+    boxes: dict[str, dict[int, Box]] = {o.name_full: {} for o in labelled}  # frame index -> box, at the frames it renders
     wanted = {o.name_full for o in labelled}
     sw = apply_render_visibility(scene, bpy.context.view_layer)  # what renders, as the scan
     try:
