@@ -260,8 +260,8 @@ def _remove_empty(out: Path) -> None:
             d.rmdir()
 
 
-def _export(folder: OutputFolder, frames: list[int], formats: tuple[str, ...], obs: list[bpy.types.Object],
-            labelled: list[bpy.types.Object]) -> list[str]:
+def _export(folder: OutputFolder, frames: list[int], formats: tuple[str, ...],
+            obs: list[bpy.types.Object], labelled: list[bpy.types.Object]) -> list[str]:
     """Evaluate the frames, check every pose, write the files, then delete the earlier
     export's files that were not rewritten (exactly those its motion.json listed)."""
     scene = bpy.context.scene
