@@ -6,7 +6,6 @@ footprint does, dual returns' return_number / number_of_returns) and of the demo
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import pytest
 import blensor_addon
 from blensor_addon.core.sensors import beam
 from blensor_addon.core.sensors.raypattern import RayPattern, angles_of
-from blensor_addon.core.sensors.returns import Returns
+from blensor_addon.core.sensors.returns import Returns, ReturnSettings
 
 from conftest import add_camera, add_mesh, generic_sensor, quad, without_glass
 
@@ -23,7 +22,7 @@ def settings(**kw):
     base = dict(samples_per_beam=1, beam_divergence=0.0, beam_divergence_vertical=0.0, focus_distance=0.0,
                 divergence_algorithm="echoes", returns="strongest", max_returns=3, echo_separation=1.0)
     base.update(kw)
-    return SimpleNamespace(**base)
+    return ReturnSettings(**base)  # unvalidated: the stages read it through the schema
 
 
 def pattern_of(directions, origins=None):

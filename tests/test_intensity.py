@@ -11,7 +11,7 @@ import pytest
 
 import blensor_addon
 from blensor_addon.core.sensors import intensity
-from blensor_addon.core.sensors.returns import Returns
+from blensor_addon.core.sensors.returns import Returns, ReturnSettings
 from conftest import add_camera, add_mesh, generic_sensor, quad
 
 
@@ -68,8 +68,8 @@ def test_radar_intensity_clips_to_the_device_units():
                   reflectivity=np.ones(k, np.float32), returned=np.ones(k), energy=np.ones(k),
                   return_number=np.ones(k, np.uint8), number_of_returns=np.ones(k, np.uint8),
                   weather=np.zeros(k, bool))
-    s = SimpleNamespace(intensity_model="radar")
+    s = ReturnSettings(intensity_model="radar")
     np.testing.assert_allclose(intensity.intensity(s, ret, ret.range, None), [1.0, 1.0, 1.0])
     ouster = SimpleNamespace(vendor="ouster")
     np.testing.assert_allclose(intensity.intensity(s, ret, ret.range, ouster), [100.0, 1.0, 655.35])
-    assert intensity.intensity(SimpleNamespace(intensity_model="lambert"), ret, ret.range) is ret.energy
+    assert intensity.intensity(ReturnSettings(intensity_model="lambert"), ret, ret.range) is ret.energy

@@ -13,6 +13,7 @@ import blensor_addon
 from blensor_addon.core.sensors import beam as beam_mod
 from blensor_addon.core.sensors import weather
 from blensor_addon.core.sensors.returns import Returns
+from blensor_addon.core.sensors.rotating import LidarSettings
 from conftest import add_camera, add_mesh, generic_sensor, quad
 
 
@@ -32,7 +33,7 @@ def _settings(**kw):
     base = dict(weather="fog", fog_visibility=30.0, rain_rate=10.0, max_range=100.0, returns="strongest",
                 divergence_algorithm="echoes", max_returns=3, beam_divergence=0.0)
     base.update(kw)
-    return SimpleNamespace(**base)
+    return LidarSettings(**base)  # unvalidated: the stages read it through the schema
 
 
 SUB4 = SimpleNamespace(per_beam=1, directions=np.zeros((4, 3)))

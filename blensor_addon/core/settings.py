@@ -12,9 +12,10 @@ and :class:`Preset`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast, overload
 
 import numpy as np
 
@@ -328,5 +329,90 @@ class Preset:
     source: str = ""
 
 
+# ---------------------------------------------------------------------------------------
+# optional settings: read through the schema
+
+
+@dataclass(frozen=True)
+class OptionalSetting:
+    """A setting that some sensor types declare and others do not, and what a sensor
+    type without it behaves as.
+
+    Attributes:
+        default: the value of a sensor whose settings do not declare the setting (the
+            declaring types' default: tests/test_optional_settings.py keeps them equal).
+        unit: the unit (as :attr:`Meta.unit`); ``""``: none.
+        meaning: what the default means, one line.
+    """
+
+    default: bool | int | float | str
+    unit: str
+    meaning: str
+
+
+#: the settings the sensor-independent code (:mod:`blensor_addon.core.sensors`' physics, beam,
+#: weather and intensity stages, the writers' configs) reads of any sensor, declared or not,
+#: with the value of a sensor that does not declare them; :func:`setting_value` reads them
+OPTIONAL_SETTINGS: dict[str, OptionalSetting] = {
+    "min_range": OptionalSetting(0.0, "m", "no minimum range: every measured range is reported"),
+    "range_resolution": OptionalSetting(0.0, "m", "reported ranges not quantized"),
+    "return_model": OptionalSetting("limit", "", "the reflectivity limit decides (seed 000 Eq. 1)"),
+    "samples_per_beam": OptionalSetting(1, "", "one sub-ray per beam, its axis"),
+    "beam_divergence": OptionalSetting(0.0, "rad", "an infinitely thin beam"),
+    "beam_divergence_vertical": OptionalSetting(0.0, "rad", "the same as beam_divergence"),
+    "focus_distance": OptionalSetting(0.0, "m", "the beam narrowest at the aperture"),
+    "divergence_algorithm": OptionalSetting("echoes", "", "sub-rays grouped into echoes along the beam"),
+    "returns": OptionalSetting("strongest", "", "the strongest echo of each beam"),
+    "max_returns": OptionalSetting(3, "", "returns per beam in mode all"),
+    "echo_separation": OptionalSetting(1.0, "m", "candidates within 1 m along a beam are one echo"),
+    "intensity_model": OptionalSetting("lambert", "", "R0 cos(theta) (seed 002 Eq. 4)"),
+    "weather": OptionalSetting("none", "", "clear air"),
+}
+
+#: settings read through :func:`setting_value` whose values are floats, ints, strs
+FloatSetting = Literal["min_range", "range_resolution", "max_range", "beam_divergence",
+                       "beam_divergence_vertical", "focus_distance", "echo_separation", "rotation_speed",
+                       "start_angle", "end_angle", "angle_resolution"]
+IntSetting = Literal["samples_per_beam", "max_returns"]
+StrSetting = Literal["return_model", "divergence_algorithm", "returns", "intensity_model", "weather"]
+
+
+@functools.lru_cache(maxsize=None)
+def _declared(cls: type[DataclassInstance]) -> frozenset[str]:
+    """The field names of the settings class ``cls`` (cached per class)."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+@overload
+def setting_value(s: SensorSettings, name: FloatSetting) -> float: ...
+@overload
+def setting_value(s: SensorSettings, name: IntSetting) -> int: ...
+@overload
+def setting_value(s: SensorSettings, name: StrSetting) -> str: ...
+@overload
+def setting_value(s: SensorSettings, name: str) -> object: ...
+
+
+def setting_value(s: SensorSettings, name: str) -> object:
+    """The value of setting ``name`` of the settings ``s``, read through the schema: the
+    field's value when ``type(s)`` declares it (a :func:`setting` field), else the
+    :data:`OPTIONAL_SETTINGS` default (a sensor type without the setting behaves as
+    that value).
+
+    Raises:
+        AttributeError (``name``): neither declared by ``type(s)`` nor an optional setting
+            (a misspelt name is a programming error, never a silent default).
+        TypeError: ``s`` is not a dataclass instance.
+    """
+    if name in _declared(type(s)):
+        return getattr(s, name)
+    optional = OPTIONAL_SETTINGS.get(name)
+    if optional is None:
+        raise AttributeError(f"{name!r} is not a setting of {type(s).__name__} nor one of OPTIONAL_SETTINGS",
+                             name=name, obj=s)
+    return optional.default
+
+
 __all__ = ["Meta", "setting", "meta_of", "SensorSettings", "COMMON", "Preset", "check_less", "check_table",
-           "MAX_SEED", "FRAMES_OF_REFERENCE", "VISIBILITIES", "TIME_MODELS", "PACKETS", "DEFAULT_TIME_STEP"]
+           "MAX_SEED", "FRAMES_OF_REFERENCE", "VISIBILITIES", "TIME_MODELS", "PACKETS", "DEFAULT_TIME_STEP",
+           "OptionalSetting", "OPTIONAL_SETTINGS", "setting_value"]

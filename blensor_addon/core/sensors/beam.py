@@ -76,6 +76,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..settings import setting_value
 from .raypattern import RayPattern
 from .returns import Returns
 
@@ -202,8 +203,8 @@ def _norm3(a: np.ndarray) -> np.ndarray:
 def sub_rays_per_beam(s) -> int:
     """S, the sub-rays :func:`footprint` casts per beam under settings ``s``: 1 without
     divergence (or without the return settings), else ``samples_per_beam``."""
-    S = int(getattr(s, "samples_per_beam", 1))
-    div = float(getattr(s, "beam_divergence", 0.0)) or float(getattr(s, "beam_divergence_vertical", 0.0))
+    S = int(setting_value(s, "samples_per_beam"))
+    div = float(setting_value(s, "beam_divergence")) or float(setting_value(s, "beam_divergence_vertical"))
     return 1 if S <= 1 or div == 0.0 else S
 
 
@@ -213,7 +214,7 @@ def specular_acceptance(s) -> float | None:
     (``beam_divergence``, ``beam_divergence_vertical``), the reflected beam then overlapping
     the outgoing one; None without a divergence (the caster's default,
     :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`, half of seed 001's 4 mrad)."""
-    div = max(float(getattr(s, "beam_divergence", 0.0)), float(getattr(s, "beam_divergence_vertical", 0.0)))
+    div = max(float(setting_value(s, "beam_divergence")), float(setting_value(s, "beam_divergence_vertical")))
     return 0.5 * div if div > 0.0 else None
 
 
@@ -225,9 +226,9 @@ def footprint(s, pattern: RayPattern) -> SubRays:
     beams themselves (share 1), exactly as the one-ray model cast them."""
     n = len(pattern)
     o = None if pattern.origins is None else pattern.origins.astype(np.float64)
-    S = int(getattr(s, "samples_per_beam", 1))
-    div_h = float(getattr(s, "beam_divergence", 0.0))
-    div_v = float(getattr(s, "beam_divergence_vertical", 0.0)) or div_h
+    S = int(setting_value(s, "samples_per_beam"))
+    div_h = float(setting_value(s, "beam_divergence"))
+    div_v = float(setting_value(s, "beam_divergence_vertical")) or div_h
     if S <= 1 or (div_h == 0.0 and div_v == 0.0):
         return SubRays(directions=pattern.directions.astype(np.float64), origins=o, times=pattern.timestamp,
                        beam=np.arange(n, dtype=np.int64), share=np.ones(n), per_beam=1)
@@ -240,7 +241,7 @@ def footprint(s, pattern: RayPattern) -> SubRays:
     c = 1.0 / np.sqrt(1.0 + a * a + b * b)  # |d + a h + b v| = sqrt(1 + a^2 + b^2): d, h, v orthonormal
     # (B, S, 3): sub-ray j of beam b is (c_j, a_j c_j, b_j c_j) in the beam's basis (d, h, v)
     dirs = np.matmul(np.stack([c, a * c, b * c], axis=1), np.stack([d, h, v], axis=1))
-    f = float(getattr(s, "focus_distance", 0.0))
+    f = float(setting_value(s, "focus_distance"))
     origins = None
     if f > 0.0:  # through the focus F = o + f d, from the aperture plane: F - f / (d_j . d) d_j
         focus = f * d if o is None else o + f * d
@@ -401,8 +402,8 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
     en = rt * _cos_incidence(hits, rows)
     rr = np.asarray(rng_all[rows], dtype=np.float64)
     pw = power(en, rr)  # what the receiver compares: the received power of each candidate
-    algorithm = getattr(s, "divergence_algorithm", "echoes")
-    mode = getattr(s, "returns", "strongest")
+    algorithm = setting_value(s, "divergence_algorithm")
+    mode = setting_value(s, "returns")
     n = b.shape[0]
     if n == 0:
         e = np.zeros(0)
@@ -417,7 +418,7 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
     if algorithm == "echoes":
         new = np.zeros(n, bool)
         new[bstart] = True
-        new[1:] |= np.diff(rr) > float(getattr(s, "echo_separation", 1.0))
+        new[1:] |= np.diff(rr) > float(setting_value(s, "echo_separation"))
         starts = np.flatnonzero(new)
     else:  # one group per beam: every candidate of the beam
         starts = bstart
@@ -450,7 +451,7 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
         raise ValueError("divergence_algorithm must be one of echoes, first, average, random, "
                          f"got {algorithm!r}")
     if algorithm == "echoes" and select:
-        sel = _select_echoes(mode, g_beam, power(g_energy, g_range), int(getattr(s, "max_returns", 3)))
+        sel = _select_echoes(mode, g_beam, power(g_energy, g_range), int(setting_value(s, "max_returns")))
     else:
         sel = np.arange(starts.shape[0])
     ebeam = g_beam[sel]
@@ -485,8 +486,9 @@ def select_returns(s, beam_key: np.ndarray, r: np.ndarray, energy: np.ndarray) -
     k = key.shape[0]
     if k < 2 or not (key[1:] == key[:-1]).any():
         return None
-    mode = s.returns if getattr(s, "divergence_algorithm", "echoes") == "echoes" else "strongest"
-    return _select_echoes(mode, key, power(energy, r), int(getattr(s, "max_returns", 3)))
+    echoes = setting_value(s, "divergence_algorithm") == "echoes"
+    mode = setting_value(s, "returns") if echoes else "strongest"
+    return _select_echoes(mode, key, power(energy, r), int(setting_value(s, "max_returns")))
 
 
 def _select_echoes(mode: str, g_beam: np.ndarray, g_power: np.ndarray, max_returns: int) -> np.ndarray:

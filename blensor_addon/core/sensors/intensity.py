@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..settings import setting_value
 from .returns import Returns
 
 #: range (m) at which a 100 % Lambertian target at normal incidence in clear air gives
@@ -75,7 +76,7 @@ def intensity(s, ret: Returns, r: np.ndarray, device=None) -> np.ndarray:
     ``[0, max_intensity(device)]`` (module docstring).
 
     Raises ValueError for an unknown model (the settings' choices refuse it first)."""
-    model = getattr(s, "intensity_model", "lambert")
+    model = setting_value(s, "intensity_model")
     if model == "lambert":
         return ret.energy
     if model == "radar":

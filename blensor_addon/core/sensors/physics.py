@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import SettingsError
 from ..result import ScanResult
-from ..settings import setting
+from ..settings import setting, setting_value
 from .raypattern import RayPattern
 
 if TYPE_CHECKING:  # the protocol is declared beside the Sensor, which imports this module
@@ -83,7 +83,7 @@ def check_min_range(s, max_name: str = "max_range") -> None:
 def min_range_mask(s, r_measured: np.ndarray) -> np.ndarray | None:
     """(N,) bool: measured ranges ``r_measured`` (N,) float64 m at or beyond the settings'
     ``min_range`` (m); None when ``s`` has no ``min_range`` or it is 0 (all kept)."""
-    lo = float(getattr(s, "min_range", 0.0) or 0.0)
+    lo = float(setting_value(s, "min_range") or 0.0)
     if lo <= 0.0:
         return None
     return np.asarray(r_measured, dtype=np.float64) >= lo
@@ -147,7 +147,7 @@ def returns_mask(hits, s) -> np.ndarray:
     refl = getattr(hits, "returned", None)
     refl = hits.reflectivity if refl is None else refl
     ok = hits.hit & (hits.range <= s.max_range) & (refl > 0.0)
-    if getattr(s, "return_model", "limit") == "linear":
+    if setting_value(s, "return_model") == "linear":
         return ok
     ok &= refl > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
     return ok

@@ -21,7 +21,7 @@ import numpy as np
 from ..capabilities import Capabilities, Timing
 from ..errors import SettingsError, did_you_mean
 from ..result import FIELDS, ScanResult
-from ..settings import SensorSettings
+from ..settings import SensorSettings, setting_value
 from .budget import CHUNK_RAYS, refuse_rays
 from .raypattern import CameraFrame, RayPattern, angles_of, sweep_column_count, sweep_columns, sweep_count
 from . import beam, intensity, weather
@@ -233,11 +233,12 @@ class Sensor:
         timing = Timing("sweep", float(period), setting=self.period_setting) if period is not None else \
             Timing("exposure", exposure=float(self.exposure_time(s)))
         grid = tuple(int(v) for v in self.grid_shape(s, 0, 1.0, "single", camera))
-        deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if getattr(s, "deskew", False) else ()
-        multi = ("return_number", "number_of_returns") if getattr(s, "multi_return", False) else ()
+        deskew = ("xyz_deskewed", "xyz_noisy_deskewed") if s.deskew else ()
+        multi = ("return_number", "number_of_returns") if isinstance(s, ReturnSettings) and s.multi_return \
+            else ()
         return Capabilities(timing=timing, grid=grid, organized=bool(self.organized),
                             fields=(*FIELDS, *deskew, *multi, *self.extra_fields),
-                            max_range=self.reported_range(s), min_range=float(getattr(s, "min_range", 0.0)),
+                            max_range=self.reported_range(s), min_range=float(setting_value(s, "min_range")),
                             **return_capabilities(s))
 
     def trace(self, s, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:

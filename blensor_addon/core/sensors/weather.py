@@ -92,6 +92,7 @@ from functools import lru_cache
 import numpy as np
 
 from .beam import rank_returns, run_starts
+from ..settings import setting_value
 from .returns import Returns
 
 #: semantic class id of a return from the atmosphere: SemanticKITTI ``outlier`` (1), the
@@ -165,7 +166,7 @@ def rain_range_sigma(r: np.ndarray, rain_rate: float) -> np.ndarray:
 def detection_power(s) -> float:
     """Normalised power (1/m^2) of the weakest return the sensor detects:
     ``DETECTION_REFLECTIVITY / max_range^2`` (``max_range`` of ``s``, 100 m if it has none)."""
-    mr = float(getattr(s, "max_range", 100.0) or 100.0)
+    mr = float(setting_value(s, "max_range") or 100.0)
     return DETECTION_REFLECTIVITY / (mr * mr)
 
 
@@ -202,7 +203,7 @@ def fog_backscatter(mor: float, r0_max: float) -> tuple[np.ndarray, np.ndarray, 
 
 def _fog_peak(s, r0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(power, range) of the fog's peak (K,) for hard targets at ``r0`` (K,) m."""
-    mr = float(getattr(s, "max_range", 100.0) or 100.0)
+    mr = float(setting_value(s, "max_range") or 100.0)
     grid, power, at = fog_backscatter(float(s.fog_visibility), mr)
     i = np.clip(np.round(np.asarray(r0) / FOG_STEP).astype(np.int64), 0, grid.shape[0] - 1)
     return power[i] * FOG_SOFT_GAIN, at[i]
@@ -228,7 +229,7 @@ def _attenuated(ret: Returns, alpha: float) -> Returns:
 
 def _fog_candidates(s, ret: Returns, n_beams: int, rng) -> tuple:
     """Per beam with a spurious fog return: (beam, range, power, transmission)."""
-    mr = float(getattr(s, "max_range", 100.0) or 100.0)
+    mr = float(setting_value(s, "max_range") or 100.0)
     ub, start = _beam_starts(ret.beam)
     r0 = np.full(n_beams, mr)
     hard = np.zeros(n_beams)  # power of the nearest hard return (0: none)
@@ -251,12 +252,12 @@ def _fog_candidates(s, ret: Returns, n_beams: int, rng) -> tuple:
 
 def _rain_candidates(s, ret: Returns, n_beams: int, rng, alpha: float) -> tuple:
     """Per beam with a detectable drop: (beam, range, power, transmission)."""
-    mr = float(getattr(s, "max_range", 100.0) or 100.0)
+    mr = float(setting_value(s, "max_range") or 100.0)
     rate = float(s.rain_rate)
     if rate <= 0.0 or n_beams == 0:
         return (np.zeros(0, np.int64),) + (np.zeros(0),) * 3
     p_min = detection_power(s)
-    b_div = float(getattr(s, "beam_divergence", 0.0) or 0.0) or RAIN_DIVERGENCE
+    b_div = float(setting_value(s, "beam_divergence") or 0.0) or RAIN_DIVERGENCE
     # farthest range where the largest drop could still be detected (bisection on a
     # decreasing function), and the hard returns' ranges that hide the drops behind them
     def drop_power(r, d):
@@ -290,7 +291,8 @@ def _rain_candidates(s, ret: Returns, n_beams: int, rng, alpha: float) -> tuple:
     beam_of, r, p = beam_of[ok], r[ok], p[ok]
     if beam_of.shape[0] == 0:
         return (np.zeros(0, np.int64),) + (np.zeros(0),) * 3
-    mode = s.returns if getattr(s, "divergence_algorithm", "echoes") == "echoes" else "strongest"
+    echoes = setting_value(s, "divergence_algorithm") == "echoes"
+    mode = setting_value(s, "returns") if echoes else "strongest"
     key = r if mode == "first" else -p  # the drop the returns mode would pick (the nearest or strongest)
     order = np.lexsort((key, beam_of))
     first = np.r_[True, beam_of[order][1:] != beam_of[order][:-1]]
@@ -338,7 +340,7 @@ def apply(s, ret: Returns, sub, rng: np.random.Generator) -> Returns:
 
     ``weather = none`` (or a settings object without ``weather``) returns ``ret`` itself,
     untouched. Draws come from ``rng`` only, so the same seed gives the same returns."""
-    kind = getattr(s, "weather", "none")
+    kind = setting_value(s, "weather")
     if kind == "none":
         return ret
     per_beam = max(int(sub.per_beam), 1) if sub is not None else 1
