@@ -271,7 +271,8 @@ def _export(folder: OutputFolder, frames: list[int], formats: tuple[str, ...],
     ft = float(scene.render.fps_base) / float(fps)
     old = scene.frame_current
     poses: dict[str, list[F64]] = {o.name_full: [] for o in obs}
-    boxes: dict[str, dict[int, Box]] = {o.name_full: {} for o in labelled}  # frame index -> box, at the frames it renders
+    # name_full -> {frame index -> box}, at the frames it renders
+    boxes: dict[str, dict[int, Box]] = {o.name_full: {} for o in labelled}
     wanted = {o.name_full for o in labelled}
     sw = apply_render_visibility(scene, bpy.context.view_layer)  # what renders, as the scan
     try:
