@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from .errors import SettingsError
+from .ndtypes import F64, Array, Floating
+
+if TYPE_CHECKING:
+    from .result import ScanResult
 
 AXES = ("blensor", "ros")
 #: (3, 3) rotation taking BlenSor sensor-frame vectors to REP-103 sensor-frame vectors
@@ -29,7 +34,7 @@ ROS_FROM_BLENSOR = np.array([[0.0, 0.0, -1.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]
 NED_FROM_ROS = np.diag([1.0, -1.0, -1.0])
 
 
-def rpy_matrix(roll: float, pitch: float, yaw: float) -> np.ndarray:
+def rpy_matrix(roll: float, pitch: float, yaw: float) -> F64:
     """(3, 3) float64 rotation ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)`` of roll, pitch, yaw
     (rad): roll about x, then pitch about y, then yaw about z, all about the fixed parent
     axes (REP-103 and URDF/SDF ``rpy``; the aerospace yaw-pitch-roll of a body, so the
@@ -43,10 +48,10 @@ def rpy_matrix(roll: float, pitch: float, yaw: float) -> np.ndarray:
     rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
     ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
     rx = np.array([[1.0, 0.0, 0.0], [0.0, cr, -sr], [0.0, sr, cr]])
-    return rz @ ry @ rx
+    return cast(F64, rz @ ry @ rx)
 
 
-def matrix_rpy(R: np.ndarray) -> tuple[float, float, float]:
+def matrix_rpy(R: Floating) -> tuple[float, float, float]:
     """(roll, pitch, yaw) rad of a (3, 3) rotation, :func:`rpy_matrix`'s inverse: pitch
     ``atan2(-R[2,0], hypot(R[0,0], R[1,0]))`` in [-pi/2, pi/2], roll and yaw in (-pi, pi];
     at gimbal lock (``hypot(R[0,0], R[1,0]) < 1e-12``: pitch +-pi/2, where roll and yaw
@@ -59,7 +64,7 @@ def matrix_rpy(R: np.ndarray) -> tuple[float, float, float]:
     return math.atan2(R[2, 1], R[2, 2]), pitch, math.atan2(R[1, 0], R[0, 0])
 
 
-def blensor_from_frd(v: np.ndarray) -> np.ndarray:
+def blensor_from_frd(v: Array) -> Array:
     """(N, 3) vectors in FRD axes (x ahead, y right, z down) -> BlenSor's sensor frame
     (x right, y up, -z ahead): ``ROS_FROM_BLENSOR.T @ NED_FROM_ROS @ v``, written as the
     permutation it is (``(y, -z, -x)``: no products, so a zero keeps its sign)."""
@@ -74,7 +79,7 @@ def check_axes(axes: str) -> str:
     return axes
 
 
-def ros_pose(sensor_to_world: np.ndarray) -> np.ndarray:
+def ros_pose(sensor_to_world: Floating) -> F64:
     """(4, 4) float64 pose of the REP-103 sensor frame in the world (the rotation
     composed with ``ROS_FROM_BLENSOR^T``; same origin)."""
     T = np.array(sensor_to_world, dtype=np.float64)
@@ -82,14 +87,14 @@ def ros_pose(sensor_to_world: np.ndarray) -> np.ndarray:
     return T
 
 
-def ros_sensor_pose(result) -> np.ndarray:
+def ros_sensor_pose(result: ScanResult) -> F64:
     """(4, 4) float64 pose of ``result``'s REP-103 sensor frame in the world, whatever
     axes the result is in."""
     return ros_pose(result.sensor_to_world) if result.axes == "blensor" else np.array(result.sensor_to_world,
                                                                                        dtype=np.float64)
 
 
-def sensor_points(result, noisy: bool = False, axes: str = "ros") -> np.ndarray:
+def sensor_points(result: ScanResult, noisy: bool = False, axes: str = "ros") -> F64:
     """(N, 3) float64 points of ``result`` in its sensor frame at each ray's time (as a
     sensor driver gives them), in ``axes``, whatever frame and axes the result is in: the
     same values for a world-frame scan as for the same scan in the sensor frame."""
@@ -104,10 +109,10 @@ def sensor_points(result, noisy: bool = False, axes: str = "ros") -> np.ndarray:
     if result.axes == axes:
         return xyz
     M = ROS_FROM_BLENSOR if axes == "ros" else ROS_FROM_BLENSOR.T
-    return xyz @ M.T
+    return cast(F64, xyz @ M.T)
 
 
-def to_axes(result, axes: str):
+def to_axes(result: ScanResult, axes: str) -> ScanResult:
     """``result`` with sensor-frame points and normals, and the pose, in ``axes``
     (a new ScanResult; the same one if already there). World-frame points and normals
     stay as they are; ``sensor_to_world`` then describes the frame in ``axes``."""
@@ -116,12 +121,12 @@ def to_axes(result, axes: str):
         return result
     M = ROS_FROM_BLENSOR if axes == "ros" else ROS_FROM_BLENSOR.T
 
-    def pose_in_axes(pose):  # the sensor frame's axes rotated, its position kept
+    def pose_in_axes(pose: Floating) -> F64:  # the sensor frame's axes rotated, its position kept
         T = np.array(pose, dtype=np.float64)
         T[:3, :3] = T[:3, :3] @ M.T
         return T
 
-    changes = {"sensor_to_world": pose_in_axes(result.sensor_to_world), "axes": axes}
+    changes: dict[str, Any] = {"sensor_to_world": pose_in_axes(result.sensor_to_world), "axes": axes}
     if result.sensor_to_world_end is not None:
         changes["sensor_to_world_end"] = pose_in_axes(result.sensor_to_world_end)
     extra = dict(result.extra)
@@ -135,7 +140,7 @@ def to_axes(result, axes: str):
     return dataclasses.replace(result, **changes)
 
 
-def matrix_to_quat(R: np.ndarray) -> np.ndarray:
+def matrix_to_quat(R: Floating) -> F64:
     """Unit quaternions of rotation matrices by Shepperd's method (the largest of
     ``w, x, y, z`` is taken from the diagonal, the others from off-diagonal sums, so no
     division by a small number). The one matrix-to-quaternion routine of the add-on: the
@@ -179,7 +184,7 @@ def matrix_to_quat(R: np.ndarray) -> np.ndarray:
 QUATERNION_ZERO = 4 * np.finfo(np.float64).eps
 
 
-def quaternion_xyzw(R: np.ndarray) -> tuple[float, float, float, float]:
+def quaternion_xyzw(R: Floating) -> tuple[float, float, float, float]:
     """(x, y, z, w) unit quaternion of a (3, 3) rotation matrix (w >= 0), as TUM
     trajectories, PCD's VIEWPOINT and ROS messages order it (:func:`matrix_to_quat`);
     a component that is zero within float64 (:data:`QUATERNION_ZERO`) is exactly 0, so a
@@ -188,16 +193,16 @@ def quaternion_xyzw(R: np.ndarray) -> tuple[float, float, float, float]:
     return x, y, z, w
 
 
-def rotation_vector(R: np.ndarray) -> np.ndarray:
+def rotation_vector(R: Floating) -> F64:
     """(3,) axis x angle (rad) of a rotation matrix (its logarithm)."""
     R = np.asarray(R, dtype=np.float64)
     angle = float(np.arccos(np.clip((np.trace(R) - 1.0) / 2.0, -1.0, 1.0)))
     if angle < 1e-12:
         return np.zeros(3)
     axis = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    n = np.linalg.norm(axis)
+    n: float | np.floating[Any] = np.linalg.norm(axis)
     if n < 1e-12:  # angle ~ pi: the axis from the symmetric part
         w, v = np.linalg.eigh((R + R.T) / 2.0)
         axis = v[:, int(np.argmax(w))]
         n = 1.0
-    return axis / n * angle
+    return cast(F64, axis / n * angle)

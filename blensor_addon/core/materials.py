@@ -13,8 +13,12 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from .ndtypes import F32, F64, I32, I64, U8, Bool, Floating, Integer
 
 #: Reflectivity of a surface without a BlenSor material setting: the original's Blender
 #: Internal default diffuse intensity (reference section 3.4, index 11). Blender's default
@@ -35,14 +39,14 @@ GLASS_ENTRY = "glass"
 DEFAULT_WAVELENGTH = 905.0
 
 
-def luminance(rgb) -> np.ndarray:
+def luminance(rgb: ArrayLike) -> F64:
     """Rec. 709 luminance of linear RGB ``rgb`` (..., 3) (any float array) -> (...) float64.
     BlenSor's estimate of a colour's diffuse reflectivity at the laser wavelength: an
     approximation (a paint's near-infrared reflectance need not follow its visible colour),
     library entries (:func:`library`) are the accurate path."""
     c = np.asarray(rgb, dtype=np.float64)
     wr, wg, wb = LUMINANCE_WEIGHTS
-    return c[..., 0] * wr + c[..., 1] * wg + c[..., 2] * wb
+    return cast(F64, c[..., 0] * wr + c[..., 1] * wg + c[..., 2] * wb)
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,9 @@ class LibraryEntry:
     """
 
     name: str
-    wavelengths: np.ndarray
-    reflectance: np.ndarray
-    color: tuple
+    wavelengths: F64
+    reflectance: F64
+    color: tuple[float, ...]
     mirror: bool
     source: str
 
@@ -73,7 +77,7 @@ class LibraryEntry:
 
 
 @functools.lru_cache(maxsize=4)
-def library(path: str | None = None) -> dict:
+def library(path: str | None = None) -> dict[str, LibraryEntry]:
     """The reflectance library: entry name -> :class:`LibraryEntry`, read once from
     ``path`` (default :data:`LIBRARY_PATH`). Keys starting with ``_`` are comments.
 
@@ -81,7 +85,7 @@ def library(path: str | None = None) -> dict:
         ValueError: an entry lacks ``reflectance`` or its values are not finite >= 0.
     """
     raw = json.loads(Path(path or LIBRARY_PATH).read_text(encoding="utf-8"))
-    out = {}
+    out: dict[str, LibraryEntry] = {}
     for name, spec in raw.items():
         if name.startswith("_"):
             continue
@@ -100,7 +104,7 @@ def library(path: str | None = None) -> dict:
 MAX_REFLECTIVITY = 10.0
 
 
-def sanitize_texels(pixels: np.ndarray) -> tuple[np.ndarray, int]:
+def sanitize_texels(pixels: ArrayLike) -> tuple[F32, int]:
     """Texel values made usable as reflectivity (float/EXR images may hold
     NaN, inf or negative values): NaN -> 0, then clipped to [0, :data:`MAX_REFLECTIVITY`]
     (+inf -> 10, -inf -> 0).
@@ -139,17 +143,17 @@ class Texture:
         name: the image's name (for messages).
     """
 
-    luminance: np.ndarray
+    luminance: F32
     uv_map: str = ""
     scale: float = 1.0
     offset: float = 0.0
-    mapping: np.ndarray = field(default_factory=lambda: np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    mapping: F64 = field(default_factory=lambda: np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
     interpolation: str = "linear"
     extension: str = "REPEAT"
     name: str = ""
 
 
-def _wrap(i: np.ndarray, n: int, extension: str) -> tuple:
+def _wrap(i: I64, n: int, extension: str) -> tuple[I64, Bool | None]:
     """Texel indices ``i`` (int64) -> (index in [0, n), inside mask or None)."""
     if extension == "EXTEND":
         return np.clip(i, 0, n - 1), None
@@ -162,8 +166,8 @@ def _wrap(i: np.ndarray, n: int, extension: str) -> tuple:
     return np.mod(i, n), None
 
 
-def sample_image(image: np.ndarray, uv: np.ndarray, interpolation: str = "linear",
-                 extension: str = "REPEAT") -> np.ndarray:
+def sample_image(image: F32, uv: Floating, interpolation: str = "linear",
+                 extension: str = "REPEAT") -> F32:
     """Sample a single-channel image at texture coordinates.
 
     Args:
@@ -185,7 +189,7 @@ def sample_image(image: np.ndarray, uv: np.ndarray, interpolation: str = "linear
         i, ai = _wrap(np.floor(x).astype(np.int64), w, extension)
         j, aj = _wrap(np.floor(y).astype(np.int64), h, extension)
         out = image[j, i]
-        if ai is not None:
+        if ai is not None and aj is not None:  # (CLIP: both masks, else neither)
             out = np.where(ai & aj, out, np.float32(0))
         return out.astype(np.float32, copy=False)
     x = x - 0.5
@@ -202,10 +206,19 @@ def sample_image(image: np.ndarray, uv: np.ndarray, interpolation: str = "linear
         for di, wx in ((0, 1.0 - fx), (1, fx)):
             i, ai = _wrap(x0 + di, w, extension)
             v = image[j, i].astype(np.float64)
-            if ai is not None:
+            if ai is not None and aj is not None:  # (CLIP: both masks, else neither)
                 v = np.where(ai & aj, v, 0.0)
             out += wx * wy * v
     return out.astype(np.float32)
+
+
+class MaterialExtra(TypedDict, total=False):
+    """:attr:`MaterialTable.extra`: the material evaluator's data, every key optional
+    (see :class:`MaterialTable`)."""
+
+    spectra: dict[int, LibraryEntry]
+    textures: dict[int, Texture]
+    uv: dict[tuple[int, str], F32]
 
 
 @dataclass
@@ -240,23 +253,23 @@ class MaterialTable:
     value used where a hit cannot be sampled (a mesh without that UV map).
     """
 
-    reflectivity: np.ndarray
-    mirror: np.ndarray
-    color: np.ndarray
-    names: list
-    mesh_tri_offset: np.ndarray
-    tri_material: np.ndarray
-    inst_mesh: np.ndarray
-    inst_slot_offset: np.ndarray
-    slot_material: np.ndarray
-    transmission: np.ndarray | None = None
-    ior: np.ndarray | None = None
-    alpha: np.ndarray | None = None
+    reflectivity: F32
+    mirror: Bool
+    color: U8
+    names: list[str]
+    mesh_tri_offset: I64
+    tri_material: I32
+    inst_mesh: I32
+    inst_slot_offset: I64
+    slot_material: I32
+    transmission: F32 | None = None
+    ior: F32 | None = None
+    alpha: F32 | None = None
     #: extra per-material data of the material evaluator (textures, UVs, spectra)
-    extra: dict = field(default_factory=dict)
+    extra: MaterialExtra = field(default_factory=lambda: MaterialExtra())
 
-    def reflectivity_at(self, rows: np.ndarray, instance: np.ndarray, primitive: np.ndarray, bary: np.ndarray,
-                        wavelength: float | None = None) -> np.ndarray:
+    def reflectivity_at(self, rows: Integer, instance: Integer, primitive: Integer, bary: Floating,
+                        wavelength: float | None = None) -> F32:
         """(N,) float32 reflectivity of each hit: material rows ``rows`` (N,) int32 (from
         :meth:`lookup`) of the hits on (instance, primitive) (N,) int32 at barycentrics
         ``bary`` (N, 2) float32; ``wavelength`` nm picks a library entry's reflectance
@@ -300,13 +313,13 @@ class MaterialTable:
             out[sel[grp]] = np.float32(tex.offset) + np.float32(tex.scale) * texel
         return out
 
-    def _reflectivity_for(self, wavelength) -> np.ndarray:
+    def _reflectivity_for(self, wavelength: float | None) -> F32:
         """(M,) float32 reflectivity per material at ``wavelength`` nm (cached per value):
         ``reflectivity`` with the library materials' rows at that wavelength."""
         spectra = self.extra.get("spectra")
         if not spectra:
             return self.reflectivity
-        cache = self.__dict__.setdefault("_refl_at", {})
+        cache: dict[float, F32] = self.__dict__.setdefault("_refl_at", {})
         key = DEFAULT_WAVELENGTH if wavelength is None else float(wavelength)
         table = cache.get(key)
         if table is None:
@@ -316,7 +329,7 @@ class MaterialTable:
             cache[key] = table
         return table
 
-    def _textured(self) -> np.ndarray:
+    def _textured(self) -> Bool:
         """(M,) bool, computed once: the material has a :class:`Texture`."""
         has = self.__dict__.get("_has_texture")
         if has is None:
@@ -330,7 +343,8 @@ class MaterialTable:
         return bool((self.transmission is not None and (self.transmission > 0).any())
                     or (self.alpha is not None and (self.alpha < 1).any()))
 
-    def optics(self, instance: np.ndarray, primitive: np.ndarray, rows: np.ndarray | None = None) -> tuple:
+    def optics(self, instance: Integer, primitive: Integer,
+               rows: Integer | None = None) -> tuple[F32, F32, F32]:
         """(transmission, ior, alpha) (H,) float32 of the hits (instance, primitive) (H,)
         int32 >= 0 (see the attributes); ``rows`` (H,) int32: their material rows
         (:meth:`lookup`) when the caller has them already (then ``instance`` and
@@ -343,7 +357,7 @@ class MaterialTable:
         a = np.ones(n, np.float32) if self.alpha is None else self.alpha[rows]
         return t, ior, a
 
-    def lookup(self, instance: np.ndarray, primitive: np.ndarray) -> np.ndarray:
+    def lookup(self, instance: Integer, primitive: Integer) -> I32:
         """Material row for each hit.
 
         Args:
@@ -362,7 +376,7 @@ class MaterialTable:
             # a miss reads start's last entry (the zero row) plus 0
             at = start[np.where(ok, instance, -1)]
             at += np.where(ok, primitive, 0)
-            return rows[at]
+            return cast(I32, rows[at])
         out = np.zeros(instance.shape, dtype=np.int32)
         ok = instance >= 0
         if not ok.any():
@@ -383,7 +397,7 @@ class MaterialTable:
     #: table of rows per triangle of every distinct (mesh, slots) pair
     ROW_TABLE_MAX_INSTANCES = 4096
 
-    def _row_table(self) -> tuple | None:
+    def _row_table(self) -> tuple[I32, I64] | None:
         """(rows (T + 1,) int32, start (I + 1,) int64), made once: the material row of
         every triangle of each distinct (mesh, slot materials) of the instances
         (instances that share both share the rows), the zero row last, and where
@@ -392,11 +406,11 @@ class MaterialTable:
         lookup: slot clipped to the instance's slots, 0 without slots."""
         cached = self.__dict__.get("_rows_table", False)
         if cached is not False:
-            return cached
+            return cast("tuple[I32, I64] | None", cached)
         n_inst = self.inst_slot_offset.shape[0] - 1
         table = None
         if 0 < n_inst <= self.ROW_TABLE_MAX_INSTANCES and self.inst_mesh.shape[0] >= n_inst:
-            seen: dict = {}
+            seen: dict[tuple[int, bytes], int] = {}
             parts, at = [], 0
             start = np.empty(n_inst + 1, np.int64)
             for i in range(n_inst):
@@ -420,7 +434,7 @@ class MaterialTable:
         self._rows_table = table
         return table
 
-    def is_mirror(self, instance: np.ndarray, primitive: np.ndarray) -> np.ndarray:
+    def is_mirror(self, instance: Integer, primitive: Integer) -> Bool:
         """(N,) bool: the hits (instance (N,) int32 >= 0, primitive (N,) int32) are on a
         mirror material. Only hits on instances that have a mirror slot at all are looked
         up, so a scene with one shop window does not pay a full lookup per bounce."""
@@ -431,7 +445,7 @@ class MaterialTable:
             out[cand] = self.mirror[self.lookup(instance[cand], np.asarray(primitive)[cand])]
         return out
 
-    def _instance_has_mirror(self) -> np.ndarray:
+    def _instance_has_mirror(self) -> Bool:
         """(I,) bool, computed once: some material slot of the instance is a mirror."""
         has = getattr(self, "_has_mirror", None)
         if has is None:
