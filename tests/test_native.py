@@ -341,3 +341,55 @@ def test_mesh_arrays_of_the_wrong_shape_or_dtype_are_refused_naming_the_argument
     assert m.triangles.dtype == np.int32 and m.triangles.tolist() == t.tolist()
     assert MeshData(v.astype(np.int16), t.astype(np.uint8)).vertices.dtype == np.float32
     assert MeshData(np.zeros((0, 3)), np.zeros((0, 3), np.int32)).triangles.shape == (0, 3)
+
+
+def test_the_typed_library_seam_agrees_with_the_c_header_and_the_ctypes_declarations():
+    # raycast/native.py calls the library through native._Api (Python-side types, read by
+    # mypy) after _declare gave ctypes each function's argtypes/restype: the three must
+    # say the same as native_patch/src/blensor_rt.h, or a 64-bit count goes out as a C int,
+    # a float64 buffer is read as float32, and mypy checks the calls against a fiction
+    import ctypes
+    import inspect
+    import re
+
+    from blensor_addon.raycast import native
+    from conftest import ROOT
+    header = (ROOT / "native_patch" / "src" / "blensor_rt.h").read_text()
+    protos = {m[2]: (m[1].strip(), m[3]) for m in re.finditer(r"BRT_API\s+([\w\s\*]+?)\s*\b(\w+)\(([^)]*)\);",
+                                                              re.sub(r"/\*.*?\*/", "", header, flags=re.S))}
+    vp = ctypes.c_void_p
+    c_of = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double,
+            "const char*": ctypes.c_char_p, "void": None, "const float*": ctypes.POINTER(ctypes.c_float),
+            "float*": ctypes.POINTER(ctypes.c_float), "const double*": ctypes.POINTER(ctypes.c_double),
+            "const int32_t*": ctypes.POINTER(ctypes.c_int32), "int32_t*": ctypes.POINTER(ctypes.c_int32),
+            "const uint8_t*": ctypes.POINTER(ctypes.c_uint8), "brt_mesh*": vp, "const brt_scene*": vp,
+            "brt_scene*": vp, "brt_mesh**": ctypes.POINTER(vp), "brt_scene**": ctypes.POINTER(vp),
+            "brt_mesh*const*": ctypes.POINTER(vp)}
+    # the Python-side annotations of _Api and the ctypes argument each stands for
+    py_of = {"_F32P": ctypes.POINTER(ctypes.c_float), "_F32P | None": ctypes.POINTER(ctypes.c_float),
+             "_F64P | None": ctypes.POINTER(ctypes.c_double), "_I32P": ctypes.POINTER(ctypes.c_int32),
+             "_U8P | None": ctypes.POINTER(ctypes.c_uint8), "bytes | None": ctypes.c_char_p,
+             "ctypes.c_void_p": vp, "ctypes._CArgObject": ctypes.POINTER(vp),
+             "ctypes.Array[ctypes.c_void_p]": ctypes.POINTER(vp), "float": ctypes.c_float}
+    returns = {"int": (ctypes.c_int, ctypes.c_int64), "None": (None,), "bytes": (ctypes.c_char_p,)}
+
+    def c_type(decl: str) -> object:
+        decl = re.sub(r"\s*\*\s*", "*", decl.strip())
+        return c_of[decl if decl in c_of else re.sub(r"\s*\w+$", "", decl)]
+
+    lib = native.load_library()
+    names = [n for n in vars(native._Api) if n.startswith("brt_")]
+    assert len(names) == 9, names
+    for name in names:
+        ret, args = protos[name]
+        want = [] if args.strip() in ("", "void") else [c_type(a) for a in args.split(",")]
+        f = getattr(lib, name)
+        assert f.restype is c_type(ret), name
+        assert list(f.argtypes) == want, name
+        sig = inspect.signature(getattr(native._Api, name))
+        params = list(sig.parameters.values())[1:]
+        assert len(params) == len(want), name
+        for p, c in zip(params, want):
+            assert py_of.get(p.annotation, ctypes.c_int if p.annotation == "int" else None) in (
+                c, ctypes.c_int if c is ctypes.c_int64 else c), (name, p.name, p.annotation, c)
+        assert f.restype in returns[sig.return_annotation], name

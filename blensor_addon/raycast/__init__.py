@@ -44,7 +44,7 @@ def get_backend(name: str = "auto", threads: int | None = None) -> Backend:
     return BVHTreeBackend()
 
 
-_shared: dict = {}
+_shared: dict[tuple[str, int | None], Backend] = {}
 
 
 def shared_backend(name: str = "auto", threads: int | None = None) -> Backend:

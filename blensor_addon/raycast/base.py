@@ -7,20 +7,27 @@ import hashlib
 import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..core.errors import SettingsError
+from ..core.ndtypes import F32, F64, I32, Array, Bool, Floating
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
+#: :meth:`SceneGeometry.content`: (mesh keys, instance meshes (I,) int32, transforms
+#: (I, 4, 4) float32, end transforms (I, 4, 4) float32 or None)
+GeometryContent = tuple[tuple[str, ...], I32, F32, "F32 | None"]
 
-def _described(a: np.ndarray) -> str:
+
+def _described(a: Array) -> str:
     """``shape (..), dtype ..`` of ``a``, for a message."""
     return f"shape {a.shape}, dtype {a.dtype}"
 
 
-def _as_array(name: str, values, allowed: str) -> np.ndarray:
+def _as_array(name: str, values: ArrayLike, allowed: str) -> Array:
     """``np.asarray(values)``; a ragged sequence (numpy refuses it) is a SettingsError."""
     try:
         return np.asarray(values)
@@ -28,7 +35,7 @@ def _as_array(name: str, values, allowed: str) -> np.ndarray:
         raise SettingsError(name, allowed, "a ragged sequence") from None
 
 
-def index_array(name: str, values, columns: int | None = None) -> np.ndarray:
+def index_array(name: str, values: ArrayLike, columns: int | None = None) -> I32:
     """``values`` as a contiguous int32 array (reshaped to (-1, ``columns``) or (-1,)),
     refusing what a cast would change: integers outside int32 (int64 indices above 2^31
     would wrap), non-integral or non-finite floats (1.7 would become 1, inf anything) and
@@ -52,7 +59,7 @@ def index_array(name: str, values, columns: int | None = None) -> np.ndarray:
     return a.reshape(-1, columns) if columns else a.reshape(-1)
 
 
-def mesh_vertices(vertices) -> np.ndarray:
+def mesh_vertices(vertices: ArrayLike) -> F32:
     """``vertices`` as a contiguous (V, 3) float32 array (m); NaN/inf coordinates are kept
     (a triangle on such a vertex is never hit). Nothing is reshaped: a (3, V) array is no
     (V, 3) one.
@@ -68,7 +75,7 @@ def mesh_vertices(vertices) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def mesh_triangles(triangles, n_vertices: int) -> np.ndarray:
+def mesh_triangles(triangles: ArrayLike, n_vertices: int) -> I32:
     """``triangles`` as a contiguous (T, 3) int32 array of indices into ``n_vertices``
     vertices (:func:`index_array`'s casts). Nothing is reshaped: a (3, T) array is no
     (T, 3) one.
@@ -103,8 +110,8 @@ class MeshData:
         :func:`mesh_triangles`).
     """
 
-    vertices: np.ndarray
-    triangles: np.ndarray
+    vertices: F32
+    triangles: I32
     key: str = ""
 
     def __post_init__(self) -> None:
@@ -115,7 +122,8 @@ class MeshData:
             # triangles; a cryptographic hash would cost more than the BVH build it saves)
             v, t = self.vertices, self.triangles
             self.key = "%d.%d.%08x%08x.%08x%08x" % (
-                v.shape[0], t.shape[0], zlib.crc32(v), zlib.adler32(v), zlib.crc32(t), zlib.adler32(t))
+                v.shape[0], t.shape[0], zlib.crc32(v.data), zlib.adler32(v.data), zlib.crc32(t.data),
+                zlib.adler32(t.data))
 
 
 @dataclass
@@ -136,10 +144,10 @@ class SceneGeometry:
         ValueError: the arrays differ in length or are not (I, 4, 4).
     """
 
-    meshes: list
-    instance_mesh: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
-    instance_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 4, 4), np.float32))
-    instance_matrix_end: np.ndarray | None = None
+    meshes: list[MeshData]
+    instance_mesh: I32 = field(default_factory=lambda: np.zeros(0, np.int32))
+    instance_matrix: F32 = field(default_factory=lambda: np.zeros((0, 4, 4), np.float32))
+    instance_matrix_end: F32 | None = None
 
     def __post_init__(self) -> None:
         self.instance_mesh = index_array("instance_mesh", self.instance_mesh)
@@ -152,7 +160,7 @@ class SceneGeometry:
                 raise ValueError(f"instance_matrix_end must be {self.instance_matrix.shape}, got {end.shape}")
             self.instance_matrix_end = end
 
-    def motion(self) -> tuple[np.ndarray, np.ndarray] | None:
+    def motion(self) -> tuple[F64, Bool] | None:
         """Motion records and moving mask (:func:`.motion.motion_records` of
         ``instance_matrix`` and ``instance_matrix_end``): (I, 32) float64 and (I,) bool,
         or None when ``instance_matrix_end`` is None."""
@@ -161,7 +169,7 @@ class SceneGeometry:
         from .motion import motion_records
         return motion_records(self.instance_matrix, self.instance_matrix_end)
 
-    def content(self) -> tuple:
+    def content(self) -> GeometryContent:
         """The geometry's content as it is now, in copies the caller owns: (mesh keys,
         instance meshes, transforms, end transforms or None). A backend keeps it to tell
         whether a later geometry is the same (:meth:`has_content`: a static scene sampled
@@ -171,7 +179,7 @@ class SceneGeometry:
         return (tuple(m.key for m in self.meshes), np.array(self.instance_mesh), np.array(self.instance_matrix),
                 None if end is None else np.array(end))
 
-    def has_content(self, content: tuple | None) -> bool:
+    def has_content(self, content: GeometryContent | None) -> bool:
         """True if this geometry equals ``content`` (from :meth:`content`) exactly."""
         if content is None:
             return False
@@ -179,7 +187,7 @@ class SceneGeometry:
         mine = self.instance_matrix_end
         return (keys == tuple(m.key for m in self.meshes) and np.array_equal(im, self.instance_mesh)
                 and np.array_equal(xf, self.instance_matrix) and (end is None) == (mine is None)
-                and (end is None or np.array_equal(end, mine)))
+                and (end is None or (mine is not None and np.array_equal(end, mine))))
 
     def hash(self) -> str:
         """Hash of all meshes and instance transforms, the end transforms included when
@@ -208,11 +216,11 @@ class ClosestHits:
         uv (N, 2) float32 barycentrics (b1, b2): p = (1-b1-b2) v0 + b1 v1 + b2 v2.
     """
 
-    t: np.ndarray
-    instance: np.ndarray
-    primitive: np.ndarray
-    normal: np.ndarray
-    uv: np.ndarray
+    t: F32
+    instance: I32
+    primitive: I32
+    normal: F32
+    uv: F32
 
 
 class Backend(ABC):
@@ -228,8 +236,8 @@ class Backend(ABC):
         """Make ``geometry`` the scene that :meth:`intersect` casts against."""
 
     @abstractmethod
-    def intersect(self, origins: np.ndarray, directions: np.ndarray,
-                  tmax: np.ndarray | float, time: np.ndarray | None = None) -> ClosestHits:
+    def intersect(self, origins: Floating, directions: Floating, tmax: Floating | float | np.floating[Any],
+                  time: Floating | None = None) -> ClosestHits:
         """Closest hits.
 
         Args:
@@ -246,3 +254,12 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Free native resources (idempotent)."""
+
+
+class BundlingBackend(Protocol):
+    """What a backend whose :attr:`Backend.bundles` is True offers: :meth:`Backend.intersect`
+    with ``bundle``, the number of consecutive rays cast from one origin at one time
+    (:meth:`.native.NativeBackend.intersect`)."""
+
+    def intersect(self, origins: Floating, directions: Floating, tmax: Floating | float | np.floating[Any],
+                  time: Floating | None = None, bundle: int = 1) -> ClosestHits: ...

@@ -16,8 +16,12 @@ within half a slice's motion (0.5 mm unless the cap binds).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
+from ..core.ndtypes import F64, I32, I64, Array, Bool, Floating
 from .base import Backend, ClosestHits, SceneGeometry
 from .motion import RECORD_SIZE, interpolate, max_speed
 
@@ -26,13 +30,21 @@ SLICE_MOTION = 1e-3
 #: Most time slices per step.
 MAX_SLICES = 256
 
+#: :func:`_flatten`'s world-space scene: vertices (V, 3) float64, triangles (T, 3) int64,
+#: their instances and primitives (T,) int32, and the ``mathutils.bvhtree.BVHTree`` over
+#: them (None without triangles; mathutils has no type information: Any)
+Flat = tuple[F64, I64, I32, I32, Any]
 
-def _flatten(geometry: SceneGeometry, instances, matrices):
+
+def _flatten(geometry: SceneGeometry, instances: Iterable[int], matrices: Iterable[Array]) -> Flat:
     """World-space triangles of ``instances`` (int indices) placed by ``matrices``
     (len(instances), 4, 4): (verts (V, 3) float64, tris (T, 3) int64, tri_inst (T,) int32,
     tri_prim (T,) int32, BVHTree or None)."""
     from mathutils.bvhtree import BVHTree
-    verts, tris, tri_inst, tri_prim = [], [], [], []
+    verts: list[F64] = []
+    tris: list[I64] = []
+    tri_inst: list[I32] = []
+    tri_prim: list[I32] = []
     offset = 0
     for i, M in zip(instances, matrices):
         m = geometry.meshes[int(geometry.instance_mesh[i])]
@@ -53,7 +65,7 @@ def _flatten(geometry: SceneGeometry, instances, matrices):
     return v, t, np.concatenate(tri_inst), np.concatenate(tri_prim), tree
 
 
-def _cast(data, o: np.ndarray, d: np.ndarray, tm: np.ndarray) -> ClosestHits:
+def _cast(data: Flat, o: F64, d: F64, tm: F64) -> ClosestHits:
     """Closest hits of rays o, d (N, 3) float64 within tm (N,) float64 in one flattened
     tree ``data`` (:func:`_flatten`)."""
     v, tr, tri_inst, tri_prim, tree = data
@@ -103,7 +115,7 @@ def _cast(data, o: np.ndarray, d: np.ndarray, tm: np.ndarray) -> ClosestHits:
     return ClosestHits(t, inst, prim, normal, uv)
 
 
-def _put(dst: ClosestHits, idx: np.ndarray, src: ClosestHits, sel: np.ndarray | None = None) -> None:
+def _put(dst: ClosestHits, idx: I64, src: ClosestHits, sel: Bool | None = None) -> None:
     """dst[idx] = src[sel] for every field (sel None: all of src)."""
     for f in ("t", "instance", "primitive", "normal", "uv"):
         a = getattr(src, f)
@@ -122,10 +134,10 @@ class BVHTreeBackend(Backend):
     def __init__(self) -> None:
         from mathutils.bvhtree import BVHTree  # noqa: F401  (fail early outside Blender)
         self._geometry: SceneGeometry | None = None
-        self._all = None  # every instance at instance_matrix (built on the first untimed cast)
-        self._static = None  # the static instances alone (built on the first timed cast)
-        self._moving = np.zeros(0, np.int64)  # indices of the moving instances
-        self._records = np.zeros((0, RECORD_SIZE))
+        self._all: Flat | None = None  # every instance at instance_matrix (built on the first untimed cast)
+        self._static: Flat | None = None  # the static instances alone (built on the first timed cast)
+        self._moving: I64 = np.zeros(0, np.int64)  # indices of the moving instances
+        self._records: F64 = np.zeros((0, RECORD_SIZE))
         self.slices = 1  # K of the latest geometry (1 without motion)
 
     def set_geometry(self, geometry: SceneGeometry) -> None:
@@ -160,7 +172,7 @@ class BVHTreeBackend(Backend):
         self.slices = int(min(MAX_SLICES, max(1, np.ceil(speed / SLICE_MOTION)))) if np.isfinite(speed) \
             else MAX_SLICES
 
-    def _whole(self):
+    def _whole(self) -> Flat:
         """The flattened scene, every instance at ``instance_matrix`` (built when first
         needed: a timed cast of a scene with moving instances never needs it)."""
         if self._all is None:
@@ -169,7 +181,8 @@ class BVHTreeBackend(Backend):
                 _flatten(g, range(g.instance_mesh.shape[0]), g.instance_matrix)
         return self._all
 
-    def intersect(self, origins, directions, tmax, time=None) -> ClosestHits:
+    def intersect(self, origins: Floating, directions: Floating, tmax: Floating | float | np.floating[Any],
+                  time: Floating | None = None) -> ClosestHits:
         """Closest hits (see :meth:`Backend.intersect`); moving instances by time slices.
 
         Raises:
@@ -189,8 +202,9 @@ class BVHTreeBackend(Backend):
         tm[~np.isfinite(ts)] = np.nan  # a ray at no time misses
         if self._moving.size == 0:
             return _cast(self._whole(), o, d, tm)
+        g = self._geometry
+        assert g is not None  # instances move: set_geometry has set it
         if self._static is None:
-            g = self._geometry
             static = np.setdiff1d(np.arange(g.instance_mesh.shape[0]), self._moving)
             self._static = _flatten(g, static, g.instance_matrix[static])
         out = _cast(self._static, o, d, tm)
@@ -200,7 +214,7 @@ class BVHTreeBackend(Backend):
         for k in np.unique(k_of[alive]):
             rays = np.flatnonzero(alive & (k_of == k))
             mats = interpolate(self._records, (k + 0.5) / self.slices)
-            part = _cast(_flatten(self._geometry, self._moving, mats), o[rays], d[rays],
+            part = _cast(_flatten(g, self._moving, mats), o[rays], d[rays],
                          np.minimum(tm[rays], out.t[rays]))  # only nearer than the static hit
             nearer = part.instance >= 0
             _put(out, rays[nearer], part, nearer)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.axes import matrix_to_quat
+from ..core.ndtypes import F64, Array, Bool
 
 #: Quaternion angle (rad) below which slerp is replaced by a normalized lerp (as in C).
 LERP_ANGLE = 1e-6
@@ -32,7 +33,7 @@ MIN_DET = 1e-30
 RECORD_SIZE = 32
 
 
-def quat_to_matrix(q: np.ndarray) -> np.ndarray:
+def quat_to_matrix(q: Array) -> F64:
     """Rotation matrices of quaternions.
 
     Args:
@@ -56,7 +57,7 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     return R
 
 
-def decompose(M: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decompose(M: Array) -> tuple[F64, F64, F64]:
     """Split transforms into translation, rotation and an upper-triangular rest.
 
     ``A = M[:3, :3] = R(q) @ U`` by Gram-Schmidt QR (columns of ``Q`` orthonormal,
@@ -108,7 +109,7 @@ def decompose(M: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return t, q, U
 
 
-def det3(M: np.ndarray) -> np.ndarray:
+def det3(M: Array) -> F64:
     """(I,) float64 determinant of the 3x3 parts of transforms ``M`` (I, 4, 4) (any
     float dtype), expanded along the first row with the native library's operations in
     its order (``invert_affine`` in ``blensor_rt.c``, compiled without FMA), so both
@@ -117,19 +118,21 @@ def det3(M: np.ndarray) -> np.ndarray:
     M = np.asarray(M).reshape(-1, 4, 4)
     a, b, c, d, e, f, g, h, i = (M[:, r, k].astype(np.float64) for r in range(3) for k in range(3))
     with np.errstate(invalid="ignore", over="ignore"):
-        return a * (e * i - f * h) + b * -(d * i - f * g) + c * (d * h - e * g)
+        det: F64 = a * (e * i - f * h) + b * -(d * i - f * g) + c * (d * h - e * g)
+        return det
 
 
-def regular(M: np.ndarray) -> np.ndarray:
+def regular(M: Array) -> Bool:
     """(I,) bool: transforms (I, 4, 4) that are finite with a finite ``|det M[:3, :3]| >
     1e-30`` (float64, :func:`det3`), i.e. usable to move rays into the object's frame."""
     M = np.asarray(M).reshape(-1, 4, 4)
     finite = np.isfinite(M).all(axis=(1, 2))
     det = det3(M)
-    return finite & np.isfinite(det) & (np.abs(det) > MIN_DET)
+    ok: Bool = finite & np.isfinite(det) & (np.abs(det) > MIN_DET)
+    return ok
 
 
-def motion_records(M0: np.ndarray, M1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def motion_records(M0: Array, M1: Array) -> tuple[F64, Bool]:
     """Motion records of instances moving from ``M0`` to ``M1`` within the step.
 
     Args:
@@ -161,7 +164,7 @@ def motion_records(M0: np.ndarray, M1: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return rec, moving
 
 
-def interpolate(records: np.ndarray, s: np.ndarray | float) -> np.ndarray:
+def interpolate(records: Array, s: Array | float) -> F64:
     """Transforms at time fractions ``s`` (the definition the native library follows).
 
     Args:
@@ -197,7 +200,7 @@ def interpolate(records: np.ndarray, s: np.ndarray | float) -> np.ndarray:
     return out
 
 
-def interpolate_matrices(M0: np.ndarray, M1: np.ndarray, s: np.ndarray | float) -> np.ndarray:
+def interpolate_matrices(M0: Array, M1: Array, s: Array | float) -> F64:
     """:func:`interpolate` of :func:`motion_records` ``(M0, M1)`` at ``s``.
 
     Args:
@@ -208,7 +211,7 @@ def interpolate_matrices(M0: np.ndarray, M1: np.ndarray, s: np.ndarray | float) 
     return interpolate(motion_records(M0, M1)[0], s)
 
 
-def max_speed(records: np.ndarray, radius: np.ndarray) -> np.ndarray:
+def max_speed(records: Array, radius: Array) -> F64:
     """Upper bound of how fast (m per unit s) any point of an instance moves.
 
     A point p of the mesh (|p| <= radius in object space) is at ``A(s) p + t(s)``; its
@@ -231,4 +234,5 @@ def max_speed(records: np.ndarray, radius: np.ndarray) -> np.ndarray:
     du = np.linalg.norm(U1 - U0, axis=1)
     dt = np.linalg.norm(rec[:, 3:6] - rec[:, 0:3], axis=1)
     r = np.asarray(radius, dtype=np.float64)
-    return 2.0 * 1.001 * theta * umax * r + du * r + dt
+    speed: F64 = 2.0 * 1.001 * theta * umax * r + du * r + dt
+    return speed

@@ -12,17 +12,20 @@ import ctypes
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from ..core.errors import NativeLibraryError
-from .base import Backend, ClosestHits, MeshData, SceneGeometry, index_array, mesh_triangles, mesh_vertices
+from ..core.ndtypes import F32, F64, I32, U8, Array, Bool, Floating
+from .base import (Backend, ClosestHits, GeometryContent, MeshData, SceneGeometry, index_array,
+                   mesh_triangles, mesh_vertices)
 from .motion import regular
 
 API_VERSION = 5
 _ADDON_DIR = Path(__file__).resolve().parent.parent
 
-_lib = None
+_lib: ctypes.CDLL | None = None
 _load_error: str | None = None
 
 _f32p = ctypes.POINTER(ctypes.c_float)
@@ -30,6 +33,43 @@ _f64p = ctypes.POINTER(ctypes.c_double)
 _i32p = ctypes.POINTER(ctypes.c_int32)
 _u8p = ctypes.POINTER(ctypes.c_uint8)
 _ERRORS = {-1: "bad argument", -2: "triangle index out of range", -3: "out of memory"}
+
+if TYPE_CHECKING:
+    _F32P = ctypes._Pointer[ctypes.c_float]
+    _F64P = ctypes._Pointer[ctypes.c_double]
+    _I32P = ctypes._Pointer[ctypes.c_int32]
+    _U8P = ctypes._Pointer[ctypes.c_uint8]
+
+
+class _Api(Protocol):
+    """The functions of ``blensor_rt`` this module calls, as :func:`_declare` declares
+    them to ctypes (``argtypes``/``restype``; native_patch/src/blensor_rt.h): what each
+    takes and returns on the Python side. ``int64_t``/``int`` counts are Python ints,
+    ``brt_mesh **``/``brt_scene **`` outputs ``ctypes.byref`` of a ``c_void_p``."""
+
+    def brt_api_version(self) -> int: ...
+
+    def brt_kernel(self) -> bytes: ...
+
+    def brt_bundle_recasts(self) -> int: ...
+
+    def brt_crash_message(self, before: bytes | None, after: bytes | None, code: int) -> int: ...
+
+    def brt_mesh_create(self, verts: _F32P, nverts: int, tris: _I32P, ntris: int,
+                        out: ctypes._CArgObject) -> int: ...
+
+    def brt_mesh_free(self, mesh: ctypes.c_void_p) -> None: ...
+
+    def brt_scene_create_motion(self, meshes: ctypes.Array[ctypes.c_void_p], nmeshes: int, inst_mesh: _I32P,
+                                inst_xform: _F32P, motion: _F64P | None, moving: _U8P | None, ninst: int,
+                                out: ctypes._CArgObject) -> int: ...
+
+    def brt_scene_free(self, scene: ctypes.c_void_p) -> None: ...
+
+    def brt_intersect_bundled(self, scene: ctypes.c_void_p, org: _F32P, dir: _F32P, time: _F32P | None,
+                              tmax: _F32P | None, tmax_default: float, nrays: int, bundle: int, nthreads: int,
+                              t_out: _F32P, inst_out: _I32P, prim_out: _I32P, ng_out: _F32P,
+                              uv_out: _F32P) -> int: ...
 
 
 def library_filename() -> str:
@@ -52,8 +92,9 @@ def candidate_paths() -> list[Path]:
     return paths
 
 
-def load_library():
-    """Load the library once and return the ctypes handle.
+def load_library() -> ctypes.CDLL:
+    """Load the library once and return the ctypes handle (its functions typed for this
+    module by :class:`_Api`).
 
     Raises:
         NativeLibraryError: not found (lists the paths searched and the build command),
@@ -64,7 +105,7 @@ def load_library():
         return _lib
     if _load_error is not None:
         raise NativeLibraryError(_load_error)
-    tried = []
+    tried: list[str] = []
     for p in candidate_paths():
         if not p.is_file():
             tried.append(str(p))
@@ -74,6 +115,7 @@ def load_library():
         except OSError as exc:
             tried.append(f"{p} ({exc})")
             continue
+        lib.brt_api_version.argtypes = []
         lib.brt_api_version.restype = ctypes.c_int
         if lib.brt_api_version() != API_VERSION:
             tried.append(f"{p} (ABI version {lib.brt_api_version()}, need {API_VERSION})")
@@ -93,7 +135,7 @@ def kernel() -> str:
     Raises:
         NativeLibraryError: the library cannot be loaded.
     """
-    return load_library().brt_kernel().decode()
+    return _api().brt_kernel().decode()
 
 
 def crash_message(before: str | None, after: str = "", code: int = 2) -> bool:
@@ -107,7 +149,7 @@ def crash_message(before: str | None, after: str = "", code: int = 2) -> bool:
         ValueError: the text is over 2,047 bytes (UTF-8).
     """
     try:
-        lib = load_library()
+        lib = _api()
     except NativeLibraryError:
         return False
     if before is None:
@@ -127,7 +169,16 @@ def available() -> bool:
         return False
 
 
-def _declare(lib) -> None:
+def _api() -> _Api:
+    """:func:`load_library`'s handle, seen through the functions :func:`_declare` declares.
+
+    Raises:
+        NativeLibraryError: as :func:`load_library`.
+    """
+    return cast("_Api", load_library())
+
+
+def _declare(lib: ctypes.CDLL) -> None:
     vp = ctypes.c_void_p
     lib.brt_mesh_create.argtypes = [_f32p, ctypes.c_int64, _i32p, ctypes.c_int64, ctypes.POINTER(vp)]
     lib.brt_mesh_create.restype = ctypes.c_int
@@ -152,8 +203,24 @@ def _declare(lib) -> None:
     lib.brt_intersect_bundled.restype = ctypes.c_int
 
 
-def _ptr(a: np.ndarray, t):
-    return a.ctypes.data_as(t)
+def _f32(a: F32) -> _F32P:
+    """``const float *`` to the data of the contiguous float32 array ``a``."""
+    return a.ctypes.data_as(_f32p)
+
+
+def _f64(a: F64) -> _F64P:
+    """``const double *`` to the data of the contiguous float64 array ``a``."""
+    return a.ctypes.data_as(_f64p)
+
+
+def _i32(a: I32) -> _I32P:
+    """``int32_t *`` to the data of the contiguous int32 array ``a``."""
+    return a.ctypes.data_as(_i32p)
+
+
+def _u8(a: U8) -> _U8P:
+    """``const uint8_t *`` to the data of the contiguous uint8 array ``a``."""
+    return a.ctypes.data_as(_u8p)
 
 
 class _NativeMesh:
@@ -165,12 +232,12 @@ class _NativeMesh:
         NativeLibraryError: the library failed (out of memory).
     """
 
-    def __init__(self, lib, vertices: np.ndarray, triangles: np.ndarray) -> None:
+    def __init__(self, lib: _Api, vertices: Array, triangles: Array) -> None:
         self._lib = lib
         self.handle = ctypes.c_void_p()
         v = mesh_vertices(vertices)
         t = mesh_triangles(triangles, v.shape[0])
-        rc = lib.brt_mesh_create(_ptr(v, _f32p), v.shape[0], _ptr(t, _i32p), t.shape[0],
+        rc = lib.brt_mesh_create(_f32(v), v.shape[0], _i32(t), t.shape[0],
                                  ctypes.byref(self.handle))
         if rc != 0:
             raise NativeLibraryError(f"brt_mesh_create failed: {_ERRORS.get(rc, rc)}")
@@ -178,7 +245,7 @@ class _NativeMesh:
     def free(self) -> None:
         if self.handle:
             self._lib.brt_mesh_free(self.handle)
-            self.handle = None
+            self.handle = ctypes.c_void_p()  # NULL, as NativeBackend._free_scene leaves its scene
 
     def __del__(self) -> None:
         try:
@@ -193,7 +260,7 @@ class _NativeMesh:
 MAX_TRANSFORM = 1e30
 
 
-def _check_transforms(name: str, xf: np.ndarray) -> None:
+def _check_transforms(name: str, xf: F32) -> None:
     """Refuse finite entries of ``xf`` beyond :data:`MAX_TRANSFORM`.
 
     Raises:
@@ -207,10 +274,11 @@ def _check_transforms(name: str, xf: np.ndarray) -> None:
                          f"is not hit), got {float(np.abs(xf[i][big[i]]).max()):g} at instance {i}")
 
 
-def _singular(xf: np.ndarray) -> np.ndarray:
+def _singular(xf: F32) -> Bool:
     """(I,) bool: finite instance transforms (I, 4, 4) whose 3x3 part the library cannot
     invert (|det| <= :data:`.motion.MIN_DET` in double precision, its own test)."""
-    return np.isfinite(xf).all(axis=(1, 2)) & ~regular(xf)
+    singular: Bool = np.isfinite(xf).all(axis=(1, 2)) & ~regular(xf)
+    return singular
 
 
 class NativeBackend(Backend):
@@ -230,14 +298,14 @@ class NativeBackend(Backend):
     bundles = True
 
     def __init__(self, threads: int | None = None) -> None:
-        self._lib = load_library()
+        self._lib = _api()
         self.threads = max(1, int(threads or os.cpu_count() or 1))
         self._meshes: dict[str, _NativeMesh] = {}
         self._scene = ctypes.c_void_p()
         self.blas_builds = 0  # number of per-mesh BVH builds so far (tests, benchmarks)
         self.moving_instances = 0  # instances of the latest geometry that move within its step
         self.scene_builds = 0  # number of top-level builds so far (tests, benchmarks)
-        self._built: tuple | None = None  # SceneGeometry.content() of the current top level
+        self._built: GeometryContent | None = None  # SceneGeometry.content() of the current top level
 
     def set_geometry(self, geometry: SceneGeometry) -> None:
         """Build the top level over ``geometry`` (per-mesh BVHs are reused by content key;
@@ -278,7 +346,8 @@ class NativeBackend(Backend):
         meshes = list(geometry.meshes)
         keys = [m.key for m in meshes]
         singular = _singular(xf)
-        rec_ptr = mov_ptr = None
+        rec_ptr: _F64P | None = None
+        mov_ptr: _U8P | None = None
         motion = geometry.motion()
         self.moving_instances = 0
         if motion is not None:
@@ -288,7 +357,7 @@ class NativeBackend(Backend):
             if moving.any():
                 rec = np.ascontiguousarray(rec, dtype=np.float64)
                 mov = np.ascontiguousarray(moving, dtype=np.uint8)
-                rec_ptr, mov_ptr = _ptr(rec, _f64p), _ptr(mov, _u8p)
+                rec_ptr, mov_ptr = _f64(rec), _u8(mov)
         if singular.any():
             im = im.copy()
             xf = xf.copy()
@@ -309,14 +378,15 @@ class NativeBackend(Backend):
             self._meshes.pop(k).free()
         self._free_scene()
         handles = (ctypes.c_void_p * max(1, len(keys)))(*[self._meshes[k].handle.value for k in keys])
-        rc = self._lib.brt_scene_create_motion(handles, len(keys), _ptr(im, _i32p), _ptr(xf, _f32p), rec_ptr,
+        rc = self._lib.brt_scene_create_motion(handles, len(keys), _i32(im), _f32(xf), rec_ptr,
                                                mov_ptr, im.shape[0], ctypes.byref(self._scene))
         if rc != 0:
             raise NativeLibraryError(f"brt_scene_create_motion failed: {_ERRORS.get(rc, rc)}")
         self._built = geometry.content()
         self.scene_builds += 1
 
-    def intersect(self, origins, directions, tmax, time=None, bundle: int = 1) -> ClosestHits:
+    def intersect(self, origins: Floating, directions: Floating, tmax: Floating | float | np.floating[Any],
+                  time: Floating | None = None, bundle: int = 1) -> ClosestHits:
         """Closest hits (see :meth:`Backend.intersect`). Rays with a NaN/inf origin,
         direction, tmax or time, or a zero direction, miss. ``bundle`` > 1: the rays come
         in consecutive groups of that many from one origin at one time (a beam's sub-rays),
@@ -341,23 +411,25 @@ class NativeBackend(Backend):
         prim = np.empty(n, np.int32)
         ng = np.empty((n, 3), np.float32)
         uv = np.empty((n, 2), np.float32)
+        tm_ptr: _F32P | None
         if np.ndim(tmax) == 0:
             tm_ptr, tm_default = None, float(tmax)
         else:
             tm = np.ascontiguousarray(tmax, dtype=np.float32)
             if tm.shape != (n,):
                 raise ValueError(f"tmax must be a scalar or ({n},), got {tm.shape}")
-            tm_ptr, tm_default = _ptr(tm, _f32p), 0.0
-        time_ptr = None
+            tm_ptr, tm_default = _f32(tm), 0.0
+        time_ptr: _F32P | None = None
         if time is not None:
+
             ts = np.ascontiguousarray(time, dtype=np.float32)
             if ts.shape != (n,):
                 raise ValueError(f"time must be None or ({n},), got {ts.shape}")
-            time_ptr = _ptr(ts, _f32p)
-        rc = self._lib.brt_intersect_bundled(self._scene, _ptr(o, _f32p), _ptr(d, _f32p), time_ptr, tm_ptr,
-                                             tm_default, n, max(1, int(bundle)), self.threads, _ptr(t, _f32p),
-                                             _ptr(inst, _i32p), _ptr(prim, _i32p), _ptr(ng, _f32p),
-                                             _ptr(uv, _f32p))
+            time_ptr = _f32(ts)
+        rc = self._lib.brt_intersect_bundled(self._scene, _f32(o), _f32(d), time_ptr, tm_ptr,
+                                             tm_default, n, max(1, int(bundle)), self.threads, _f32(t),
+                                             _i32(inst), _i32(prim), _f32(ng),
+                                             _f32(uv))
         if rc != 0:
             raise NativeLibraryError(f"brt_intersect_bundled failed: {_ERRORS.get(rc, rc)}")
         return ClosestHits(t, inst, prim, ng, uv)

@@ -49,12 +49,14 @@ incidence. A glass surface with neither (t = 1, off normal) returns nothing: its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, ClassVar, Protocol, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from ..core.ndtypes import F32, F64, I32, I64, U8, Array, Bool, Floating
 from ..core.optics import fresnel_unpolarized, refract, thin_slab
-from .base import Backend
+from .base import Backend, BundlingBackend, ClosestHits
 
 #: Offset (m) of a reflected ray's origin from the mirror, along the normal, so it does
 #: not hit the mirror it leaves; relative part for large coordinates.
@@ -70,8 +72,32 @@ MAX_ALPHA_PASSES = 64
 #: the incidence angle, still overlaps the receiver's field of view).
 SPECULAR_ACCEPTANCE = 2e-3
 
+#: maps the hits (instance (H,) int32, primitive (H,) int32) to a per-hit answer: mirror
+#: or not (H,) bool (``is_mirror``), material rows (H,) int32 (``material``)
+HitLookup = Callable[[I32, I32], Array]
+#: a path's state in :class:`_Tracer` (:data:`_STATE` names, arrays of P rows) or a row
+#: set of path ends (:class:`TraceResult` field names)
+_Paths = dict[str, Array]
 
-def facing_normals(normal: np.ndarray, last_dir: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+
+class OpticsLookup(Protocol):
+    """The ``optics`` of :func:`trace`
+    (:meth:`~blensor_addon.core.materials.MaterialTable.optics`): (transmission, ior,
+    alpha) (H,) of the hits (instance, primitive) (H,) int32, or of their material
+    ``rows`` (H,) int32 when given."""
+
+    def __call__(self, instance: I32, primitive: I32,
+                 rows: I32 | None = None) -> tuple[ArrayLike, ArrayLike, ArrayLike]: ...
+
+
+class _Cast(Protocol):
+    """:meth:`Backend.intersect` as :func:`_first_cast` hands it out."""
+
+    def __call__(self, origins: Floating, directions: Floating, tmax: Floating | float | np.floating[Any],
+                 time: Floating | None = None) -> ClosestHits: ...
+
+
+def facing_normals(normal: Floating, last_dir: Floating) -> tuple[F64, F64]:
     """Geometric normals (N, 3) turned to face the incoming rays (mesh winding varies),
     as (N, 3) float64, and the cosine of the incidence angle (N,) float64 in [0, 1];
     ``last_dir`` (N, 3) is each ray's final direction (world)."""
@@ -112,39 +138,39 @@ class TraceResult:
             :func:`trace` was given ``material`` (each hit looked up once); else None.
     """
 
-    range: np.ndarray
-    hit: np.ndarray
-    instance: np.ndarray
-    primitive: np.ndarray
-    normal: np.ndarray
-    last_dir: np.ndarray
-    bounces: np.ndarray
-    bary: np.ndarray
-    ray: np.ndarray
-    weight: np.ndarray
-    diffuse: np.ndarray
-    specular: np.ndarray
-    material: np.ndarray | None = None
+    range: F64
+    hit: Bool
+    instance: I32
+    primitive: I32
+    normal: F32
+    last_dir: F32
+    bounces: U8
+    bary: F32
+    ray: I64
+    weight: F32
+    diffuse: F32
+    specular: F32
+    material: I32 | None = None
 
-    _FIELDS = ("range", "hit", "instance", "primitive", "normal", "last_dir", "bounces", "bary", "ray",
-               "weight", "diffuse", "specular")
+    _FIELDS: ClassVar[tuple[str, ...]] = ("range", "hit", "instance", "primitive", "normal", "last_dir",
+                                          "bounces", "bary", "ray", "weight", "diffuse", "specular")
 
-    def take(self, idx: np.ndarray) -> "TraceResult":
+    def take(self, idx: Array | slice) -> "TraceResult":
         """The rows ``idx`` (int array, bool mask or slice), in order."""
-        return TraceResult(*(getattr(self, f)[idx] for f in self._FIELDS),
+        return TraceResult(**{f: getattr(self, f)[idx] for f in self._FIELDS},
                            material=None if self.material is None else self.material[idx])
 
     @classmethod
     def concat(cls, parts: list["TraceResult"]) -> "TraceResult":
         """Rows of ``parts`` one after the other (at least one part)."""
         mat = None
-        if all(p.material is not None for p in parts):
-            mat = np.concatenate([p.material for p in parts])
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS), material=mat)
+        mats = [p.material for p in parts]
+        if all(m is not None for m in mats):
+            mat = np.concatenate([m for m in mats if m is not None])
+        return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS}, material=mat)
 
 
-def _reflect(o: np.ndarray, d: np.ndarray, t: np.ndarray,
-             normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _reflect(o: F32, d: F32, t: F32, normal: F32) -> tuple[F32, F32]:
     """Mirror reflection of the segments ``o + s d`` (N, 3) that hit at ``t`` (N,) a
     surface of normal ``normal`` (N, 3): the new origins (offset off the surface, to the
     incoming side) and directions, (N, 3) float32 each."""
@@ -157,20 +183,21 @@ def _reflect(o: np.ndarray, d: np.ndarray, t: np.ndarray,
     return (p + side * nn * eps).astype(np.float32), r.astype(np.float32)
 
 
-def _first_cast(backend: Backend, bundle: int) -> Callable:
+def _first_cast(backend: Backend, bundle: int) -> _Cast:
     """``backend.intersect`` for the rays' first segments: with ``bundle`` where the
-    backend takes it (:attr:`Backend.bundles`)."""
+    backend takes it (:attr:`Backend.bundles`: a :class:`~.base.BundlingBackend`)."""
     b = int(bundle)
     if b > 1 and getattr(backend, "bundles", False):
-        return lambda o, d, tmax, time=None: backend.intersect(o, d, tmax, time=time, bundle=b)
+        bundling = cast(BundlingBackend, backend)
+        return lambda o, d, tmax, time=None: bundling.intersect(o, d, tmax, time=time, bundle=b)
     return backend.intersect
 
 
-def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_range: float,
-          is_mirror: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-          max_bounces: int = 8, time: np.ndarray | None = None, optics=None,
+def trace(backend: Backend, origins: Floating, directions: Floating, max_range: float,
+          is_mirror: HitLookup | None = None,
+          max_bounces: int = 8, time: Floating | None = None, optics: OpticsLookup | None = None,
           rng: np.random.Generator | None = None, acceptance: float = SPECULAR_ACCEPTANCE,
-          bundle: int = 1, material: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+          bundle: int = 1, material: HitLookup | None = None
           ) -> TraceResult:
     """Cast rays and follow mirror reflections (and, with ``optics``, glass and alpha:
     module docstring).
@@ -244,6 +271,7 @@ def trace(backend: Backend, origins: np.ndarray, directions: np.ndarray, max_ran
         total[~hit] = np.inf
         return TraceResult(total, hit, inst, prim, normal, last_dir, bounces, bary, ray, weight, diffuse,
                            specular)
+    assert is_mirror is not None  # mir is its answer
     inst, prim, normal, last_dir, bary = inst.copy(), prim.copy(), normal.copy(), d.copy(), bary.copy()
     hit = np.zeros(n, bool)
     idx = np.flatnonzero(got)
@@ -291,19 +319,20 @@ class _Tracer:
     or one alpha pass to every path that goes on, so ``max_bounces`` and
     :data:`MAX_ALPHA_PASSES` bound the rounds)."""
 
-    def __init__(self, backend, max_range, is_mirror, max_bounces, ts, optics, rng, acceptance, first=None,
-                 material=None):
+    def __init__(self, backend: Backend, max_range: float, is_mirror: HitLookup | None, max_bounces: int,
+                 ts: F32 | None, optics: OpticsLookup, rng: np.random.Generator | None, acceptance: float,
+                 first: _Cast | None = None, material: HitLookup | None = None) -> None:
         self.material = material
         self.backend, self.max_range, self.is_mirror = backend, float(max_range), is_mirror
-        self.first = backend.intersect if first is None else first  # the first segments' cast
+        self.first: _Cast = backend.intersect if first is None else first  # the first segments' cast
         self.max_bounces, self.ts, self.optics = int(max_bounces), ts, optics
         self.rng = np.random.Generator(np.random.PCG64(0)) if rng is None else rng
         self.cos_acc = float(np.cos(acceptance))
-        self.rows: list[dict] = []  # the path ends, round by round
+        self.rows: list[_Paths] = []  # the path ends, round by round
 
     # -- path state ---------------------------------------------------------------------
     @staticmethod
-    def _take(p: dict, idx) -> dict:
+    def _take(p: _Paths, idx: Array) -> _Paths:
         """The paths ``idx`` (bool mask or int array) of the state ``p``: a new dict of the
         same arrays when the mask keeps all (the state's arrays are never written in place)."""
         if isinstance(idx, np.ndarray) and idx.dtype == bool:
@@ -313,13 +342,14 @@ class _Tracer:
         return {k: v.take(idx, axis=0) for k, v in p.items()}
 
     @staticmethod
-    def _cat(parts: list) -> dict | None:
+    def _cat(parts: list[_Paths]) -> _Paths | None:
         parts = [q for q in parts if q["ray"].shape[0]]
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else {k: np.concatenate([q[k] for q in parts]) for k in _STATE}
 
-    def _end(self, p: dict, idx, t_total, hit, diffuse=None, specular=None) -> None:
+    def _end(self, p: _Paths, idx: Array | slice, t_total: F64 | None, hit: Bool,
+             diffuse: Floating | None = None, specular: Floating | None = None) -> None:
         """Paths ``idx`` of ``p`` end: their rows (range ``t_total``, +inf where not hit)."""
         m = p["ray"][idx].shape[0]
         if m == 0:
@@ -334,7 +364,7 @@ class _Tracer:
                               specular=specular, primary=p["primary"][idx]))
 
     # -- the rounds ---------------------------------------------------------------------
-    def run(self, o: np.ndarray, d: np.ndarray) -> TraceResult:
+    def run(self, o: F32, d: F32) -> TraceResult:
         """Trace the rays ``o + s d`` (N, 3) float32. The rays whose first hit is plain
         (a miss, or an opaque non-mirror surface of alpha 1) end there at once, as the
         mirror tracer ends them; only the others become paths."""
@@ -364,6 +394,7 @@ class _Tracer:
         k = cx.size
         z = np.zeros(k, np.int64)
         dc = d[cx]
+        p: _Paths | None
         p = dict(o=o[cx], d=dc, total=np.zeros(k), ray=cx.astype(np.int64), w=np.ones(k), nb=z, passes=z,
                  inside=np.zeros(k, bool), n_in=np.ones(k), primary=np.ones(k, bool),
                  r_inst=h.instance[cx], r_prim=h.primitive[cx], r_normal=h.normal[cx], r_bary=h.uv[cx],
@@ -374,7 +405,7 @@ class _Tracer:
             p = self._round(p)
         return self._result(first, mat)
 
-    def _optics(self, inst, prim, rows=None) -> tuple:
+    def _optics(self, inst: I32, prim: I32, rows: I32 | None = None) -> tuple[F64, F64, F64]:
         """(transmission in [0, 1], ior >= 1, alpha) (H,) float64 of the hits (their
         material ``rows`` when known)."""
         if inst.size == 0:
@@ -387,7 +418,7 @@ class _Tracer:
                 np.maximum(np.asarray(ior, dtype=np.float64), 1.0),  # glass in air: n >= 1
                 np.asarray(alpha, dtype=np.float64))
 
-    def _cast(self, p: dict) -> tuple:
+    def _cast(self, p: _Paths) -> tuple[F32, I32, I32, F32, F32]:
         """The hits of the paths (t, instance, primitive, normal, uv): the precomputed
         ones, the others cast now."""
         t, inst, prim, normal, uv = p["p_t"], p["p_inst"], p["p_prim"], p["p_normal"], p["p_uv"]
@@ -401,7 +432,7 @@ class _Tracer:
             normal[todo], uv[todo] = h.normal, h.uv
         return t, inst, prim, normal, uv
 
-    def _round(self, p: dict) -> dict | None:
+    def _round(self, p: _Paths) -> _Paths | None:
         t, inst, prim, normal, uv = self._cast(p)
         got = inst >= 0
         self._end(p, np.flatnonzero(~got), None, np.zeros(int((~got).sum()), bool))
@@ -451,7 +482,7 @@ class _Tracer:
         return self._cat(nxt)
 
     @staticmethod
-    def _along(o, d, t, normal, d2=None):
+    def _along(o: F32, d: F32, t: F32, normal: F32, d2: F64 | None = None) -> tuple[F32, F64]:
         """The points ``o + t d`` (N, 3) on the surface of ``normal``, moved on along the
         new directions ``d2`` (N, 3) float64 (default ``d``: straight on) by
         ``step = eps / max(|cos|, 0.1)`` (at least ``eps`` off the surface's plane above a
@@ -465,7 +496,8 @@ class _Tracer:
         step = eps / np.maximum(cos, 0.1)
         return (pt + step[:, None] * d2).astype(np.float32), step
 
-    def _glass(self, p: dict, t, normal, total, inst, trans, ior) -> list:
+    def _glass(self, p: _Paths, t: F32, normal: F32, total: F64, inst: I32, trans: F64,
+               ior: F64) -> list[_Paths]:
         """The paths ``p`` end on glass: their rows, and their reflected and transmitted
         paths (module docstring)."""
         m = t.shape[0]
@@ -544,7 +576,7 @@ class _Tracer:
             nxt.append(self._take(q, t_sel))
         return nxt
 
-    def _result(self, first: dict, mat: np.ndarray | None = None) -> TraceResult:
+    def _result(self, first: _Paths, mat: I32 | None = None) -> TraceResult:
         """The rows: ``first`` (the N rays' rows of the first cast) with the path ends of
         the rays that became paths in their place, then the extra path ends in ray order
         (and so the material rows ``mat`` (N,) of the first hits, when given)."""
@@ -552,6 +584,7 @@ class _Tracer:
         cat = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
         fields = TraceResult._FIELDS
         if mat is not None:
+            assert self.material is not None  # mat is its answer
             first = dict(first, material=mat)
             cat["material"] = self.material(cat["instance"], cat["primitive"])
             fields = fields + ("material",)
@@ -576,4 +609,5 @@ class _Tracer:
             a[n:] = c[extra]
             out.append(a)
         k = len(TraceResult._FIELDS)
-        return TraceResult(*out[:k], material=out[k] if mat is not None else None)
+        return TraceResult(**dict(zip(TraceResult._FIELDS, out[:k])),
+                           material=out[k] if mat is not None else None)
