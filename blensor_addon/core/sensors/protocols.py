@@ -6,10 +6,11 @@ for them; :mod:`blensor_addon.scene.context` implements them.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
+from ..ndtypes import F32, F64, I64, U8, U16, U32, Array, Bool, Floating
 from .raypattern import CameraFrame, RayPattern
 
 
@@ -35,9 +36,30 @@ class Hits(Protocol):
     Methods: ``take(idx)`` -> Hits of those rays; ``concat(list)`` (class method).
     """
 
-    range: np.ndarray
-    hit: np.ndarray
-    reflectivity: np.ndarray
+    range: F64
+    hit: Bool
+    reflectivity: F32
+    ray: I64
+    weight: F32
+    object_id: U32
+    instancer_id: U32
+    instance_id: U32
+    semantic: U16
+    normal: Floating
+    color: U8
+
+    def take(self, idx: Array) -> Self: ...
+
+    @classmethod
+    def concat(cls, parts: list[Self]) -> Self: ...
+
+
+class EchoHits(Hits, Protocol):
+    """The echo hits of :func:`~.sensor.echo_hits`: :class:`Hits` with each echo's
+    ``returned`` and ``energy`` (K,) float64 (see :class:`~.returns.Returns`)."""
+
+    returned: F64
+    energy: F64
 
 
 class ScanContext(Protocol):
@@ -74,20 +96,19 @@ class ScanContext(Protocol):
             ``instance_id`` (N,) uint32; ``semantic`` (N,) uint16.
     """
 
-    sensor_to_world: np.ndarray
-    sensor_to_world_end: np.ndarray | None
+    sensor_to_world: F64
+    sensor_to_world_end: F64 | None
     frame_of_reference: str
-    objects: list
+    objects: list[dict[str, Any]]
     camera: CameraFrame | None
 
-    def cast(self, origins: np.ndarray, directions: np.ndarray, max_range: float, max_bounces: int,
-             times: np.ndarray | None = None, split: bool = False, rng: np.random.Generator | None = None,
-             wavelength: float | None = None, bundle: int = 1, acceptance: float | None = None): ...
+    def cast(self, origins: F64 | None, directions: F64, max_range: float, max_bounces: int,
+             times: F64 | None = None, split: bool = False, rng: np.random.Generator | None = None,
+             wavelength: float | None = None, bundle: int = 1, acceptance: float | None = None) -> Hits: ...
 
-    def sensor_points_to(self, frame: str, xyz: np.ndarray, hits,
-                         world: np.ndarray | None = None) -> np.ndarray: ...
+    def sensor_points_to(self, frame: str, xyz: F64, hits: Hits, world: F64 | None = None) -> F64: ...
 
-    def surface(self, pattern: RayPattern, hits) -> dict: ...
+    def surface(self, pattern: RayPattern, hits: Hits) -> dict[str, Array]: ...
 
 
-__all__ = ["Hits", "ScanContext"]
+__all__ = ["Hits", "EchoHits", "ScanContext"]
