@@ -21,12 +21,17 @@ import importlib.util
 import pkgutil
 import re
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...core.errors import SettingsError, did_you_mean
 from ...core.plugins import LazyRegistry, check_new_name, load_plugins
 from ...core.settings import Meta
 from ._base import NoOptions, RunInfo, Writer  # noqa: F401
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 #: entry-point group of pip-installed writer plug-ins
 ENTRY_POINT_GROUP = "blensor.writers"
@@ -39,9 +44,9 @@ BUILTIN_BITS = {"npz": 0, "evd": 1, "pcd": 2, "las": 3, "laz": 4, "ply": 5, "kit
 PLUGIN_BITS = range(16, 31)
 
 #: format name -> Writer class
-WRITERS: dict[str, type] = LazyRegistry()
+WRITERS: LazyRegistry[type[Writer]] = LazyRegistry()
 #: format name -> its flag bit (the stored value of the format in a set is ``1 << bit``)
-FLAG_BITS: dict[str, int] = LazyRegistry()
+FLAG_BITS: LazyRegistry[int] = LazyRegistry()
 
 
 def plugin_bit(name: str) -> int:
@@ -62,7 +67,7 @@ def plugin_bit(name: str) -> int:
     raise SettingsError("writer", f"at most {span} plug-in writers (no flag bit left for '{name}')", name)
 
 
-def register_writer(writer_cls, *, builtin: bool = False) -> type:
+def register_writer(writer_cls: object, *, builtin: bool = False) -> type[Writer]:
     """Add a file format to :data:`WRITERS`.
 
     Args:
@@ -114,7 +119,7 @@ def register_writer(writer_cls, *, builtin: bool = False) -> type:
 
 
 def _discover() -> None:
-    found = {}
+    found: dict[str, type[Writer]] = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
             continue
@@ -126,7 +131,7 @@ def _discover() -> None:
         register_writer(found[name], builtin=True)
 
 
-def _add_plugin(obj) -> None:
+def _add_plugin(obj: object) -> None:
     items = obj
     if not isinstance(obj, type):
         items = getattr(obj, "WRITERS", None) or getattr(obj, "WRITER", obj)
@@ -151,7 +156,7 @@ class MotionFormat:
 
     name: str
     description: str
-    outputs: tuple
+    outputs: tuple[str, ...]
     bit: int
 
 
@@ -168,7 +173,7 @@ MOTION_FORMATS: dict[str, MotionFormat] = {m.name: m for m in (
 )}
 
 
-def parse_formats(formats) -> tuple[str, ...]:
+def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     """Normalise ``"npz,evd"`` or an iterable to a tuple of known formats.
 
     Raises:
@@ -189,7 +194,8 @@ def parse_formats(formats) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
+def make_options(formats: tuple[str, ...],
+                 options: Mapping[str, object] | None) -> dict[str, DataclassInstance]:
     """Options per format from ``{"pcd.ascii": value or text, ...}``.
 
     Returns:
@@ -198,7 +204,7 @@ def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
         SettingsError: an option of a format not in ``formats``, an unknown option, or
         a value out of range (named ``FORMAT.OPTION``).
     """
-    given: dict[str, dict] = {f: {} for f in formats}
+    given: dict[str, dict[str, object]] = {f: {} for f in formats}
     for key, value in (options or {}).items():
         fmt, _, opt = str(key).partition(".")
         if fmt not in WRITERS:
@@ -217,7 +223,7 @@ def make_options(formats: tuple[str, ...], options: dict | None) -> dict:
     return {f: WRITERS[f].Options(**given[f]) for f in formats}
 
 
-def output_patterns(formats=None) -> list[str]:
+def output_patterns(formats: Iterable[str] | None = None) -> list[str]:
     """Regular expressions of every file (relative path) a range scan leaves: the
     manifest, the trajectory and what the formats declare (``Writer.outputs``): every
     format of the registry, or those named in ``formats`` (unknown names are skipped)."""

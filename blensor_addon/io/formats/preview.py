@@ -41,15 +41,26 @@ from __future__ import annotations
 
 import io
 import json
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ...core.axes import ros_sensor_pose, sensor_points
 from ...core.classes import CLASS_COLORS, CLASSES, OTHER_COLOR
+from ...core.ndtypes import F32, F64, Array, Floating
 from ...core.result import ScanResult
 from ...core.settings import setting
-from ._base import Writer
+from ._base import RunInfo, Writer
+
+if TYPE_CHECKING:  # matplotlib is imported when a picture is drawn (an optional extra)
+    from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
 #: dots per inch of every figure (sizes are set in pixels)
 DPI = 100
@@ -75,7 +86,11 @@ class PreviewOptions:
                           choices=("noisy", "clean"))
 
 
-def grid_images(result: ScanResult, noisy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+#: :func:`numpy.ma.masked_invalid` (numpy 1.26's stub declares no types): NaN and inf masked
+_masked_invalid: Callable[[Array], np.ma.MaskedArray[Any, Any]] = np.ma.masked_invalid
+
+
+def grid_images(result: ScanResult, noisy: bool = True) -> tuple[F32, F32]:
     """The range (m) and intensity images of a result with a grid: two (rows, cols)
     float32 arrays, NaN where nothing returned; rows ordered by their mean elevation,
     highest first (rows without a return keep their place after those with one); a beam
@@ -86,6 +101,7 @@ def grid_images(result: ScanResult, noisy: bool = True) -> tuple[np.ndarray, np.
     """
     rows, cols = result.require_grid("a range image")
     rng = result.range_noisy if noisy else result.range
+    assert result.ray_index is not None  # a result with a grid (require_grid)
     beam = result.ray_index.astype(np.int64)
     order = np.lexsort((rng, beam))  # nearest return of each beam first
     first = np.ones(order.size, bool)
@@ -98,7 +114,7 @@ def grid_images(result: ScanResult, noisy: bool = True) -> tuple[np.ndarray, np.
     elev = np.where(count > 0, elev, -np.inf)
     rank = np.empty(rows, np.int64)
     rank[np.lexsort((np.arange(rows), -elev))] = np.arange(rows)
-    out = []
+    out: list[F32] = []
     for src in (rng, result.intensity):
         a = np.full((rows, cols), np.nan, np.float32)
         a[rank[row], col] = src[pick]
@@ -106,7 +122,7 @@ def grid_images(result: ScanResult, noisy: bool = True) -> tuple[np.ndarray, np.
     return out[0], out[1]
 
 
-def _figure(width: int, height: int):
+def _figure(width: int, height: int) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
@@ -114,7 +130,15 @@ def _figure(width: int, height: int):
     return fig
 
 
-def _axes(fig, x0: int, y0: int, w: int, h: int):
+
+def _renderer(fig: Figure) -> RendererBase:
+    """The Agg renderer of the canvas :func:`_figure` gave ``fig`` (matplotlib's
+    ``get_renderer`` declares no types)."""
+    get_renderer: Callable[[], RendererBase] = cast("FigureCanvasAgg", fig.canvas).get_renderer
+    return get_renderer()
+
+
+def _axes(fig: Figure, x0: int, y0: int, w: int, h: int) -> Axes:
     """Axes at pixels ``x0, y0`` (top left) of size ``w`` x ``h``, without the frame
     (drawn over the edge pixels it would blend them)."""
     W, H = fig.bbox.width, fig.bbox.height
@@ -124,15 +148,15 @@ def _axes(fig, x0: int, y0: int, w: int, h: int):
     return ax
 
 
-def _png(fig, text: dict) -> bytes:
+def _png(fig: Figure, text: Mapping[str, object]) -> bytes:
     buf = io.BytesIO()
     meta = {"Software": None, **{k: str(v) for k, v in text.items()}}
     fig.savefig(buf, format="png", dpi=DPI, metadata=meta)
     return buf.getvalue()
 
 
-def image_png(data: np.ndarray, title: str, label: str, cmap: str, vmin: float, vmax: float,
-              text: dict) -> bytes:
+def image_png(data: Floating, title: str, label: str, cmap: str, vmin: float, vmax: float,
+              text: Mapping[str, object]) -> bytes:
     """A (rows, cols) image (NaN: nothing returned, white) with a colour bar from ``vmin``
     to ``vmax`` (its end ticks), ``cmap`` a matplotlib colormap name; ``text``: further
     PNG tEXt entries. Layout and entries: the module docstring."""
@@ -144,11 +168,13 @@ def image_png(data: np.ndarray, title: str, label: str, cmap: str, vmin: float, 
     left, top, bottom, gap, bar, right = 60, 30, 40, 12, 16, 80
     fig = _figure(left + cols + gap + bar + right, top + h + bottom)
     ax = _axes(fig, left, top, cols, h)
-    cm = matplotlib.colormaps[cmap].with_extremes(bad=np.array(EMPTY) / 255.0)
+    # an RGB array (matplotlib takes any colour sequence; its stubs name tuples only)
+    bad = cast("tuple[float, float, float]", np.array(EMPTY) / 255.0)
+    cm = matplotlib.colormaps[cmap].with_extremes(bad=bad)
     if not vmax > vmin:  # one value (or none): a bar of width 1 m around it
         vmin, vmax = vmin - 0.5, vmax + 0.5
     norm = Normalize(vmin=vmin, vmax=vmax)
-    im = ax.imshow(np.repeat(np.ma.masked_invalid(data), rep, axis=0), cmap=cm, norm=norm,
+    im = ax.imshow(np.repeat(_masked_invalid(data), rep, axis=0), cmap=cm, norm=norm,
                    interpolation="nearest", aspect="auto", extent=(-0.5, cols - 0.5, rows - 0.5, -0.5))
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("column", fontsize=8)
@@ -156,7 +182,7 @@ def image_png(data: np.ndarray, title: str, label: str, cmap: str, vmin: float, 
     ax.tick_params(labelsize=7)
     cax = _axes(fig, left + cols + gap, top, bar, h)
     cb = fig.colorbar(im, cax=cax)
-    cb.set_ticks(np.linspace(vmin, vmax, 5))
+    cb.set_ticks(cast("Sequence[float]", np.linspace(vmin, vmax, 5)))  # an array, as a sequence
     cb.ax.tick_params(labelsize=7)
     cb.set_label(label, fontsize=8)
     box = (left, top, left + cols, top + h)
@@ -167,8 +193,8 @@ def image_png(data: np.ndarray, title: str, label: str, cmap: str, vmin: float, 
                       "blensor:bar_box": " ".join(map(str, bar_box))})
 
 
-def bev_png(points: np.ndarray, semantic: np.ndarray, extent: float, text: dict,
-            path: np.ndarray | None = None) -> bytes:
+def bev_png(points: Floating, semantic: Array, extent: float, text: Mapping[str, object],
+            path: Floating | None = None) -> bytes:
     """Bird's-eye view of ``points`` (N, 3) m in a REP-103 frame (x up, y left) within
     +-``extent`` m, each pixel the colour of its highest point's class (``semantic`` (N,)
     ids), with a legend; ``path`` (K, 2) m: x, y of positions drawn as a line over it.
@@ -203,22 +229,24 @@ def bev_png(points: np.ndarray, semantic: np.ndarray, extent: float, text: dict,
         ax.plot(path[:1, 1], path[:1, 0], "s", color="black", markersize=4, fillstyle="none")
         ax.set_xlim(extent, -extent)
         ax.set_ylim(-extent, extent)
-    ax.set_title(text.get("blensor:title", ""), fontsize=10)
+    ax.set_title(str(text.get("blensor:title", "")), fontsize=10)
     ax.set_xlabel("y (m, left +)", fontsize=8)
     ax.set_ylabel("x (m, ahead +)", fontsize=8)
     ax.tick_params(labelsize=7)
     names = {v: k for k, v in CLASSES.items()}
     entries = [(names.get(k, str(k)), k, tuple(int(v) for v in lut[i])) for i, k in enumerate(shown)]
-    handles = [Patch(facecolor=np.array(rgb) / 255.0, edgecolor="none", label=f"{name} ({k})")
+    handles = [Patch(facecolor=cast("tuple[float, float, float]", np.array(rgb) / 255.0),  # an RGB array
+                     edgecolor="none", label=f"{name} ({k})")
                for name, k, rgb in entries]
     legend = fig.legend(handles=handles, loc="upper left", fontsize=7, frameon=False,
                         bbox_to_anchor=((left + n + 10) / fig.bbox.width, 1.0 - top / fig.bbox.height),
                         handlelength=2.0, handleheight=1.2)
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     fig.draw(renderer)
     H = fig.bbox.height
     swatches = []
     for (name, k, rgb), h in zip(entries, legend.legend_handles):
+        assert h is not None  # a handle of every entry
         bb = h.get_window_extent(renderer)
         centre = (int((bb.x0 + bb.x1) / 2), int(H - (bb.y0 + bb.y1) / 2))
         swatches.append([name, k, "#%02x%02x%02x" % rgb, *centre])
@@ -235,7 +263,7 @@ def packet_pictures(result: ScanResult, options: PreviewOptions | None = None) -
     options = options or PreviewOptions()
     noisy = options.points == "noisy"
     f = result.frame
-    out = []
+    out: list[tuple[str, bytes]] = []
     if result.has_grid:
         rng, inten = grid_images(result, noisy)
         finite = rng[np.isfinite(rng)]
@@ -255,7 +283,8 @@ def packet_pictures(result: ScanResult, options: PreviewOptions | None = None) -
     return out
 
 
-def trajectory_png(result: ScanResult, poses: list, options: PreviewOptions | None = None) -> bytes:
+def trajectory_png(result: ScanResult, poses: Sequence[Array],
+                   options: PreviewOptions | None = None) -> bytes:
     """``preview/trajectory.png``: the positions of ``poses`` ((4, 4) REP-103 sensor poses
     in the world, in run order) over the bird's-eye view of ``result`` (the last packet),
     in its sensor frame; the view holds +-``extent`` m and the whole path (5 m margin)."""
@@ -276,7 +305,7 @@ NPZ_KEYS = ("timestamp", "range", "range_noisy", "xyz", "xyz_noisy", "semantic",
             "frame", "frame_time", "frame_of_reference", "sensor_to_world", "grid_shape")
 
 
-def result_of_npz(path) -> ScanResult:
+def result_of_npz(path: str | os.PathLike[str]) -> ScanResult:
     """A :class:`ScanResult` with what a BlenSor npz file holds (the npz writer's keys,
     :mod:`.npz`): its per-point fields and frame, pose, grid, frame of reference and axes
     (no capabilities, settings or object table).
@@ -299,7 +328,8 @@ def result_of_npz(path) -> ScanResult:
                       sensor_to_world_end=None if end is None else np.asarray(end, np.float64))
 
 
-def previews_of_folder(out, to=None, overwrite: bool = False) -> list:
+def previews_of_folder(out: str | os.PathLike[str], to: str | os.PathLike[str] | None = None,
+                       overwrite: bool = False) -> list[Path]:
     """``blensor preview OUT``: the pictures of every ``scan<frame>.npz`` in the output
     folder ``out`` (the npz writer's files), written atomically into ``to`` (default
     ``OUT/pictures``, outside the run's own files, so a later ``--overwrite`` or
@@ -320,22 +350,21 @@ def previews_of_folder(out, to=None, overwrite: bool = False) -> list:
     """
     import re
     import zipfile
-    from pathlib import Path
 
     from ...core.errors import SettingsError
     from ...core.files import check_regular_file
     from ..atomic import atomic_write_bytes, ensure_folder
     from . import parse_formats
     parse_formats(("preview",))  # matplotlib installed, or the registry's one-line refusal
-    out = Path(out)
-    if not out.is_dir():
+    folder = Path(out)
+    if not folder.is_dir():
         raise SettingsError("OUT", "a BlenSor output folder (a folder holding scan<frame>.npz files)",
-                            str(out))
-    npzs = sorted(p for p in out.iterdir() if re.fullmatch(r"scan\d+\.npz", p.name))
+                            str(folder))
+    npzs = sorted(p for p in folder.iterdir() if re.fullmatch(r"scan\d+\.npz", p.name))
     if not npzs:
         raise SettingsError("OUT", "a BlenSor output folder holding scan<frame>.npz files (blensor scan "
-                            "--formats npz)", str(out))
-    def bad(path, exc):
+                            "--formats npz)", str(folder))
+    def bad(path: Path, exc: BaseException | str) -> SettingsError:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return SettingsError(str(path), "a BlenSor npz file (numpy.load reads it, with the npz writer's "
                              "keys)", reason)
@@ -358,8 +387,10 @@ def previews_of_folder(out, to=None, overwrite: bool = False) -> list:
         if held and not overwrite:
             raise SettingsError("--to", "a folder without pictures of these names (or give --overwrite to "
                                 "replace them)", f"{to} (holds {sorted(held)[0]})")
-    to = ensure_folder(Path(to) if to is not None else out / "pictures")
-    written, poses, result = [], [], None
+    dest = ensure_folder(Path(to) if to is not None else folder / "pictures")
+    written: list[Path] = []
+    poses: list[F64] = []
+    result: ScanResult | None = None
     for path in npzs:
         try:
             result = result_of_npz(path)
@@ -367,10 +398,11 @@ def previews_of_folder(out, to=None, overwrite: bool = False) -> list:
             raise bad(path, exc) from None
         poses.append(ros_sensor_pose(result))
         for name, data in packet_pictures(result):
-            atomic_write_bytes(to / name.removeprefix("preview/"), data)
-            written.append(to / name.removeprefix("preview/"))
-    atomic_write_bytes(to / "trajectory.png", trajectory_png(result, poses))
-    written.append(to / "trajectory.png")
+            atomic_write_bytes(dest / name.removeprefix("preview/"), data)
+            written.append(dest / name.removeprefix("preview/"))
+    assert result is not None  # npzs is not empty
+    atomic_write_bytes(dest / "trajectory.png", trajectory_png(result, poses))
+    written.append(dest / "trajectory.png")
     return sorted(written)
 
 
@@ -384,23 +416,24 @@ class PreviewWriter(Writer):
              "preview/trajectory.png")
     outputs = (r"preview/(range|intensity|bev)\d+\.png", r"preview/trajectory\.png")
     Options = PreviewOptions
+    options: PreviewOptions
     requires = ("matplotlib",)
     #: how to install what ``requires`` names (an optional extra: the refusal says it)
     install = "pip install 'blensor[preview]'"
     multi_frame = True  # trajectory.png shows every packet's pose
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
-        self._poses: list = []
-        self._pending: list = []
+        self._poses: list[F64] = []
+        self._pending: list[F64] = []
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         poses = self._poses + [ros_sensor_pose(result)]
         self._pending = poses
         return packet_pictures(result, self.options) + [("preview/trajectory.png",
                                                          trajectory_png(result, poses, self.options))]
 
-    def append(self, result):
+    def append(self, result: ScanResult) -> None:
         self._poses = self._pending
 
 
