@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ndtypes import F32, F64, I64, U16, Bool, Floating, Integer
+
 #: spin (or sweep) direction of a turning head or mirror seen from above (+Y in BlenSor's
 #: sensor frame, +Z in REP-103): ``cw`` (Velodyne, Ouster, Hesai, the Ibeo LUX) or ``ccw``
 #: (BlenSor before settings version 2); the rotating LiDAR's and the line scanner's
@@ -41,32 +43,32 @@ class RayPattern:
             sensor origin).
     """
 
-    directions: np.ndarray
-    azimuth: np.ndarray
-    elevation: np.ndarray
-    channel: np.ndarray
-    ray_index: np.ndarray
-    timestamp: np.ndarray
-    origins: np.ndarray | None = None
+    directions: F32
+    azimuth: Floating
+    elevation: Floating
+    channel: U16
+    ray_index: Integer
+    timestamp: Floating
+    origins: F32 | None = None
 
     _FIELDS = ("directions", "azimuth", "elevation", "channel", "ray_index", "timestamp")
 
     def __len__(self) -> int:
         return int(self.directions.shape[0])
 
-    def take(self, idx: np.ndarray) -> "RayPattern":
+    def take(self, idx: Integer | Bool) -> RayPattern:
         """The rays ``idx`` (int array or bool mask), in order."""
-        return RayPattern(*(getattr(self, f)[idx] for f in self._FIELDS),
+        return RayPattern(**{f: getattr(self, f)[idx] for f in self._FIELDS},
                           origins=None if self.origins is None else self.origins[idx])
 
     @classmethod
-    def concat(cls, parts: list["RayPattern"]) -> "RayPattern":
+    def concat(cls, parts: list[RayPattern]) -> RayPattern:
         """Rays of ``parts`` one after the other (at least one part)."""
-        origins = None
+        origins: F32 | None = None
         if any(p.origins is not None for p in parts):
             origins = np.concatenate([np.zeros((len(p), 3), np.float32) if p.origins is None else p.origins
                                       for p in parts])
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS), origins=origins)
+        return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS}, origins=origins)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class CameraFrame:
 
 
 def pinhole_grid(width: int, height: int, x_min: float, x_max: float, y_min: float, y_max: float,
-                 z: float, rows: slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 z: float, rows: slice | None = None) -> tuple[F64, I64]:
     """Rays through pixel centres of a ``height`` x ``width`` image spanning the view
     frame at depth ``z`` (< 0), row 0 at the top, row-major.
 
@@ -110,7 +112,7 @@ def pinhole_grid(width: int, height: int, x_min: float, x_max: float, y_min: flo
 
 
 def pinhole_intrinsics(width: int, height: int, x_min: float, x_max: float, y_min: float, y_max: float,
-                       z: float) -> tuple:
+                       z: float) -> tuple[float, float, float, float]:
     """(fx, fy, cx, cy) in pixels of the pinhole grid of :func:`pinhole_grid` (ROS
     CameraInfo convention: pixel centres at integer coordinates, row 0 at the top)."""
     fx = width * abs(z) / (x_max - x_min)
@@ -119,7 +121,7 @@ def pinhole_intrinsics(width: int, height: int, x_min: float, x_max: float, y_mi
             float(height * y_max / (y_max - y_min) - 0.5))
 
 
-def angles_of(directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def angles_of(directions: Floating) -> tuple[F64, F64]:
     """Azimuth psi in [0, 2 pi) (0 = -Z, growing toward -X) and elevation (rad) of unit
     directions (N, 3) in the sensor frame. Returns two (N,) float64."""
     d = np.asarray(directions, dtype=np.float64)
@@ -138,7 +140,7 @@ def sweep_column_count(start_angle: float, end_angle: float, angle_resolution: f
 
 
 def sweep_columns(count: int, rate: float, frame: int, frame_time: float, mode: str
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  ) -> tuple[I64, F64]:
     """Columns of a sensor that sweeps its field of view once per period ``1 / rate``
     (line and planar scanners, reference sections 6.2 and 6.3: "one FOV sweep takes
     1/rps"), ``count`` columns a sweep.
