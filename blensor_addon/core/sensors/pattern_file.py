@@ -55,11 +55,15 @@ import os
 import re
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import SettingsError
+from ..ndtypes import F32, F64, I64, Integer
 from .budget import ray_limit
 
 SETTING = "pattern_file"
@@ -86,10 +90,11 @@ MAX_FIRING_RATE = 1e7
 #: parsed files kept (by resolved path, size, mtime_ns)
 CACHE_SIZE = 8
 _PERIOD_LINE = re.compile(r"^#\s*period_s\s*[:=]\s*(\S+)\s*$", re.IGNORECASE)
-_CACHE: "OrderedDict[tuple, PatternFile]" = OrderedDict()
+_CACHE: "OrderedDict[tuple[str, int, int], PatternFile]" = OrderedDict()
+_T = TypeVar("_T")
 
 
-def _refuse(path: str, allowed: str, value, where: str = "") -> SettingsError:
+def _refuse(path: str, allowed: str, value: object, where: str = "") -> SettingsError:
     """The SettingsError of a bad pattern file: ``pattern_file must be <allowed> (<path>[,
     <where>]), got <value>``."""
     place = f"{path}, {where}" if where else path
@@ -108,7 +113,7 @@ class PatternFile:
         place: ``"line"`` (CSV) or ``"row"`` (.npy), the word for ``row`` in messages;
         time_column: the time column as messages name it (``column 3 (time_s)``).
     Derived (computed once): directions (N, 3) float64 unit vectors in BlenSor's sensor
-    frame; azimuth, elevation (N,) float64 rad as :func:`~.patterns.angles_of` reports
+    frame; azimuth, elevation (N,) float64 rad as :func:`~.raypattern.angles_of` reports
     them; origins (N, 3) float32 in BlenSor's sensor frame or None; channels (the
     number of channel rows, max channel + 1); counts (L,) firings per channel;
     position (N,) int64 rank of each firing within its channel.
@@ -116,28 +121,31 @@ class PatternFile:
 
     path: str
     period: float | None
-    azimuth_deg: np.ndarray
-    elevation_deg: np.ndarray
-    time_s: np.ndarray
-    channel: np.ndarray
-    origin: np.ndarray | None
-    row: np.ndarray
+    azimuth_deg: F64
+    elevation_deg: F64
+    time_s: F64
+    channel: I64
+    origin: F64 | None
+    row: I64
     place: str = "line"
     time_column: str = "column 3 (time_s)"
-    _derived: dict = field(default_factory=dict, repr=False, compare=False)
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.time_s.shape[0])
 
-    def _get(self, key, make):
+    def _get(self, key: str, make: Callable[[], _T]) -> _T:
+        """The derived value ``key``, made by ``make`` on first use (the dataclass is frozen,
+        its arrays never change)."""
         if key not in self._derived:
             self._derived[key] = make()
-        return self._derived[key]
+        value: _T = self._derived[key]
+        return value
 
     @property
-    def directions(self) -> np.ndarray:
+    def directions(self) -> F64:
         """(N, 3) float64 unit directions in BlenSor's sensor frame."""
-        def make():
+        def make() -> F64:
             p = np.deg2rad(self.elevation_deg)
             th = np.deg2rad(self.azimuth_deg + 180.0)
             d = np.empty((len(self), 3))
@@ -148,20 +156,23 @@ class PatternFile:
         return self._get("directions", make)
 
     @property
-    def angles(self) -> tuple[np.ndarray, np.ndarray]:
+    def angles(self) -> tuple[F64, F64]:
         """(azimuth, elevation) (N,) float64 rad of :attr:`directions` as BlenSor reports
-        them (:func:`~.patterns.angles_of`: azimuth in [0, 2 pi))."""
+        them (:func:`~.raypattern.angles_of`: azimuth in [0, 2 pi))."""
         from .raypattern import angles_of
         return self._get("angles", lambda: angles_of(self.directions))
 
     @property
-    def origins(self) -> np.ndarray | None:
+    def origins(self) -> F32 | None:
         """(N, 3) float32 ray origins in BlenSor's sensor frame (m), or None."""
         if self.origin is None:
             return None
         o = self.origin
-        return self._get("origins",
-                         lambda: np.stack([-o[:, 1], o[:, 2], -o[:, 0]], axis=1).astype(np.float32))
+
+        def make() -> F32:
+            out: F32 = np.stack([-o[:, 1], o[:, 2], -o[:, 0]], axis=1).astype(np.float32)
+            return out
+        return self._get("origins", make)
 
     @property
     def channels(self) -> int:
@@ -169,31 +180,31 @@ class PatternFile:
         return int(self.channel.max()) + 1
 
     @property
-    def counts(self) -> np.ndarray:
+    def counts(self) -> I64:
         """(L,) int64 firings of each channel per period."""
         return self._get("counts", lambda: np.bincount(self.channel, minlength=self.channels))
 
     @property
-    def position(self) -> np.ndarray:
+    def position(self) -> I64:
         """(N,) int64 rank of each firing among its channel's, in firing order."""
         return self._get("position", lambda: channel_positions(self.channel))
 
     @property
-    def grid(self) -> tuple | None:
+    def grid(self) -> tuple[int, int] | None:
         """(channels, firings per channel) when every channel 0..L-1 fires equally often
         in a period (then ``ray_index = channel * cols + k``), else None."""
         c = self.counts
         return (self.channels, int(c[0])) if bool((c == c[0]).all()) and c[0] > 0 else None
 
-    def channel_elevations(self) -> np.ndarray:
+    def channel_elevations(self) -> F64:
         """(L,) float64 mean elevation (deg) of each channel's firings (0 for a channel
         that never fires): the elevation rank (``ring``) is taken from it."""
-        def make():
+        def make() -> F64:
             s = np.bincount(self.channel, weights=self.elevation_deg, minlength=self.channels)
             return np.divide(s, self.counts, out=np.zeros_like(s), where=self.counts > 0)
         return self._get("elevations", make)
 
-    def column_angles(self, period: float) -> tuple | None:
+    def column_angles(self, period: float) -> tuple[float, float] | None:
         """(first, step) rad when the pattern is one scan plane as ROS ``LaserScan``
         describes it: one channel, every elevation 0, azimuths evenly spaced in firing
         order (step != 0) and firings evenly spaced in time (``time_i = t0 + i dt``, dt >
@@ -210,7 +221,7 @@ class PatternFile:
             return None
         return float(a[0]), float(step)
 
-    def _even_times(self) -> tuple | None:
+    def _even_times(self) -> tuple[float, float] | None:
         """(t0, dt) s when ``time_i = t0 + i dt`` (dt > 0, to 1e-6 of dt), else None."""
         n = len(self)
         if n < 2:
@@ -221,7 +232,7 @@ class PatternFile:
             return None
         return t0, dt
 
-    def column_time(self, period: float) -> tuple | None:
+    def column_time(self, period: float) -> tuple[float, float] | None:
         """``Capabilities.column_time`` of a one-plane pattern (:meth:`column_angles` not
         None): (t0, dt) s, the first firing's offset in the period and the step between
         firings, when they are not ``time_i = i P / N`` (a 2D scanner's real timing: 270
@@ -230,14 +241,16 @@ class PatternFile:
         one plane."""
         if self.column_angles(period) is None:
             return None
-        t0, dt = self._even_times()
+        even = self._even_times()
+        assert even is not None  # column_angles checked it
+        t0, dt = even
         n = len(self)
         if np.allclose(self.time_s, np.arange(n) * (period / n), rtol=0.0, atol=1e-6 * period / n):
             return None
         return t0, dt
 
 
-def channel_positions(channel: np.ndarray) -> np.ndarray:
+def channel_positions(channel: Integer) -> I64:
     """(N,) int64: for each entry of ``channel`` (N,) int, how many entries before it
     have the same channel (its rank among its channel's firings, in order)."""
     ch = np.asarray(channel, dtype=np.int64)
@@ -430,8 +443,8 @@ def _read_npy(p: str) -> PatternFile:
                   src)
 
 
-def _build(p: str, data: np.ndarray, where: np.ndarray, period: float | None, place: str, colno: list,
-           colnames: list | None = None) -> PatternFile:
+def _build(p: str, data: F64, where: I64, period: float | None, place: str, colno: list[int],
+           colnames: list[str] | None = None) -> PatternFile:
     """Check the cells of ``data`` (N, 4 or 7) float64 in :data:`COLUMNS` (+ origins)
     order and sort by time. ``where`` (N,): each row's line/row; ``colno``: each column's
     number in the file; ``colnames``: the file's names of the columns (default ours)."""
@@ -483,8 +496,9 @@ def check_period(pf: PatternFile, period: float) -> None:
                       float(pf.time_s[i]), f"{pf.place} {int(pf.row[i])}, {pf.time_column}")
 
 
-def write_csv(path: str, azimuth_deg, elevation_deg, time_s, channel, origin=None,
-              period: float | None = None, comments: tuple = ()) -> None:
+def write_csv(path: str | os.PathLike[str], azimuth_deg: ArrayLike, elevation_deg: ArrayLike,
+              time_s: ArrayLike, channel: ArrayLike, origin: ArrayLike | None = None,
+              period: float | None = None, comments: tuple[str, ...] = ()) -> None:
     """Write a CSV pattern (module docstring) with exact float round trips (``repr``):
     ``# comments`` lines, ``# period_s: P`` when given, the header, one row per firing.
     Arrays (N,) (origin (N, 3) m REP-103 or None).
