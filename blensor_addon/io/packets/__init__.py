@@ -28,12 +28,17 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...core.capabilities import Capabilities, Timing
+from ...core.capabilities import Capabilities, Device, Timing
 from ...core.errors import SettingsError
 from ...core.sensors.intensity import received_power
+
+if TYPE_CHECKING:
+    from ...core.ndtypes import F32, F64, I64, Array
+    from ...core.result import ScanResult
 
 #: libpcap's classic file header: magic (microsecond stamps), version 2.4, no zone
 #: correction, no accuracy, snapshot length, link type 1 (Ethernet)
@@ -58,7 +63,7 @@ def _ip(text: str) -> bytes:
 
 def _checksum(header: bytes) -> int:
     """RFC 791 header checksum: one's complement of the one's complement sum of 16-bit words."""
-    s = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    s: int = sum(struct.unpack(f"!{len(header) // 2}H", header))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF
@@ -111,14 +116,14 @@ class FiringColumns:
             strongest (0 where the beam gave one return).
     """
 
-    time: np.ndarray
-    psi: np.ndarray
-    range: np.ndarray
-    reflectivity: np.ndarray
-    intensity: np.ndarray
-    range2: np.ndarray | None = None
-    reflectivity2: np.ndarray | None = None
-    intensity2: np.ndarray | None = None
+    time: F64
+    psi: F64
+    range: F64
+    reflectivity: F32
+    intensity: F32
+    range2: F64 | None = None
+    reflectivity2: F32 | None = None
+    intensity2: F32 | None = None
 
     def __len__(self) -> int:
         return int(self.time.shape[0])
@@ -129,7 +134,7 @@ class FiringColumns:
 _BARE = Capabilities(Timing("exposure"))
 
 
-def _capabilities(result) -> Capabilities:
+def _capabilities(result: ScanResult) -> Capabilities:
     """``result.capabilities``, or for a result assembled without a sensor (by hand, in a
     plug-in's tests) the :class:`~blensor_addon.core.capabilities.Capabilities` defaults,
     which the encoders read only for ``returns`` (``strongest``), ``divergence_algorithm``
@@ -137,13 +142,13 @@ def _capabilities(result) -> Capabilities:
     return result.capabilities if result.capabilities is not None else _BARE
 
 
-def has_returns(result) -> bool:
+def has_returns(result: ScanResult) -> bool:
     """The result carries ``return_number`` / ``number_of_returns`` (settings with several
     returns per beam: ``returns`` dual, dual_ouster or all)."""
     return "return_number" in result.extra or "number_of_returns" in result.extra
 
 
-def return_power(result) -> np.ndarray:
+def return_power(result: ScanResult) -> F64:
     """(N,) float64 received power of each return of ``result`` (relative): what ranks a
     beam's returns as the sensor ranked them (:func:`~blensor_addon.core.sensors.intensity.
     received_power` of its ``intensity``, ``range`` and the capabilities' ``intensity_model``,
@@ -151,17 +156,26 @@ def return_power(result) -> np.ndarray:
     return received_power(result.intensity, result.range, _capabilities(result).intensity_model)
 
 
-def _strongest_of(beam: np.ndarray, power: np.ndarray, return_number: np.ndarray) -> np.ndarray:
+def _rays(result: ScanResult) -> Array:
+    """``result.ray_index`` of a result with a ray grid (every result these encoders take:
+    :class:`~blensor_addon.core.result.ScanResult` checks that a grid comes with it)."""
+    ray_index = result.ray_index
+    assert ray_index is not None
+    return ray_index
+
+
+def _strongest_of(beam: I64, power: F64, return_number: Array) -> I64:
     """(M,) int64 positions of each beam's strongest row (largest ``power``, the smaller
     ``return_number`` on a tie) among rows of beams ``beam`` (K,), one per beam, beams
     ascending."""
-    order = np.lexsort((return_number, -power, beam))
+    order: I64 = np.lexsort((return_number, -power, beam))
     first = np.ones(order.shape[0], bool)
     first[1:] = beam[order][1:] != beam[order][:-1]
-    return order[first]
+    rows: I64 = order[first]
+    return rows
 
 
-def strongest_per_beam(result) -> np.ndarray:
+def strongest_per_beam(result: ScanResult) -> I64:
     """(M,) int64 rows of ``result``: each beam's strongest return (largest received
     power, :func:`return_power`; the nearer one on a tie), beams told apart by
     ``ray_index``, in the result's order;
@@ -171,11 +185,11 @@ def strongest_per_beam(result) -> np.ndarray:
     n = len(result)
     if not has_returns(result) or not n:
         return np.arange(n, dtype=np.int64)
-    beam = result.ray_index.astype(np.int64)
+    beam = _rays(result).astype(np.int64)
     return np.sort(_strongest_of(beam, return_power(result), result.return_number))
 
 
-def second_strongest(result, strongest: np.ndarray | None = None) -> np.ndarray:
+def second_strongest(result: ScanResult, strongest: I64 | None = None) -> I64:
     """(K,) int64 rows of ``result``: the second strongest return of each beam that has
     more than one (the strongest of its rows other than :func:`strongest_per_beam`'s,
     ``strongest``), in the result's order; none for a result with one return per beam.
@@ -187,11 +201,11 @@ def second_strongest(result, strongest: np.ndarray | None = None) -> np.ndarray:
     idx = np.flatnonzero(rest)
     if not idx.size:
         return idx.astype(np.int64)
-    beam = result.ray_index.astype(np.int64)[idx]
+    beam = _rays(result).astype(np.int64)[idx]
     return np.sort(idx[_strongest_of(beam, return_power(result)[idx], result.return_number[idx])])
 
 
-def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
+def dual_pair(result: ScanResult) -> tuple[I64, I64]:
     """``(strong, last)``: (M,) int64 rows of ``result``, one pair per beam that returned,
     in the order of :func:`strongest_per_beam`: Velodyne's dual return pair (VLP-16 User
     Manual 63-9243 Rev. E section 9.3 "Dual Return Mode"; the VLP-32C manual's the same):
@@ -200,7 +214,7 @@ def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
     other returns); a beam with one return gives it twice (the manual: "the data will be
     identical in the even|odd block pairs")."""
     n = len(result)
-    beam = result.ray_index.astype(np.int64)
+    beam = _rays(result).astype(np.int64)
     rn = result.return_number.astype(np.int64)
     order = np.lexsort((rn, beam))  # per beam nearest first
     b = beam[order]
@@ -221,13 +235,14 @@ def dual_pair(result) -> tuple[np.ndarray, np.ndarray]:
     return strong_rows[o], last_rows[o]
 
 
-def direction_sign(device) -> int:
+def direction_sign(device: Device) -> int:
     """+1 for a head spinning counter-clockwise seen from above (psi grows with time), -1
     for clockwise (Velodyne, Ouster)."""
     return 1 if device.direction == "ccw" else -1
 
 
-def firing_columns(result, device, clean: bool = False, dual=None) -> FiringColumns:
+def firing_columns(result: ScanResult, device: Device, clean: bool = False,
+                   dual: bool | str | None = None) -> FiringColumns | None:
     """The firing columns of ``result`` (a rotating LiDAR's scan with a ray grid of
     ``L x C`` = lasers x columns, ``ray_index = channel * C + column``), for ``device``.
 
@@ -273,7 +288,7 @@ def firing_columns(result, device, clean: bool = False, dual=None) -> FiringColu
     else:
         first = strongest_per_beam(result)
     ch = result.channel.astype(np.int64)[first]
-    col = (result.ray_index.astype(np.int64) % cols)[first]
+    col = (_rays(result).astype(np.int64) % cols)[first]
     t = result.timestamp[first]
     az = result.azimuth.astype(np.float64)[first]
     a_k = np.deg2rad(table.per_laser("azimuth_deg"))
@@ -312,7 +327,7 @@ def firing_columns(result, device, clean: bool = False, dual=None) -> FiringColu
         out.range2, out.reflectivity2 = np.zeros(shape), np.zeros(shape, dtype=np.float32)
         out.intensity2 = np.zeros(shape, dtype=np.float32)
         ch2 = result.channel.astype(np.int64)[last]
-        col2 = (result.ray_index.astype(np.int64) % cols)[last]
+        col2 = (_rays(result).astype(np.int64) % cols)[last]
         out.range2[ch2, col2] = np.maximum((result.range if clean else result.range_noisy)[last], 0.0)
         out.reflectivity2[ch2, col2] = result.reflectivity[last]
         out.intensity2[ch2, col2] = result.intensity[last]

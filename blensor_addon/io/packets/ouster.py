@@ -60,12 +60,19 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...core.errors import SettingsError
 from ...core.sensors.rotating_presets import OUSTER_LIDAR_MODES
 from . import Endpoint, FiringColumns
+
+if TYPE_CHECKING:
+    from ...core.capabilities import Device
+    from ...core.ndtypes import I64, U8, U16, U32, Integer
+    from ...core.sensors.calibration import LaserTable
 
 UDP_PORT = 7502
 COLUMNS_PER_PACKET = 16
@@ -89,13 +96,13 @@ ENDPOINT = Endpoint(src_mac=b"\xbc\x0f\xa7\x00\x00\x01", src_ip="169.254.0.1",
 DEFAULT_LIDAR_TO_SENSOR = (-1.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 36.18, 0.0, 0.0, 0.0, 1.0)
 
 
-def pixel_dtype() -> np.dtype:
+def pixel_dtype() -> np.dtype[np.void]:
     """One beam's 12-byte channel data block."""
     return np.dtype([("range", "<u4"), ("reflectivity", "<u2"), ("signal", "<u2"), ("near_ir", "<u2"),
                      ("unused", "<u2")])
 
 
-def column_dtype(beams: int, profile: str = "LEGACY") -> np.dtype:
+def column_dtype(beams: int, profile: str = "LEGACY") -> np.dtype[np.void]:
     """One measurement block of ``beams`` beams: LEGACY 16 + 12 beams + 4 bytes,
     RNG19_RFL8_SIG16_NIR16 12 + 12 beams bytes, its DUAL 12 + 16 beams bytes (the
     reflectivities are the range words' high bytes)."""
@@ -121,31 +128,34 @@ HEADER_DTYPE = np.dtype([("packet_type", "<u2"), ("frame_id", "<u2"), ("init_sn"
 assert HEADER_DTYPE.itemsize == 32
 
 
-def ouster_reflectivity(reflectivity) -> np.ndarray:
+def ouster_reflectivity(reflectivity: ArrayLike) -> U8:
     """(N,) uint8: Ouster's calibrated reflectivity of BlenSor reflectivities ``reflectivity``
     (N,) float >= 0 (1 = a 100 % Lambertian target, above 1 a retro-reflector): ``round(100 * reflectivity)`` clipped
     to 0..255 (module docstring). The packets' ``reflectivity`` and ouster-ros's."""
     r = np.asarray(reflectivity, dtype=np.float64)
-    return np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
+    byte: U8 = np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
+    return byte
 
 
-def ouster_range_mm(range_m) -> np.ndarray:
+def ouster_range_mm(range_m: ArrayLike) -> U32:
     """(N,) uint32: Ouster's ``range`` field (mm) of ranges ``range_m`` (N,) float m
     (Ouster's convention, module docstring): ``round(1000 range)`` of the float64 value, 0
     where there is no return (range <= 0). The packets' ``range`` and ouster-ros's."""
     r = np.asarray(range_m, dtype=np.float64)
-    return np.where(r > 0, np.round(r * 1000.0), 0).astype(np.uint32)
+    mm: U32 = np.where(r > 0, np.round(r * 1000.0), 0).astype(np.uint32)
+    return mm
 
 
-def ouster_signal(intensity) -> np.ndarray:
+def ouster_signal(intensity: ArrayLike) -> U16:
     """(N,) uint16: the ``signal`` field (photons) of BlenSor intensities ``intensity`` (N,)
     float (reflectivity x |cos incidence|, 0..1): ``round(100 * intensity)`` clipped to
     0..65535 (module docstring). The packets' ``signal`` and ouster-ros's ``intensity``."""
     v = np.asarray(intensity, dtype=np.float64)
-    return np.clip(np.round(v * 100.0), 0, 0xFFFF).astype(np.uint16)
+    signal: U16 = np.clip(np.round(v * 100.0), 0, 0xFFFF).astype(np.uint16)
+    return signal
 
 
-def pixel_shift_by_row(table, columns: int, direction: str = "cw") -> np.ndarray:
+def pixel_shift_by_row(table: LaserTable, columns: int, direction: str = "cw") -> I64:
     """(L,) int64 ``pixel_shift_by_row`` of an Ouster ``table`` on a grid of ``columns``
     columns a turn: the table's (``extra["pixel_shift_by_row"]``, one per beam) when it has
     no ``columns_per_frame`` or that is ``columns``; else the whole columns each beam's
@@ -160,7 +170,7 @@ def pixel_shift_by_row(table, columns: int, direction: str = "cw") -> np.ndarray
     if given is not None and len(given) == L and (measured_for is None or int(measured_for) == int(columns)):
         return np.asarray(given, dtype=np.int64)
     sign = -1.0 if direction == "ccw" else 1.0
-    s = np.round(sign * table.per_laser("azimuth_deg") * int(columns) / 360.0).astype(np.int64)
+    s: I64 = np.round(sign * table.per_laser("azimuth_deg") * int(columns) / 360.0).astype(np.int64)
     return s - s.min() if s.size else s
 
 
@@ -189,7 +199,7 @@ class OusterEncoder:
         an unknown profile.
     """
 
-    def __init__(self, device, start_ns: int = 0, profile: str = "LEGACY") -> None:
+    def __init__(self, device: Device, start_ns: int = 0, profile: str = "LEGACY") -> None:
         if device.vendor != "ouster" or device.model[:3] not in ("OS0", "OS1", "OS2"):
             raise SettingsError("formats", "pcap of an Ouster OS0, OS1 or OS2", device.model)
         if profile not in PROFILES:
@@ -217,11 +227,11 @@ class OusterEncoder:
         self.l2s_yaw = math.atan2(self.lidar_to_sensor[1, 0], self.lidar_to_sensor[0, 0])
         self.dtype = column_dtype(self.beams, profile)
         self.range_max = 2 ** (20 if profile == "LEGACY" else 19)
-        self._packet = None  # index of the packet being filled
+        self._packet: int | None = None  # index of the packet being filled
         self._cols = np.zeros(COLUMNS_PER_PACKET, dtype=self.dtype)
         self._last_time = 0.0
 
-    def measurement_ids(self, cols: FiringColumns) -> np.ndarray:
+    def measurement_ids(self, cols: FiringColumns) -> I64:
         """(C,) int64 unwrapped measurement ids ``frame * W + m`` of the columns: m from the
         column's encoder angle (``theta = psi - yaw(lidar_to_sensor)``, ``m = W (1 - theta / 2
         pi)``), the frame from the column's time: ``u = round(t * rotation_speed * W)`` columns
@@ -241,8 +251,9 @@ class OusterEncoder:
                                 f"(azimuths multiples of 360/{W} deg: a sector whose ends are)",
                                 f"columns {off:.2f} of a column off it")
         m = np.mod(np.round(exact).astype(np.int64), W)
-        u = np.round(cols.time * self.device.rotation_speed * W).astype(np.int64)
-        return u + np.mod(m - u, W)  # m - u is the head's phase, the same for every column
+        u: I64 = np.round(cols.time * self.device.rotation_speed * W).astype(np.int64)
+        ids: I64 = u + np.mod(m - u, W)  # m - u is the head's phase, the same for every column
+        return ids
 
     def add(self, cols: FiringColumns | None) -> list[tuple[int, bytes]]:
         """Queue ``cols``; returns the packets completed: (pcap time, UNIX ns, payload)."""
@@ -250,10 +261,12 @@ class OusterEncoder:
         if cols is None:
             return out
         ids = self.measurement_ids(cols)
+        rng_mm: Integer  # uint32 (the reflectivity ORed into its high byte in the dual profile)
+        rng2: Integer
         rng_mm, refl, sig = self._fields(cols.range, cols.reflectivity, cols.intensity)
         if self.profile == DUAL:  # the reflectivity in the range word's high byte; the second return
             rng_mm = rng_mm | (refl.astype(np.uint32) << 24)
-            if cols.range2 is None:
+            if cols.range2 is None or cols.reflectivity2 is None or cols.intensity2 is None:  # (set together)
                 rng2, sig2 = np.zeros_like(rng_mm), np.zeros_like(sig)
             else:
                 rng2, refl2, sig2 = self._fields(cols.range2, cols.reflectivity2, cols.intensity2)
@@ -280,7 +293,7 @@ class OusterEncoder:
             self._last_time = float(cols.time[c])
         return out
 
-    def _fields(self, rng, refl, inten) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _fields(self, rng: ArrayLike, refl: ArrayLike, inten: ArrayLike) -> tuple[U32, Integer, U16]:
         """(range mm uint32, reflectivity, signal uint16) of (L, C) ranges (m; 0: no return),
         reflectivities and intensities: 0 where there is no return or the range exceeds the
         profile's bits."""
@@ -301,11 +314,13 @@ class OusterEncoder:
             self._cols["encoder_count"] = (ids % W) * (ENCODER_TICKS // W)
 
     def _emit(self) -> tuple[int, bytes]:
+        packet = self._packet
+        assert packet is not None  # called while a packet is being filled
         payload = self._cols.tobytes()
         if self.profile != "LEGACY":
             head = np.zeros(1, dtype=HEADER_DTYPE)
             head["packet_type"] = 1
-            head["frame_id"] = (self._packet * COLUMNS_PER_PACKET // self.width) & 0xFFFF
+            head["frame_id"] = (packet * COLUMNS_PER_PACKET // self.width) & 0xFFFF
             head["init_sn"] = INIT_ID | ((self.serial & (2 ** 40 - 1)) << 24)
             payload = head.tobytes() + payload + bytes(32)
         self._packet = None
@@ -315,7 +330,7 @@ class OusterEncoder:
         """The packet being filled, its missing columns invalid (none if empty)."""
         return [self._emit()] if self._packet is not None else []
 
-    def metadata(self) -> dict:
+    def metadata(self) -> dict[str, Any]:
         """The sensor metadata (Ouster's flat JSON layout of firmware 2.x, the one
         ``ouster-sdk`` and ``ouster-ros`` read for LEGACY packets)."""
         t = self.device.table

@@ -60,13 +60,24 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import TYPE_CHECKING, TypeAlias, cast, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...core.errors import SettingsError
 from ...core.sensors.rotating import raw_distance
 from . import Endpoint, FiringColumns
 from .velodyne_models import MODELS, Model
+
+if TYPE_CHECKING:
+    from ...core.capabilities import Device
+    from ...core.ndtypes import I64, U8, U16, Array
+    from ...core.result import ScanResult
+
+#: one firing column waiting in :class:`VelodyneEncoder`: (time s, psi rad, range (L,) m,
+#: reflectivity (L,), range2 (L,) m or None, reflectivity2 (L,) or None)
+_Slot: TypeAlias = "tuple[float, float, Array, Array, Array | None, Array | None]"
 
 PACKET_SIZE = 1206
 BLOCKS = 12
@@ -90,14 +101,15 @@ assert BLOCK_DTYPE.itemsize == 100
 RECORDS_PER_PACKET = BLOCKS * RECORDS
 
 
-def velodyne_reflectivity_byte(reflectivity) -> np.ndarray:
+def velodyne_reflectivity_byte(reflectivity: ArrayLike) -> U8:
     """(N,) uint8: Velodyne's calibrated reflectivity byte of BlenSor reflectivities
     ``reflectivity`` (N,) float >= 0 (material reflectivity, 1 = a 100 % diffuse
     target, above 1 a retro-reflector): ``round(100 * reflectivity)`` clipped to 0..255 (VLP-16 manual section 6.1: 0-100
     diffuse, 101-255 retro-reflectors). The packets' reflectivity byte and the intensity
     velodyne_pointcloud publishes (XYZIRT, PCD)."""
     r = np.asarray(reflectivity, dtype=np.float64)
-    return np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
+    byte: U8 = np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
+    return byte
 
 
 def columns_per_packet(lasers: int, dual: bool = False) -> int:
@@ -109,7 +121,15 @@ def columns_per_packet(lasers: int, dual: bool = False) -> int:
     return max(1, per // 2) if dual else per
 
 
-def packet_first_column(column, lasers: int, dual: bool = False):
+@overload
+def packet_first_column(column: int, lasers: int, dual: bool = False) -> int: ...
+
+
+@overload
+def packet_first_column(column: I64, lasers: int, dual: bool = False) -> I64: ...
+
+
+def packet_first_column(column: int | I64, lasers: int, dual: bool = False) -> int | I64:
     """The global column (int or int array) that starts the data packet holding global
     column ``column``: packets start at multiples of :func:`columns_per_packet` (see the
     module docstring)."""
@@ -117,7 +137,7 @@ def packet_first_column(column, lasers: int, dual: bool = False):
     return (column // per) * per
 
 
-def is_dual(result) -> bool:
+def is_dual(result: ScanResult) -> bool:
     """The result is a dual return scan: it carries ``return_number`` /
     ``number_of_returns`` and its capabilities say ``returns = "dual"`` with the
     ``echoes`` divergence algorithm (the Velodyne dual return mode; a result without
@@ -127,7 +147,7 @@ def is_dual(result) -> bool:
     return has_returns(result) and caps.returns == "dual" and caps.divergence_algorithm == "echoes"
 
 
-def return_mode(result) -> int:
+def return_mode(result: ScanResult) -> int:
     """The factory return-mode byte of ``result``'s packets: :data:`RETURN_DUAL` for a dual
     result (:func:`is_dual`), :data:`RETURN_LAST` for capabilities ``returns = "last"``
     (echoes), else :data:`RETURN_STRONGEST` (the default, and every other mode: its
@@ -141,7 +161,7 @@ def return_mode(result) -> int:
     return RETURN_STRONGEST
 
 
-def model_of(device) -> Model:
+def model_of(device: Device) -> Model:
     """The :class:`Model` of ``device``.
 
     Raises:
@@ -161,17 +181,18 @@ def model_of(device) -> Model:
     return m
 
 
-def distance_unit(device, model: Model) -> float:
+def distance_unit(device: Device, model: Model) -> float:
     """The distance unit (m) of the packets: the table's ``extra["distance_resolution"]``
     (a calibration file's ``distance_resolution``) or the model's."""
     return float(device.table.extra.get("distance_resolution", model.distance_unit))
 
 
-def azimuth_units(psi: np.ndarray) -> np.ndarray:
+def azimuth_units(psi: ArrayLike) -> U16:
     """Velodyne azimuth (uint16, 0.01 deg, clockwise from ahead, 0..35999) of BlenSor
     azimuths ``psi`` (rad, counter-clockwise)."""
     deg = np.mod(-np.rad2deg(np.asarray(psi, dtype=np.float64)), 360.0)
-    return (np.round(deg * 100.0).astype(np.int64) % 36000).astype(np.uint16)
+    units: U16 = (np.round(deg * 100.0).astype(np.int64) % 36000).astype(np.uint16)
+    return units
 
 
 class VelodyneEncoder:
@@ -194,7 +215,7 @@ class VelodyneEncoder:
         SettingsError: see :func:`model_of`.
     """
 
-    def __init__(self, device, start_ns: int = 0, mode: int = RETURN_STRONGEST) -> None:
+    def __init__(self, device: Device, start_ns: int = 0, mode: int = RETURN_STRONGEST) -> None:
         self.device = device
         self.model = model_of(device)
         self.unit = distance_unit(device, self.model)
@@ -204,15 +225,16 @@ class VelodyneEncoder:
         self.per_packet = BLOCKS * self.model.sequences // (2 if self.dual else 1)
         assert self.per_packet == columns_per_packet(self.model.lasers, self.dual)
         self._packet_index: int | None = None  # the packet being filled (its global index)
-        self._slots: dict[int, tuple] = {}  # slot -> (time, psi, ranges (L,), refl (L,))
+        self._slots: dict[int, _Slot] = {}  # slot -> (time, psi, ranges (L,), refl (L,), ...)
         self._period = (1.0 / (device.rotation_speed * device.columns) if device.columns
                         else self.model.cycle_s)
         self._turn = 2.0 * math.pi * device.rotation_speed * (1 if device.direction == "ccw" else -1)
 
-    def global_columns(self, cols: FiringColumns) -> np.ndarray:
+    def global_columns(self, cols: FiringColumns) -> I64:
         """(C,) int64: the global column of each firing column, ``round(time / period)``
         (period = ``1 / (rotation_speed * columns)`` s; column g fires at ``g * period``)."""
-        return np.round(np.asarray(cols.time, dtype=np.float64) / self._period).astype(np.int64)
+        g: I64 = np.round(np.asarray(cols.time, dtype=np.float64) / self._period).astype(np.int64)
+        return g
 
     def add(self, cols: FiringColumns | None) -> list[tuple[int, bytes]]:
         """Queue ``cols`` and return the packets they complete: (pcap time, UNIX ns, payload).
@@ -234,7 +256,8 @@ class VelodyneEncoder:
                 raise SettingsError("formats", f"pcap of {self.device.model} columns on the unit's "
                                     f"firing grid (one every {self._period * 1e6:.3f} us)",
                                     f"two columns at {float(cols.time[c]):.9f} s")
-            last = (None, None) if cols.range2 is None else (cols.range2[:, c], cols.reflectivity2[:, c])
+            last = ((None, None) if cols.range2 is None or cols.reflectivity2 is None  # (set together)
+                    else (cols.range2[:, c], cols.reflectivity2[:, c]))
             self._slots[slot] = (float(cols.time[c]), float(cols.psi[c]), cols.range[:, c],
                                  cols.reflectivity[:, c], *last)
             if slot == self.per_packet - 1:
@@ -250,7 +273,7 @@ class VelodyneEncoder:
         k0 = min(self._slots)
         t0, psi0 = self._slots[k0][0], self._slots[k0][1]
         L = self.model.lasers
-        cols = []
+        cols: list[_Slot] = []
         for k in range(self.per_packet):
             if k in self._slots:
                 cols.append(self._slots[k])
@@ -262,22 +285,23 @@ class VelodyneEncoder:
         self._packet_index = None
         return [self._packet(cols)]
 
-    def _records(self, cols: list, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _records(self, cols: list[_Slot], k: int) -> tuple[U16, U8]:
         """(distance units, reflectivity bytes) of the columns' returns ``k`` (2: ``range``,
         4: ``range2``, the last), each (blocks, sequences x L)."""
         m = self.model
         L = m.lasers
-        rng = np.stack([c[k] for c in cols])  # (columns, L); 0 = no return
+        # (k 2: range, 4: range2, which every slot has in dual mode, the only one that reads it)
+        rng = np.stack(cast("list[Array]", [c[k] for c in cols]))  # (columns, L); 0 = no return
         laser = np.broadcast_to(np.arange(L), rng.shape)
         rng = np.where(rng > 0, raw_distance(self.device.table, laser, rng), 0.0)
-        refl = np.stack([c[k + 1] for c in cols])
+        refl = np.stack(cast("list[Array]", [c[k + 1] for c in cols]))
         units = np.round(rng / self.unit)
         units = np.where((units > 0) & (units <= 0xFFFF), units, 0).astype(np.uint16)
         byte = np.where(units > 0, velodyne_reflectivity_byte(refl), 0).astype(np.uint8)
         n = len(cols) // m.sequences
         return units.reshape(n, m.sequences * L), byte.reshape(n, m.sequences * L)
 
-    def _packet(self, cols: list) -> tuple[int, bytes]:
+    def _packet(self, cols: list[_Slot]) -> tuple[int, bytes]:
         m = self.model
         blocks = np.zeros(BLOCKS, dtype=BLOCK_DTYPE)
         blocks["flag"] = BLOCK_FLAG
@@ -299,7 +323,7 @@ class VelodyneEncoder:
         return self.start_ns + int(round((cols[-1][0] + m.cycle_s) * 1e9)), payload
 
 
-def calibration_yaml(device) -> str:
+def calibration_yaml(device: Device) -> str:
     """The unit's calibration in the ROS velodyne driver's YAML layout (``distance_resolution``
     and per laser ``laser_id``, ``rot_correction``, ``vert_correction`` (rad),
     ``dist_correction``, ``vert_offset_correction``, ``horiz_offset_correction`` (m)), which
