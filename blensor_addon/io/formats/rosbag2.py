@@ -71,21 +71,31 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...core.axes import (ROS_FROM_BLENSOR, quaternion_xyzw, ros_pose, ros_sensor_pose, rotation_vector,
                           rpy_matrix, sensor_points)
 from ...core.errors import SettingsError
+from ...core.ndtypes import F64, Floating, Integer
+from ...core.result import ScanResult
 from ...core.settings import setting
 from ...core.timebase import parse_start_time, stamp_ns
 from ..extrinsics import check_extrinsics
 from ..laserscan_msg import laser_scans
-from ._base import Writer, capabilities_of
+from ._base import RunInfo, Writer, capabilities_of
 from ..packets import has_returns, second_strongest
 from ._layouts import is_ouster, ouster_cloud, velodyne_stamp, xyzirt
+
+if TYPE_CHECKING:  # rosbags is imported when a bag is written
+    from rosbags.interfaces import Connection, Qos
+    from rosbags.rosbag2 import Writer as BagWriter
+    from rosbags.typesys.store import MsgType, Typestore
 
 SENSOR_FRAME = "blensor_sensor"
 OPTICAL_FRAME = "blensor_optical"
@@ -95,8 +105,12 @@ BASE_FRAME = "base_link"
 ROS_FROM_OPTICAL = ROS_FROM_BLENSOR @ np.diag([1.0, -1.0, -1.0])
 
 
+#: (stamp s, (4, 4) float64 base pose in odom)
+StampedPose = tuple[float, F64]
+
+
 @functools.lru_cache(maxsize=None)
-def typestore():
+def typestore() -> Typestore:
     """The ROS 2 Humble type store of every bag of this process. ``rosbags`` generates a
     message type's serializer on its first use in a store and keeps it there; one store
     per bag generated them again for every bag (13 ms of a one-frame bag's 30 ms)."""
@@ -109,7 +123,7 @@ def _frame_name_ok(name: str) -> bool:
     return bool(name) and not name.startswith("/") and not any(c.isspace() for c in name)
 
 
-def static_qos():
+def static_qos() -> Qos:
     """tf2_ros's static broadcaster QoS (``StaticBroadcasterQoS``: keep last 1, reliable,
     transient local; deadline, lifespan and lease infinite, as rosbag2 records them) as
     a ``rosbags`` Qos."""
@@ -119,7 +133,7 @@ def static_qos():
                forever, QosLiveliness.AUTOMATIC, forever, False)
 
 
-def mount_matrix(xyzrpy) -> np.ndarray:
+def mount_matrix(xyzrpy: Iterable[float]) -> F64:
     """(4, 4) float64 pose of the sensor in base_link from (x, y, z m, roll, pitch, yaw
     deg): ``R = Rz(yaw) Ry(pitch) Rx(roll)`` (REP-103 fixed-axis roll, pitch, yaw)."""
     x, y, z, r, p, w = (float(v) for v in xyzrpy)
@@ -146,12 +160,12 @@ class Rosbag2Options:
     odom_frame: str = setting(ODOM_FRAME, "Odometry frame", "tf frame of the world (the odometry origin)")
     base_frame: str = setting(BASE_FRAME, "Base frame", "tf frame of the vehicle carrying the sensor")
     sensor_frame: str = setting(SENSOR_FRAME, "Sensor frame", "tf frame of the sensor (the points' frame_id)")
-    base_to_sensor: tuple = setting((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "Sensor mount",
-                                    "The sensor's pose on the base frame: x, y, z (m), roll, pitch, yaw (deg)",
-                                    lo=-1e4, hi=1e4, count=(6, 6))
+    base_to_sensor: tuple[float, ...] = setting((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), "Sensor mount",
+                                                "The sensor's pose on the base frame: x, y, z (m), roll, "
+                                                "pitch, yaw (deg)", lo=-1e4, hi=1e4, count=(6, 6))
 
-    def __post_init__(self):
-        names = {}
+    def __post_init__(self) -> None:
+        names: dict[str, str] = {}
         for opt in ("odom_frame", "base_frame", "sensor_frame"):
             v = getattr(self, opt)
             if not _frame_name_ok(v) or v in names or v == OPTICAL_FRAME:
@@ -167,14 +181,15 @@ class Rosbag2Options:
 _ROS_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def ros_name_ok(name) -> bool:
+def ros_name_ok(name: object) -> bool:
     """Whether ``name`` is a ROS 2 name token (:data:`_ROS_TOKEN`): usable as a topic
     namespace ``/blensor/<name>/...`` and a tf frame id."""
     return (isinstance(name, str) and bool(_ROS_TOKEN.match(name)) and "__" not in name
             and not name.endswith("_"))
 
 
-def ros_names(names, reserved=(ODOM_FRAME, BASE_FRAME)) -> list[str]:
+def ros_names(names: Iterable[object],
+              reserved: Iterable[str] = (ODOM_FRAME, BASE_FRAME)) -> list[str]:
     """ROS 2 name tokens for ``names`` (Blender object names: ``"VLP-16 Left"`` ->
     ``"vlp_16_left"``), in order, all different and none in ``reserved``: lower case, each
     run of characters other than letters and digits one ``_``, no ``_`` at either end, a
@@ -196,14 +211,14 @@ def ros_names(names, reserved=(ODOM_FRAME, BASE_FRAME)) -> list[str]:
     return out
 
 
-def base_pose(result, sensor_to_base: np.ndarray) -> np.ndarray:
+def base_pose(result: ScanResult, sensor_to_base: F64) -> F64:
     """(4, 4) float64 pose of the base (base_link) in odom at the packet's start: the
     sensor's REP-103 world pose times ``sensor_to_base`` (the inverse of the sensor's
     mount)."""
     return ros_sensor_pose(result) @ sensor_to_base
 
 
-def base_pose_end(result, sensor_to_base: np.ndarray):
+def base_pose_end(result: ScanResult, sensor_to_base: F64) -> StampedPose | None:
     """(stamp s, (4, 4) base pose) at the packet's end in continuous time, else None."""
     if result.sensor_to_world_end is None:
         return None
@@ -226,7 +241,8 @@ class BagFile:
             (MCAP: yes; sqlite3: no, a connection stays in its thread).
     """
 
-    def __init__(self, folder, options: Rosbag2Options, start_ns: int | None = None) -> None:
+    def __init__(self, folder: str | os.PathLike[str], options: Rosbag2Options,
+                 start_ns: int | None = None) -> None:
         from rosbags.rosbag2 import StoragePlugin
         from rosbags.rosbag2 import Writer as BagWriter
         self.folder = Path(folder)
@@ -238,12 +254,12 @@ class BagFile:
         self.tmp.mkdir()
         plugin = StoragePlugin.MCAP if options.storage == "mcap" else StoragePlugin.SQLITE3
         self.threaded = options.storage == "mcap"  # a sqlite3 connection stays in its thread
-        self.bag = BagWriter(self.tmp / "rosbag2", version=8, storage_plugin=plugin)
+        self.bag: BagWriter = BagWriter(self.tmp / "rosbag2", version=8, storage_plugin=plugin)
         self.bag.open()
-        self._conns: dict = {}
+        self._conns: dict[str, Connection] = {}
 
     # -- messages -------------------------------------------------------------------------
-    def conn(self, topic: str, msgtype: str):
+    def conn(self, topic: str, msgtype: str) -> Connection:
         """The bag's connection of ``topic`` (added on its first message; ``/tf_static``
         with tf2_ros's static QoS)."""
         if topic not in self._conns:
@@ -252,21 +268,21 @@ class BagFile:
                                                          offered_qos_profiles=qos)
         return self._conns[topic]
 
-    def put(self, topic: str, msg, stamp: float) -> None:
+    def put(self, topic: str, msg: MsgType, stamp: float) -> None:
         """Write ``msg`` on ``topic`` at scene time ``stamp`` s (the log time: the time base
         plus ``stamp``, ns rounded)."""
         msgtype = msg.__msgtype__
         self.bag.write(self.conn(topic, msgtype), stamp_ns(self.start_ns, stamp),
                        self.ts.serialize_cdr(msg, msgtype))
 
-    def header(self, stamp: float, frame_id: str):
+    def header(self, stamp: float, frame_id: str) -> MsgType:
         """``std_msgs/Header`` at scene time ``stamp`` s (the time base plus it, ns rounded)
         in ``frame_id``."""
         ns = stamp_ns(self.start_ns, stamp)
         return self.T["std_msgs/msg/Header"](stamp=self.T["builtin_interfaces/msg/Time"](
             sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000), frame_id=frame_id)
 
-    def transform(self, T: np.ndarray, stamp: float, parent: str, child: str):
+    def transform(self, T: Floating, stamp: float, parent: str, child: str) -> MsgType:
         """``geometry_msgs/TransformStamped`` of the (4, 4) pose ``T`` of ``child`` in ``parent``."""
         G = self.T
         x, y, z, w = quaternion_xyzw(T[:3, :3])
@@ -277,11 +293,12 @@ class BagFile:
             header=self.header(stamp, parent), child_frame_id=child, transform=tr
         )
 
-    def tf(self, topic: str, transforms: list, stamp: float) -> None:
+    def tf(self, topic: str, transforms: list[MsgType], stamp: float) -> None:
         """A ``tf2_msgs/TFMessage`` of ``transforms`` on ``topic`` (``/tf``, ``/tf_static``)."""
         self.put(topic, self.T["tf2_msgs/msg/TFMessage"](transforms=transforms), stamp)
 
-    def points(self, result, stamp, frame_id: str, pick=None):
+    def points(self, result: ScanResult, stamp: float, frame_id: str,
+               pick: Integer | None = None) -> tuple[float, MsgType]:
         """``(stamp, PointCloud2)`` of the packet in its driver's layout (see the module
         docstring; ``stamp``: the packet's start, s; ``pick``: an Ouster cloud's rows, see
         :func:`._layouts.ouster_cloud`)."""
@@ -308,10 +325,10 @@ class BagFile:
         self.put("/clock", self.T["rosgraph_msgs/msg/Clock"](clock=self.T["builtin_interfaces/msg/Time"](
             sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)), stamp)
 
-    def laser_scans(self, result, frame_id: str) -> list:
+    def laser_scans(self, result: ScanResult, frame_id: str) -> list[tuple[float, MsgType]]:
         """``[(stamp, LaserScan message)]`` of the packet (:func:`blensor_addon.io.laserscan_msg.laser_scans`
         from its capabilities; [] for a sensor that gives none)."""
-        out = []
+        out: list[tuple[float, MsgType]] = []
         for s in laser_scans(result, capabilities_of(result), self.options.points == "noisy"):
             out.append((s.stamp, self.T["sensor_msgs/msg/LaserScan"](
                 header=self.header(s.stamp, frame_id), angle_min=s.angle_min, angle_max=s.angle_max,
@@ -319,7 +336,7 @@ class BagFile:
                 range_min=s.range_min, range_max=s.range_max, ranges=s.ranges, intensities=s.intensities)))
         return out
 
-    def image(self, result, stamp, frame_id: str):
+    def image(self, result: ScanResult, stamp: float, frame_id: str) -> tuple[MsgType, MsgType]:
         """``(Image, CameraInfo)`` of an image sensor's packet: 32FC1 planar depth (m, NaN
         where nothing returned) in the optical frame ``frame_id``."""
         from .depthmaps import depth_images
@@ -337,7 +354,8 @@ class BagFile:
             roi=G["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
         return img, info
 
-    def sensor_messages(self, result, stamp: float, ns: str, frame_id: str, optical: str) -> None:
+    def sensor_messages(self, result: ScanResult, stamp: float, ns: str, frame_id: str,
+                        optical: str) -> None:
         """One sensor's messages of a packet: ``<ns>/points`` (``<ns>/points2`` for an
         Ouster unit's second return), ``<ns>/scan``, ``<ns>/depth/image`` and
         ``<ns>/depth/camera_info``; points and scans in ``frame_id``, depth in ``optical``."""
@@ -353,7 +371,8 @@ class BagFile:
             self.put(f"{ns}/depth/image", img, stamp)
             self.put(f"{ns}/depth/camera_info", info, stamp)
 
-    def odometry(self, T, stamp, prev=None, end=None):
+    def odometry(self, T: F64, stamp: float, prev: StampedPose | None = None,
+                 end: StampedPose | None = None) -> MsgType:
         """``nav_msgs/Odometry`` of the base pose ``T`` at ``stamp`` s; the twist (in the
         base frame) from ``prev`` = (stamp, pose) of the previous message, or, for the
         first message, from ``end`` = (stamp, pose) at the packet's end (continuous time)."""
@@ -381,14 +400,15 @@ class BagFile:
             pose=G["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
             twist=G["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)))
 
-    def base_messages(self, T, stamp, prev=None, end=None) -> None:
+    def base_messages(self, T: F64, stamp: float, prev: StampedPose | None = None,
+                      end: StampedPose | None = None) -> None:
         """``/clock``, ``/tf`` odom -> base and ``/blensor/odom`` at ``stamp`` s (base pose ``T``)."""
         o = self.options
         self.clock(stamp)
         self.tf("/tf", [self.transform(T, stamp, o.odom_frame, o.base_frame)], stamp)
         self.put("/blensor/odom", self.odometry(T, stamp, prev, end), stamp)
 
-    def end_messages(self, end) -> None:
+    def end_messages(self, end: StampedPose) -> None:
         """``/clock`` and ``/tf`` at ``end`` = (stamp, base pose): the last packet's end,
         which its points' times reach."""
         t, T = end
@@ -427,14 +447,14 @@ class BagFile:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def _check_folder(folder) -> None:
+def _check_folder(folder: str | os.PathLike[str]) -> None:
     final = Path(folder) / "rosbag2"
     if final.is_symlink() or final.exists() and not final.is_dir():
         raise SettingsError("out", "a folder whose rosbag2 is a plain folder or absent (a link is never "
                             "followed)", str(final))
 
 
-def optical_pose() -> np.ndarray:
+def optical_pose() -> F64:
     """(4, 4) float64 pose of the optical frame (x right, y down, z ahead) in the REP-103
     sensor frame."""
     opt = np.eye(4)
@@ -451,25 +471,27 @@ class Rosbag2Writer(Writer):
     files = "rosbag2/ (metadata.yaml, rosbag2.mcap or rosbag2.db3)"
     outputs = (r"rosbag2/metadata\.yaml", r"rosbag2/rosbag2\.(mcap|db3)")
     Options = Rosbag2Options
+    options: Rosbag2Options
     multi_frame = True
     requires = ("rosbags",)
 
     @classmethod
-    def check_folder(cls, folder) -> None:
+    def check_folder(cls, folder: Path) -> None:
         """Refuse a symlink or a file at ``rosbag2/`` now, not after the scan."""
         _check_folder(folder)
 
-    def __init__(self, folder, options=None, run=None) -> None:
+    def __init__(self, folder: Path, options: object | None = None, run: RunInfo | None = None) -> None:
         super().__init__(folder, options, run)
         self.file = BagFile(self.folder, self.options, self.run.start_ns)
         self.threaded = self.file.threaded
-        self._prev = None  # (stamp, ROS pose) of the previous frame
-        self._end = None  # (stamp, base pose) at the last packet's end (continuous time)
+        self._prev: StampedPose | None = None  # (stamp, ROS pose) of the previous frame
+        #: (stamp, base pose) at the last packet's end (continuous time)
+        self._end: StampedPose | None = None
         self._base_to_sensor = mount_matrix(self.options.base_to_sensor)
         self._sensor_to_base = np.linalg.inv(self._base_to_sensor)
         self.frames = 0
 
-    def append(self, result):
+    def append(self, result: ScanResult) -> None:
         o = self.options
         f = self.file
         stamp = float(result.frame * result.frame_time)
@@ -485,12 +507,12 @@ class Rosbag2Writer(Writer):
         self._prev = (stamp, T)
         self.frames += 1
 
-    def close(self, status):
+    def close(self, status: str) -> None:
         if self._end is not None:  # tf at the last packet's end: its points' times reach it
             self.file.end_messages(self._end)
         self.file.finish()
 
-    def discard(self):
+    def discard(self) -> None:
         self.file.discard()
 
 
@@ -502,6 +524,7 @@ class RigSensorWriter(Writer):
     name = "rosbag2"
     description = "one sensor's topics in a rig's ROS 2 bag"
     Options = Rosbag2Options
+    options: Rosbag2Options
     multi_frame = True
     requires = ("rosbags",)
 
@@ -511,16 +534,16 @@ class RigSensorWriter(Writer):
         self.sensor = sensor
         self.threaded = rig.threaded
 
-    def frame_files(self, result):
+    def frame_files(self, result: ScanResult) -> list[tuple[str, bytes]]:
         return []
 
-    def append(self, result):
+    def append(self, result: ScanResult) -> None:
         self.rig.append(self.sensor, result)
 
-    def close(self, status):
+    def close(self, status: str) -> None:
         pass
 
-    def discard(self):
+    def discard(self) -> None:
         pass
 
 
@@ -556,16 +579,16 @@ class RigBag:
 
     outputs = Rosbag2Writer.outputs
 
-    def __init__(self, folder, options: Rosbag2Options | None, sensors,
-                 start_ns: int | None = None) -> None:
+    def __init__(self, folder: str | os.PathLike[str], options: Rosbag2Options | None,
+                 sensors: Iterable[tuple[str, ArrayLike]], start_ns: int | None = None) -> None:
         self.folder = Path(folder)
         self.options = options if options is not None else Rosbag2Options()
         o = self.options
-        sensors = list(sensors)
-        if not sensors:
-            raise SettingsError("rig.sensors", "at least one (name, base_to_sensor)", sensors)
+        given = list(sensors)
+        if not given:
+            raise SettingsError("rig.sensors", "at least one (name, base_to_sensor)", given)
         taken = {o.odom_frame: "the odometry frame", o.base_frame: "the base frame"}
-        for name, _ in sensors:
+        for name, _ in given:
             if not ros_name_ok(name):
                 raise SettingsError(
                     f"rig.{name}",
@@ -578,18 +601,19 @@ class RigBag:
                     raise SettingsError(f"rig.{name}", f"a name whose frame {frame} is not already "
                                         f"{taken[frame]}", name)
                 taken[frame] = what if frame != name else "a sensor's frame"
-        check_extrinsics(sensors, "rig")
+        check_extrinsics(given, "rig")
         _check_folder(self.folder)
-        sensors = [(n, np.array(T, dtype=np.float64)) for n, T in sensors]
-        self._mount = {n: (T, np.linalg.inv(T)) for n, T in sensors}
-        self._order = [n for n, _ in sensors]
+        mounts = [(n, np.array(T, dtype=np.float64)) for n, T in given]
+        self._mount = {n: (T, np.linalg.inv(T)) for n, T in mounts}
+        self._order = [n for n, _ in mounts]
         self.file = BagFile(self.folder, self.options, start_ns)
         self.threaded = self.file.threaded
         self._static = False
-        self._last = None  # stamp (s) of the last /clock, /tf and /blensor/odom
-        self._prev = None  # (stamp, base pose) written last
-        self._end = None  # (stamp, base pose) at the latest packet end (continuous time)
-        self._writers: dict = {}
+        self._last: float | None = None  # stamp (s) of the last /clock, /tf and /blensor/odom
+        self._prev: StampedPose | None = None  # (stamp, base pose) written last
+        #: (stamp, base pose) at the latest packet end (continuous time)
+        self._end: StampedPose | None = None
+        self._writers: dict[str, RigSensorWriter] = {}
 
     def writer(self, name: str) -> RigSensorWriter:
         """The :class:`Writer` of sensor ``name`` (one per name).
@@ -603,7 +627,7 @@ class RigBag:
             self._writers[name] = RigSensorWriter(self, name)
         return self._writers[name]
 
-    def append(self, name: str, result) -> None:
+    def append(self, name: str, result: ScanResult) -> None:
         """Write sensor ``name``'s packet ``result``: ``/tf_static`` before the first,
         the base's ``/clock``, ``/tf`` and ``/blensor/odom`` when the packet starts after
         the last written, then the sensor's topics."""
