@@ -21,7 +21,7 @@ import importlib.util
 import pkgutil
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -194,7 +194,7 @@ def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def make_options(formats: tuple[str, ...],
+def make_options(formats: Sequence[str],
                  options: Mapping[str, object] | None) -> dict[str, DataclassInstance]:
     """Options per format from ``{"pcd.ascii": value or text, ...}``.
 
