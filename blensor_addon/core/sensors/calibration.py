@@ -20,10 +20,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import SettingsError
+from ..ndtypes import F64
 
 #: folder of the packaged preset tables (read-only; nothing is written here)
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
@@ -72,21 +74,21 @@ class LaserTable:
     vendor: str = "generic"
     model: str = ""
     source: str = ""
-    elevation_deg: tuple = ()
-    azimuth_deg: tuple = ()
-    distance_m: tuple = ()
-    vert_offset_m: tuple = ()
-    horiz_offset_m: tuple = ()
+    elevation_deg: tuple[float, ...] = ()
+    azimuth_deg: tuple[float, ...] = ()
+    distance_m: tuple[float, ...] = ()
+    vert_offset_m: tuple[float, ...] = ()
+    horiz_offset_m: tuple[float, ...] = ()
     beam_origin_m: float = 0.0
-    firing_s: tuple = ()
+    firing_s: tuple[float, ...] = ()
     cycle_s: float = 0.0
-    ring: tuple = ()
-    extra: dict = field(default_factory=dict, hash=False, compare=False)
+    ring: tuple[int, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     PER_LASER = ("elevation_deg", "azimuth_deg", "distance_m", "vert_offset_m", "horiz_offset_m", "firing_s",
                  "ring")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in self.PER_LASER:  # lists from JSON -> tuples (hashable, frozen)
             object.__setattr__(self, name, tuple(float(v) if name != "ring" else int(v)
                                                  for v in getattr(self, name)))
@@ -129,7 +131,7 @@ class LaserTable:
         return bool(m) and m != v and m not in (f"{v} {self.lasers}-laser calibration",
                                                 f"{v} {self.lasers}-channel calibration")
 
-    def completed_by(self, base: "LaserTable") -> "LaserTable":
+    def completed_by(self, base: LaserTable) -> LaserTable:
         """This table (a unit's imported calibration) with what it lacks taken from
         ``base`` (the preset's table of the same unit type): when vendor and laser count
         match, ``base``'s ``model`` where this one names none (:attr:`names_model`; a
@@ -139,7 +141,7 @@ class LaserTable:
         vendor or laser count is returned unchanged."""
         if base.vendor != self.vendor or base.lasers != self.lasers:
             return self
-        changes = {}
+        changes: dict[str, Any] = {}
         if not self.names_model and base.model:
             changes["model"] = base.model
         if not self.firing_s and base.firing_s:
@@ -155,7 +157,7 @@ class LaserTable:
         head = f"{self.model or self.vendor} ({self.lasers} lasers, {self.vendor})"
         return f"{head} from {self.source}" if self.source else head
 
-    def per_laser(self, name: str) -> np.ndarray:
+    def per_laser(self, name: str) -> F64:
         """(L,) float64 of a per-laser field, zeros where the table has none."""
         v = getattr(self, name)
         return np.asarray(v, dtype=np.float64) if len(v) else np.zeros(self.lasers)
@@ -170,7 +172,7 @@ class LaserTable:
         return json.dumps(d, separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "LaserTable":
+    def from_json(cls, text: str) -> LaserTable:
         """The table stored by :meth:`to_json`.
 
         Raises:

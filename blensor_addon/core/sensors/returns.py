@@ -29,10 +29,12 @@ every output byte are those of the one-ray-per-beam (single-return) model the se
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any, Self, TypedDict, cast
 
 import numpy as np
 
 from ..errors import SettingsError
+from ..ndtypes import F32, F64, I64, U8, Array, Bool
 from ..settings import SensorSettings, setting
 
 #: how a beam's sub-rays become its returns: ``echoes`` groups them along the beam
@@ -126,7 +128,7 @@ class ReturnSettings(SensorSettings):
     rain_rate: float = setting(10.0, "Rain rate", "Rainfall rate", "mm/h", lo=0.0, hi=500.0,
                                show_if=("weather", "rain"), group=GROUP)
 
-    def validate(self):
+    def validate(self) -> Self:
         """:meth:`SensorSettings.validate`, then the rules between return settings
         (:meth:`check_returns`)."""
         super().validate()
@@ -156,7 +158,16 @@ class ReturnSettings(SensorSettings):
 RETURN_SETTINGS = tuple(f.name for f in fields(ReturnSettings) if f.metadata["blensor"].group == GROUP)
 
 
-def return_capabilities(s) -> dict:
+class ReturnCapabilities(TypedDict, total=False):
+    """What :func:`return_capabilities` gives: :class:`~blensor_addon.core.capabilities.Capabilities`
+    keyword arguments (each a setting's value)."""
+
+    returns: str
+    divergence_algorithm: str
+    intensity_model: str
+
+
+def return_capabilities(s: SensorSettings) -> ReturnCapabilities:
     """The :class:`~blensor_addon.core.capabilities.Capabilities` fields that settings
     ``s`` give of their return physics, for writers and packet encoders (which never read
     the settings): ``returns``, ``divergence_algorithm`` and ``intensity_model`` (str) of
@@ -196,17 +207,17 @@ class Returns:
             return's range (None: 1, clear air).
     """
 
-    beam: np.ndarray
-    row: np.ndarray
-    range: np.ndarray
-    reflectivity: np.ndarray
-    returned: np.ndarray
-    energy: np.ndarray
-    return_number: np.ndarray
-    number_of_returns: np.ndarray
-    weather: np.ndarray
-    range_noise: np.ndarray | None = None
-    transmission: np.ndarray | None = None
+    beam: I64
+    row: I64
+    range: F64
+    reflectivity: F32
+    returned: F64
+    energy: F64
+    return_number: U8
+    number_of_returns: U8
+    weather: Bool
+    range_noise: F64 | None = None
+    transmission: F64 | None = None
 
     _ARRAYS = ("beam", "row", "range", "reflectivity", "returned", "energy", "return_number",
                "number_of_returns", "weather")
@@ -215,16 +226,17 @@ class Returns:
     def __len__(self) -> int:
         return int(self.beam.shape[0])
 
-    def take(self, idx) -> "Returns":
+    def take(self, idx: Array) -> Returns:
         """The rows ``idx`` (int array or bool mask), in order."""
-        opt = {k: (None if getattr(self, k) is None else getattr(self, k)[idx]) for k in self._OPTIONAL}
+        opt: dict[str, Any] = {k: (None if getattr(self, k) is None else getattr(self, k)[idx])
+                               for k in self._OPTIONAL}
         return Returns(*(getattr(self, k)[idx] for k in self._ARRAYS), **opt)
 
     @classmethod
-    def concat(cls, parts: list["Returns"], beam_offsets: list[int], row_offsets: list[int]) -> "Returns":
+    def concat(cls, parts: list[Returns], beam_offsets: list[int], row_offsets: list[int]) -> Returns:
         """The rows of ``parts`` one after the other, each part's ``beam`` and ``row``
         shifted by its offset (the beams and rows of the chunks before it)."""
-        def cat(k):
+        def cat(k: str) -> Array | None:
             vals = [getattr(p, k) for p in parts]
             if k in cls._OPTIONAL:
                 if all(v is None for v in vals):
@@ -235,8 +247,9 @@ class Returns:
                 vals = [v + o for v, o in zip(vals, beam_offsets)]
             elif k == "row":
                 vals = [v + o for v, o in zip(vals, row_offsets)]
-            return np.concatenate(vals)
-        return cls(*(cat(k) for k in cls._ARRAYS), **{k: cat(k) for k in cls._OPTIONAL})
+            return cast(Array, np.concatenate(vals))
+        kw: dict[str, Any] = {k: cat(k) for k in (*cls._ARRAYS, *cls._OPTIONAL)}  # every field, by name
+        return cls(**kw)
 
 
 def stage_rng(seed: int, frame: int, chunk: int, stage: int) -> np.random.Generator:

@@ -106,7 +106,7 @@ def _step(cycle_s: float, hz: float = 10.0) -> float:
     return round(cycle_s * 360.0 * hz, 7)
 
 
-def _linear(max_range: float, ref_max: float, min_range: float, noise_sigma: float) -> dict:
+def _linear(max_range: float, ref_max: float, min_range: float, noise_sigma: float) -> dict[str, object]:
     """Seed 002's linear return model (Eq. 5) for a unit that sees ``ref_max`` at
     ``max_range``; the limit model's values give the same threshold (without cos)."""
     return {"max_range": max_range, "min_range": min_range, "return_model": "linear", "ref_max": ref_max,
@@ -230,7 +230,7 @@ RETURN_MODES_OF = {
 }
 
 
-def preset_table(preset: str, elevations: tuple = ()) -> LaserTable:
+def preset_table(preset: str, elevations: tuple[float, ...] = ()) -> LaserTable:
     """The :class:`~.calibration.LaserTable` of preset ``preset``: the packaged
     ``tables/<preset>.json`` (cached), or for ``generic`` one built from the typed
     ``elevations`` (deg; no azimuth offsets, all lasers firing at once). The rotating
@@ -253,7 +253,7 @@ def preset_table(preset: str, elevations: tuple = ()) -> LaserTable:
     return packaged_table(preset)
 
 
-def preset_bias_table(preset: str) -> tuple | None:
+def preset_bias_table(preset: str) -> tuple[float, ...] | None:
     """The preset's calibrated per-laser distance bias (m, seed 000 Eq. 2), used by
     ``bias_distribution="table"``: :data:`HDL64E_S2_BIAS_M` for ``hdl64e_s2``, else None."""
     return HDL64E_S2_BIAS_M if preset == "hdl64e_s2" else None
