@@ -68,7 +68,8 @@ class RayPattern:
         if any(p.origins is not None for p in parts):
             origins = np.concatenate([np.zeros((len(p), 3), np.float32) if p.origins is None else p.origins
                                       for p in parts])
-        return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS}, origins=origins)
+        return cls(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in cls._FIELDS},
+                   origins=origins)
 
 
 @dataclass(frozen=True)
