@@ -37,10 +37,16 @@ Device units (what the writers make of it; ``device`` is ``Capabilities.device``
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import numpy as np
 
-from ..settings import setting_value
+from ..ndtypes import F64, Floating
+from ..settings import SensorSettings, setting_value
 from .returns import Returns
+
+if TYPE_CHECKING:
+    from ..capabilities import Device
 
 #: range (m) at which a 100 % Lambertian target at normal incidence in clear air gives
 #: ``radar`` intensity 1
@@ -49,13 +55,13 @@ REFERENCE_RANGE = 10.0
 OUSTER_MAX_INTENSITY = 655.35
 
 
-def max_intensity(device) -> float:
+def max_intensity(device: Device | None) -> float:
     """The clip of ``radar`` intensity for ``device`` (a :class:`~..capabilities.Device`
     or None): :data:`OUSTER_MAX_INTENSITY` for an Ouster, else 1.0."""
     return OUSTER_MAX_INTENSITY if getattr(device, "vendor", None) == "ouster" else 1.0
 
 
-def radar_power(energy: np.ndarray, r: np.ndarray, r_ref: float = REFERENCE_RANGE) -> np.ndarray:
+def radar_power(energy: Floating, r: Floating, r_ref: float = REFERENCE_RANGE) -> F64:
     """(K,) float64: the laser radar equation's received power, normalised:
     ``energy (r_ref / r)^2`` for ``energy`` (K,) = rho cos(theta) T over the footprint and
     ranges ``r`` (K,) m (module docstring); 0 where ``r`` is not positive."""
@@ -67,7 +73,7 @@ def radar_power(energy: np.ndarray, r: np.ndarray, r_ref: float = REFERENCE_RANG
     return out
 
 
-def intensity(s, ret: Returns, r: np.ndarray, device=None) -> np.ndarray:
+def intensity(s: SensorSettings, ret: Returns, r: Floating, device: Device | None = None) -> F64:
     """(K,) float64 intensity of the detected returns ``ret`` at their ranges ``r`` (K,)
     float64 m under ``s.intensity_model``; ``device``: the sensor's
     :class:`~..capabilities.Device` (or None) for the output units. ``lambert``:
@@ -80,11 +86,11 @@ def intensity(s, ret: Returns, r: np.ndarray, device=None) -> np.ndarray:
     if model == "lambert":
         return ret.energy
     if model == "radar":
-        return np.clip(radar_power(ret.energy, r), 0.0, max_intensity(device))
+        return cast(F64, np.clip(radar_power(ret.energy, r), 0.0, max_intensity(device)))
     raise ValueError(f"intensity_model: unknown model {model!r}")
 
 
-def received_power(intensity_values: np.ndarray, r: np.ndarray, model: str = "lambert") -> np.ndarray:
+def received_power(intensity_values: Floating, r: Floating, model: str = "lambert") -> F64:
     """(K,) float64 relative received power of K returns from their ``intensity`` (K,)
     under ``model`` and their ranges ``r`` (K,) m: ``lambert`` intensity (energy) / r^2,
     ``radar`` intensity itself (already the power, up to its clip): the order in which a
@@ -95,4 +101,4 @@ def received_power(intensity_values: np.ndarray, r: np.ndarray, model: str = "la
     if model == "radar":
         return v
     rr = np.maximum(np.asarray(r, dtype=np.float64), 1e-9)
-    return v / (rr * rr)
+    return cast(F64, v / (rr * rr))

@@ -88,12 +88,22 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from ..ndtypes import F64, I64, Floating, Integer
 from .beam import rank_returns, run_starts
-from ..settings import setting_value
-from .returns import Returns
+from ..settings import SensorSettings, setting_value
+from .returns import Returns, ReturnSettings
+
+if TYPE_CHECKING:
+    from .beam import SubRays
+
+#: (beam (C,) int64, range (C,) float64 m, power (C,) float64 1/m^2, transmission (C,)
+#: float64): the weather returns a chunk's beams would give, one per beam at most
+Candidates = tuple[I64, F64, F64, F64]
 
 #: semantic class id of a return from the atmosphere: SemanticKITTI ``outlier`` (1), the
 #: class it gives points that lie on no surface (reflections, noise), so they are told
@@ -147,7 +157,7 @@ def fog_alpha(mor: float) -> float:
     return MOR_CONTRAST / float(mor)
 
 
-def rain_extinction(rain_rate) -> np.ndarray:
+def rain_extinction(rain_rate: ArrayLike) -> F64:
     """Extinction coefficient (1/m) of rain of rate ``rain_rate`` (mm/h, scalar or array):
     ``pi N_0 / Lambda^3`` (Marshall-Palmer drops, ``Q_ext = 2``; module docstring), i.e.
     ``3.65e-4 R^0.63``; 0 at R = 0."""
@@ -157,13 +167,14 @@ def rain_extinction(rain_rate) -> np.ndarray:
     return np.where(r > 0.0, math.pi * n0 / lam_per_m ** 3, 0.0)
 
 
-def rain_range_sigma(r: np.ndarray, rain_rate: float) -> np.ndarray:
+def rain_range_sigma(r: Floating, rain_rate: float) -> F64:
     """(N,) float64 m: Goodin et al. 2019's range-error standard deviation
     ``0.02 r (1 - exp(-R))^2`` at ranges ``r`` (N,) m and rain rate R (mm/h)."""
-    return RAIN_SIGMA_COEFF * np.asarray(r, dtype=np.float64) * (1.0 - math.exp(-float(rain_rate))) ** 2
+    sigma = RAIN_SIGMA_COEFF * np.asarray(r, dtype=np.float64) * (1.0 - math.exp(-float(rain_rate))) ** 2
+    return cast(F64, sigma)
 
 
-def detection_power(s) -> float:
+def detection_power(s: SensorSettings) -> float:
     """Normalised power (1/m^2) of the weakest return the sensor detects:
     ``DETECTION_REFLECTIVITY / max_range^2`` (``max_range`` of ``s``, 100 m if it has none)."""
     mr = float(setting_value(s, "max_range") or 100.0)
@@ -171,7 +182,7 @@ def detection_power(s) -> float:
 
 
 @lru_cache(maxsize=16)
-def fog_backscatter(mor: float, r0_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fog_backscatter(mor: float, r0_max: float) -> tuple[F64, F64, F64]:
     """The fog's backscatter peak for every hard-target range on a :data:`FOG_STEP` grid.
 
     Returns ``(r0, power, at)``, three (G,) float64 arrays: hard-target ranges ``R_0`` (m,
@@ -201,7 +212,7 @@ def fog_backscatter(mor: float, r0_max: float) -> tuple[np.ndarray, np.ndarray, 
     return x, power, np.maximum(at, 0.0)
 
 
-def _fog_peak(s, r0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _fog_peak(s: ReturnSettings, r0: F64) -> tuple[F64, F64]:
     """(power, range) of the fog's peak (K,) for hard targets at ``r0`` (K,) m."""
     mr = float(setting_value(s, "max_range") or 100.0)
     grid, power, at = fog_backscatter(float(s.fog_visibility), mr)
@@ -209,7 +220,7 @@ def _fog_peak(s, r0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return power[i] * FOG_SOFT_GAIN, at[i]
 
 
-def _beam_starts(beam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _beam_starts(beam: Integer) -> tuple[Integer, I64]:
     """Unique beams (in order) and the first row of each, for rows in beam order."""
     start = run_starts(beam)
     return beam[start], start
@@ -227,7 +238,7 @@ def _attenuated(ret: Returns, alpha: float) -> Returns:
     return out
 
 
-def _fog_candidates(s, ret: Returns, n_beams: int, rng) -> tuple:
+def _fog_candidates(s: ReturnSettings, ret: Returns, n_beams: int, rng: np.random.Generator) -> Candidates:
     """Per beam with a spurious fog return: (beam, range, power, transmission)."""
     mr = float(setting_value(s, "max_range") or 100.0)
     ub, start = _beam_starts(ret.beam)
@@ -250,7 +261,8 @@ def _fog_candidates(s, ret: Returns, n_beams: int, rng) -> tuple:
     return b, rf, power[b], t
 
 
-def _rain_candidates(s, ret: Returns, n_beams: int, rng, alpha: float) -> tuple:
+def _rain_candidates(s: ReturnSettings, ret: Returns, n_beams: int, rng: np.random.Generator,
+                     alpha: float) -> Candidates:
     """Per beam with a detectable drop: (beam, range, power, transmission)."""
     mr = float(setting_value(s, "max_range") or 100.0)
     rate = float(s.rain_rate)
@@ -260,10 +272,17 @@ def _rain_candidates(s, ret: Returns, n_beams: int, rng, alpha: float) -> tuple:
     b_div = float(setting_value(s, "beam_divergence") or 0.0) or RAIN_DIVERGENCE
     # farthest range where the largest drop could still be detected (bisection on a
     # decreasing function), and the hard returns' ranges that hide the drops behind them
-    def drop_power(r, d):
+    @overload
+    def drop_power(r: float, d: float) -> np.float64: ...
+
+    @overload
+    def drop_power(r: F64, d: F64) -> F64: ...
+
+    def drop_power(r: float | F64, d: float | F64) -> np.float64 | F64:
         share = np.minimum(1.0, (d / (APERTURE + b_div * r)) ** 2)
         xi = np.clip((r - FOG_R1) / (FOG_R2 - FOG_R1), 0.0, 1.0)  # the receiver's overlap
-        return DROP_REFLECTANCE * share * xi * np.exp(-2.0 * alpha * r) / np.maximum(r, 1e-9) ** 2
+        return cast("np.float64 | F64",
+                    DROP_REFLECTANCE * share * xi * np.exp(-2.0 * alpha * r) / np.maximum(r, 1e-9) ** 2)
     lo, hi = FOG_R2, mr
     for _ in range(60):
         mid = 0.5 * (lo + hi)
@@ -300,7 +319,8 @@ def _rain_candidates(s, ret: Returns, n_beams: int, rng, alpha: float) -> tuple:
     return beam_of[pick], r[pick], p[pick], np.exp(-2.0 * alpha * r[pick])
 
 
-def _merge(s, ret: Returns, per_beam: int, n_beams: int, cb, cr, cp, ct) -> Returns:
+def _merge(s: ReturnSettings, ret: Returns, per_beam: int, n_beams: int, cb: I64, cr: F64, cp: F64,
+           ct: F64) -> Returns:
     """``ret`` (rows of ``n_beams`` beams of ``per_beam`` sub-rays) with the weather
     candidates (beam ``cb``, range ``cr``, power ``cp``, transmission ``ct``) added as
     returns of their beams, in beam order, nearest first. Which of a beam's returns are
@@ -329,7 +349,7 @@ def _merge(s, ret: Returns, per_beam: int, n_beams: int, cb, cr, cp, ct) -> Retu
     return out
 
 
-def apply(s, ret: Returns, sub, rng: np.random.Generator) -> Returns:
+def apply(s: SensorSettings, ret: Returns, sub: SubRays | None, rng: np.random.Generator) -> Returns:
     """The returns ``ret`` of a chunk of beams through the atmosphere of settings ``s``
     (``weather``, ``fog_visibility``, ``rain_rate``): attenuated (``transmission``,
     ``returned`` and ``energy`` scaled by it), given range noise (``range_noise``), and
@@ -343,6 +363,7 @@ def apply(s, ret: Returns, sub, rng: np.random.Generator) -> Returns:
     kind = setting_value(s, "weather")
     if kind == "none":
         return ret
+    s = cast(ReturnSettings, s)  # (only ReturnSettings declare a weather other than none)
     per_beam = max(int(sub.per_beam), 1) if sub is not None else 1
     n_beams = int(sub.directions.shape[0] // per_beam) if sub is not None else 0
     if len(ret):
