@@ -23,6 +23,8 @@ import dataclasses
 import importlib
 import pkgutil
 import zlib
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import SettingsError, did_you_mean
 from ..settings import COMMON, Meta, Preset, SensorSettings, meta_of
@@ -46,7 +48,7 @@ CAMERA_PROPERTIES = frozenset({"sensor_type", "settings_version", "add_scan_mesh
                                "motion_formats", "depth_formats", "start_time"})
 
 #: type name -> :class:`~.sensor.Sensor`, ordered by stored number (built-ins), then plug-ins
-SENSORS: dict[str, Sensor] = LazyRegistry()
+SENSORS: LazyRegistry[Sensor[Any]] = LazyRegistry()
 
 
 def plugin_number(name: str) -> int:
@@ -56,7 +58,7 @@ def plugin_number(name: str) -> int:
     return PLUGIN_BASE + zlib.crc32(name.encode()) % PLUGIN_SPAN
 
 
-def _check_settings_class(name: str, cls) -> None:
+def _check_settings_class(name: str, cls: object) -> None:
     if not (isinstance(cls, type) and issubclass(cls, SensorSettings) and dataclasses.is_dataclass(cls)):
         raise SettingsError("sensor", f"Settings of sensor '{name}' to be a frozen dataclass subclassing "
                             "blensor_addon.core.settings.SensorSettings", cls)
@@ -66,7 +68,7 @@ def _check_settings_class(name: str, cls) -> None:
                                 "blensor_addon.core.settings.setting()", f.name)
 
 
-def register_sensor(sensor, *, builtin: bool = False) -> Sensor:
+def register_sensor(sensor: object, *, builtin: bool = False) -> Sensor[Any]:
     """Add a sensor type to :data:`SENSORS`.
 
     Args:
@@ -138,7 +140,7 @@ def _discover() -> None:
         register_sensor(sensor, builtin=True)
 
 
-def _add_plugin(obj) -> None:
+def _add_plugin(obj: object) -> None:
     items = obj
     if not isinstance(obj, (Sensor, type)):
         items = getattr(obj, "SENSORS", None) or getattr(obj, "SENSOR", obj)
@@ -150,7 +152,7 @@ _discover()
 SENSORS.arm(lambda: load_plugins(ENTRY_POINT_GROUP, _add_plugin))
 
 
-def get_sensor(name: str) -> Sensor:
+def get_sensor(name: str) -> Sensor[Any]:
     """The sensor type ``name``.
 
     Raises:
@@ -163,7 +165,8 @@ def get_sensor(name: str) -> Sensor:
                             did_you_mean(name, SENSORS) if isinstance(name, str) else "") from None
 
 
-def make_settings(sensor_type: str, stored: dict | None = None, overrides: dict | None = None):
+def make_settings(sensor_type: str, stored: Mapping[str, Any] | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> tuple[Sensor[Any], SensorSettings]:
     """Validated settings of ``sensor_type``: the ``stored`` values, then the preset
     named in ``overrides`` (its values), then the other ``overrides``.
 
