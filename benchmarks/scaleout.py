@@ -207,13 +207,13 @@ PACKET_ORDER = r"""
 import os, sys, tempfile, time
 import bpy
 import blensor_addon
-from blensor_addon.jobs.range_scan import RangeScanJob
+from blensor_addon.jobs.range_scan import RangeScanJob, RangeScanSpec
 from blensor_addon.scene.scanner import Scanner
 blend, seconds = sys.argv[1], float(sys.argv[2])
 blensor_addon.register()
 bpy.ops.wm.open_mainfile(filepath=blend)
 cam = bpy.context.scene.camera
-packets = RangeScanJob(cam, None, tempfile.mkdtemp(), ("npz",), time=(0.0, seconds)).plan.packets
+packets = RangeScanJob(RangeScanSpec(cam, None, tempfile.mkdtemp(), time=(0.0, seconds))).plan.packets
 orders = [("in order", packets), ("every 2nd (a worker of 2)", packets[0::2] + packets[1::2]),
           ("every 3rd (a worker of 3)", packets[0::3] + packets[1::3] + packets[2::3]),
           ("in order again", packets)]

@@ -144,3 +144,84 @@ def test_pipeline_reads_scanner_and_result_through_their_protocols(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     assert man["frames"][0]["file_checks"]["there00000.bin"] == checks["there00000.bin"]
     assert [e["rays"] for e in man["frames"]] == [5, 7, 7]
+
+
+@pytest.mark.parametrize("kwargs,line", [
+    ({"formats": "npz,xyzw"}, "formats must be a comma-separated subset of "),
+    ({"overwrite": "yes"}, "overwrite must be True or False, got 'yes'"),
+    ({"overwrite": True, "resume": True},
+     "overwrite must be False with resume=True (overwrite deletes what resume keeps), got True"),
+    ({"options": ["pcd.ascii"]}, "options must be a dict of format options"),
+    ({"formats": ("pcd",), "options": {"pcd.ascii": True}, "pcd_ascii": True},
+     "pcd_ascii must be not given with the option pcd.ascii (one or the other)"),
+    ({"start_time": "yesterday"}, "start_time must be "),
+])
+def test_range_scan_spec_refuses_bad_input_in_one_line(bpy_mod, tmp_path, kwargs, line):
+    """The spec's one validator names the setting in one line; nothing is written."""
+    from blensor_addon.core.errors import SettingsError
+    from blensor_addon.jobs.range_scan import RangeScanSpec
+    with pytest.raises(SettingsError) as err:
+        RangeScanSpec(None, [1], tmp_path / "out", **kwargs)
+    assert str(err.value).startswith(line) and "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_range_scan_spec_is_frozen_and_normalised(bpy_mod, tmp_path):
+    from blensor_addon.jobs.range_scan import RangeScanJob, RangeScanSpec
+    spec = RangeScanSpec("cam", [1, 2], tmp_path, formats="npz, PCD", pcd_ascii=True,
+                         options={"pcap.start_time": 1e9 + 0.5}, overrides={"max_range": 50.0})
+    assert spec.formats == ("npz", "pcd") and spec.options == {"pcd.ascii": True}
+    assert spec.start_ns == 1_000_000_000_500_000_000 and spec.format_options["pcd"].ascii is True
+    assert spec.scanner_options() == {"backend": "auto", "seed": None, "frame_of_reference": "sensor",
+                                      "overrides": {"max_range": 50.0}, "axes": "ros"}
+    for name, value in (("formats", ("npz",)), ("resume", True), ("start_ns", 0)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(spec, name, value)
+    with pytest.raises(TypeError, match="RangeScanJob takes a RangeScanSpec"):
+        RangeScanJob("cam")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):  # everything after the folder is a keyword
+        RangeScanSpec("cam", [1], tmp_path, ("npz",))  # type: ignore[misc]
+
+
+def test_rig_and_range_job_share_one_progress_and_the_spec(bpy_mod, crossing, tmp_path):
+    """A rig's progress is the range job's own (one definition over the pipelines), and
+    each member is a RangeScanJob of a RangeScanSpec made from the rig's arguments."""
+    import bpy
+
+    from blensor_addon.jobs.range_scan import RangeScanJob, RangeScanSpec, SteppedJob
+    from blensor_addon.jobs.rig_scan import RigJob, scan_rig
+    for name in ("out", "done", "points", "reused", "remaining", "scanned", "total"):
+        assert getattr(RigJob, name) is getattr(RangeScanJob, name) is getattr(SteppedJob, name), name
+    from conftest import add_camera
+    side = add_camera(bpy, "Side", location=(0.0, 0.0, 2.0))
+    cams = [bpy.data.objects["Velodyne"], side]
+    cams[0].data.blensor.end_angle = 20.0
+    job = scan_rig(cams, range(1, 2), tmp_path, ("npz",), seed=5, overrides={"Side": {"end_angle": 30.0}})
+    assert all(isinstance(m.spec, RangeScanSpec) and m.member is not None for m in job.members)
+    assert [m.spec.seed for m in job.members] == [5, 5]
+    assert dict(job.members[1].spec.overrides) == {"end_angle": 30.0}
+    assert job.total == sum(len(m.plan) for m in job.members) == job.scanned == len(job.done)
+    assert job.points == sum(m.points for m in job.members) > 0 and job.remaining == 0
+
+
+def test_the_range_operator_runs_the_range_jobs_loop(bpy_mod, crossing, tmp_path, monkeypatch):
+    """The panel's synchronous range scan is run by run_job (the CLI's and the API's loop),
+    not a loop of its own."""
+    import bpy
+
+    from blensor_addon.jobs import range_scan
+    runs = []
+    loop = range_scan.run_job
+
+    def spy(make, progress=None, should_cancel=None):
+        runs.append(loop(make, progress, should_cancel))
+        return runs[-1]
+    monkeypatch.setattr(range_scan, "run_job", spy)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 3, 4
+    s = bpy.data.objects["Velodyne"].data.blensor
+    s.output_dir, s.formats = str(tmp_path), {"npz"}
+    assert bpy.ops.blensor.scan_range("INVOKE_DEFAULT") == {"FINISHED"}
+    assert len(runs) == 1 and isinstance(runs[0], range_scan.RangeScanJob)
+    assert runs[0].status == "complete" and runs[0].scanned == runs[0].total == len(runs[0].done) == 2
+    assert runs[0].out == tmp_path / "scan"

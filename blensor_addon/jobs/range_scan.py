@@ -24,8 +24,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import bpy
 
@@ -38,9 +40,16 @@ from ..io.outdir import OutputFolder, range_run_files
 from ..scene.scanner import Scanner, frame_time
 from . import plan as planning
 from .failures import RunInterrupted, writer_failure
-from .pipeline import LocalScanner, PacketScanner, Pipeline
+from .pipeline import Entry, LocalScanner, PacketScanner, Pipeline, WriterThread
 from .run_files import ManifestWriter, TrajectoryWriter
 from .signals import Signals
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from ..io.formats import Writer
+    from ..scene.rig import RigSampler
+    from .cluster import Cluster, RemoteScanner
 
 
 def check_frames(scene, frames) -> list[int]:
@@ -81,8 +90,172 @@ RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_r
                "options", "packets", "start_time")
 
 
-@dataclass
-class RangeScanJob:
+@dataclass(frozen=True)
+class RangeScanSpec:
+    """What a range scan of one camera scans and writes: its input validated once, by
+    this one constructor, whoever makes it (the ``blensor scan`` command through
+    :func:`scan_range`, the Python API, the panel's operator, a rig for each of its
+    cameras); :class:`RangeScanJob` takes it whole. Frozen: a value never changes after
+    its checks.
+
+    Args (``camera``, ``frames``, ``out_dir`` positional, the rest by keyword; as
+    :func:`scan_range`):
+        camera: the camera object. frames: scene frame numbers (checked against the scene
+        by the job's plan), or None with ``time``. out_dir: the output folder.
+        formats: format names or a comma-separated str; a tuple of names once checked.
+        seed, backend, frame_of_reference, overwrite, resume, axes, time, start_time,
+        resumable: as :func:`scan_range`. overrides: setting name -> value over the
+        camera's stored settings. options: format options (``{"pcd.ascii": True}``);
+        once checked a dict without ``pcap.start_time`` and with ``pcd_ascii`` merged.
+        pcd_ascii: the same as the option ``pcd.ascii``.
+    Attributes (made by the checks):
+        start_ns: int, UNIX ns of scene time 0 (:func:`~blensor_addon.core.timebase.run_start_time`).
+        format_options: format -> its validated options dataclass
+        (:func:`~blensor_addon.io.formats.make_options`).
+    Raises:
+        SettingsError: ``formats``, ``pcd_ascii``/``overwrite``/``resume`` (not a bool),
+        ``overwrite`` with ``resume``, ``options`` (not a dict; an option named
+        ``FORMAT.OPTION``), ``start_time``, ``out`` (not a folder path), in this order.
+        The camera, the settings, ``backend``, ``axes`` and ``frame_of_reference`` are
+        checked by the job's :class:`~blensor_addon.scene.scanner.Scanner`, the frames
+        by its plan.
+    """
+
+    camera: Any
+    frames: Iterable[int] | None
+    out_dir: str | os.PathLike[str]
+    _: KW_ONLY
+    formats: Sequence[str] = ("npz",)
+    seed: int | None = None
+    backend: str = "auto"
+    frame_of_reference: str = "sensor"
+    pcd_ascii: bool = False
+    overwrite: bool = False
+    resume: bool = False
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] | None = None
+    axes: str = "ros"
+    time: tuple[float, float] | None = None
+    #: the time base: ISO 8601 or UNIX s of scene time 0 (None: the default,
+    #: :mod:`blensor_addon.core.timebase`)
+    start_time: str | float | None = None
+    #: whether the caller offers ``resume`` (a depth export does not): the refusal of a
+    #: used folder names it only then
+    resumable: bool = True
+    start_ns: int = field(init=False, default=0)
+    format_options: dict[str, DataclassInstance] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: object) -> None:  # (frozen: set once, here)
+            object.__setattr__(self, name, value)
+        formats = parse_formats(self.formats)
+        put("formats", formats)
+        for name in ("pcd_ascii", "overwrite", "resume"):
+            if not isinstance(getattr(self, name), bool):
+                raise SettingsError(name, "True or False", getattr(self, name))
+        if self.overwrite and self.resume:
+            raise SettingsError("overwrite", "False with resume=True (overwrite deletes what resume keeps)",
+                                True)
+        if not isinstance(self.options, (dict, type(None))):
+            raise SettingsError("options", "a dict of format options, e.g. {'pcd.ascii': True}", self.options)
+        start_ns, opts = run_start_time(self.start_time, self.options, "start_time")
+        if self.pcd_ascii and "pcd" in formats:
+            if "pcd.ascii" in opts:
+                raise SettingsError("pcd_ascii", "not given with the option pcd.ascii (one or the other)",
+                                    f"pcd_ascii and pcd.ascii={opts['pcd.ascii']}")
+            opts["pcd.ascii"] = True
+        put("format_options", make_options(formats, opts))
+        put("options", opts)
+        put("start_ns", start_ns)
+        put("overrides", dict(self.overrides or {}))
+        output_path(self.out_dir)
+
+    def scanner_options(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~blensor_addon.scene.scanner.Scanner` (this
+        process's, and a cluster's workers')."""
+        return dict(backend=self.backend, seed=self.seed, frame_of_reference=self.frame_of_reference,
+                    overrides=dict(self.overrides), axes=self.axes)
+
+
+@dataclass(frozen=True)
+class RigMember:
+    """What makes a :class:`RangeScanJob` a rig's member (:mod:`~blensor_addon.jobs.rig_scan`):
+    the rig's shared :class:`~blensor_addon.scene.rig.RigSampler`, writer constructors by
+    format (the rig's one bag), the writer thread shared by the rig's members (None: each
+    its own). A member stops after validating (the rig calls :meth:`RangeScanJob.start`
+    once every member is validated) and leaves the transforms to the rig (it checks every
+    camera in one pass)."""
+
+    sampler: RigSampler
+    writer_factories: Mapping[str, Callable[..., Writer]] = field(default_factory=dict)
+    writing: WriterThread | None = None
+
+
+class SteppedJob:
+    """A run advanced one packet at a time over one or more pipelines (a range scan's one,
+    a rig's members'): the progress every such job shows, and what :func:`run_job` and
+    the panel's operator drive (``step``, ``finish``). Subclasses give :meth:`_pipelines`
+    (once started), ``folder`` and ``plans``."""
+
+    folder: OutputFolder | None
+    #: the signal that stopped the run (set by :func:`run_job`), or None
+    signal: int | None = None
+
+    def _pipelines(self) -> list[Pipeline]:
+        raise NotImplementedError
+
+    @property
+    def plans(self) -> list[planning.Plan]:
+        """The packet plans (one per pipeline)."""
+        raise NotImplementedError
+
+    @property
+    def out(self) -> Path:
+        """The output folder."""
+        assert self.folder is not None, "the job's folder is open once it is constructed"
+        return self.folder.path
+
+    @property
+    def done(self) -> list[Entry]:
+        """Manifest entries of the finished packets (their files are on disk)."""
+        return [e for p in self._pipelines() for e in p.done]
+
+    @property
+    def points(self) -> int:
+        """Points written so far."""
+        return sum(p.manifest.points for p in self._pipelines())
+
+    @property
+    def reused(self) -> int:
+        """Packets reused from the earlier run (``resume``)."""
+        return sum(p.reused for p in self._pipelines())
+
+    @property
+    def remaining(self) -> int:
+        """Packets not scanned yet."""
+        return sum(p.remaining for p in self._pipelines())
+
+    @property
+    def scanned(self) -> int:
+        """Packets scanned (or reused) so far; their files may still be being written."""
+        return sum(p.scanned for p in self._pipelines())
+
+    @property
+    def total(self) -> int:
+        """Packets of the plans."""
+        return sum(len(plan) for plan in self.plans)
+
+    def step(self) -> Entry:
+        """Scan the next packet; returns its manifest entry."""
+        raise NotImplementedError
+
+    def finish(self, status: str = "complete", bad_input: bool = False,
+               error: BaseException | None = None, stopped: Callable[[], bool] | None = None) -> Path | None:
+        """End the run with ``status`` (see :meth:`RangeScanJob.finish`)."""
+        raise NotImplementedError
+
+
+class RangeScanJob(SteppedJob):
     """A range scan advanced one packet at a time (the UI's modal operator steps it; the
     CLI and :func:`scan_range` loop over it).
 
@@ -95,15 +268,19 @@ class RangeScanJob:
     written, or not at all.
 
     Args:
-        camera_object, frames, out_dir, formats, seed, backend, frame_of_reference,
-        pcd_ascii, overwrite, resume, overrides, options, axes, time, start_time: see
-        :func:`scan_range`.
+        spec: the :class:`RangeScanSpec` (validated).
+        member: a rig's member (:class:`RigMember`), or None.
+        cluster: scale-out: a started :class:`~blensor_addon.jobs.cluster.Cluster` whose
+            workers scan the packets (this process validates, writes and keeps the
+            manifest), with ``open_scene``, the picklable callable with which a worker
+            opens the scene (() -> the camera object).
     Attributes:
-        frames: the scene frames asked for (None with ``time``), as given.
+        spec: the spec. camera_object: its camera.
         plan: the :class:`~blensor_addon.jobs.plan.Plan` (``plan.packets``: what is
             scanned). packets: its kind, ``"sweep"`` or ``"frame"`` (as in the manifest).
         out: the output folder (Path). scanner: the :class:`Scanner`.
-        done, points, reused, status, remaining, scanned: progress (properties).
+        done, points, reused, status, remaining, scanned, total: progress (properties,
+        :class:`SteppedJob`).
     Raises (on construction; nothing is written and nothing of an earlier run is
     deleted on bad input):
         SettingsError: bad camera, setting, frames, formats, class label or output
@@ -111,56 +288,26 @@ class RangeScanJob:
         OutputError: the folder could not be set up (full disk).
     """
 
-    camera_object: object
-    frames: object
-    out_dir: object
-    formats: tuple = ("npz",)
-    seed: int | None = None
-    backend: str = "auto"
-    frame_of_reference: str = "sensor"
-    pcd_ascii: bool = False
-    overwrite: bool = False
-    resume: bool = False
-    overrides: dict = field(default_factory=dict)
-    options: dict = field(default_factory=dict)
-    axes: str = "ros"
-    time: tuple | None = None
-    #: a rig's member (:mod:`~blensor_addon.jobs.rig_scan`): Scanner keyword
-    #: arguments (``rig``: the shared RigSampler), writer constructors by format (the
-    #: rig's one bag), the writer thread shared by the rig's members, whether the job stops after
-    #: validating (the rig calls :meth:`start` once every member is validated), and
-    #: whether it checks transforms (the rig checks every camera in one pass)
-    scanner_options: dict = field(default_factory=dict)
-    writer_factories: dict = field(default_factory=dict)
-    writing: object = None
-    deferred: bool = False
-    transform_check: bool = True
-    #: scale-out: a started :class:`~blensor_addon.jobs.cluster.Cluster` whose workers scan the
-    #: packets (this process validates, writes and keeps the manifest), and the picklable
-    #: callable with which a worker opens the scene (() -> the camera object)
-    cluster: object = None
-    open_scene: object = None
-    #: whether the caller offers ``resume`` (a depth export does not): the refusal of a
-    #: used folder names it only then
-    resumable: bool = True
-    #: the time base: ISO 8601 or UNIX s of scene time 0 (None: the default,
-    #: :mod:`blensor_addon.core.timebase`); ``start_ns`` holds it in UNIX ns once checked
-    start_time: object = None
-
-    def __post_init__(self) -> None:
-        self._check_arguments()
+    def __init__(self, spec: RangeScanSpec, *, member: RigMember | None = None,
+                 cluster: Cluster | None = None, open_scene: Callable[[], Any] | None = None) -> None:
+        if not isinstance(spec, RangeScanSpec):
+            raise TypeError(f"RangeScanJob takes a RangeScanSpec, not {type(spec).__name__}")
+        self.spec, self.member, self.cluster, self.open_scene = spec, member, cluster, open_scene
+        self.camera_object = spec.camera
+        if cluster is not None and (open_scene is None or member is not None):
+            raise SettingsError("workers", "1 for a rig or without a scene loader (a cluster scans one "
+                                "camera of a saved .blend)", cluster.workers)
         self.scene = bpy.context.scene
         self._old_frame = self.scene.frame_current
-        self.scanner = Scanner(self.camera_object, backend=self.backend, seed=self.seed,
-                               frame_of_reference=self.frame_of_reference, overrides=self.overrides,
-                               axes=self.axes, packet_hashes=True, **self.scanner_options)
+        rig = {} if member is None else {"rig": member.sampler}
+        self.scanner = Scanner(spec.camera, packet_hashes=True, **spec.scanner_options(), **rig)
         self.folder: OutputFolder | None = None
         self.pipeline: Pipeline | None = None
-        self.remote = None  # the cluster's RemoteScanner
-        self.signal = None
-        self._reuse = None
+        self.remote: RemoteScanner | None = None  # the cluster's stand-in for the scanner
+        self._writers: list[Writer] = []  # made by _build_pipeline; discarded if a later one fails
+        self._reuse: dict[int, Entry] = {}
         self._guard(self._validate)
-        if not self.deferred:
+        if member is None:
             self.start()
 
     def _guard(self, fn) -> None:
@@ -172,7 +319,7 @@ class RangeScanJob:
             if isinstance(exc, OutputError):
                 raise
             raise OutputError(exc.errno, f"cannot set up the output ({exc.strerror})",
-                              exc.filename or str(self.out_dir)) from exc
+                              exc.filename or str(self.spec.out_dir)) from exc
         except BaseException:
             self._abandon_setup()
             raise
@@ -206,36 +353,14 @@ class RangeScanJob:
 
     # -- validation (nothing touched) ------------------------------------------------------
 
-    def _check_arguments(self) -> None:
-        self.formats = parse_formats(self.formats)
-        for name in ("pcd_ascii", "overwrite", "resume"):
-            if not isinstance(getattr(self, name), bool):
-                raise SettingsError(name, "True or False", getattr(self, name))
-        if self.overwrite and self.resume:
-            raise SettingsError("overwrite", "False with resume=True (overwrite deletes what resume keeps)",
-                                True)
-        if not isinstance(self.options, (dict, type(None))):
-            raise SettingsError("options", "a dict of format options, e.g. {'pcd.ascii': True}", self.options)
-        self.start_ns, opts = run_start_time(self.start_time, self.options, "start_time")
-        if self.pcd_ascii and "pcd" in self.formats:
-            if "pcd.ascii" in opts:
-                raise SettingsError("pcd_ascii", "not given with the option pcd.ascii (one or the other)",
-                                    f"pcd_ascii and pcd.ascii={opts['pcd.ascii']}")
-            opts["pcd.ascii"] = True
-        self._options = make_options(self.formats, opts)
-        output_path(self.out_dir)
-        if self.cluster is not None and (self.open_scene is None or self.scanner_options):
-            raise SettingsError("workers", "1 for a rig or without a scene loader (a cluster scans one "
-                                "camera of a saved .blend)", getattr(self.cluster, "workers", self.cluster))
-
     def _plan(self) -> planning.Plan:
         s = self.scanner.settings
         return planning.plan_range(
             frame_start=self.scene.frame_start, frame_end=self.scene.frame_end,
             frame_time=frame_time(self.scene), caps=self.scanner.capabilities, packets=s.packets,
             continuous=s.time_model == "continuous",
-            needs={f: WRITERS[f].needs for f in self.formats},
-            frames=self.frames if self.time is None else None, time=self.time,
+            needs={f: WRITERS[f].needs for f in self.spec.formats},
+            frames=self.spec.frames if self.spec.time is None else None, time=self.spec.time,
             sensor=self.scanner.sensor_type)
 
     def _validate_scene(self) -> None:
@@ -244,21 +369,21 @@ class RangeScanJob:
         (finite and within reach: :meth:`Scanner.check_transforms`) and every object's
         class label."""
         self.scanner.check_budget(self.plan.packets[0])
-        if self.transform_check:  # a rig checks every camera's in one pass
+        if self.member is None:  # a rig checks every camera's in one pass
             self.scanner.check_transforms(self.plan.scene_frames())
         semantic_of_objects(self.scanner.extractor.table.table)  # an unknown blensor_label
 
     def _open_folder(self) -> OutputFolder:
-        folder = OutputFolder(output_path(self.out_dir), manifest="manifest.json", patterns=output_patterns(),
-                              listed=range_run_files)
+        folder = OutputFolder(output_path(self.spec.out_dir), manifest="manifest.json",
+                              patterns=output_patterns(), listed=range_run_files)
         self.folder = folder
         folder.open()
-        if "rig" not in self.scanner_options and (folder.path / "rig.json").exists():
+        if self.member is None and (folder.path / "rig.json").exists():
             raise SettingsError("out", "a folder that is not a rig's (it holds rig.json: scan the rig again, "
                                 "with --overwrite to replace it, or choose another folder)", str(folder.path))
-        for f in self.formats:  # before anything of an earlier run is deleted
+        for f in self.spec.formats:  # before anything of an earlier run is deleted
             WRITERS[f].check_folder(folder.path)
-        folder.check(overwrite=self.overwrite, resume=self.resume, resumable=self.resumable)
+        folder.check(overwrite=self.spec.overwrite, resume=self.spec.resume, resumable=self.spec.resumable)
         return folder
 
     def _static(self) -> dict:
@@ -272,12 +397,12 @@ class RangeScanJob:
             "sensor": self.scanner.settings.to_dict(),
             "seed": int(self.scanner.settings.seed),
             "backend": self.scanner.backend.name,
-            "frame_of_reference": self.frame_of_reference,
-            "axes": self.axes,
-            "formats": list(self.formats),
-            "options": {f: dataclasses.asdict(o) for f, o in self._options.items()},
+            "frame_of_reference": self.spec.frame_of_reference,
+            "axes": self.spec.axes,
+            "formats": list(self.spec.formats),
+            "options": {f: dataclasses.asdict(o) for f, o in self.spec.format_options.items()},
             "packets": self.plan.kind,  # "sweep": one output per full sweep; "frame": per scene frame
-            "start_time": iso(self.start_ns),  # the time base: the absolute instant of scene time 0
+            "start_time": iso(self.spec.start_ns),  # the time base: the absolute instant of scene time 0
             "packet_time": self.plan.packet_time,  # s per packet: the sweep period or the frame time
             "time_model": self.scanner.settings.time_model,
             "frames_requested": self.plan.requested,  # [first, last], a frame list, or {"time": [t0, t1]}
@@ -293,7 +418,7 @@ class RangeScanJob:
                 without one of the earlier run's finished packets (:meth:`_check_range`:
                 resume never deletes nor overwrites them).
         """
-        if not self.resume:
+        if not self.spec.resume:
             return {}
         old = self.folder.earlier
         path = self.folder.path / "manifest.json"
@@ -345,11 +470,11 @@ class RangeScanJob:
             earlier = "--frames " + (f"{asked[0]}-{asked[1]}" if len(asked) == 2 else _ranges(sorted(asked)))
         else:
             earlier = "the earlier run"
-        if self.time is not None:
-            now = f"{self.time[0]:g}-{self.time[1]:g}"
+        if self.spec.time is not None:
+            now = f"{self.spec.time[0]:g}-{self.spec.time[1]:g}"
         else:
-            now = _ranges(sorted({int(f) for f in self.frames}))
-        raise SettingsError("frames" if self.time is None else "time",
+            now = _ranges(sorted({int(f) for f in self.spec.frames}))
+        raise SettingsError("frames" if self.spec.time is None else "time",
                             f"a range holding the earlier run's finished packets (--resume keeps them: this "
                             f"folder holds {kind}s {_ranges(held)} of {earlier}; resume with a range around "
                             "them, or use --overwrite to replace them)", now)
@@ -359,8 +484,8 @@ class RangeScanJob:
         a format writes files over the whole run (KITTI's poses and times, a bag, a
         capture, EVD: :attr:`Writer.multi_frame`), which need every packet's scan; the
         pipeline reuses none then (:meth:`Pipeline._check_reuse`)."""
-        multi = [f for f in self.formats if WRITERS[f].multi_frame]
-        if not (self.resume and reuse and multi):
+        multi = [f for f in self.spec.formats if WRITERS[f].multi_frame]
+        if not (self.spec.resume and reuse and multi):
             return
         import sys
         n = len(reuse)
@@ -373,17 +498,17 @@ class RangeScanJob:
         ind = self.plan.indices
         return RunInfo(camera=self.camera_object.name, sensor_type=self.scanner.sensor_type,
                        sensor=self.scanner.settings.to_dict(), seed=int(self.scanner.settings.seed),
-                       frame_time=self.plan.packet_time, start_ns=self.start_ns,
+                       frame_time=self.plan.packet_time, start_ns=self.spec.start_ns,
                        frames=range(ind[0], ind[-1] + 1) if ind == list(range(ind[0], ind[-1] + 1)) else ind)
 
     def _build_pipeline(self, reuse: dict) -> Pipeline:
         run = self._run_info()
         writers: list = []
         self._writers = writers  # discarded if a later constructor fails
-        for f in self.formats:
-            make = self.writer_factories.get(f, WRITERS[f])
+        for f in self.spec.formats:
+            make = self.member.writer_factories.get(f, WRITERS[f]) if self.member is not None else WRITERS[f]
             try:
-                writers.append(make(self.folder.path, self._options[f], run))
+                writers.append(make(self.folder.path, self.spec.format_options[f], run))
             except Exception as exc:  # sqlite3's 'database or disk is full' opening a bag: a write error
                 failure = writer_failure(exc, f, self.folder.path)
                 if failure is None or failure is exc:
@@ -397,7 +522,7 @@ class RangeScanJob:
         manifest = ManifestWriter(self.folder, self._static(), objects)
         return Pipeline(scanner, self.plan, self.folder, writers,
                         TrajectoryWriter(self.folder.path, self.plan.packet_time), manifest, reuse, objects,
-                        writing=self.writing)
+                        writing=self.member.writing if self.member is not None else None)
 
     def _remote_scanner(self, run: RunInfo):
         """The cluster's stand-in for the scanner (:mod:`~blensor_addon.jobs.cluster`): workers
@@ -405,12 +530,11 @@ class RangeScanJob:
         import uuid
 
         from .cluster import RemoteScanner, WorkerTask
-        encode = {f: self._options[f] for f in self.formats if not WRITERS[f].multi_frame}
+        encode = {f: self.spec.format_options[f] for f in self.spec.formats if not WRITERS[f].multi_frame}
         task = WorkerTask(
             key=uuid.uuid4().hex, open_scene=self.open_scene,
-            scanner=dict(backend=self.backend, seed=self.seed, frame_of_reference=self.frame_of_reference,
-                         overrides=self.overrides, axes=self.axes),
-            encode=encode, run=run, folder=str(self.folder.path), full=len(encode) < len(self.formats),
+            scanner=self.spec.scanner_options(),
+            encode=encode, run=run, folder=str(self.folder.path), full=len(encode) < len(self.spec.formats),
             versions=(__version__, bpy.app.version_string))
         return RemoteScanner(self.cluster, self.scanner, task)
 
@@ -419,7 +543,7 @@ class RangeScanJob:
         folder removed if this run made it and it is still empty."""
         if self.pipeline is not None:
             self.pipeline.abandon()
-        for w in getattr(self, "_writers", ()):
+        for w in self._writers:
             w.discard()
         self._release()
         if self.folder is not None:
@@ -432,59 +556,36 @@ class RangeScanJob:
             self.folder.release()
         self.scanner.close()
 
-    # -- progress ---------------------------------------------------------------------------
+    # -- progress (SteppedJob: out, done, points, reused, remaining, scanned, total) -----------
+
+    def _started(self) -> Pipeline:
+        assert self.pipeline is not None, "the job is started (its pipeline built)"
+        return self.pipeline
+
+    def _pipelines(self) -> list[Pipeline]:
+        return [self._started()]
 
     @property
-    def out(self) -> Path:
-        """The output folder."""
-        return self.folder.path
-
-    @property
-    def done(self) -> list:
-        """Manifest entries of the finished packets (their files are on disk)."""
-        return self.pipeline.done
-
-    @property
-    def points(self) -> int:
-        """Points written so far."""
-        return self.pipeline.manifest.points
-
-    @property
-    def reused(self) -> int:
-        """Packets reused from the earlier run (``resume``)."""
-        return self.pipeline.reused
+    def plans(self) -> list[planning.Plan]:
+        """The one packet plan."""
+        return [self.plan]
 
     @property
     def status(self) -> str:
         """``running``, then ``complete``, ``cancelled`` or ``failed``."""
-        return self.pipeline.manifest.status
+        return self._started().manifest.status
 
     @property
-    def dropped(self) -> list:
+    def dropped(self) -> list[str]:
         """Formats whose multi-frame file could not be closed (removed)."""
-        return self.pipeline.manifest.dropped
+        return self._started().manifest.dropped
 
-    @property
-    def remaining(self) -> int:
-        """Packets not scanned yet."""
-        return self.pipeline.remaining
-
-    @property
-    def scanned(self) -> int:
-        """Packets scanned (or reused) so far; their files may still be being written."""
-        return self.pipeline.scanned
-
-    @property
-    def total(self) -> int:
-        """Packets of the plan."""
-        return len(self.plan)
-
-    def step(self) -> dict:
+    def step(self) -> Entry:
         """Scan the next packet (see :meth:`Pipeline.step`); returns its manifest entry."""
-        return self.pipeline.step()
+        return self._started().step()
 
     def finish(self, status: str = "complete", bad_input: bool = False,
-               error: BaseException | None = None, stopped=None) -> Path | None:
+               error: BaseException | None = None, stopped: Callable[[], bool] | None = None) -> Path | None:
         """Close the writers' multi-frame files (EVD), write ``manifest.json`` with
         ``status``, release the folder, restore the scene frame and free the ray caster.
         Call once after any number of steps. Returns the manifest path.
@@ -504,8 +605,8 @@ class RangeScanJob:
                 written). RunInterrupted: ``error`` was a KeyboardInterrupt
                 (``manifest_path`` None when nothing was left).
         """
-        interrupted = isinstance(error, KeyboardInterrupt) and "rig" not in self.scanner_options
-        forget = (bad_input or interrupted) and not self.resume and self.pipeline.scanned == 0
+        interrupted = isinstance(error, KeyboardInterrupt) and self.member is None
+        forget = (bad_input or interrupted) and not self.spec.resume and self.pipeline.scanned == 0
         try:
             if forget:
                 self.pipeline.abandon()
@@ -607,11 +708,13 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
         packet is dropped and the manifest says ``"cancelled"``.
         Any other error during the scan is re-raised likewise, after status ``"failed"``.
     """
-    return run_job(lambda: RangeScanJob(camera_object, frames, out_dir, formats, seed, backend,
-                                        frame_of_reference, pcd_ascii, overwrite, resume, overrides,
-                                        options or {}, axes, time, cluster=cluster,
-                                        open_scene=open_scene, resumable=resumable, start_time=start_time),
-                   progress, should_cancel)
+    def make() -> RangeScanJob:
+        spec = RangeScanSpec(camera_object, frames, out_dir, formats=formats, seed=seed, backend=backend,
+                             frame_of_reference=frame_of_reference, pcd_ascii=pcd_ascii, overwrite=overwrite,
+                             resume=resume, overrides=overrides, options=options or {}, axes=axes, time=time,
+                             start_time=start_time, resumable=resumable)
+        return RangeScanJob(spec, cluster=cluster, open_scene=open_scene)
+    return run_job(make, progress, should_cancel)
 
 
 def run_job(make, progress=None, should_cancel=None):

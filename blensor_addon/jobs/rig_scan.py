@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,8 +59,9 @@ from ..scene.objects import sensor_pose
 from ..scene.rig import RigSampler
 from ..scene.scanner import check_camera, read_sensor
 from .failures import writer_failure
-from .pipeline import WriterThread
-from .range_scan import RangeScanJob, output_path, run_job
+from .pipeline import Pipeline, WriterThread
+from .plan import Plan
+from .range_scan import RangeScanJob, RangeScanSpec, RigMember, SteppedJob, output_path, run_job
 
 RIG_MANIFEST = "rig.json"
 CALIB_FILES = ("calib_rig.txt", "extrinsics.json")
@@ -130,7 +132,7 @@ def base_frame_pose(base, cameras) -> np.ndarray:
 
 
 @dataclass
-class RigJob:
+class RigJob(SteppedJob):
     """A rig's range scan advanced one packet at a time (see the module docstring).
 
     Args:
@@ -177,6 +179,9 @@ class RigJob:
         self.writing = None
         self.signal = None
         self.status = "running"
+        self._made_out = None  # the rig's folder if this run made it (removed again if set-up fails)
+        self._bag_closed = False  # the rig's bag was finished (its files are listed in rig.json)
+        self._last = None  # the member scanned last (see step)
         try:
             self._setup()
         except BaseException:
@@ -233,12 +238,12 @@ class RigJob:
         self._after_members(out)
 
     def _add_member(self, cam, name, out, axes, factories) -> None:
-        self.members.append(RangeScanJob(
-            cam, self.frames, out / name, self.formats, self.seed, self.backend, self.frame_of_reference,
-            self.pcd_ascii, self.overwrite, self.resume, dict(self.overrides.get(cam.name) or {}),
-            dict(self.options or {}), axes, self.time,
-            scanner_options={"rig": self.sampler}, start_time=self.start_time,
-            writer_factories=factories, writing=self.writing, deferred=True, transform_check=False))
+        spec = RangeScanSpec(cam, self.frames, out / name, formats=self.formats, seed=self.seed,
+                             backend=self.backend, frame_of_reference=self.frame_of_reference,
+                             pcd_ascii=self.pcd_ascii, overwrite=self.overwrite, resume=self.resume,
+                             overrides=dict(self.overrides.get(cam.name) or {}),
+                             options=dict(self.options or {}), axes=axes, time=self.time, start_time=self.start_time)
+        self.members.append(RangeScanJob(spec, member=RigMember(self.sampler, factories, self.writing)))
 
     def _after_members(self, out) -> None:
         # every camera's and object's transform at every frame, in one pass (a member in
@@ -270,7 +275,7 @@ class RigJob:
         if bag_options is not None:
             from ..io.formats.rosbag2 import RigBag
             self.bag = RigBag(out, bag_options, [(n, self.extrinsics[n]) for n in self.frame_ids],
-                              self.members[0].start_ns)
+                              self.members[0].spec.start_ns)
             self._bag_suffix = "mcap" if bag_options.storage == "mcap" else "db3"
         for m in self.members:
             m.start()
@@ -360,7 +365,7 @@ class RigJob:
             "files": [RIG_MANIFEST, *CALIB_FILES]
             + (
                 ["rosbag2/metadata.yaml", f"rosbag2/rosbag2.{self._bag_suffix}"]
-                if getattr(self, "_bag_closed", False)
+                if self._bag_closed
                 else []
             ),
         }
@@ -378,7 +383,7 @@ class RigJob:
         if self.bag is not None:
             self.bag.discard()
         self._release()
-        made = getattr(self, "_made_out", None)
+        made = self._made_out
         if made is not None and made.is_dir() and not any(made.iterdir()):
             made.rmdir()
 
@@ -390,46 +395,19 @@ class RigJob:
         if self.sampler is not None:
             self.sampler.close()
 
-    # -- progress ------------------------------------------------------------------------
+    # -- progress (SteppedJob: out, done, points, reused, remaining, scanned, total, every member) --
+    def _pipelines(self) -> list[Pipeline]:
+        return [m._started() for m in self.members]
+
     @property
-    def out(self) -> Path:
-        """The rig's folder."""
-        return self.folder.path
+    def plans(self) -> list[Plan]:
+        """Every member's packet plan."""
+        return [m.plan for m in self.members]
 
     @property
     def backend_name(self) -> str:
         """The ray caster's name (``native`` or ``bvhtree``)."""
         return self.members[0].scanner.backend.name
-
-    @property
-    def done(self) -> list:
-        """Manifest entries of every member's finished packets."""
-        return [e for m in self.members for e in m.done]
-
-    @property
-    def points(self) -> int:
-        """Points written so far by every member."""
-        return sum(m.points for m in self.members)
-
-    @property
-    def reused(self) -> int:
-        """Packets reused from an earlier run (``resume``), every member."""
-        return sum(m.reused for m in self.members)
-
-    @property
-    def remaining(self) -> int:
-        """Packets not scanned yet, every member."""
-        return sum(m.remaining for m in self.members)
-
-    @property
-    def scanned(self) -> int:
-        """Packets scanned (or reused) so far, every member."""
-        return sum(m.scanned for m in self.members)
-
-    @property
-    def total(self) -> int:
-        """Packets of every member."""
-        return sum(len(m.plan) for m in self.members)
 
     def step(self) -> dict:
         """Scan the next member packet; returns its manifest entry with ``camera`` added.
@@ -444,7 +422,7 @@ class RigJob:
         start = {id(m): m.plan.span(m.plan.packets[m.scanned])[0] for m in pending}
         first = min(pending, key=lambda m: start[id(m)])  # min keeps the first of equal starts
         best = first
-        last = getattr(self, "_last", None)
+        last = self._last
         if last is not None and last.remaining and start[id(last)] < start[id(first)] + self._horizon - 1e-12:
             best = last
         self._last = best
@@ -455,10 +433,13 @@ class RigJob:
     def _horizon(self) -> float:
         return max(m.plan.packet_time for m in self.members)
 
-    def finish(self, status: str = "complete", bad_input: bool = False, error: BaseException | None = None):
+    def finish(self, status: str = "complete", bad_input: bool = False, error: BaseException | None = None,
+               stopped: Callable[[], bool] | None = None) -> Path | None:
         """Finish every member (see :meth:`RangeScanJob.finish`), close the bag, write
         ``rig.json`` with the run's status, release everything. Raises what the first
-        member raised (RunFailed, RunInterrupted), after all are finished."""
+        member raised (RunFailed, RunInterrupted), after all are finished. Returns the
+        path of ``rig.json``. ``stopped`` is not asked: :func:`~.range_scan.run_job` ends
+        a rig with the status the signals left."""
         raised = None
         try:
             if self.writing is not None:
@@ -520,6 +501,7 @@ class RigJob:
             ) from cause
         if raised is not None:
             raise raised
+        return self.folder.path / RIG_MANIFEST
 
 
 def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None, backend="auto",

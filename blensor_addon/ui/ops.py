@@ -83,7 +83,7 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
     _job = None
 
     def _start(self, context):
-        from ..jobs.range_scan import RangeScanJob
+        from ..jobs.range_scan import RangeScanJob, RangeScanSpec
         cam = _camera(context)
         if cam is None:
             raise BlensorError(_NO_CAMERA)
@@ -91,38 +91,35 @@ class BLENSOR_OT_scan_range(bpy.types.Operator):
         scene = context.scene
         if not _formats(s):
             raise SettingsError("formats", "at least one format ticked in the Output box", "none")
-        return RangeScanJob(cam, range(scene.frame_start, scene.frame_end + 1),
-                            job_folder(s.output_dir, "scan"), _formats(s), None, "auto", s.frame_of_reference,
-                            False, s.overwrite,
-                            options=format_option_values(s, _formats(s)), axes=s.axes,
-                            start_time=stored_start_time(s))
+        return RangeScanJob(RangeScanSpec(
+            cam, range(scene.frame_start, scene.frame_end + 1), job_folder(s.output_dir, "scan"),
+            formats=_formats(s), frame_of_reference=s.frame_of_reference, overwrite=s.overwrite,
+            options=format_option_values(s, _formats(s)), axes=s.axes, start_time=stored_start_time(s)))
 
     def execute(self, context):
-        """Synchronous path (also what runs under ``--background``)."""
+        """Synchronous path (also what runs under ``--background``): the range job's own
+        loop (:func:`~blensor_addon.jobs.range_scan.run_job`), whose SIGINT/SIGTERM
+        handling finishes the packet being scanned and keeps the finished ones (the
+        manifest says ``cancelled``); the interrupt is raised again afterwards."""
+        from ..jobs.range_scan import run_job
+        made = []
+
+        def make():
+            made.append(self._start(context))
+            return made[0]
         try:
-            job = self._start(context)
+            job = run_job(make)
         except BlensorError as exc:
-            self.report({"ERROR"}, str(exc))
+            if not made:  # refused before anything was written
+                self.report({"ERROR"}, str(exc))
+            else:  # finished frames stay on disk
+                self.report({"ERROR"}, f"BlenSor: range scan failed after {len(made[0].done)} frames: {exc}")
             return {"CANCELLED"}
-        status, error = "failed", None
-        try:
-            while job.remaining:
-                job.step()
-            status = "complete"
-        except (BlensorError, OSError) as exc:  # finished frames stay on disk
-            error = exc
-        except KeyboardInterrupt as exc:  # Ctrl-C under --background: a cancelled run
-            status, error = "cancelled", exc
-        finally:
-            try:  # waits for the frames being written
-                job.finish(status, isinstance(error, SettingsError), error)
-            except OSError as exc:  # RunFailed: what was kept is in its attributes
-                error = exc
-        if isinstance(error, KeyboardInterrupt):  # finished frames kept, manifest cancelled
-            raise error
-        if error is not None:
-            self.report({"ERROR"}, f"BlenSor: range scan failed after {len(job.done)} frames: {error}")
+        except OSError as exc:  # RunFailed: what was kept is in its attributes
+            self.report({"ERROR"}, f"BlenSor: range scan failed after {len(made[0].done)} frames: {exc}")
             return {"CANCELLED"}
+        if job.signal is not None:  # Ctrl-C under --background: finished frames kept, manifest cancelled
+            raise KeyboardInterrupt
         self.report({"INFO"}, f"BlenSor: {len(job.done)} frames, {job.points} points -> {job.out}")
         return {"FINISHED"}
 
