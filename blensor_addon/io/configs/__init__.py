@@ -15,10 +15,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...core.errors import SettingsError
+
+if TYPE_CHECKING:
+    from ...core.ndtypes import F64
+    from ..atomic import StrPath
 
 
 @dataclass
@@ -47,12 +52,12 @@ class SensorConfig:
 
     name: str
     sensor_type: str
-    values: dict = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
     parent: str | None = None
-    pose: np.ndarray | None = None
-    outputs: dict = field(default_factory=dict)
-    ignored: list = field(default_factory=list)
-    unknown: list = field(default_factory=list)
+    pose: F64 | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
 
     @property
     def enabled(self) -> bool:
@@ -70,10 +75,10 @@ class ConfigFormat:
 
     name = ""
     label = ""
-    suffixes: tuple = ()
+    suffixes: tuple[str, ...] = ()
     description = ""
 
-    def read(self, path) -> list[SensorConfig]:
+    def read(self, path: StrPath) -> list[SensorConfig]:
         """The sensors of the file at ``path`` (every sensor this format can express).
 
         Raises:
@@ -88,7 +93,7 @@ class ConfigFormat:
             SettingsError: a sensor type the format cannot express at all."""
         raise NotImplementedError
 
-    def write(self, path, configs: list[SensorConfig]) -> list[str]:
+    def write(self, path: StrPath, configs: list[SensorConfig]) -> list[str]:
         """Write ``configs`` to ``path`` (:meth:`dumps`; temporary file + rename); returns
         one line per thing the format cannot express (named, e.g. ``"lidar1: bias_sigma:
         not in the AirSim schema; not written"``).
@@ -127,7 +132,7 @@ def get_format(name: str) -> ConfigFormat:
     return CONFIG_FORMATS[name]
 
 
-def format_of_file(path) -> ConfigFormat:
+def format_of_file(path: StrPath) -> ConfigFormat:
     """The format of a config file from its suffix (``.json``: airsim, ``.xml``: unity).
 
     Raises:

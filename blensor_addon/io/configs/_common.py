@@ -10,13 +10,21 @@ import dataclasses
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...core.axes import matrix_rpy, rpy_matrix  # noqa: F401 (the formats' poses: one pair, core/axes.py)
 from ...core.errors import SettingsError
 from ...core.sensors import make_settings
 from ...core.sensors.raypattern import sweep_column_count
+
+if TYPE_CHECKING:
+    from ...core.ndtypes import F64
+    from ...core.settings import SensorSettings
+    from ..atomic import StrPath
+    from . import SensorConfig
 
 #: relative tolerance under which two float settings are the same: below a float32's
 #: precision (a camera stores float32; an imported angle is a float32 nudged by an ulp or
@@ -24,7 +32,7 @@ from ...core.sensors.raypattern import sweep_column_count
 REL_TOL = 5e-7
 
 
-def pose_matrix(xyz, R) -> np.ndarray:
+def pose_matrix(xyz: ArrayLike, R: ArrayLike) -> F64:
     """(4, 4) float64 pose of translation ``xyz`` (m) and rotation ``R``."""
     T = np.eye(4)
     T[:3, :3] = R
@@ -32,7 +40,7 @@ def pose_matrix(xyz, R) -> np.ndarray:
     return T
 
 
-def num(v) -> str:
+def num(v: SupportsFloat) -> str:
     """A number as a file writes it: integral values without a fraction (``0``, ``16``),
     others as Python's shortest round-trip text (``0.6``, ``-1.5707963267948966``)."""
     v = float(v)
@@ -106,7 +114,7 @@ def grid_samples(start: float, end: float, res: float, *, from_end: bool = False
     return start, start + (n - 1) * res, n
 
 
-def read_text(path, what: str) -> str:
+def read_text(path: StrPath, what: str) -> str:
     """The text of the config file at ``path`` (UTF-8, a BOM allowed), at most
     :data:`~..safeload.MAX_BYTES` long.
 
@@ -129,7 +137,7 @@ def read_text(path, what: str) -> str:
         raise SettingsError(what, f"UTF-8 text (byte {exc.start})", str(path)) from None
 
 
-def write_text(path, text: str, what: str) -> None:
+def write_text(path: StrPath, text: str, what: str) -> None:
     """Write ``text`` to ``path`` through a temporary sibling and rename (nothing half
     written). A symbolic link at ``path`` is followed (the file it names is written,
     the link kept); what is there in the end must be nothing or a regular file.
@@ -148,16 +156,17 @@ def write_text(path, text: str, what: str) -> None:
         raise SettingsError(what, f"a path in a writable folder ({exc.strerror})", str(path)) from None
 
 
-def settings_of(config):
+def settings_of(config: SensorConfig) -> SensorSettings:
     """The validated settings a :class:`~.SensorConfig` gives a new camera: the sensor
     type's defaults, the preset it names, then its values.
 
     Raises:
         SettingsError: as :func:`~...core.sensors.make_settings`."""
-    return make_settings(config.sensor_type, None, config.values)[1]
+    settings: SensorSettings = make_settings(config.sensor_type, None, config.values)[1]
+    return settings
 
 
-def validated(config, where: str, field_of: dict) -> None:
+def validated(config: SensorConfig, where: str, field_of: dict[str, str]) -> None:
     """Validate ``config``'s settings (:func:`settings_of`), then again with every float
     as a camera stores it (:func:`f32`: 1e-300 Hz becomes 0, 1e39 m inf); an error names
     the file's field: ``where`` plus ``field_of[setting]`` (else the setting's own name),
@@ -185,7 +194,9 @@ def validated(config, where: str, field_of: dict) -> None:
                             f"as {exc.value!r})", given) from None
 
 
-def _same(a, b) -> bool:
+def _same(a: Any, b: Any) -> bool:
+    """Whether setting values ``a`` and ``b`` (numbers, strings, tuples of them) are the same,
+    floats within :data:`REL_TOL`."""
     if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
         return (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b)
                 and all(_same(x, y) for x, y in zip(a, b)))
@@ -194,10 +205,11 @@ def _same(a, b) -> bool:
             return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=1e-12)
         except (TypeError, ValueError):
             return False
-    return a == b
+    same: bool = a == b
+    return same
 
 
-def _shown(v) -> str:
+def _shown(v: object) -> str:
     if isinstance(v, (tuple, list)):
         text = ",".join(_shown(x) for x in v)
         return text if len(text) <= 80 else f"{text[:60]}... ({len(v)} values)"
@@ -206,12 +218,12 @@ def _shown(v) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-def unexpressed(label: str, originals: list, back: list) -> list[str]:
+def unexpressed(label: str, originals: list[SensorConfig], back: list[SensorConfig]) -> list[str]:
     """One line per thing of ``originals`` (the configs given to a writer) that the
     written file, read back (``back``), does not hold: the sensor type, a setting, the
     pose, the parent, a kept output; e.g. ``"lidar1: noise_sigma = 0.01: not in the AirSim
     schema; not written (reads back as 0)"``."""
-    lines = []
+    lines: list[str] = []
     for orig, new in zip(originals, back):
         head = f"{orig.name}: "
         if new.sensor_type != orig.sensor_type:

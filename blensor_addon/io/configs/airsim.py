@@ -41,16 +41,22 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...core.axes import NED_FROM_ROS
 from ...core.errors import SettingsError
 from ...core.sensors import SENSORS
+from ...core.settings import setting_value
 from ..safeload import load_json
 from . import ConfigFormat, SensorConfig
 from ._common import (matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of, unexpressed,
                       validated)
+
+if TYPE_CHECKING:
+    from ...core.ndtypes import F64
+    from ..atomic import StrPath
 
 #: ``lidar-type`` (``-`` read as ``_``) -> (sensor type, preset)
 LIDAR_TYPES = {
@@ -60,7 +66,7 @@ LIDAR_TYPES = {
     "livox_avia": ("rosette", "livox_avia"),
 }
 #: seed 003 lidar fields -> setting, per sensor type (None: no setting of that type)
-FIELDS = {
+FIELDS: dict[str, dict[str, str | None]] = {
     "cylindrical": {
         "number-of-channels": "channels", "range": "max_range", "points-per-second": "points_per_second",
         "report-frequency": None, "horizontal-rotation-frequency": "rotation_frequency",
@@ -113,14 +119,14 @@ def _strip_comments(text: str) -> str:
     """``text`` with ``//`` and ``/* */`` comments outside strings replaced by spaces
     (newlines kept: a JSON error's line and column stay the file's); linear in the text."""
 
-    def blank(m: re.Match) -> str:
+    def blank(m: re.Match[str]) -> str:
         t = m.group()
         return t if t[0] == '"' else re.sub(r"[^\n]", " ", t)
 
     return _STRING_OR_COMMENT.sub(blank, text)
 
 
-def _pairs(pairs):
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """An object's (key, value) pairs as a dict; the first key given twice raises
     :class:`_Duplicate` (one pass: a file of 200,000 keys is read in a fraction of a second)."""
     out = dict(pairs)
@@ -137,7 +143,7 @@ class _Duplicate(Exception):
     pass
 
 
-def parse_json(text: str, path: str):
+def parse_json(text: str, path: str) -> Any:
     """The JSON document of ``text`` (comments allowed), read by
     :func:`~..safeload.load_json` (nesting, integer digits and size bounded).
 
@@ -156,7 +162,7 @@ def parse_json(text: str, path: str):
         raise SettingsError(f"{path} key {exc.args[0]!r}", "given once per object", "twice") from None
 
 
-def _number(where: str, key: str, value, integer: bool = False):
+def _number(where: str, key: str, value: Any, integer: bool = False) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SettingsError(f"{where} {key}", "an integer" if integer else "a number", value)
     if integer:
@@ -166,7 +172,7 @@ def _number(where: str, key: str, value, integer: bool = False):
     return float(value)
 
 
-def _triple(where: str, key: str, value) -> tuple:
+def _triple(where: str, key: str, value: Any) -> tuple[float, ...]:
     parts = value.split() if isinstance(value, str) else value
     try:
         vals = tuple(float(v) for v in parts)
@@ -177,7 +183,7 @@ def _triple(where: str, key: str, value) -> tuple:
     return vals
 
 
-def _pose(where: str, origin, unknown: list) -> np.ndarray:
+def _pose(where: str, origin: object, unknown: list[str]) -> F64:
     """REP-103 pose of an ``origin`` object (module docstring)."""
     if origin is None:
         return np.eye(4)
@@ -199,7 +205,7 @@ def _pose(where: str, origin, unknown: list) -> np.ndarray:
     return F4 @ ned @ F4
 
 
-def _sensor(where: str, entry: dict) -> SensorConfig:
+def _sensor(where: str, entry: dict[str, Any]) -> SensorConfig:
     name = entry.get("id")
     if not isinstance(name, str) or not name.strip():
         raise SettingsError(f"{where} id", "a non-empty string (the sensor's name)", name)
@@ -211,11 +217,13 @@ def _sensor(where: str, entry: dict) -> SensorConfig:
         raise SettingsError(f"{where} lidar-type", "one of " + ", ".join(known), raw_type)
     stype, preset = known[key]
     fields = FIELDS[stype]
-    values = {"preset": preset}
-    outputs, ignored, unknown = {}, [], []
+    values: dict[str, Any] = {"preset": preset}
+    outputs: dict[str, Any] = {}
+    ignored: list[str] = []
+    unknown: list[str] = []
     if raw_type != key:  # the file's spelling (seed 003's sample writes generic-cylindrical), written back
         outputs["lidar-type"] = raw_type
-    seen = {}
+    seen: dict[str, str] = {}
     for k, v in entry.items():
         field = ALIASES.get(k, k)
         if field in fields:
@@ -260,7 +268,7 @@ def read_configs(text: str, path: str) -> list[SensorConfig]:
         raise SettingsError(f"{path}", "a JSON object with a \"sensors\" array (Project AirSim config)",
                             type(doc).__name__ if not isinstance(doc, dict) else sorted(doc)[:5])
     notes = [f"top-level {k!r}: not a sensor setting; ignored" for k in doc if k != "sensors"]
-    configs = []
+    configs: list[SensorConfig] = []
     for i, entry in enumerate(doc["sensors"]):
         where = f"{path} sensors[{i}]"
         if not isinstance(entry, dict):
@@ -279,17 +287,18 @@ def read_configs(text: str, path: str) -> list[SensorConfig]:
     return configs
 
 
-def _entry(config: SensorConfig) -> dict:
+def _entry(config: SensorConfig) -> dict[str, Any]:
     """The JSON object of one sensor (cylindrical or rosette)."""
     s = settings_of(config)
     stype = config.sensor_type
-    lidar_type = next((k for k, v in LIDAR_TYPES.items() if v == (stype, s.preset)),
+    preset = setting_value(s, "preset")
+    lidar_type = next((k for k, v in LIDAR_TYPES.items() if v == (stype, preset)),
                       "generic_cylindrical" if stype == "cylindrical" else "generic_rosette")
     kept = config.outputs.get("lidar-type")
     if isinstance(kept, str) and kept.replace("-", "_") == lidar_type:
         lidar_type = kept
     out = config.outputs
-    e = {"id": config.name, "type": "lidar", "enabled": bool(out.get("enabled", True))}
+    e: dict[str, Any] = {"id": config.name, "type": "lidar", "enabled": bool(out.get("enabled", True))}
     if config.parent:
         e["parent-link"] = config.parent
     e["lidar-type"] = lidar_type
@@ -322,7 +331,7 @@ class AirSimFormat(ConfigFormat):
     description = ("Project AirSim JSON sensors array (lidar types generic_cylindrical, generic_rosette, "
                    "livox_*)")
 
-    def read(self, path) -> list[SensorConfig]:
+    def read(self, path: StrPath) -> list[SensorConfig]:
         """The lidar sensors of the file at ``path`` (:func:`read_configs`).
 
         Raises:

@@ -54,16 +54,26 @@ from __future__ import annotations
 import math
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
 from ...core.errors import SettingsError
 from ...core.sensors.budget import MAX_RAYS
+from ...core.sensors.pattern import PatternSettings
+from ...core.sensors.planar import PlanarSettings
+from ...core.sensors.rotating import LidarSettings
+from ...core.settings import setting_value
 from ..safeload import MAX_INT_DIGITS, load_xml
 from . import ConfigFormat, SensorConfig
 from ._common import (f32, grid_samples, matrix_rpy, num, pose_matrix, read_text, rpy_matrix, settings_of,
                       sweep_grid, unexpressed, validated)
+
+if TYPE_CHECKING:
+    from ...core.ndtypes import F64
+    from ..atomic import StrPath
 
 #: ``type`` attributes read as lidars (seed 004's three models; SDF's ray and lidar sensors)
 LIDAR_TYPES = ("ray", "gpu_ray", "lidar", "gpu_lidar", "rasterlidar", "raytracedlidar", "physicslidar")
@@ -104,12 +114,12 @@ FIELD_OF = {"max_range": "ray/range/max", "min_range": "ray/range/min", "noise_m
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
-def _leaves(elem, prefix="") -> list[tuple[str, ET.Element]]:
+def _leaves(elem: ET.Element, prefix: str = "") -> list[tuple[str, ET.Element]]:
     """The leaf elements below ``elem`` as (path, element) in document order (``ray/raster``
     as one leaf); an explicit stack, not a call per level (the document's nesting is
     bounded by :func:`~..safeload.load_xml` too)."""
-    out = []
-    stack = [(iter(elem), prefix)]
+    out: list[tuple[str, ET.Element]] = []
+    stack: list[tuple[Iterator[ET.Element], str]] = [(iter(elem), prefix)]
     while stack:
         children, pre = stack[-1]
         child = next(children, None)
@@ -131,7 +141,7 @@ def _leaves(elem, prefix="") -> list[tuple[str, ET.Element]]:
 class _Sensor:
     """The elements of one <sensor> with typed getters naming the element on error."""
 
-    def __init__(self, where: str, elem: ET.Element):
+    def __init__(self, where: str, elem: ET.Element) -> None:
         self.where = where
         self.values: dict[str, str] = {}
         self.unknown: list[str] = []
@@ -151,10 +161,25 @@ class _Sensor:
     def has(self, key: str) -> bool:
         return key in self.values
 
-    def text(self, key: str, default=None):
+    @overload
+    def text(self, key: str) -> str | None: ...
+
+    @overload
+    def text(self, key: str, default: str) -> str: ...
+
+    def text(self, key: str, default: str | None = None) -> str | None:
         return self.values.get(key, default)
 
-    def number(self, key: str, default=None, *, integer=False, lo=None, lo_open=False):
+    @overload
+    def number(self, key: str, default: float | None = None, *, integer: Literal[False] = False,
+               lo: float | None = None, lo_open: bool = False) -> float: ...
+
+    @overload
+    def number(self, key: str, default: int | None = None, *, integer: Literal[True],
+               lo: float | None = None, lo_open: bool = False) -> int: ...
+
+    def number(self, key: str, default: float | None = None, *, integer: bool = False,
+               lo: float | None = None, lo_open: bool = False) -> float:
         if key not in self.values:
             if default is None:
                 what = "an integer" if integer else "a number"
@@ -163,19 +188,20 @@ class _Sensor:
         t = self.values[key]
         if integer and len(t.lstrip("+-")) > MAX_INT_DIGITS:  # (int() of 5000 digits raises, 400 overflow)
             raise SettingsError(f"{self.where} {key}", f"an integer of at most {MAX_INT_DIGITS} digits", t)
+        v: float | None
         try:
             v = int(t) if integer else float(t)
         except ValueError:
             v = None
         bad = v is None or not math.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo))
-        if bad:
+        if bad or v is None:
             what = "an integer" if integer else "a number"
             if lo is not None:
                 what += f" {'>' if lo_open else '>='} {lo:g}"
             raise SettingsError(f"{self.where} {key}", what, t)
         return v
 
-    def flag(self, key: str, default=None):
+    def flag(self, key: str, default: bool | None = None) -> bool | None:
         if key not in self.values:
             return default
         t = self.values[key].lower()
@@ -184,11 +210,11 @@ class _Sensor:
         return t in TRUE
 
 
-def _pose(s: _Sensor):
+def _pose(s: _Sensor) -> F64 | None:
     if not s.has("pose"):
         return None
     try:
-        v = [float(p) for p in s.text("pose").split()]
+        v = [float(p) for p in s.text("pose", "").split()]
     except ValueError:
         v = []
     if len(v) != 6 or not all(math.isfinite(x) for x in v):
@@ -196,7 +222,7 @@ def _pose(s: _Sensor):
     return pose_matrix(v[:3], rpy_matrix(*v[3:]))
 
 
-def _beam(s: _Sensor, values: dict, notes: list) -> None:
+def _beam(s: _Sensor, values: dict[str, Any], notes: list[str]) -> None:
     """The return-physics elements (seed 004 "Divergence Angle" .. "Wavelength")."""
     div = s.number("ray/beam/divergence_angle", 0.0, lo=0.0)
     values["beam_divergence"] = div
@@ -205,7 +231,7 @@ def _beam(s: _Sensor, values: dict, notes: list) -> None:
     if s.has("ray/beam/wavelength"):
         values["wavelength"] = s.number("ray/beam/wavelength", lo=0.0, lo_open=True)
     if s.has("ray/beam/divergence_algorithm"):
-        raw = s.text("ray/beam/divergence_algorithm")
+        raw = s.text("ray/beam/divergence_algorithm", "")
         key = raw.lower().replace(" ", "").replace("_", "").replace("-", "")
         if key not in DIVERGENCE:
             raise SettingsError(f"{s.where} ray/beam/divergence_algorithm", "Random Selection, Average, "
@@ -262,7 +288,7 @@ def _sensor(where: str, elem: ET.Element, parent: str | None, path: str) -> Sens
     where = f"{path} sensor '{name}'"
     s = _Sensor(where, elem)
     notes = list(s.ignored)
-    outputs = {"type": elem.get("type") or "ray"}
+    outputs: dict[str, Any] = {"type": elem.get("type") or "ray"}
     if s.has("topic"):  # said, not silently unused
         outputs["topic"] = s.text("topic")
         notes.append(f"topic: kept for export; BlenSor's rosbag2 output publishes on /blensor/ (in a rig "
@@ -275,7 +301,7 @@ def _sensor(where: str, elem: ET.Element, parent: str | None, path: str) -> Sens
         raise SettingsError(f"{where} movement_technology", "DC or MEMS", s.text("movement_technology"))
     if s.has("movement_technology"):
         outputs["movement_technology"] = tech
-    values = {"max_range": s.number("ray/range/max", lo=0.0, lo_open=True),
+    values: dict[str, Any] = {"max_range": s.number("ray/range/max", lo=0.0, lo_open=True),
               "min_range": s.number("ray/range/min", 0.0, lo=0.0),
               "noise_mu": s.number("noise/mean", 0.0), "noise_sigma": s.number("noise/stddev", 0.0, lo=0.0)}
     _beam(s, values, notes)
@@ -348,7 +374,8 @@ def read_configs(text: str, path: str) -> list[SensorConfig]:
                             str(exc).split(":")[0]) from None
     parents = {child: elem for elem in root.iter() for child in elem}
     sensors = [root] if root.tag == "sensor" else [e for e in root.iter("sensor")]
-    configs, notes = [], []
+    configs: list[SensorConfig] = []
+    notes: list[str] = []
     for i, elem in enumerate(sensors):
         kind = elem.get("type") or "ray"
         if kind.lower() not in LIDAR_TYPES:
@@ -372,7 +399,7 @@ def read_configs(text: str, path: str) -> list[SensorConfig]:
     return configs
 
 
-def _sub(parent: ET.Element, tag: str, text=None) -> ET.Element:
+def _sub(parent: ET.Element, tag: str, text: str | None = None) -> ET.Element:
     e = ET.SubElement(parent, tag)
     if text is not None:
         e.text = text
@@ -410,11 +437,13 @@ def _sensor_element(config: SensorConfig) -> ET.Element:
     s = settings_of(config)
     out = config.outputs
     st = config.sensor_type
+    # the settings of the sensor types dumps writes (planar, rotating, pattern)
+    assert isinstance(s, (PlanarSettings, LidarSettings, PatternSettings))
     e = ET.Element("sensor", {"type": str(out.get("type", "raytracedlidar")), "name": config.name})
     if config.pose is not None and not np.allclose(config.pose, np.eye(4), rtol=0.0, atol=1e-12):
         P = np.asarray(config.pose, dtype=np.float64)
         _sub(e, "pose", " ".join(num(v) for v in (*P[:3, 3], *matrix_rpy(P[:3, :3]))))
-    if st == "pattern":
+    if isinstance(s, PatternSettings):  # (st "pattern")
         if "update_rate" in out:
             _sub(e, "update_rate", num(out["update_rate"]))
     else:
@@ -430,14 +459,15 @@ def _sensor_element(config: SensorConfig) -> ET.Element:
                 _sub(o, key, "true" if out[key] else "false")
     ray = _sub(e, "ray")
     scan = _sub(ray, "scan")
-    if st == "pattern":
+    if isinstance(s, PatternSettings):  # (st "pattern")
         p = _sub(scan, "pattern")
         _sub(p, "file", s.pattern_file)
         _sub(p, "period", num(s.pattern_period))
     else:
-        el = np.asarray(s.elevations if st == "planar" else s.table.elevation_deg, dtype=np.float64)
+        el = np.asarray(s.elevations if isinstance(s, PlanarSettings) else s.table.elevation_deg,
+                        dtype=np.float64)
         # the sweep's direction as the file reads back: one laser is a planar scanner (min to max)
-        cw = st == "rotating" and s.rotation_direction == "cw" and el.size > 1
+        cw = isinstance(s, LidarSettings) and s.rotation_direction == "cw" and el.size > 1
         t_lo, t_hi, n = _horizontal_texts(s.start_angle, s.end_angle, s.angle_resolution, cw)
         h = _sub(scan, "horizontal")
         _sub(h, "samples", str(n))
@@ -452,10 +482,11 @@ def _sensor_element(config: SensorConfig) -> ET.Element:
     _sub(rng, "max", num(s.max_range))
     lasers = 0 if st == "pattern" else el.size
     if st == "planar" or lasers == 1:  # (one laser reads back as the planar scanner: written as one)
-        _sub(rng, "resolution", num(getattr(s, "range_resolution", 0.0)))
-    if st == "rotating" and lasers > 1:
+        _sub(rng, "resolution", num(setting_value(s, "range_resolution")))
+    if isinstance(s, LidarSettings) and lasers > 1:  # (st "rotating")
         _sub(_sub(ray, "raytraced"), "rotate_cw", "true" if s.rotation_direction == "cw" else "false")
-    elif st == "planar" and len(s.elevations) > 1:  # read back as a rotating LiDAR: sweeping as the planar
+    elif isinstance(s, PlanarSettings) and len(s.elevations) > 1:  # (st "planar")
+        # read back as a rotating LiDAR: sweeping as the planar
         _sub(_sub(ray, "raytraced"), "rotate_cw", "false")
     beam = _sub(ray, "beam")
     _sub(beam, "divergence_angle", num(s.beam_divergence))
@@ -478,7 +509,7 @@ class UnityFormat(ConfigFormat):
     suffixes = (".xml", ".sdf")
     description = "Unity SDF-like <sensor> XML (planar, rotating, MEMS pattern lidars; radians)"
 
-    def read(self, path) -> list[SensorConfig]:
+    def read(self, path: StrPath) -> list[SensorConfig]:
         """The lidar sensors of the file at ``path`` (:func:`read_configs`).
 
         Raises:
@@ -504,7 +535,7 @@ class UnityFormat(ConfigFormat):
             root = ET.Element("sdf", {"version": "1.9"})
             model = _sub(root, "model")
             model.set("name", "blensor")
-            links = {}
+            links: dict[str, ET.Element] = {}
             for c in configs:
                 holder = model
                 if c.parent:
