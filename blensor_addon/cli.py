@@ -590,8 +590,9 @@ def camera_axes(cam) -> str:
     """
     from .core.axes import AXES
     from .core.errors import SettingsError
-    props = getattr(cam.data, "blensor", None)
-    axes = getattr(props, "axes", AXES[0]) if props is not None else AXES[0]
+    from .scene.scanner import sensor_props
+    props = sensor_props(cam)
+    axes = props.axes if props is not None else AXES[0]
     if axes not in AXES:
         raise SettingsError("axes", "one of " + ", ".join(AXES), axes)
     return axes
@@ -627,9 +628,10 @@ def parse_sets(texts: dict[str, str], cam) -> dict:
     import dataclasses
     from .core.errors import SettingsError, did_you_mean
     from .core.sensors import DEFAULT_TYPE, get_sensor
-    props = getattr(cam.data, "blensor", None)
+    from .scene.scanner import sensor_props
+    props = sensor_props(cam)
     stype = (texts["sensor_type"].strip() if "sensor_type" in texts
-             else getattr(props, "sensor_type", DEFAULT_TYPE))
+             else props.sensor_type if props is not None else DEFAULT_TYPE)
     sensor = get_sensor(stype)
     metas = {f.name: f.metadata["blensor"] for f in dataclasses.fields(sensor.Settings)}
     out: dict = {}
@@ -723,7 +725,7 @@ def _interrupted(job) -> bool:
     if job.status == "cancelled" and job.signal is not None:
         if _SIGNALS is not None:  # the run is over: a further signal (a local cluster still stops) is noted
             _SIGNALS.quiet()
-        total, unit = job.total, getattr(job, "packets", "packet")  # a rig's members may differ
+        total, unit = job.total, job.packets  # a rig's: "packet" (its members' may differ)
         say(f"blensor: interrupted by {signal.Signals(job.signal).name} after {len(job.done)} of "
             f"{counted(total, unit)}; finished {unit}s kept in {job.out} (manifest: cancelled)", err=True)
         return True

@@ -225,3 +225,40 @@ def test_the_range_operator_runs_the_range_jobs_loop(bpy_mod, crossing, tmp_path
     assert len(runs) == 1 and isinstance(runs[0], range_scan.RangeScanJob)
     assert runs[0].status == "complete" and runs[0].scanned == runs[0].total == len(runs[0].done) == 2
     assert runs[0].out == tmp_path / "scan"
+
+
+#: the scan job's seams: each reads what its collaborators declare, never an attribute
+#: that may be missing with a default standing in for it
+SEAM_FILES = ("scene/context.py", "scene/scanner.py", "jobs/pipeline.py", "jobs/range_scan.py",
+              "jobs/rig_scan.py")
+
+
+def test_the_scan_seams_read_no_attribute_with_a_default():
+    import re
+    from pathlib import Path
+
+    import blensor_addon
+    root = Path(blensor_addon.__file__).parent
+    pattern = re.compile(r'getattr\([^,]+, *"[a-z_]+", ')
+    found = [f"{name}:{i}: {line.strip()}" for name in SEAM_FILES
+             for i, line in enumerate((root / name).read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == []
+
+
+def test_a_camera_without_the_add_ons_properties_scans_with_the_defaults(bpy_mod, empty_scene):
+    """Where the add-on's properties are not registered the camera's sensor is the default
+    type with its default settings; registered, the stored type is read."""
+    import blensor_addon
+    from blensor_addon.core.sensors import DEFAULT_TYPE, make_settings
+    from blensor_addon.scene.scanner import read_sensor, sensor_props
+    from conftest import add_camera
+    cam = add_camera(bpy_mod)
+    cam.data.blensor.sensor_type = "tof"
+    assert sensor_props(cam) is not None and read_sensor(cam)[0].name == "tof"
+    blensor_addon.unregister()
+    try:
+        assert sensor_props(cam) is None
+        sensor, settings = read_sensor(cam)
+        assert sensor.name == DEFAULT_TYPE and settings == make_settings(DEFAULT_TYPE, {}, {})[1]
+    finally:
+        blensor_addon.register()

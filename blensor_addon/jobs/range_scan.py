@@ -200,6 +200,9 @@ class SteppedJob:
     folder: OutputFolder | None
     #: the signal that stopped the run (set by :func:`run_job`), or None
     signal: int | None = None
+    #: what a packet is called in messages: ``"sweep"`` or ``"frame"`` (a range job's plan
+    #: kind, as in its manifest), ``"packet"`` where they may differ (a rig's members)
+    packets: str = "packet"
 
     def _pipelines(self) -> list[Pipeline]:
         raise NotImplementedError

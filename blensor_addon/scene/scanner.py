@@ -50,8 +50,17 @@ MAX_WORLD_COORDINATE = 1e9
 def check_camera(camera_object) -> None:
     """Raise SettingsError unless ``camera_object`` is a camera object."""
     if not isinstance(camera_object, bpy.types.Object) or camera_object.type != "CAMERA":
-        name = getattr(camera_object, "name", camera_object)
+        name = camera_object.name if isinstance(camera_object, bpy.types.ID) else camera_object
         raise SettingsError("camera", "a camera object", name)
+
+
+def sensor_props(camera_object):
+    """The camera's BlenSor settings (``Camera.blensor``, a property group), or None
+    where the add-on's properties are not registered (a script that scans without
+    :func:`blensor_addon.register`)."""
+    if "blensor" not in bpy.types.Camera.bl_rna.properties:
+        return None
+    return camera_object.data.blensor
 
 
 def settings_group(props, sensor):
@@ -63,7 +72,7 @@ def stored_values(camera_object, sensor) -> dict:
     """The values of ``sensor``'s settings stored on the camera (empty where the
     add-on's properties are not registered). ``floats`` settings are typed text there
     and parsed (a bad list raises SettingsError naming the setting)."""
-    props = getattr(camera_object.data, "blensor", None)
+    props = sensor_props(camera_object)
     if props is None:
         return {}
     group = settings_group(props, sensor)
@@ -95,10 +104,10 @@ def read_sensor(camera_object, seed: int | None = None, overrides: dict | None =
     """
     check_camera(camera_object)
     overrides = dict(overrides or {})
-    props = getattr(camera_object.data, "blensor", None)
+    props = sensor_props(camera_object)
     stype = overrides.pop("sensor_type", None)
     if stype is None:
-        stype = getattr(props, "sensor_type", DEFAULT_TYPE) if props is not None else DEFAULT_TYPE
+        stype = props.sensor_type if props is not None else DEFAULT_TYPE
     sensor = get_sensor(stype)
     if seed is not None:
         overrides["seed"] = seed
@@ -110,7 +119,7 @@ def blend_paths(sensor, values: dict) -> dict:
     """``values`` with the sensor's file settings (``sensor.path_settings``, e.g. the
     pattern sensor's ``pattern_file``) that start with ``//`` made absolute: Blender's
     convention, relative to the open .blend (``bpy.path.abspath``)."""
-    for name in getattr(sensor, "path_settings", ()):
+    for name in sensor.path_settings:
         value = values.get(name)
         if isinstance(value, str) and value.startswith("//") and bpy.data.filepath:
             values[name] = bpy.path.abspath(value)
@@ -466,5 +475,5 @@ def scan(camera_object, *, frame: int | None = None, seed: int | None = None, ba
             scene.frame_set(old)
 
 
-__all__ = ["Scanner", "scan", "read_sensor", "frame_time", "check_camera", "camera_frame",
+__all__ = ["Scanner", "scan", "read_sensor", "sensor_props", "frame_time", "check_camera", "camera_frame",
            "SENSORS"]
