@@ -104,6 +104,9 @@ class Sensor:
     number: int | None = None
     extra_fields: tuple = ()
     period_setting = ""
+    #: settings naming a file, whose ``//`` (relative to the open .blend) the scanner
+    #: makes absolute (:func:`blensor_addon.scene.scanner.blend_paths`)
+    path_settings: tuple[str, ...] = ()
 
     # -- settings ---------------------------------------------------------------------
     def settings(self, values: dict | None = None):
