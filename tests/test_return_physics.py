@@ -1,5 +1,5 @@
 """The return physics' default path (defaults unchanged): with every new
-setting at its default, a LiDAR traced beam by beam (Sensor.trace_beams: sub-rays, split
+setting at its default, a LiDAR traced beam by beam (Sensor.cast_beams: sub-rays, split
 cast, echoes, weather, intensity) gives exactly the returns of the one-ray-per-beam path
 that every sensor took before the return physics, array for array and byte for byte."""
 from __future__ import annotations

@@ -84,7 +84,7 @@ def test_fog_return_replaces_or_joins_by_mode(mode, expect):
     s = _settings(returns=mode)
     out = weather.apply(s, _returns(beams, ranges, energy), SUB4, np.random.default_rng(1))
     # the sensor then chooses among the detected returns by received power and renumbers
-    # (Sensor._measure_and_assemble; issue 22 review: the mode decides after detection)
+    # (Sensor.detect_and_assemble: the mode decides after detection)
     sel = beam_mod.select_returns(s, out.beam, out.range, out.energy)
     if sel is not None:
         out = out.take(sel)

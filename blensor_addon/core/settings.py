@@ -12,7 +12,6 @@ and :class:`Preset`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast, overload
@@ -372,15 +371,20 @@ OPTIONAL_SETTINGS: dict[str, OptionalSetting] = {
 #: settings read through :func:`setting_value` whose values are floats, ints, strs
 FloatSetting = Literal["min_range", "range_resolution", "max_range", "beam_divergence",
                        "beam_divergence_vertical", "focus_distance", "echo_separation", "rotation_speed",
-                       "start_angle", "end_angle", "angle_resolution"]
+                       "start_angle", "end_angle", "angle_resolution", "ref_dist", "ref_limit", "ref_slope"]
 IntSetting = Literal["samples_per_beam", "max_returns"]
 StrSetting = Literal["return_model", "divergence_algorithm", "returns", "intensity_model", "weather"]
 
 
-@functools.lru_cache(maxsize=None)
+_DECLARED: dict[type, frozenset[str]] = {}
+
+
 def _declared(cls: type[DataclassInstance]) -> frozenset[str]:
     """The field names of the settings class ``cls`` (cached per class)."""
-    return frozenset(f.name for f in dataclasses.fields(cls))
+    names = _DECLARED.get(cls)
+    if names is None:
+        names = _DECLARED[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 @overload

@@ -44,11 +44,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ndtypes import F64, Bool
 from ..settings import Preset, SensorSettings, check_less, setting
 from .budget import MAX_PIXELS_SIDE, refuse_rays
-from .raypattern import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
-from .physics import assemble, check_min_range, frame_rng, min_range_setting
-from .sensor import Sensor
+from .raypattern import CameraFrame, RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
+from .physics import check_min_range, frame_rng, min_range_setting
+from .protocols import ScanContext
+from .sensor import Sensor, Traced
 
 PRESETS = {
     "kinect_v1": Preset("Microsoft Kinect v1", {"width": 640, "height": 480, "fov_h": 58.0, "baseline": 0.075,
@@ -92,24 +94,25 @@ class KinectSettings(SensorSettings):
     @property
     def focal_px(self) -> float:
         """Focal length in pixels, ``width / 2 / tan(fov_h / 2)``."""
-        return self.width / 2.0 / np.tan(np.deg2rad(self.fov_h) / 2.0)
+        return float(self.width / 2.0 / np.tan(np.deg2rad(self.fov_h) / 2.0))
 
 
-def dot_pattern(seed: int, height: int, width: int, density: float) -> np.ndarray:
+def dot_pattern(seed: int, height: int, width: int, density: float) -> Bool:
     """(height, width) bool projector dots, deterministic in ``seed``."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), 0xD075])))
     return rng.random((height, width)) < density
 
 
-def box_sum(a: np.ndarray, k: int = WINDOW) -> np.ndarray:
+def box_sum(a: Bool | F64, k: int = WINDOW) -> F64:
     """Sum of ``a`` (H, W) over the k x k window centred on each pixel (zeros outside)."""
     r = k // 2
     p = np.pad(a.astype(np.float64), ((r + 1, r), (r + 1, r)))
     c = p.cumsum(0).cumsum(1)
-    return c[k:, k:] - c[:-k, k:] - c[k:, :-k] + c[:-k, :-k]
+    out: F64 = c[k:, k:] - c[:-k, k:] - c[k:, :-k] + c[:-k, :-k]
+    return out
 
 
-class Kinect(Sensor):
+class Kinect(Sensor[KinectSettings]):
     """The structured-light camera (see the module docstring)."""
 
     name = "kinect"
@@ -121,32 +124,37 @@ class Kinect(Sensor):
     number = 4  # stored value of sensor_type (saved files keep it)
     organized = True
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: KinectSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         return (s.height, s.width)
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
+    def check_budget(self, s: KinectSettings, frame: int, frame_time: float, mode: str,
+                     camera: CameraFrame | None) -> int:
         refuse_rays(2 * s.width * s.height, "width", s.width, grows=True, unit="px")
         return 2 * s.width * s.height
 
-    def max_range(self, s) -> float:
+    def max_range(self, s: KinectSettings) -> float:
         return float(s.max_depth) * 4.0  # depth along the axis; rays at the image corners are longer
 
-    def reported_range(self, s) -> float:
+    def reported_range(self, s: KinectSettings) -> float:
         """``max_depth`` (m): the farthest depth the device reports."""
         return float(s.max_depth)
 
     @staticmethod
-    def view(s) -> tuple:
+    def view(s: KinectSettings) -> tuple[float, float, float, float, float]:
         """(x_min, x_max, y_min, y_max, z) of the IR camera's pinhole grid at z = -1
         (square pixels of focal length :attr:`KinectSettings.focal_px`)."""
         tx, ty = (s.width / 2.0) / s.focal_px, (s.height / 2.0) / s.focal_px
         return (-tx, tx, -ty, ty, -1.0)
 
-    def intrinsics(self, s, camera):
+    def intrinsics(self, s: KinectSettings, camera: CameraFrame | None) -> tuple[float, ...]:
         return pinhole_intrinsics(s.width, s.height, *self.view(s))
 
-    def trace(self, s, ctx, *, frame, frame_time, mode):
-        """Two casts (camera, then projector; see the module docstring)."""
+    def cast_returns(self, s: KinectSettings, ctx: ScanContext, *, frame: int, frame_time: float,
+                     mode: str) -> Traced:
+        """Two casts (camera, then projector; see the module docstring): the pixels whose
+        windowed, noisy, quantized disparity gives a depth, with that depth's range along
+        the pixel ray as their measured range."""
         W, H = s.width, s.height
         f = s.focal_px
         fb = f * s.baseline
@@ -185,14 +193,8 @@ class Kinect(Sensor):
         pattern = RayPattern(directions=u[keep].astype(np.float32), azimuth=az, elevation=el,
                              channel=np.zeros(keep.size, np.uint16), ray_index=idx[keep],
                              timestamp=np.full(keep.size, frame * frame_time))
-        hits = cam.take(keep)
-        r = hits.range.astype(np.float64)
-        r_noisy = z_meas / -u[keep, 2]
-        seen = self.detected(s, pattern, hits, r_noisy)
-        if seen is not None and not seen.all():
-            pattern, hits, r, r_noisy = pattern.take(seen), hits.take(seen), r[seen], r_noisy[seen]
-        return assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time,
-                        num_rays=W * H + cand.size, grid_shape=(H, W))
+        return Traced(pattern, cam.take(keep), num_rays=W * H + cand.size, grid=(H, W),
+                      measured=z_meas / -u[keep, 2])
 
 
 SENSOR = Kinect()

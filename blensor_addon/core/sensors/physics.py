@@ -10,17 +10,18 @@ datasheet gives (:func:`min_range_setting`, :func:`min_range_mask`).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..errors import SettingsError
+from ..ndtypes import F64, U16, Array, Bool, Floating
 from ..result import ScanResult
-from ..settings import setting, setting_value
+from ..settings import SensorSettings, setting, setting_value
 from .raypattern import RayPattern
 
 if TYPE_CHECKING:  # the protocol is declared beside the Sensor, which imports this module
-    from .protocols import ScanContext
+    from .protocols import Hits, ScanContext
 
 #: largest range noise mean, sigma and per-laser bias spread (m): far beyond any sensor,
 #: small enough that noisy ranges and points stay finite in float32
@@ -31,39 +32,39 @@ NOISE_LIMIT = 1000.0
 REF_BOUND = 1000.0
 
 
-def noise_mu_setting(per: str = "ray", note: str = ""):
+def noise_mu_setting(per: str = "ray", note: str = "") -> float:
     """The ``noise_mu`` setting (m) of a sensor with Gaussian range noise, per ``per``
     (ray, pixel); ``note`` ends its description. Seed 000 section 3.2 (per-ray noise)."""
     return setting(0.0, "Noise mean", f"Per-{per} range noise mean{note}", "m", lo=-NOISE_LIMIT, hi=NOISE_LIMIT,
                    precision=4)
 
 
-def noise_sigma_setting(default: float, per: str = "ray", note: str = ""):
+def noise_sigma_setting(default: float, per: str = "ray", note: str = "") -> float:
     """The ``noise_sigma`` setting (m, default ``default``); see :func:`noise_mu_setting`."""
     return setting(default, "Noise sigma", f"Per-{per} range noise sigma{note}", "m", lo=0.0, hi=NOISE_LIMIT,
                    precision=4)
 
 
-def ref_dist_setting():
+def ref_dist_setting() -> float:
     """The ``ref_dist`` setting (m) of the reflectivity limit (seed 000 Eq. 1; see
     :func:`reflectivity_limit`)."""
     return setting(50.0, "Reflectivity distance", "Below this range every reflectivity returns", "m",
                    lo=0.0, hi=1e5)
 
 
-def ref_limit_setting():
+def ref_limit_setting() -> float:
     """The ``ref_limit`` setting (reflectivity, 1) of the reflectivity limit."""
     return setting(0.1, "Reflectivity limit", "Minimum reflectivity at the reflectivity distance",
                    lo=-REF_BOUND, hi=REF_BOUND)
 
 
-def ref_slope_setting(default: float, precision: int = 4):
+def ref_slope_setting(default: float, precision: int = 4) -> float:
     """The ``ref_slope`` setting (1/m, default ``default``) of the reflectivity limit."""
     return setting(default, "Reflectivity slope", "Growth of the minimum reflectivity per metre", "1/m",
                    precision=precision, lo=-REF_BOUND, hi=REF_BOUND)
 
 
-def min_range_setting(default: float = 0.0):
+def min_range_setting(default: float = 0.0) -> float:
     """The ``min_range`` setting (m, default ``default``, in [0, 1e5]): the nearest range
     a unit reports (its datasheet's minimum range). A return whose *measured* range (noise
     included, as reported) is below it is not reported (:func:`min_range_mask`, applied by
@@ -72,25 +73,27 @@ def min_range_setting(default: float = 0.0):
                    "returns are dropped", "m", lo=0.0, hi=1e5, precision=3)
 
 
-def check_min_range(s, max_name: str = "max_range") -> None:
+def check_min_range(s: SensorSettings, max_name: str = "max_range") -> None:
     """Raise SettingsError (``min_range``) unless ``s.min_range`` is less than the
     setting ``max_name`` of ``s`` (m; ``max_range``, the Kinect's ``max_depth``)."""
-    hi = getattr(s, max_name)
-    if not s.min_range < hi:
-        raise SettingsError("min_range", f"less than {max_name} ({hi:g} m)", s.min_range)
+    hi = getattr(s, max_name)  # a declared setting (no default): a missing one raises
+    lo = setting_value(s, "min_range")
+    if not lo < hi:
+        raise SettingsError("min_range", f"less than {max_name} ({hi:g} m)", lo)
 
 
-def min_range_mask(s, r_measured: np.ndarray) -> np.ndarray | None:
+def min_range_mask(s: SensorSettings, r_measured: F64) -> Bool | None:
     """(N,) bool: measured ranges ``r_measured`` (N,) float64 m at or beyond the settings'
     ``min_range`` (m); None when ``s`` has no ``min_range`` or it is 0 (all kept)."""
     lo = float(setting_value(s, "min_range") or 0.0)
     if lo <= 0.0:
         return None
-    return np.asarray(r_measured, dtype=np.float64) >= lo
+    seen: Bool = np.asarray(r_measured, dtype=np.float64) >= lo
+    return seen
 
 
-def linear_return_mask(reflectivity: np.ndarray, cos_incidence: np.ndarray | None, d_measured: np.ndarray,
-                       ref_max: float, max_range: float, lam: np.ndarray | None = None) -> np.ndarray:
+def linear_return_mask(reflectivity: Floating, cos_incidence: Floating | None, d_measured: Floating,
+                       ref_max: float, max_range: float, lam: Floating | None = None) -> Bool:
     """(N,) bool: seed 002 section II-D, Eq. 4-5: a return is detected iff the Lambertian
     reflectance ``R(theta) = R0 cos(theta)`` (Eq. 4) reaches the range capability
     ``R_L(d) = ref_max * d / max_range`` (Eq. 5) at the measured depth ``d`` (noise
@@ -107,7 +110,8 @@ def linear_return_mask(reflectivity: np.ndarray, cos_incidence: np.ndarray | Non
     d = np.asarray(d_measured, dtype=np.float64)
     r0 = np.asarray(reflectivity, dtype=np.float64)
     lam = r0 * np.asarray(cos_incidence, dtype=np.float64) if lam is None else np.asarray(lam, np.float64)
-    return (r0 > 0.0) & (d <= max_range) & (lam >= ref_max * d / max_range)
+    seen: Bool = (r0 > 0.0) & (d <= max_range) & (lam >= ref_max * d / max_range)
+    return seen
 
 
 def frame_rng(seed: int, frame: int) -> np.random.Generator:
@@ -121,17 +125,18 @@ def frame_rng(seed: int, frame: int) -> np.random.Generator:
         [int(seed), 0x5CA4, int(frame) & 0xFFFFFFFF, (int(frame) >> 32) & 0xFFFFFFFF])))
 
 
-def reflectivity_limit(distance: np.ndarray, ref_dist: float, ref_limit: float, ref_slope: float) -> np.ndarray:
+def reflectivity_limit(distance: Floating, ref_dist: float, ref_limit: float, ref_slope: float) -> F64:
     """Minimum reflectivity that returns at accumulated range ``distance`` (m).
 
     seed 000 Eq. 1 in the original's form (reference section 7): -1 below ``ref_dist``,
     else ``ref_limit + ref_slope * (d - ref_dist)``. (N,) float64.
     """
     d = np.asarray(distance, dtype=np.float64)
-    return np.where(d < ref_dist, -1.0, ref_limit + ref_slope * (d - ref_dist))
+    limit: F64 = np.where(d < ref_dist, -1.0, ref_limit + ref_slope * (d - ref_dist))
+    return limit
 
 
-def returns_mask(hits, s) -> np.ndarray:
+def returns_mask(hits: Hits, s: SensorSettings) -> Bool:
     """(N,) bool: which traced rays return: they ended on a non-mirror surface within
     ``max_range`` whose reflectivity is above 0 and exceeds the limit at the accumulated
     range (seed 000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``,
@@ -144,16 +149,17 @@ def returns_mask(hits, s) -> np.ndarray:
     A surface of reflectivity 0 sends nothing back, whatever the model: below
     ``ref_dist`` Eq. 1's limit is -1, so the original BlenSor returned it.
     """
-    refl = getattr(hits, "returned", None)
-    refl = hits.reflectivity if refl is None else refl
-    ok = hits.hit & (hits.range <= s.max_range) & (refl > 0.0)
+    returned: F64 | None = getattr(hits, "returned", None)  # echo hits (EchoHits) carry it
+    refl = hits.reflectivity if returned is None else returned
+    ok: Bool = hits.hit & (hits.range <= setting_value(s, "max_range")) & (refl > 0.0)
     if setting_value(s, "return_model") == "linear":
         return ok
-    ok &= refl > reflectivity_limit(hits.range, s.ref_dist, s.ref_limit, s.ref_slope)
+    ok &= refl > reflectivity_limit(hits.range, setting_value(s, "ref_dist"), setting_value(s, "ref_limit"),
+                                    setting_value(s, "ref_slope"))
     return ok
 
 
-def interpolated_noise(table: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def interpolated_noise(table: F64, d: Floating) -> tuple[F64, F64]:
     """(mu, sigma) of a distance-dependent noise table at ranges ``d`` (m), as the
     original's advanced error model (reference section 6.3): linear interpolation
     between rows, constant beyond the last row and before the first (the original
@@ -164,7 +170,7 @@ def interpolated_noise(table: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np
     return mu, sigma
 
 
-def elevation_rank(elevations_deg: np.ndarray) -> np.ndarray:
+def elevation_rank(elevations_deg: Floating | Sequence[float]) -> U16:
     """(L,) uint16 rank of each channel's elevation, 0 = lowest (ties by channel)."""
     e = np.asarray(elevations_deg, dtype=np.float64)
     rank = np.empty(e.shape[0], np.uint16)
@@ -172,7 +178,8 @@ def elevation_rank(elevations_deg: np.ndarray) -> np.ndarray:
     return rank
 
 
-def _rings(pattern: RayPattern, channel_elevations, channel_rings) -> np.ndarray:
+def _rings(pattern: RayPattern, channel_elevations: Floating | Sequence[float] | None,
+           channel_rings: Array | None) -> U16:
     """(N,) uint16 ring of each ray: ``channel_rings`` of its channel, else the rank of its
     channel's elevation (0 = lowest), else 0."""
     ch = pattern.channel.astype(np.int64)
@@ -183,11 +190,11 @@ def _rings(pattern: RayPattern, channel_elevations, channel_rings) -> np.ndarray
     return np.zeros(len(pattern), np.uint16)
 
 
-def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx: ScanContext, s, *,
-             frame: int, frame_time: float, num_rays: int, grid_shape: tuple,
-             channel_elevations: np.ndarray | None = None, channel_rings: np.ndarray | None = None,
-             range_offset: float = 0.0, intensity: np.ndarray | None = None,
-             extra: dict | None = None) -> ScanResult:
+def assemble(pattern: RayPattern, hits: Hits, r: F64, r_noisy: F64, ctx: ScanContext, s: SensorSettings, *,
+             frame: int, frame_time: float, num_rays: int, grid_shape: tuple[int, ...],
+             channel_elevations: Floating | Sequence[float] | None = None, channel_rings: Array | None = None,
+             range_offset: float = 0.0, intensity: Floating | None = None,
+             extra: dict[str, Array] | None = None) -> ScanResult:
     """Build a :class:`ScanResult` from the returning rays.
 
     Args:
@@ -211,8 +218,9 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     u = pattern.directions.astype(np.float64)
     o = pattern.origins
 
-    def points(rng):  # origin + unit direction * range
-        return u * rng[:, None] if o is None else u * rng[:, None] + o
+    def points(rng: F64) -> F64:  # origin + unit direction * range
+        p: F64 = u * rng[:, None] if o is None else u * rng[:, None] + o
+        return p
 
     noiseless = r_noisy is r
     path, path_n = r, r_noisy  # the points come from the paths along the rays
@@ -222,18 +230,20 @@ def assemble(pattern: RayPattern, hits, r: np.ndarray, r_noisy: np.ndarray, ctx:
     xyz = points(path)
     xyz_n = xyz if noiseless else points(path_n)  # noiseless: the same points
 
-    def to(frame, world=(None, None)):  # both sensor-frame clouds in ``frame``; noiseless: once
-        out = ctx.sensor_points_to(frame, xyz, hits, world[0])
-        return out, (out if noiseless else ctx.sensor_points_to(frame, xyz_n, hits, world[1]))
+    def to(frame: str, world: tuple[F64, F64] | None = None) -> tuple[F64, F64]:
+        """Both sensor-frame clouds in ``frame``; noiseless: once."""
+        w, w_n = (None, None) if world is None else world
+        out = ctx.sensor_points_to(frame, xyz, hits, w)
+        return out, (out if noiseless else ctx.sensor_points_to(frame, xyz_n, hits, w_n))
 
     pose = np.asarray(ctx.sensor_to_world, dtype=np.float64)
     extra = dict(extra or {})
-    world = to("world") if ctx.frame_of_reference == "world" else (None, None)
+    world = to("world") if ctx.frame_of_reference == "world" else None
     if s.deskew:  # from the world points when made already (not rotated twice)
         d, d_n = to("start", world)
         extra["xyz_deskewed"] = d.astype(np.float32)
         extra["xyz_noisy_deskewed"] = d_n.astype(np.float32)
-    if ctx.frame_of_reference == "world":
+    if world is not None:  # the output frame is the world
         if ctx.sensor_to_world_end is not None:  # the sensor moved during the packet: its frames at
             # the rays' times are kept, for formats that want sensor-frame points (KITTI, ROS)
             extra["xyz_sensor"] = xyz.astype(np.float32)

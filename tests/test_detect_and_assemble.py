@@ -1,0 +1,104 @@
+"""One detection and assembly path for every way a sensor casts (core/sensors/sensor.py:
+Sensor.cast_returns gives a Traced, Sensor.detect_and_assemble turns it into the result):
+the one-ray sensors (ToF), the return physics' beams (rotating LiDAR) and the Kinect's two
+casts all end in the one method, on a numpy-only wall (no Blender)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from blensor_addon.core.sensors import SENSORS
+from blensor_addon.core.sensors.sensor import Sensor, Traced
+
+WALL_Z = -5.0  # the wall: the plane z = -5 m of the sensor frame, facing the sensor
+
+
+class WallHits:
+    """The Hits protocol's fields for rays cast at the wall."""
+
+    FIELDS = ("range", "hit", "reflectivity", "cos_incidence", "normal", "last_dir", "color", "object_id",
+              "instancer_id", "instance_id", "semantic", "ray", "weight")
+
+    def __init__(self, **arrays):
+        for k in self.FIELDS:
+            setattr(self, k, arrays[k])
+
+    def take(self, idx):
+        return WallHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
+
+    @classmethod
+    def concat(cls, parts):
+        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
+
+
+class WallContext:
+    """A ScanContext of one wall, sensor frame = world frame."""
+
+    sensor_to_world = np.eye(4)
+    sensor_to_world_end = None
+    frame_of_reference = "sensor"
+    objects: list = []
+    camera = None
+
+    def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
+             wavelength=None, bundle=1, acceptance=None):
+        d = np.asarray(directions, dtype=np.float64)
+        n = d.shape[0]
+        o = np.zeros((n, 3)) if origins is None else np.asarray(origins, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (WALL_Z - o[:, 2]) / d[:, 2]
+        hit = (d[:, 2] < 0) & (t <= max_range)
+        return WallHits(range=np.where(hit, t, np.inf), hit=hit, reflectivity=np.full(n, 0.8, np.float32),
+                        cos_incidence=np.abs(d[:, 2]), normal=np.tile(np.float32([0, 0, 1]), (n, 1)),
+                        last_dir=d.astype(np.float32), color=np.zeros((n, 3), np.uint8),
+                        object_id=np.ones(n, np.uint32), instancer_id=np.zeros(n, np.uint32),
+                        instance_id=np.zeros(n, np.uint32), semantic=np.zeros(n, np.uint16),
+                        ray=np.arange(n, dtype=np.int64), weight=np.ones(n, np.float32))
+
+    def sensor_points_to(self, frame, xyz, hits, world=None):
+        return xyz
+
+    def surface(self, pattern, hits):
+        return {"object_id": hits.object_id, "semantic": hits.semantic, "instancer_id": hits.instancer_id,
+                "instance_id": hits.instance_id, "cos_inc": hits.cos_incidence, "color": hits.color,
+                "normal": hits.normal.astype(np.float64)}
+
+
+VARIANTS = {  # sensor type -> (settings, the cast method its type takes)
+    "tof": ({}, "cast_rays"),
+    "rotating": ({"preset": "vlp16", "angle_resolution": 2.0, "rotation_speed": 10.0}, "cast_beams"),
+    "kinect": ({"width": 64, "height": 48}, "cast_returns"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_every_cast_variant_ends_in_the_one_detect_and_assemble(name, monkeypatch):
+    sensor = SENSORS[name]
+    values, variant = VARIANTS[name]
+    s = sensor.settings({**sensor.preset_values(values.get("preset", next(iter(sensor.presets)))), **values})
+    calls = []
+    one_path = Sensor.detect_and_assemble
+
+    def spy(self, s_, ctx, traced, **kw):
+        assert isinstance(traced, Traced)
+        calls.append(traced)
+        return one_path(self, s_, ctx, traced, **kw)
+    monkeypatch.setattr(Sensor, "detect_and_assemble", spy)
+    result = sensor.scan(s, WallContext(), frame=1, frame_time=0.1, mode="single")
+    assert len(calls) == 1
+    traced = calls[0]
+    assert type(sensor).cast_returns is not Sensor.cast_returns or variant != "cast_returns"
+    assert (traced.returns is not None) == (variant == "cast_beams")
+    assert (traced.measured is not None) == (name == "kinect")
+    assert len(result) > 100 and result.num_rays == traced.num_rays
+    assert result.grid_shape == tuple(traced.grid)
+    # every point lies on the wall (the noisy ones near it)
+    np.testing.assert_allclose(result.xyz[:, 2], WALL_Z, atol=1e-4)
+    if name != "rotating":  # (the VLP-16's beams leave from origins off the axis)
+        np.testing.assert_allclose(np.linalg.norm(result.xyz, axis=1), result.range, rtol=1e-6)
+    if name == "kinect":  # the measured depths are the device's: Z = f b subpixel / k, k an integer
+        code = s.focal_px * s.baseline * s.subpixel / -result.xyz_noisy[:, 2].astype(np.float64)
+        np.testing.assert_allclose(code, np.round(code), atol=1e-3)
+    else:
+        assert np.abs(result.xyz_noisy[:, 2] - WALL_Z).max() < 0.2
+    assert result.ring.dtype == np.uint16
