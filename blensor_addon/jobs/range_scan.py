@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from .cluster import Cluster, RemoteScanner
 
 
-def check_frames(scene, frames) -> list[int]:
+def check_frames(scene: Any, frames: Iterable[int] | None) -> list[int]:
     """Validate frame numbers against the scene's range (:func:`.plan.check_frames`).
 
     Raises:
@@ -62,7 +62,7 @@ def check_frames(scene, frames) -> list[int]:
     return planning.check_frames(frames, scene.frame_start, scene.frame_end)
 
 
-def check_time_interval(scene, interval) -> tuple[float, float]:
+def check_time_interval(scene: Any, interval: Iterable[float]) -> tuple[float, float]:
     """Validate a time interval ``(t0, t1)`` s against the scene's frames (frame ``f``
     spans ``[f, f + 1) * frame_time``).
 
@@ -73,7 +73,7 @@ def check_time_interval(scene, interval) -> tuple[float, float]:
     return planning.check_time_interval(interval, scene.frame_start * ft, (scene.frame_end + 1) * ft)
 
 
-def output_path(out_dir) -> Path:
+def output_path(out_dir: object) -> Path:
     """``out_dir`` as a path (``//``: relative to the .blend, as Blender's paths).
 
     Raises:
@@ -82,8 +82,12 @@ def output_path(out_dir) -> Path:
     """
     if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir).strip():
         raise SettingsError("out", "a folder path", out_dir)
-    return Path(bpy.path.abspath(str(out_dir))) if str(out_dir).startswith("//") else Path(out_dir)
+    return Path(bpy.path.abspath(str(out_dir))) if str(out_dir).startswith("//") else Path(str(out_dir))
 
+
+#: ``progress(scanned, total, entry)`` of :func:`scan_range`: entry None before the first packet
+Progress = Callable[[int, int, "Entry | None"], object]
+_Job = TypeVar("_Job", bound="SteppedJob")
 
 #: manifest keys that must match for ``resume`` to reuse an earlier run's packets
 RESUME_KEYS = ("camera", "sensor_type", "sensor", "seed", "backend", "frame_of_reference", "axes", "formats",
@@ -302,8 +306,10 @@ class RangeScanJob(SteppedJob):
                                 "camera of a saved .blend)", cluster.workers)
         self.scene = bpy.context.scene
         self._old_frame = self.scene.frame_current
-        rig = {} if member is None else {"rig": member.sampler}
-        self.scanner = Scanner(spec.camera, packet_hashes=True, **spec.scanner_options(), **rig)
+        self.scanner = Scanner(spec.camera, backend=spec.backend, seed=spec.seed,
+                               frame_of_reference=spec.frame_of_reference, overrides=dict(spec.overrides),
+                               axes=spec.axes, packet_hashes=True,
+                               rig=member.sampler if member is not None else None)
         self.folder: OutputFolder | None = None
         self.pipeline: Pipeline | None = None
         self.remote: RemoteScanner | None = None  # the cluster's stand-in for the scanner
@@ -313,7 +319,7 @@ class RangeScanJob(SteppedJob):
         if member is None:
             self.start()
 
-    def _guard(self, fn) -> None:
+    def _guard(self, fn: Callable[[], None]) -> None:
         """Run a set-up phase; on failure undo the set-up (nothing of the run is left)."""
         try:
             fn()
@@ -336,18 +342,23 @@ class RangeScanJob(SteppedJob):
 
     def start(self) -> None:
         """Prepare the folder (only now is anything of an earlier run deleted), build the
-        pipeline and write the first manifest. Called by the constructor unless
-        ``deferred`` (a rig starts its members once all of them are validated).
+        pipeline and write the first manifest. Called by the constructor unless the job
+        is a rig's member (the rig starts its members once all of them are validated).
 
         Raises:
             OutputError: the folder could not be set up (the run's set-up is undone)."""
-        def begin():
+        def begin() -> None:
             reuse = self._reuse
-            self.folder.prepare()
+            self._open().prepare()
             self._note_rescan(reuse)
             self.pipeline = self._build_pipeline(reuse)
             self.pipeline.manifest.start()
         self._guard(begin)
+
+    def _open(self) -> OutputFolder:
+        """The output folder (open once the job is validated)."""
+        assert self.folder is not None, "the job's folder is open once it is validated"
+        return self.folder
 
     def abandon(self) -> None:
         """Give up a job that was validated but not started, or started and not finished
@@ -389,7 +400,7 @@ class RangeScanJob(SteppedJob):
         folder.check(overwrite=self.spec.overwrite, resume=self.spec.resume, resumable=self.spec.resumable)
         return folder
 
-    def _static(self) -> dict:
+    def _static(self) -> dict[str, Any]:
         """The manifest's fields that stay the same during the run."""
         return {
             "blensor_version": __version__,
@@ -411,7 +422,7 @@ class RangeScanJob(SteppedJob):
             "frames_requested": self.plan.requested,  # [first, last], a frame list, or {"time": [t0, t1]}
         }
 
-    def _resumable(self) -> dict:
+    def _resumable(self) -> dict[int, Entry]:
         """Entries of the earlier run's manifest by packet index, if its settings match
         (``resume``; empty otherwise).
 
@@ -423,10 +434,11 @@ class RangeScanJob(SteppedJob):
         """
         if not self.spec.resume:
             return {}
-        old = self.folder.earlier
-        path = self.folder.path / "manifest.json"
+        folder = self._open()
+        old = folder.earlier
+        path = folder.path / "manifest.json"
         if old is None:
-            if not self.folder.existing():
+            if not folder.existing():
                 return {}  # nothing to resume: a fresh run
             raise SettingsError("resume", "a folder whose manifest.json is readable", str(path))
         # as the manifest stores them (JSON: tuples are lists), so equal settings compare equal
@@ -449,7 +461,7 @@ class RangeScanJob(SteppedJob):
         self._check_range(old, reuse)
         return reuse
 
-    def _check_range(self, old: dict, reuse: dict) -> None:
+    def _check_range(self, old: dict[str, Any], reuse: dict[int, Entry]) -> None:
         """``resume`` keeps every finished packet of the earlier run (manifest ``old``,
         its entries ``reuse`` by packet index): a plan that leaves one out is refused, as
         it would delete it or, where files are numbered by their place in the run (KITTI),
@@ -476,13 +488,13 @@ class RangeScanJob(SteppedJob):
         if self.spec.time is not None:
             now = f"{self.spec.time[0]:g}-{self.spec.time[1]:g}"
         else:
-            now = _ranges(sorted({int(f) for f in self.spec.frames}))
+            now = _ranges(sorted({int(f) for f in self.spec.frames or ()}))
         raise SettingsError("frames" if self.spec.time is None else "time",
                             f"a range holding the earlier run's finished packets (--resume keeps them: this "
                             f"folder holds {kind}s {_ranges(held)} of {earlier}; resume with a range around "
                             "them, or use --overwrite to replace them)", now)
 
-    def _note_rescan(self, reuse: dict) -> None:
+    def _note_rescan(self, reuse: dict[int, Entry]) -> None:
         """Say in one line (stderr) that ``resume`` rescans the earlier run's packets when
         a format writes files over the whole run (KITTI's poses and times, a bag, a
         capture, EVD: :attr:`Writer.multi_frame`), which need every packet's scan; the
@@ -504,42 +516,45 @@ class RangeScanJob(SteppedJob):
                        frame_time=self.plan.packet_time, start_ns=self.spec.start_ns,
                        frames=range(ind[0], ind[-1] + 1) if ind == list(range(ind[0], ind[-1] + 1)) else ind)
 
-    def _build_pipeline(self, reuse: dict) -> Pipeline:
+    def _build_pipeline(self, reuse: dict[int, Entry]) -> Pipeline:
         run = self._run_info()
-        writers: list = []
+        folder = self._open()
+        writers: list[Writer] = []
         self._writers = writers  # discarded if a later constructor fails
         for f in self.spec.formats:
             make = self.member.writer_factories.get(f, WRITERS[f]) if self.member is not None else WRITERS[f]
             try:
-                writers.append(make(self.folder.path, self.spec.format_options[f], run))
+                writers.append(make(folder.path, self.spec.format_options[f], run))
             except Exception as exc:  # sqlite3's 'database or disk is full' opening a bag: a write error
-                failure = writer_failure(exc, f, self.folder.path)
+                failure = writer_failure(exc, f, folder.path)
                 if failure is None or failure is exc:
                     raise
                 raise failure from exc
-        objects = lambda: self.scanner.extractor.table.table  # noqa: E731
+        objects: Callable[[], list[dict[str, Any]]] = lambda: self.scanner.extractor.table.table  # noqa: E731
         scanner: PacketScanner = LocalScanner(self.scanner)
         if self.cluster is not None:
-            scanner = self.remote = self._remote_scanner(run)
+            scanner = self.remote = self._remote_scanner(run, self.cluster)
             objects = self.remote.objects
-        manifest = ManifestWriter(self.folder, self._static(), objects)
-        return Pipeline(scanner, self.plan, self.folder, writers,
-                        TrajectoryWriter(self.folder.path, self.plan.packet_time), manifest, reuse, objects,
+        manifest = ManifestWriter(folder, self._static(), objects)
+        return Pipeline(scanner, self.plan, folder, writers,
+                        TrajectoryWriter(folder.path, self.plan.packet_time), manifest, reuse, objects,
                         writing=self.member.writing if self.member is not None else None)
 
-    def _remote_scanner(self, run: RunInfo):
+    def _remote_scanner(self, run: RunInfo, cluster: Cluster) -> RemoteScanner:
         """The cluster's stand-in for the scanner (:mod:`~blensor_addon.jobs.cluster`): workers
         scan and encode the per-frame formats; the multi-frame ones are written here."""
         import uuid
 
         from .cluster import RemoteScanner, WorkerTask
-        encode = {f: self.spec.format_options[f] for f in self.spec.formats if not WRITERS[f].multi_frame}
+        assert self.open_scene is not None, "a cluster's job has a scene loader (checked on construction)"
+        encode: dict[str, object] = {f: self.spec.format_options[f] for f in self.spec.formats
+                                     if not WRITERS[f].multi_frame}
         task = WorkerTask(
             key=uuid.uuid4().hex, open_scene=self.open_scene,
             scanner=self.spec.scanner_options(),
-            encode=encode, run=run, folder=str(self.folder.path), full=len(encode) < len(self.spec.formats),
+            encode=encode, run=run, folder=str(self._open().path), full=len(encode) < len(self.spec.formats),
             versions=(__version__, bpy.app.version_string))
-        return RemoteScanner(self.cluster, self.scanner, task)
+        return RemoteScanner(cluster, self.scanner, task)
 
     def _abandon_setup(self) -> None:
         """Undo a set-up that failed: writers discarded, the folder released, and the
@@ -608,29 +623,31 @@ class RangeScanJob(SteppedJob):
                 written). RunInterrupted: ``error`` was a KeyboardInterrupt
                 (``manifest_path`` None when nothing was left).
         """
+        pipeline, folder = self._started(), self._open()
         interrupted = isinstance(error, KeyboardInterrupt) and self.member is None
-        forget = (bad_input or interrupted) and not self.spec.resume and self.pipeline.scanned == 0
+        forget = (bad_input or interrupted) and not self.spec.resume and pipeline.scanned == 0
         try:
             if forget:
-                self.pipeline.abandon()
-                (self.folder.path / "manifest.json").unlink(missing_ok=True)
+                pipeline.abandon()
+                (folder.path / "manifest.json").unlink(missing_ok=True)
                 if interrupted:
                     raise RunInterrupted(0, None) from error
                 return None
-            self.pipeline.finish(status, error, stopped)
-            return self.folder.path / "manifest.json"
+            pipeline.finish(status, error, stopped)
+            return folder.path / "manifest.json"
         finally:
-            self.pipeline.abandon()
+            pipeline.abandon()
             self._release()
             if forget:
-                self.folder.remove_if_created_and_empty()
+                folder.remove_if_created_and_empty()
             if self.scene.frame_current != self._old_frame or self.scene.frame_subframe:
                 self.scene.frame_set(self._old_frame)
 
 
-def _ranges(indices: list) -> str:
+def _ranges(indices: list[int]) -> str:
     """Sorted ints as compact ranges: [0, 1, 2, 5] -> ``"0-2, 5"``."""
-    out, start = [], None
+    out: list[str] = []
+    start: int | None = None
     for i, k in enumerate(indices):
         if start is None:
             start = k
@@ -640,12 +657,14 @@ def _ranges(indices: list) -> str:
     return ", ".join(out)
 
 
-def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | None = None, *,
+def scan_range(camera_object: Any, frames: Iterable[int] | None, out_dir: str | os.PathLike[str],
+               formats: Sequence[str] = ("npz",), seed: int | None = None, *,
                backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
-               overwrite: bool = False, resume: bool = False, progress=None,
-               should_cancel=None, options: dict | None = None, axes: str = "ros",
-               time: tuple | None = None, cluster=None, open_scene=None, resumable: bool = True,
-               start_time=None, **overrides) -> RangeScanJob:
+               overwrite: bool = False, resume: bool = False, progress: Progress | None = None,
+               should_cancel: Callable[[], bool] | None = None, options: Mapping[str, Any] | None = None,
+               axes: str = "ros", time: tuple[float, float] | None = None, cluster: Cluster | None = None,
+               open_scene: Callable[[], Any] | None = None, resumable: bool = True,
+               start_time: str | float | None = None, **overrides: Any) -> RangeScanJob:
     """Scan ``frames`` (or the time interval ``time``) of ``camera_object`` into ``out_dir``.
 
     One output ("packet") per scene frame, or per full sweep of a swept sensor (setting
@@ -720,9 +739,10 @@ def scan_range(camera_object, frames, out_dir, formats=("npz",), seed: int | Non
     return run_job(make, progress, should_cancel)
 
 
-def run_job(make, progress=None, should_cancel=None):
-    """Run a range-scan job made by ``make()`` (a :class:`RangeScanJob` or a rig's
-    :class:`~.rig.RigJob`: ``total``, ``remaining``, ``scanned``, ``step()``, ``finish()``)
+def run_job(make: Callable[[], _Job], progress: Progress | None = None,
+            should_cancel: Callable[[], bool] | None = None) -> _Job:
+    """Run a range-scan job made by ``make()`` (a :class:`SteppedJob`: a
+    :class:`RangeScanJob` or a rig's :class:`~.rig_scan.RigJob`)
     to its end under the signal handling of :class:`Signals`: packet after packet until
     done, cancelled (``should_cancel()`` True, or a first SIGINT/SIGTERM: the current
     packet is finished) or failed; then ``job.finish`` with the status. ``progress``: as
@@ -734,7 +754,8 @@ def run_job(make, progress=None, should_cancel=None):
     with Signals.scope() as sig:  # the command line tool's, or one for this scan (headless Blender)
         job = make()
         job.signal = None
-        status, bad_input, error = "failed", False, None
+        status, bad_input = "failed", False
+        error: BaseException | None = None
         with sig.finishing():  # the first signal: stop after this packet; a second: at once
             try:
                 if progress is not None:
@@ -758,9 +779,11 @@ def run_job(make, progress=None, should_cancel=None):
                 error = exc
             # a signal while the last packets are written (the writer thread drains in finish)
             # still cancels a run that scanned every packet
-            late = {"stopped": lambda: sig.stop_requested} if isinstance(job, RangeScanJob) else {}
-            try:
-                job.finish(status, bad_input, error, **late)  # raises RunFailed, RunInterrupted
+            def stopped() -> bool:
+                return sig.stop_requested
+            try:  # (a rig ends with the status the signals left)
+                job.finish(status, bad_input, error,  # raises RunFailed, RunInterrupted
+                           stopped if isinstance(job, RangeScanJob) else None)
             finally:
                 job.signal = sig.signum if sig.stop_requested else None
     if error is not None:
