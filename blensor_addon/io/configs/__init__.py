@@ -17,8 +17,6 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ...core.errors import SettingsError
 
 if TYPE_CHECKING:
