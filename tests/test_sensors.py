@@ -580,3 +580,18 @@ def test_every_result_carries_its_sensors_capabilities(bpy_mod, empty_scene):
             SENSORS[stype].preset_values(values["preset"]) if values else {}), None), stype
         assert (c.timing.kind, c.timing.period) == timing and c.grid == grid == r.grid_shape, stype
         assert c.organized == r.organized == (stype in ("tof", "kinect")) and len(r) > 0
+
+
+def test_each_scan_pattern_sensor_is_typed_with_its_own_settings_class():
+    # Sensor is generic in its settings class (core/sensors/sensor.py): the argument a sensor
+    # class names is what mypy checks its methods' ``s`` against, so it must be the class
+    # its ``Settings`` attribute builds (a class line copied from another sensor would check
+    # the methods against that sensor's fields and pass)
+    import typing
+
+    from blensor_addon.core.sensors.sensor import Sensor, SweptSensor
+    for name in ("rotating", "line", "planar", "rosette", "cylindrical", "pattern"):
+        cls = type(SENSORS[name])
+        bases = [b for b in getattr(cls, "__orig_bases__", ()) if typing.get_origin(b) in (Sensor, SweptSensor)]
+        assert [typing.get_args(b) for b in bases] == [(cls.Settings,)], name
+        assert isinstance(SENSORS[name].settings({}), cls.Settings), name

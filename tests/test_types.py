@@ -43,3 +43,25 @@ def test_mypy_strict_is_clean_on_core_modules(tmp_path):
     assert len(CORE_MODULES) >= 20 and "blensor_addon/core/result.py" in CORE_MODULES
     assert proc.returncode == 0, out[-6000:]
     assert f"Success: no issues found in {len(CORE_MODULES)} source files" in out
+
+
+#: the ray casting layer (the native library's ctypes seam, the BVHTree fallback, motion,
+#: the mirror and glass tracer) and the sensors that make their rays from a scan pattern
+RAYCAST_AND_PATTERN_MODULES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "blensor_addon" / "raycast")
+                                     .glob("*.py")) + [
+    f"blensor_addon/core/sensors/{name}.py" for name in (
+        "pattern_file", "pattern", "rotating", "rosette", "cylindrical", "line", "planar")]
+
+
+def test_mypy_strict_is_clean_on_raycast_and_the_scan_pattern_sensors(tmp_path):
+    """raycast/ (whose native.py types every call into the C library) and the scan-pattern
+    sensors type-check on their own, as :func:`test_mypy_strict_is_clean_on_core_modules`
+    checks core's modules: their errors by name, not those of what they import."""
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
+                           "--follow-imports=silent", *RAYCAST_AND_PATTERN_MODULES],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert len(RAYCAST_AND_PATTERN_MODULES) == 13
+    assert "blensor_addon/raycast/native.py" in RAYCAST_AND_PATTERN_MODULES
+    assert proc.returncode == 0, out[-6000:]
+    assert f"Success: no issues found in {len(RAYCAST_AND_PATTERN_MODULES)} source files" in out

@@ -35,12 +35,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
-from ..settings import MIN_SWEEP_RATE, Preset, setting
+from ..capabilities import Capabilities
+from ..ndtypes import F64, I64, Bool, Integer
+from ..settings import MIN_SWEEP_RATE, Preset, SensorSettings, setting
 from .budget import refuse_rays
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
+from .protocols import Hits
+from .raypattern import CameraFrame, RayPattern
 from .returns import ReturnSettings
 from .rosette import gaussian_range, ideal_returns, in_horizontal_fov
 from .sensor import SweptSensor
@@ -96,38 +101,41 @@ class CylindricalSettings(ReturnSettings):
                     self.points_per_second, grows=True, unit="Hz")
 
 
-def columns_per_revolution(s) -> int:
+def columns_per_revolution(s: CylindricalSettings) -> int:
     """N = points_per_second / (channels rotation_frequency), rounded half away from zero,
     at least 1 (seed 003's sample: 625)."""
     return max(1, int(math.floor(s.points_per_second / (s.channels * s.rotation_frequency) + 0.5)))
 
 
-def channel_elevations_deg(s) -> np.ndarray:
+def channel_elevations_deg(s: CylindricalSettings) -> F64:
     """(C,) float64 deg: channel i at ``upper - i (upper - lower) / (C - 1)``; one channel
     at ``upper`` (Project AirSim's CylindricalScanPattern)."""
     C = int(s.channels)
     step = (s.vertical_fov_upper - s.vertical_fov_lower) / (C - 1) if C > 1 else 0.0
-    return s.vertical_fov_upper - step * np.arange(C, dtype=np.float64)
+    elevations: F64 = s.vertical_fov_upper - step * np.arange(C, dtype=np.float64)
+    return elevations
 
 
-def fov_columns(s) -> np.ndarray:
+def fov_columns(s: CylindricalSettings) -> I64:
     """(M,) int64 ascending: the columns j of a revolution whose angle ``360 j / N`` deg is
     within the horizontal FOV."""
     N = columns_per_revolution(s)
     j = np.arange(N, dtype=np.int64)
-    return j[in_horizontal_fov(360.0 * j / N, s.horizontal_fov_start, s.horizontal_fov_end)]
+    inside: I64 = j[in_horizontal_fov(360.0 * j / N, s.horizontal_fov_start, s.horizontal_fov_end)]
+    return inside
 
 
-def column_directions(s, j: np.ndarray) -> np.ndarray:
+def column_directions(s: CylindricalSettings, j: Integer) -> F64:
     """(K, C, 3) float64 unit directions (BlenSor sensor frame) of revolution columns ``j``
     (K,) for every channel."""
     h = np.deg2rad(360.0 * np.asarray(j, dtype=np.float64) / columns_per_revolution(s))[:, None]
     e = np.deg2rad(channel_elevations_deg(s))[None, :]
     ce = np.cos(e)
-    return np.stack(np.broadcast_arrays(ce * np.sin(h), np.sin(e), -ce * np.cos(h)), axis=-1)
+    d: F64 = np.stack(np.broadcast_arrays(ce * np.sin(h), np.sin(e), -ce * np.cos(h)), axis=-1)
+    return d
 
 
-class Cylindrical(SweptSensor):
+class Cylindrical(SweptSensor[CylindricalSettings]):
     """Generic cylindrical LiDAR (see the module docstring)."""
 
     name = "cylindrical"
@@ -139,21 +147,23 @@ class Cylindrical(SweptSensor):
     number = 7
     period_setting = "rotation_frequency"
 
-    def lasers(self, s) -> int:
+    def lasers(self, s: CylindricalSettings) -> int:
         return int(s.channels)
 
-    def channel_elevations(self, s):
+    def channel_elevations(self, s: CylindricalSettings) -> F64:
         return channel_elevations_deg(s)
 
     @staticmethod
-    def columns(s) -> int:
+    def columns(s: SensorSettings) -> int:
         """Columns of one revolution inside the FOV (the grid's width)."""
-        return int(fov_columns(s).shape[0])
+        # SweptSensor's methods hand this sensor's settings (a static method is not generic in them)
+        return int(fov_columns(cast(CylindricalSettings, s)).shape[0])
 
-    def sweep_period(self, s):
+    def sweep_period(self, s: CylindricalSettings) -> float | None:
         return 1.0 / s.rotation_frequency
 
-    def column_times(self, s, frame, frame_time, mode):
+    def column_times(self, s: CylindricalSettings, frame: int, frame_time: float,
+                     mode: str) -> tuple[I64, F64]:
         """The scan's columns in firing order: (position in the FOV's columns (C,) int64,
         firing time (C,) float64 s). ``single``: one revolution from ``frame *
         frame_time``; ``range``: every column fired in ``[frame, frame + 1) * frame_time``
@@ -172,15 +182,17 @@ class Cylindrical(SweptSensor):
         keep = (g >= g0) & (g < g1)
         return pos[keep], g[keep] / per_s
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: CylindricalSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         return (self.lasers(s), int(self.column_times(s, frame, frame_time, mode)[0].shape[0]))
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
+    def check_budget(self, s: CylindricalSettings, frame: int, frame_time: float, mode: str,
+                     camera: CameraFrame | None) -> int:
         rows, cols = self.grid_shape(s, frame, frame_time, mode, camera)
         refuse_rays(rows * cols, "points_per_second", s.points_per_second, grows=True, unit="Hz")
         return rows * cols
 
-    def capabilities(self, s, camera=None):
+    def capabilities(self, s: CylindricalSettings, camera: CameraFrame | None = None) -> Capabilities:
         """The swept sensor's; a single channel at elevation 0 over the whole circle also
         declares ``column_angles`` (0, -360 / N deg) in rad: a ROS laser scanner."""
         caps = super().capabilities(s, camera)
@@ -190,15 +202,15 @@ class Cylindrical(SweptSensor):
             return caps
         return dataclasses.replace(caps, column_angles=(0.0, float(-2.0 * np.pi / N)))
 
-    def column_rays(self, s, col):
+    def column_rays(self, s: CylindricalSettings, col: I64) -> F64:
         """The rays of columns ``col`` (positions in :func:`fov_columns`, as
         :meth:`column_times` gives them): (C, channels, 3) float64."""
         return column_directions(s, fov_columns(s)[col])
 
-    def returns(self, s, pattern, hits):
+    def returns(self, s: CylindricalSettings, pattern: RayPattern, hits: Hits) -> Bool:
         return ideal_returns(hits, s)
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: CylindricalSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         return gaussian_range(s, r, rng)
 
 

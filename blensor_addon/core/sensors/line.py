@@ -57,9 +57,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ndtypes import F64, I64, Floating
 from ..settings import MIN_SWEEP_RATE, Preset, check_less, setting
 from .budget import refuse_rays
-from .raypattern import ROTATION_DIRECTIONS, sweep_column_count
+from .raypattern import ROTATION_DIRECTIONS, CameraFrame, RayPattern, sweep_column_count
 from .physics import (check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting,
                       ref_dist_setting, ref_limit_setting, ref_slope_setting)
 from .returns import ReturnSettings
@@ -148,12 +149,12 @@ class LineSettings(ReturnSettings):
         refuse_rays(columns * len(self.pitch_deg), "angle_resolution", self.angle_resolution, unit="deg")
 
     @property
-    def pitch_deg(self) -> np.ndarray:
+    def pitch_deg(self) -> F64:
         """(L,) float64 layer pitches (deg, at mirror angle 0); channel k is row k."""
         return np.asarray(TABLES[self.preset]["pitch"], dtype=np.float64)
 
     @property
-    def bias_m(self) -> np.ndarray:
+    def bias_m(self) -> F64:
         """(L,) float64 fixed per-layer range bias (m)."""
         return np.asarray(TABLES[self.preset]["bias"], dtype=np.float64)
 
@@ -167,7 +168,7 @@ class LineSettings(ReturnSettings):
         return self.angle_resolution / (360.0 * self.rotation_speed)
 
 
-def mirror_directions(alpha_deg: np.ndarray, pitch_deg: np.ndarray) -> np.ndarray:
+def mirror_directions(alpha_deg: Floating, pitch_deg: Floating) -> F64:
     """Ray directions of the inclined (45 deg) mirror: the specular reflection of each
     laser off the mirror (seed 000 Fig. 3).
 
@@ -182,10 +183,11 @@ def mirror_directions(alpha_deg: np.ndarray, pitch_deg: np.ndarray) -> np.ndarra
     n = np.stack(np.broadcast_arrays(s * np.sin(a), -s + 0 * a, s * np.cos(a)), axis=-1)  # (C, 1, 3)
     d0 = np.stack(np.broadcast_arrays(0 * p, -np.cos(p), np.sin(p)), axis=-1)  # (1, L, 3)
     dot = np.sum(d0 * n, axis=-1, keepdims=True)
-    return d0 - 2.0 * dot * n
+    d: F64 = d0 - 2.0 * dot * n
+    return d
 
 
-def flat_mirror_directions(alpha_deg: np.ndarray, pitch_deg: np.ndarray) -> np.ndarray:
+def flat_mirror_directions(alpha_deg: Floating, pitch_deg: Floating) -> F64:
     """Ray directions of the vertical mirror: azimuth ``alpha``, elevation the layer's
     pitch, ``(-sin a cos L, sin L, -cos a cos L)``.
 
@@ -196,11 +198,12 @@ def flat_mirror_directions(alpha_deg: np.ndarray, pitch_deg: np.ndarray) -> np.n
     """
     a = np.deg2rad(np.asarray(alpha_deg, dtype=np.float64))[:, None]
     p = np.deg2rad(np.asarray(pitch_deg, dtype=np.float64))[None, :]
-    return np.stack(np.broadcast_arrays(-np.sin(a) * np.cos(p), np.sin(p) + 0 * a, -np.cos(a) * np.cos(p)),
-                    axis=-1)
+    d: F64 = np.stack(np.broadcast_arrays(-np.sin(a) * np.cos(p), np.sin(p) + 0 * a, -np.cos(a) * np.cos(p)),
+                      axis=-1)
+    return d
 
 
-def line_columns(s, count: int, frame: int, frame_time: float, mode: str) -> tuple[np.ndarray, np.ndarray]:
+def line_columns(s: LineSettings, count: int, frame: int, frame_time: float, mode: str) -> tuple[I64, F64]:
     """The columns of a scan in firing order (module docstring: ``sweep_timing``,
     ``rotation_direction``). Sweep k starts at ``k / rotation_speed``; its i-th firing is
     at ``k / rotation_speed + i * column_interval`` and is column ``i`` (ccw) or
@@ -219,7 +222,7 @@ def line_columns(s, count: int, frame: int, frame_time: float, mode: str) -> tup
     i = np.arange(count, dtype=np.int64)
     col = i if s.rotation_direction == "ccw" else count - 1 - i
 
-    def times(k: np.ndarray) -> np.ndarray:  # (K, count): the period timing as the original wrote it
+    def times(k: I64) -> F64:  # (K, count): the period timing as the original wrote it
         if s.sweep_timing == "period":
             return (k[:, None] * count + i[None, :]) / (count * rate)
         return k[:, None] / rate + (i * dt)[None, :]
@@ -234,7 +237,7 @@ def line_columns(s, count: int, frame: int, frame_time: float, mode: str) -> tup
     return np.tile(col, k.shape[0])[keep], t[keep]
 
 
-class Line(SweptSensor):
+class Line(SweptSensor[LineSettings]):
     """The mirror line scanner (see the module docstring)."""
 
     name = "line"
@@ -245,29 +248,30 @@ class Line(SweptSensor):
     storage = "line"
     number = 1  # stored value of sensor_type (saved files keep it)
 
-    def channel_elevations(self, s):
+    def channel_elevations(self, s: LineSettings) -> F64:
         return s.pitch_deg
 
-    def lasers(self, s) -> int:
+    def lasers(self, s: LineSettings) -> int:
         return len(s.pitch_deg)
 
-    def directions(self, s, angle_deg):
+    def directions(self, s: LineSettings, angle_deg: F64) -> F64:
         if s.mirror == "inclined":
             return mirror_directions(angle_deg, s.pitch_deg)
         return flat_mirror_directions(angle_deg, s.pitch_deg)
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: LineSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         return (self.lasers(s), int(self.column_times(s, frame, frame_time, mode)[0].shape[0]))
 
-    def column_times(self, s, frame, frame_time, mode):
+    def column_times(self, s: LineSettings, frame: int, frame_time: float, mode: str) -> tuple[I64, F64]:
         """:func:`line_columns`: the columns in firing order and their times."""
         return line_columns(s, self.columns(s), frame, frame_time, mode)
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: LineSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         """``r + bias[layer] + N(noise_mu, noise_sigma)``, quantized to
         ``range_resolution`` (m) when it is > 0 (the LUX reports 4 cm steps)."""
         bias = s.bias_m[pattern.channel.astype(np.int64)]
-        noise = rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 \
+        noise: F64 = rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 \
             else np.full(r.shape[0], s.noise_mu)
         out = r + bias + noise
         if s.range_resolution > 0:

@@ -29,15 +29,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..capabilities import Capabilities
 from ..errors import SettingsError
+from ..ndtypes import F64, I64, Bool
 from ..settings import Preset, setting
 from .budget import CHUNK_RAYS, ray_limit, refuse_rays
 from .pattern_file import MAX_PERIOD, MIN_PERIOD, PatternFile, channel_positions, check_period, load
-from .raypattern import RayPattern
+from .protocols import Hits
+from .raypattern import CameraFrame, RayPattern
 from .physics import (
     check_min_range,
     min_range_setting,
@@ -118,7 +122,7 @@ def loaded(s: PatternSettings) -> Loaded:
 
 
 def firings(pf: PatternFile, period: float, frame: int, frame_time: float, mode: str
-            ) -> tuple[np.ndarray, np.ndarray]:
+            ) -> tuple[I64, F64]:
     """The firings of a scan in firing order: indices into ``pf`` (time-sorted) and their
     absolute times ``k P + time_i`` (s).
 
@@ -161,7 +165,7 @@ def firing_count(pf: PatternFile, period: float, frame: int, frame_time: float, 
     return int(np.sum(b - a))
 
 
-class Pattern(Sensor):
+class Pattern(Sensor[PatternSettings]):
     """Pattern-file LiDAR (see the module docstring)."""
 
     name = "pattern"
@@ -175,19 +179,21 @@ class Pattern(Sensor):
     #: settings holding a file path: the scene layer makes a ``//`` (relative to the .blend) path absolute
     path_settings = ("pattern_file",)
 
-    def sweep_period(self, s):
+    def sweep_period(self, s: PatternSettings) -> float | None:
         return loaded(s).period
 
-    def channel_elevations(self, s):
+    def channel_elevations(self, s: PatternSettings) -> F64:
         return loaded(s).file.channel_elevations()
 
-    def _scan_shape(self, s, frame, frame_time, mode) -> tuple[int, np.ndarray, np.ndarray]:
+    def _scan_shape(self, s: PatternSettings, frame: int, frame_time: float,
+                    mode: str) -> tuple[int, I64, F64]:
         """(rays, index, time) of a scan (:func:`firings`)."""
         ld = loaded(s)
         idx, t = firings(ld.file, ld.period, frame, frame_time, mode)
         return idx.shape[0], idx, t
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: PatternSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         """(channels, the most firings of one channel in the scan) for a pattern with a
         grid; () without one."""
         ld = loaded(s)
@@ -199,7 +205,8 @@ class Pattern(Sensor):
         counts = np.bincount(ld.file.channel[idx], minlength=ld.file.channels)
         return (ld.file.channels, int(counts.max()) if counts.size else 0)
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
+    def check_budget(self, s: PatternSettings, frame: int, frame_time: float, mode: str,
+                     camera: CameraFrame | None) -> int:
         """Refuse a scan of more rays than :func:`~.budget.ray_limit` (``pattern_period``:
         a frame that holds many repetitions), before anything is cast; returns the rays
         (:func:`firing_count`)."""
@@ -209,7 +216,7 @@ class Pattern(Sensor):
             refuse_rays(rays, "pattern_period", ld.period, unit="s")
         return rays
 
-    def capabilities(self, s, camera=None):
+    def capabilities(self, s: PatternSettings, camera: CameraFrame | None = None) -> Capabilities:
         """Timing ``sweep`` over the pattern's period; grid (channels, firings per
         channel) or None; ``column_angles`` and ``column_time`` for a one-plane pattern
         (:meth:`.pattern_file.PatternFile.column_angles`, ``column_time``)."""
@@ -218,10 +225,11 @@ class Pattern(Sensor):
         return dataclasses.replace(caps, grid=ld.file.grid, column_angles=ld.file.column_angles(ld.period),
                                    column_time=ld.file.column_time(ld.period))
 
-    def patterns(self, s, frame, frame_time, mode, camera):
+    def patterns(self, s: PatternSettings, frame: int, frame_time: float, mode: str,
+                 camera: CameraFrame | None) -> Iterator[RayPattern]:
         """The scan's firings in firing order (:func:`firings`), in chunks of
         :data:`~.budget.CHUNK_RAYS`: directions and origins from the file, azimuth and
-        elevation as :func:`~.patterns.angles_of` reports them, ``ray_index = channel *
+        elevation as :func:`~.raypattern.angles_of` reports them, ``ray_index = channel *
         cols + rank`` (grid) or the firing's place in the scan (no grid)."""
         pf = loaded(s).file
         n, idx, stamp = self._scan_shape(s, frame, frame_time, mode)
@@ -241,10 +249,10 @@ class Pattern(Sensor):
                              ray_index=ray_index[i:i + CHUNK_RAYS], timestamp=stamp[i:i + CHUNK_RAYS],
                              origins=None if o is None else o[j])
 
-    def returns(self, s, pattern, hits):
+    def returns(self, s: PatternSettings, pattern: RayPattern, hits: Hits) -> Bool:
         return returns_mask(hits, s)
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: PatternSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         """``r + N(noise_mu, noise_sigma)`` per ray (seed 000 section 3.2)."""
         if s.noise_sigma > 0:
             return r + rng.normal(s.noise_mu, s.noise_sigma, r.shape[0])

@@ -32,10 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..capabilities import Capabilities
 from ..errors import SettingsError
+from ..ndtypes import F64
 from ..settings import MIN_SWEEP_RATE, Preset, check_less, check_table, setting
 from .physics import (check_min_range, interpolated_noise, min_range_setting, noise_mu_setting,
                       noise_sigma_setting, ref_dist_setting, ref_limit_setting, ref_slope_setting)
+from .raypattern import CameraFrame, RayPattern
 from .returns import ReturnSettings
 from .sensor import SweptSensor
 
@@ -84,8 +87,9 @@ class PlanarSettings(ReturnSettings):
 
     preset: str = setting("generic", "Sensor", "Sensor model; choosing one sets its values",
                           choices=tuple(PRESETS))
-    elevations: tuple = setting((0.0,), "Elevations", "Comma-separated elevations of the scan planes", "deg",
-                                lo=-90.0, hi=90.0, count=(1, 64))
+    elevations: tuple[float, ...] = setting((0.0,), "Elevations",
+                                            "Comma-separated elevations of the scan planes", "deg",
+                                            lo=-90.0, hi=90.0, count=(1, 64))
     start_angle: float = setting(-135.0, "Start angle", "Field of view start (azimuth)", "deg",
                                  lo=-360.0, hi=360.0)
     end_angle: float = setting(135.0, "End angle", "Field of view end (azimuth, exclusive)", "deg",
@@ -115,12 +119,12 @@ class PlanarSettings(ReturnSettings):
         check_min_range(self)
 
     @property
-    def table(self) -> np.ndarray:
+    def table(self) -> F64:
         """(K, 3) float64 error table rows (distance m, mu m, sigma m); K = 0 if none."""
         return check_table("error_table", self.error_table)
 
 
-class Planar(SweptSensor):
+class Planar(SweptSensor[PlanarSettings]):
     """Planar scanners (see the module docstring)."""
 
     name = "planar"
@@ -131,10 +135,10 @@ class Planar(SweptSensor):
     storage = "planar"
     number = 2  # stored value of sensor_type (saved files keep it)
 
-    def channel_elevations(self, s):
+    def channel_elevations(self, s: PlanarSettings) -> F64:
         return np.asarray(s.elevations, dtype=np.float64)
 
-    def capabilities(self, s, camera=None):
+    def capabilities(self, s: PlanarSettings, camera: CameraFrame | None = None) -> Capabilities:
         """The swept sensor's capabilities; with one scan plane also ``column_angles``
         (first column's azimuth, step; rad): such a scanner is what ROS calls a laser
         scanner (``sensor_msgs/LaserScan``)."""
@@ -144,10 +148,10 @@ class Planar(SweptSensor):
         return dataclasses.replace(caps, column_angles=(float(np.deg2rad(s.start_angle)),
                                                         float(np.deg2rad(s.angle_resolution))))
 
-    def lasers(self, s) -> int:
+    def lasers(self, s: PlanarSettings) -> int:
         return len(s.elevations)
 
-    def directions(self, s, angle_deg):
+    def directions(self, s: PlanarSettings, angle_deg: F64) -> F64:
         """As the rotating LiDAR's: ``(cos p sin th, sin p, cos p cos th)``, th = psi + 180."""
         p = np.deg2rad(np.asarray(s.elevations, dtype=np.float64))[None, :]
         th = np.deg2rad(np.asarray(angle_deg, dtype=np.float64) + 180.0)[:, None]
@@ -157,8 +161,9 @@ class Planar(SweptSensor):
         d[..., 2] = np.cos(p) * np.cos(th)
         return d
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: PlanarSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         table = s.table
+        out: F64
         if table.shape[0]:
             mu, sigma = interpolated_noise(table, r)
             out = r + mu + sigma * rng.standard_normal(r.shape[0])

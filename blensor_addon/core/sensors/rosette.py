@@ -69,17 +69,21 @@ checked against Livox's user manuals):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypedDict
 
 import numpy as np
 
 from ..axes import blensor_from_frd, rpy_matrix
 from ..capabilities import Capabilities, Timing
+from ..ndtypes import F64, I64, Bool, Floating, Integer
 from ..result import FIELDS
 from ..settings import Preset, setting
 from .budget import CHUNK_RAYS, refuse_rays
-from .raypattern import RayPattern, angles_of
+from .raypattern import CameraFrame, RayPattern, angles_of
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
+from .protocols import Hits
 from .returns import ReturnSettings, return_capabilities
 from .sensor import Sensor
 
@@ -166,10 +170,10 @@ class RosetteSettings(ReturnSettings):
     noise_sigma: float = noise_sigma_setting(0.0)
     report_frequency: float = setting(10.0, "Report frequency", "Packets per second (below 0.5: one packet "
                                       "per scene frame)", "Hz", lo=0.0, hi=1e4)
-    scan_orientation: tuple = setting((0.0, 0.0, 0.0), "Scan orientation", "Roll, pitch, yaw of the pattern "
-                                      "in the sensor frame (x ahead, y right, z down; Project AirSim's scan "
-                                      "orientation; the Livox presets pitch 90 to look ahead)", "deg",
-                                      lo=-360.0, hi=360.0, count=(3, 3))
+    scan_orientation: tuple[float, ...] = setting(
+        (0.0, 0.0, 0.0), "Scan orientation", "Roll, pitch, yaw of the pattern in the sensor frame (x ahead, "
+        "y right, z down; Project AirSim's scan orientation; the Livox presets pitch 90 to look ahead)",
+        "deg", lo=-360.0, hi=360.0, count=(3, 3))
 
     def check(self) -> None:
         check_min_range(self)
@@ -177,8 +181,8 @@ class RosetteSettings(ReturnSettings):
 
 # -- the pattern (pure numpy) ------------------------------------------------------------
 
-def rosette_polar(t: np.ndarray, f_h: float, f_v: float, radial_scaling: float = 1.0,
-                  phase: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def rosette_polar(t: Floating, f_h: float, f_v: float, radial_scaling: float = 1.0,
+                  phase: F64 | float = 0.0) -> tuple[F64, F64]:
     """The rosette's polar coordinates at times ``t`` (module docstring).
 
     Args:
@@ -199,17 +203,18 @@ def rosette_polar(t: np.ndarray, f_h: float, f_v: float, radial_scaling: float =
     return a + radial_scaling * dev, rho
 
 
-def in_horizontal_fov(h_deg: np.ndarray, start: float, end: float) -> np.ndarray:
+def in_horizontal_fov(h_deg: Floating, start: float, end: float) -> Bool:
     """(N,) bool: horizontal angles ``h_deg`` (deg, any value; taken modulo 360) within
     ``start..end`` deg (both included, measured clockwise from ``start``; start == end
     modulo 360 is the whole circle, as Project AirSim's normalised FOV)."""
     span = (end - start) % 360.0
     if span == 0.0:
         return np.ones(np.shape(h_deg), dtype=bool)
-    return np.mod(np.asarray(h_deg, dtype=np.float64) - start, 360.0) <= span + 1e-9
+    inside: Bool = np.mod(np.asarray(h_deg, dtype=np.float64) - start, 360.0) <= span + 1e-9
+    return inside
 
 
-def scan_rotation(rpy_deg) -> np.ndarray:
+def scan_rotation(rpy_deg: Sequence[float] | Floating) -> F64:
     """(3, 3) float64 ``Rz(yaw) Ry(pitch) Rx(roll)`` of (roll, pitch, yaw) deg in x ahead,
     y right, z down axes (aerospace order, Project AirSim's ``ToQuaternion(roll, pitch,
     yaw)``): pitch 90 turns the down axis to ahead."""
@@ -217,7 +222,7 @@ def scan_rotation(rpy_deg) -> np.ndarray:
     return rpy_matrix(float(r), float(p), float(y))  # (core/axes.py: the add-on's one)
 
 
-def beam_directions(h_rad: np.ndarray, e_rad: np.ndarray, rpy_deg=(0.0, 0.0, 0.0)) -> np.ndarray:
+def beam_directions(h_rad: F64, e_rad: F64, rpy_deg: Sequence[float] = (0.0, 0.0, 0.0)) -> F64:
     """(N, 3) float64 unit directions in BlenSor's sensor frame (x right, y up, -z ahead)
     of beams at horizontal angle ``h_rad`` (clockwise from ahead) and elevation ``e_rad``
     in the scan frame turned by ``scan_orientation`` ``rpy_deg`` (module docstring)."""
@@ -234,14 +239,30 @@ def firing_range(points_per_second: float, t0: float, t1: float) -> tuple[int, i
     return (int(math.ceil(t0 * points_per_second - 1e-9)), int(math.ceil(t1 * points_per_second - 1e-9)))
 
 
-def packet_length(s, frame_time: float) -> float:
+def packet_length(s: RosetteSettings, frame_time: float) -> float:
     """Seconds of one packet: ``1 / report_frequency``, or the scene frame ``frame_time``
     when the report frequency is below :data:`MIN_REPORT_FREQUENCY` (seed 003)."""
     rf = float(s.report_frequency)
     return 1.0 / rf if rf >= MIN_REPORT_FREQUENCY else float(frame_time)
 
 
-def firings(s, n: np.ndarray) -> dict:
+class Firings(TypedDict):
+    """The beams of some firings (:func:`firings`), N of each: ``time`` (N,) float64 s,
+    ``channel`` (N,) int64, ``h`` (N,) float64 rad horizontal angle (clockwise from ahead,
+    not wrapped), ``elevation`` (N,) float64 rad in the scan frame, ``rho`` (N,) float64,
+    ``inside`` (N,) bool (within the horizontal FOV), ``directions`` (N, 3) float64 in
+    BlenSor's sensor frame."""
+
+    time: F64
+    channel: I64
+    h: F64
+    elevation: F64
+    rho: F64
+    inside: Bool
+    directions: F64
+
+
+def firings(s: RosetteSettings, n: Integer) -> Firings:
     """The beams of firings ``n`` (int64 (N,)) under settings ``s``: ``time`` (N,) s,
     ``channel`` (N,) int64, ``h`` (N,) rad horizontal angle (clockwise from ahead, not
     wrapped), ``elevation`` (N,) rad in the scan frame, ``rho`` (N,), ``inside`` (N,)
@@ -258,7 +279,21 @@ def firings(s, n: np.ndarray) -> dict:
             "directions": beam_directions(h, e, s.scan_orientation)}
 
 
-def ideal_returns(hits, s) -> np.ndarray:
+class IdealSettings(Protocol):
+    """What :func:`ideal_returns` and :func:`gaussian_range` read of a sensor's settings
+    (the rosette's, the cylindrical LiDAR's): m."""
+
+    @property
+    def max_range(self) -> float: ...
+
+    @property
+    def noise_mu(self) -> float: ...
+
+    @property
+    def noise_sigma(self) -> float: ...
+
+
+def ideal_returns(hits: Hits, s: IdealSettings) -> Bool:
     """(N,) bool: seed 003's ideal sensor: every ray that ends on a surface within
     ``max_range`` whose returned reflectivity is above 0 returns (no reflectivity limit)."""
     refl = getattr(hits, "returned", None)
@@ -266,14 +301,14 @@ def ideal_returns(hits, s) -> np.ndarray:
     return hits.hit & (hits.range <= s.max_range) & (refl > 0.0)
 
 
-def gaussian_range(s, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def gaussian_range(s: IdealSettings, r: F64, rng: np.random.Generator) -> F64:
     """(N,) float64 m: ``r + N(noise_mu, noise_sigma)`` (``r + noise_mu`` when sigma is 0)."""
     if s.noise_sigma > 0:
         return r + rng.normal(s.noise_mu, s.noise_sigma, r.shape[0])
     return r + s.noise_mu
 
 
-class Rosette(Sensor):
+class Rosette(Sensor[RosetteSettings]):
     """Rosette LiDAR (see the module docstring): timing ``stream``, no grid."""
 
     name = "rosette"
@@ -285,24 +320,26 @@ class Rosette(Sensor):
     number = 6
     period_setting = "report_frequency"
 
-    def _span(self, s, frame: int, frame_time: float, mode: str) -> tuple[float, float]:
+    def _span(self, s: RosetteSettings, frame: int, frame_time: float, mode: str) -> tuple[float, float]:
         t0 = frame * frame_time
         return (t0, (frame + 1) * frame_time) if mode == "range" else (t0, t0 + packet_length(s, frame_time))
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: RosetteSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         return ()
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
+    def check_budget(self, s: RosetteSettings, frame: int, frame_time: float, mode: str,
+                     camera: CameraFrame | None) -> int:
         """Firings in the packet (FOV cut not counted); refused above the ray budget,
         naming ``points_per_second``."""
         n0, n1 = firing_range(s.points_per_second, *self._span(s, frame, frame_time, mode))
         refuse_rays(n1 - n0, "points_per_second", s.points_per_second, grows=True, unit="Hz")
         return n1 - n0
 
-    def channel_elevations(self, s):
+    def channel_elevations(self, s: RosetteSettings) -> F64:
         return np.zeros(int(s.channels))
 
-    def capabilities(self, s, camera=None):
+    def capabilities(self, s: RosetteSettings, camera: CameraFrame | None = None) -> Capabilities:
         """Timing ``stream`` of :func:`packet_length` (None below 0.5 Hz: scene frames),
         no grid; the return settings (:func:`~.returns.return_capabilities`)."""
         rf = float(s.report_frequency)
@@ -313,7 +350,8 @@ class Rosette(Sensor):
                             fields=(*FIELDS, *deskew, *multi), max_range=self.reported_range(s),
                             min_range=float(s.min_range), **return_capabilities(s))
 
-    def patterns(self, s, frame, frame_time, mode, camera):
+    def patterns(self, s: RosetteSettings, frame: int, frame_time: float, mode: str,
+                 camera: CameraFrame | None) -> Iterator[RayPattern]:
         """The firings of the packet inside the horizontal FOV, in firing order;
         ``ray_index`` = the firing's position in the packet."""
         n0, n1 = firing_range(s.points_per_second, *self._span(s, frame, frame_time, mode))
@@ -327,10 +365,10 @@ class Rosette(Sensor):
                              channel=f["channel"][k].astype(np.uint16), ray_index=n[k] - n0,
                              timestamp=f["time"][k])
 
-    def returns(self, s, pattern, hits):
+    def returns(self, s: RosetteSettings, pattern: RayPattern, hits: Hits) -> Bool:
         return ideal_returns(hits, s)
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: RosetteSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         return gaussian_range(s, r, rng)
 
 

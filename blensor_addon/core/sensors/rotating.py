@@ -85,19 +85,23 @@ import dataclasses
 import functools
 import math
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..capabilities import Device
+from ..capabilities import Capabilities, Device
 from ..errors import SettingsError
+from ..ndtypes import F64, I64, U16, Bool, Floating, Integer
 from ..settings import MIN_SWEEP_RATE, setting
 from .budget import CHUNK_RAYS, ray_limit
 from .calibration import MAX_LASERS, LaserTable
-from .raypattern import ROTATION_DIRECTIONS, RayPattern, sweep_column_count
+from .raypattern import ROTATION_DIRECTIONS, CameraFrame, RayPattern, sweep_column_count
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
                       min_range_setting, noise_mu_setting, noise_sigma_setting, ref_dist_setting,
                       ref_limit_setting, ref_slope_setting, returns_mask)
+from .protocols import Hits
 from .returns import ReturnSettings
 from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, VLS128_SEQUENCE_S, preset_bias_table, preset_table
 from .sensor import Sensor
@@ -155,8 +159,10 @@ class LidarSettings(ReturnSettings):
 
     preset: str = setting("hdl64e_s2", "Sensor", "Sensor model; choosing one sets its values",
                           choices=tuple(PRESETS))
-    elevations: tuple = setting((0.0,), "Elevations", "Generic sensor: comma-separated laser elevations",
-                                "deg", lo=-90.0, hi=90.0, count=(1, MAX_LASERS), show_if=("preset", "generic"))
+    elevations: tuple[float, ...] = setting((0.0,), "Elevations",
+                                            "Generic sensor: comma-separated laser elevations", "deg",
+                                            lo=-90.0, hi=90.0, count=(1, MAX_LASERS),
+                                            show_if=("preset", "generic"))
     angle_resolution: float = setting(0.1728, "Angle resolution", "Azimuth step between columns", "deg",
                                       lo=0.0, hi=360.0, lo_open=True, precision=4)
     rotation_speed: float = setting(10.0, "Rotation speed", "Spin rate (a sweep lasts at most 100 s)", "Hz",
@@ -226,12 +232,12 @@ class LidarSettings(ReturnSettings):
         return -1.0 if self.rotation_direction == "cw" else 1.0
 
     @property
-    def elevations_deg(self) -> np.ndarray:
+    def elevations_deg(self) -> F64:
         """(L,) float64 laser elevations in degrees; channel k is row k."""
         return np.asarray(self.table.elevation_deg, dtype=np.float64)
 
     @property
-    def azimuth_offsets_deg(self) -> np.ndarray:
+    def azimuth_offsets_deg(self) -> F64:
         """(L,) float64 per-laser azimuth corrections a_k (deg; laser k fires along psi - a_k),
         zeros where the table has none."""
         return self.table.per_laser("azimuth_deg")
@@ -247,7 +253,7 @@ class LidarSettings(ReturnSettings):
         """Number of lasers (channels) L."""
         return int(self.table.lasers)
 
-    def laser_bias(self) -> np.ndarray:
+    def laser_bias(self) -> F64:
         """Per-laser distance bias eps_bias,i of seed 000 Eq. 2: (L,) float64 metres.
 
         ``table`` uses the preset's calibrated bias table where it has one with one entry
@@ -269,7 +275,7 @@ class LidarSettings(ReturnSettings):
         return rng.normal(0.0, self.bias_sigma, self.num_lasers) if self.bias_sigma > 0 \
             else np.zeros(self.num_lasers)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every setting, with the resolved elevation table."""
         d = super().to_dict()
         d["elevations"] = [float(v) for v in self.elevations_deg]
@@ -302,7 +308,7 @@ def check_ouster_mode(angle_resolution: float, rotation_speed: float) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _table_of(preset: str, elevations: tuple, calibration: str, firmware: str = "old",
+def _table_of(preset: str, elevations: tuple[float, ...], calibration: str, firmware: str = "old",
               vertical_offsets: bool = True) -> LaserTable:
     """The :class:`LaserTable` of :attr:`LidarSettings.table` (kept: tables are immutable):
     a VLS-128 table's firing times and cycle for ``firmware`` (:func:`vls128_timing`); without
@@ -326,7 +332,7 @@ def vls128_timing(table: LaserTable, firmware: str) -> LaserTable:
     return dataclasses.replace(table, cycle_s=want, firing_s=tuple(f * k for f in table.firing_s))
 
 
-def raw_distance(table: LaserTable, channel: np.ndarray, range_m: np.ndarray) -> np.ndarray:
+def raw_distance(table: LaserTable, channel: Integer, range_m: Floating) -> F64:
     """(N,) float64 m: the raw distance a Velodyne would put in its packet for reported
     ranges ``range_m`` (N,) float64 m of lasers ``channel`` (N,) int: the driver adds the
     laser's ``dist_correction`` to the raw distance (velodyne_pointcloud rawdata.cc:
@@ -360,11 +366,11 @@ def check_ray_budget(s: LidarSettings, columns: int, mode: str) -> int:
 
 
 def single_scan_count(s: LidarSettings) -> int:
-    """Number of columns of a single scan (:func:`~.patterns.sweep_column_count`)."""
+    """Number of columns of a single scan (:func:`~.raypattern.sweep_column_count`)."""
     return sweep_column_count(s.start_angle, s.end_angle, s.angle_resolution)
 
 
-def wrap360(deg: np.ndarray) -> np.ndarray:
+def wrap360(deg: Floating) -> F64:
     """Angles (deg) wrapped into [0, 360) (float64; also when ``np.mod`` rounds a tiny
     negative angle up to 360.0)."""
     a = np.mod(np.asarray(deg, dtype=np.float64), 360.0)
@@ -372,7 +378,7 @@ def wrap360(deg: np.ndarray) -> np.ndarray:
     return a
 
 
-def single_scan_columns(s: LidarSettings) -> np.ndarray:
+def single_scan_columns(s: LidarSettings) -> F64:
     """Azimuths (deg) of the columns of a single scan in firing order: ``start + k * res``
     (``ccw``) or ``end - k * res`` (``cw``: the head enters the sector at its end), for
     ``k < single_scan_count(s)``. Returns (C,) float64.
@@ -386,7 +392,7 @@ def single_scan_columns(s: LidarSettings) -> np.ndarray:
     return s.end_angle - k if s.rotation_direction == "cw" else s.start_angle + k
 
 
-def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.ndarray:
+def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> I64:
     """Global column indices swept during scene frame ``frame`` of a range scan.
 
     The head turns ``360 * rotation_speed * frame_time`` degrees per frame (seed 000
@@ -422,7 +428,7 @@ def range_scan_columns(s: LidarSettings, frame: int, frame_time: float) -> np.nd
     return k
 
 
-def firing_offsets(s: LidarSettings) -> np.ndarray:
+def firing_offsets(s: LidarSettings) -> F64:
     """(L,) float64 s: when each laser fires after its column's time (the table's
     ``firing_s``; zeros for a table without a firing sequence)."""
     return s.table.per_laser("firing_s")
@@ -431,13 +437,14 @@ def firing_offsets(s: LidarSettings) -> np.ndarray:
 #: the last few patterns made (:func:`make_pattern`), by their inputs: a scan repeated on
 #: the same frame (the panel's scan button, ``blensor_addon.scan`` in a loop) reuses its
 #: rays instead of making 133k directions again; arrays are read-only
-_PATTERNS: collections.OrderedDict = collections.OrderedDict()
+_PatternKey = tuple[LidarSettings, int, int | None, bytes, bytes, bytes | None]
+_PATTERNS: collections.OrderedDict[_PatternKey, RayPattern] = collections.OrderedDict()
 _PATTERNS_KEPT = 2
 _PATTERNS_LOCK = threading.Lock()
 
 
-def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
-                 column0: int = 0, columns: int | None = None, firing: np.ndarray | None = None) -> RayPattern:
+def make_pattern(s: LidarSettings, azimuth_deg: Floating, timestamp: Floating,
+                 column0: int = 0, columns: int | None = None, firing: Floating | None = None) -> RayPattern:
     """Ray directions for the given columns (the same inputs give the same, shared,
     read-only pattern: :data:`_PATTERNS`).
 
@@ -475,8 +482,8 @@ def make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarra
     return p
 
 
-def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray, column0: int,
-                  columns: int | None, firing: np.ndarray | None) -> RayPattern:
+def _make_pattern(s: LidarSettings, azimuth_deg: F64, timestamp: F64, column0: int,
+                  columns: int | None, firing: F64 | None) -> RayPattern:
     table = s.table
     elev = np.deg2rad(np.asarray(table.elevation_deg, dtype=np.float64))
     L = elev.shape[0]
@@ -542,7 +549,7 @@ def _make_pattern(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarr
 
 
 def scan_columns(s: LidarSettings, frame: int, frame_time: float, mode: str = "single"
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 ) -> tuple[F64, F64]:
     """Column azimuths (C,) float64 deg and their absolute firing times (C,) float64 s, in
     firing order, of a single scan (``mode="single"``: the sector at frame ``frame``,
     :func:`single_scan_columns`, column k at ``frame * frame_time + k * res / (360 *
@@ -571,8 +578,8 @@ def chunk_columns(s: LidarSettings, chunk_rays: int | None = None) -> int:
     return max(1, (chunk_rays or CHUNK_RAYS) // s.num_lasers)
 
 
-def iter_patterns(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarray,
-                  chunk_rays: int | None = None, firing: np.ndarray | None = None):
+def iter_patterns(s: LidarSettings, azimuth_deg: Floating, timestamp: Floating,
+                  chunk_rays: int | None = None, firing: Floating | None = None) -> Iterator[RayPattern]:
     """:func:`make_pattern` over consecutive column chunks of about ``chunk_rays`` rays,
     so the rays of a scan never exist all at once. Yields RayPattern (one empty
     pattern if there are no columns)."""
@@ -582,16 +589,16 @@ def iter_patterns(s: LidarSettings, azimuth_deg: np.ndarray, timestamp: np.ndarr
         yield make_pattern(s, azimuth_deg[i:i + step], timestamp[i:i + step], i, n, firing)
 
 
-def noisy_range(rng: np.random.Generator, rng_clean: np.ndarray, channel: np.ndarray,
-                s: LidarSettings) -> np.ndarray:
+def noisy_range(rng: np.random.Generator, rng_clean: Floating, channel: Integer,
+                s: LidarSettings) -> F64:
     """seed 000 Eq. 2: ``d + eps_bias[channel] + N(noise_mu, noise_sigma)``, float64 m."""
     bias = s.laser_bias()
-    per_ray = rng.normal(s.noise_mu, s.noise_sigma, rng_clean.shape[0]) if s.noise_sigma > 0 \
+    per_ray: F64 = rng.normal(s.noise_mu, s.noise_sigma, rng_clean.shape[0]) if s.noise_sigma > 0 \
         else np.full(rng_clean.shape[0], s.noise_mu)
     return rng_clean.astype(np.float64) + bias[channel.astype(np.int64)] + per_ray
 
 
-def laser_scan_angles(s: LidarSettings) -> tuple | None:
+def laser_scan_angles(s: LidarSettings) -> tuple[float, float] | None:
     """``Capabilities.column_angles`` (first, step rad) of a head that is a 2D laser
     scanner (ROS ``LaserScan``, seed 004's laser-scan output), else None: the ``generic``
     table with one laser at elevation 0, a whole turn (``end_angle - start_angle`` = 360:
@@ -615,7 +622,7 @@ def laser_scan_angles(s: LidarSettings) -> tuple | None:
     return 0.0, float(np.deg2rad(s.angle_resolution))
 
 
-class Rotating(Sensor):
+class Rotating(Sensor[LidarSettings]):
     """The rotating LiDAR sensor type (see the module docstring)."""
 
     name = "rotating"
@@ -627,25 +634,28 @@ class Rotating(Sensor):
     number = 0  # stored value of sensor_type (saved files keep it)
     period_setting = "rotation_speed"
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: LidarSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         if mode == "range":
             return (s.num_lasers, range_scan_columns(s, frame, frame_time).shape[0])
         return (s.num_lasers, single_scan_count(s))
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
+    def check_budget(self, s: LidarSettings, frame: int, frame_time: float, mode: str,
+                     camera: CameraFrame | None) -> int:
         return scan_columns(s, frame, frame_time, mode)[0].shape[0] * s.num_lasers
 
-    def patterns(self, s, frame, frame_time, mode, camera):
+    def patterns(self, s: LidarSettings, frame: int, frame_time: float, mode: str,
+                 camera: CameraFrame | None) -> Iterator[RayPattern]:
         firing = firing_offsets(s) if s.time_model == "continuous" else None
         return iter_patterns(s, *scan_columns(s, frame, frame_time, mode), firing=firing)
 
-    def sweep_period(self, s):
+    def sweep_period(self, s: LidarSettings) -> float | None:
         return 1.0 / s.rotation_speed
 
-    def channel_elevations(self, s):
+    def channel_elevations(self, s: LidarSettings) -> F64:
         return s.elevations_deg
 
-    def channel_rings(self, s):
+    def channel_rings(self, s: LidarSettings) -> U16:
         """The table's ``ring`` where given (ouster-ros: beam index, 0 = top); an Ouster
         table without one: the beam index; else the elevation rank, 0 = lowest
         (velodyne_pointcloud's ``laser_ring``)."""
@@ -656,18 +666,18 @@ class Rotating(Sensor):
             return np.arange(table.lasers, dtype=np.uint16)
         return elevation_rank(s.elevations_deg)
 
-    def range_offset(self, s):
+    def range_offset(self, s: LidarSettings) -> float:
         """The beam origin's distance from the axis n (m): Ouster reports the path from
         the beam origin plus n (see the module docstring); 0 without a beam origin."""
         return s.beam_origin
 
-    def returns(self, s, pattern, hits):
+    def returns(self, s: LidarSettings, pattern: RayPattern, hits: Hits) -> Bool:
         return returns_mask(hits, s)
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: LidarSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         return noisy_range(rng, r, pattern.channel, s)
 
-    def detected(self, s, pattern, hits, r_noisy):
+    def detected(self, s: LidarSettings, pattern: RayPattern, hits: Hits, r_noisy: F64) -> Bool | None:
         """``min_range`` on the measured range; with ``return_model="linear"`` also seed
         002 Eq. 4-5 at the measured depth (:func:`~.physics.linear_return_mask`, theta from
         ``hits.cos_incidence``)."""
@@ -680,7 +690,7 @@ class Rotating(Sensor):
             keep = lin if keep is None else keep & lin
         return keep
 
-    def capabilities(self, s, camera=None):
+    def capabilities(self, s: LidarSettings, camera: CameraFrame | None = None) -> Capabilities:
         """The sensor's capabilities with :class:`~..capabilities.Device` for a table of a
         real unit's vendor (None for ``generic``): ``columns`` is the grid actually cast,
         ``360 / angle_resolution`` columns a turn (float; 2170.14 for the HDL-32E preset's
