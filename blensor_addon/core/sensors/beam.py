@@ -73,10 +73,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
-from ..settings import setting_value
+from ..ndtypes import F64, I64, U8, Array, Bool, Floating, Integer
+from ..settings import SensorSettings, setting_value
+from .protocols import Hits
 from .raypattern import RayPattern
 from .returns import Returns
 
@@ -102,15 +105,15 @@ class SubRays:
         per_beam: S.
     """
 
-    directions: np.ndarray
-    origins: np.ndarray | None
-    times: np.ndarray
-    beam: np.ndarray
-    share: np.ndarray
+    directions: F64
+    origins: F64 | None
+    times: Floating
+    beam: I64
+    share: F64
     per_beam: int
 
 
-def ring_counts(samples: int) -> tuple:
+def ring_counts(samples: int) -> tuple[int, ...]:
     """Points per ring of the S = ``samples`` pattern (after the centre point): K rings,
     K the fewest with 1 + 3K(K+1) >= S (the hexagonal numbers 1, 7, 19, 37, 61), the
     S - 1 points shared in proportion to the ring number k (ring k's circumference), the
@@ -135,7 +138,7 @@ def ring_counts(samples: int) -> tuple:
 
 
 @lru_cache(maxsize=None)
-def disc_pattern(samples: int) -> tuple[np.ndarray, np.ndarray]:
+def disc_pattern(samples: int) -> tuple[F64, F64]:
     """The S = ``samples`` sub-ray positions in the unit disc and their energy shares.
 
     Returns:
@@ -146,27 +149,27 @@ def disc_pattern(samples: int) -> tuple[np.ndarray, np.ndarray]:
     Raises:
         ValueError: ``samples`` < 1."""
     counts = ring_counts(samples)
-    uv = [np.zeros((1, 2))]
+    rings: list[F64] = [np.zeros((1, 2))]
     bound = np.sqrt(1.0 / samples)
-    energy = [1.0 - np.exp(-2.0 * bound * bound)]
+    energy: list[Any] = [1.0 - np.exp(-2.0 * bound * bound)]
     placed = 1
     for n in counts:
         placed += n
         outer = np.sqrt(placed / samples)
         rho = np.sqrt(0.5 * (bound * bound + outer * outer))  # halves the ring's area
         ang = 2.0 * np.pi * np.arange(n) / n
-        uv.append(rho * np.stack([np.cos(ang), np.sin(ang)], axis=1))
+        rings.append(rho * np.stack([np.cos(ang), np.sin(ang)], axis=1))
         energy.append(np.full(n, (np.exp(-2.0 * bound * bound) - np.exp(-2.0 * outer * outer)) / n))
         bound = outer
-    uv = np.concatenate(uv)
-    share = np.concatenate([np.atleast_1d(e) for e in energy])
+    uv: F64 = np.concatenate(rings)
+    share: F64 = np.concatenate([np.atleast_1d(e) for e in energy])
     share = share / share.sum()
     uv.flags.writeable = False
     share.flags.writeable = False
     return uv, share
 
 
-def beam_axes(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def beam_axes(d: Floating) -> tuple[F64, F64]:
     """The footprint's axes of beams ``d`` (B, 3) unit (sensor frame): horizontal
     ``h = normalize(up x d)`` (+X for a beam along +-Y) and vertical ``v = d x h``, each
     (B, 3) float64 unit, orthogonal to ``d`` and to each other. (The cross products and
@@ -193,14 +196,15 @@ def beam_axes(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return h, v
 
 
-def _norm3(a: np.ndarray) -> np.ndarray:
+def _norm3(a: F64) -> F64:
     """(N,) float64 Euclidean norm of the rows of ``a`` (N, 3) float64:
     ``np.linalg.norm(a, axis=1)``'s value (the squares summed in order), faster."""
     a0, a1, a2 = a[:, 0], a[:, 1], a[:, 2]
-    return np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    norm: F64 = np.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+    return norm
 
 
-def sub_rays_per_beam(s) -> int:
+def sub_rays_per_beam(s: SensorSettings) -> int:
     """S, the sub-rays :func:`footprint` casts per beam under settings ``s``: 1 without
     divergence (or without the return settings), else ``samples_per_beam``."""
     S = int(setting_value(s, "samples_per_beam"))
@@ -208,7 +212,7 @@ def sub_rays_per_beam(s) -> int:
     return 1 if S <= 1 or div == 0.0 else S
 
 
-def specular_acceptance(s) -> float | None:
+def specular_acceptance(s: SensorSettings) -> float | None:
     """rad: the half-angle of incidence within which a glass surface's mirror reflection
     returns into the sensor of settings ``s``: half its larger full beam divergence
     (``beam_divergence``, ``beam_divergence_vertical``), the reflected beam then overlapping
@@ -218,7 +222,7 @@ def specular_acceptance(s) -> float | None:
     return 0.5 * div if div > 0.0 else None
 
 
-def footprint(s, pattern: RayPattern) -> SubRays:
+def footprint(s: SensorSettings, pattern: RayPattern) -> SubRays:
     """The sub-rays of the beams of ``pattern`` (B rays) under settings ``s``
     (:class:`~.returns.ReturnSettings`: ``samples_per_beam``, ``beam_divergence``,
     ``beam_divergence_vertical``, ``focus_distance``), beam-major; module docstring for
@@ -252,14 +256,14 @@ def footprint(s, pattern: RayPattern) -> SubRays:
                    beam=np.repeat(np.arange(n, dtype=np.int64), S), share=np.tile(share, n), per_beam=S)
 
 
-def _starts(keys: np.ndarray) -> np.ndarray:
+def _starts(keys: Array) -> I64:
     """(G,) int64 first index of each run of equal values of ``keys`` (sorted)."""
     new = np.ones(keys.shape[0], bool)
     new[1:] = keys[1:] != keys[:-1]
     return np.flatnonzero(new)
 
 
-def _first_of_groups(key: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def _first_of_groups(key: F64, starts: I64) -> I64:
     """Index of the row with the largest ``key`` in each run of rows (``starts``, (G,)),
     the earliest row on a tie; (G,) int64. O(rows), no sort."""
     n = key.shape[0]
@@ -269,7 +273,7 @@ def _first_of_groups(key: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.minimum(np.minimum.reduceat(at, starts), starts + counts - 1)  # NaN keys: the last row
 
 
-def _weighted_range(r: np.ndarray, wts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def _weighted_range(r: F64, wts: F64, starts: I64) -> F64:
     """Per run (``starts`` of the runs of the rows), the ``wts``-weighted mean of ``r``,
     as ``r[start] + sum w (r - r[start]) / sum w`` (a run of one row gives its ``r``
     exactly); a run whose weights sum to 0 takes the plain mean."""
@@ -281,10 +285,11 @@ def _weighted_range(r: np.ndarray, wts: np.ndarray, starts: np.ndarray) -> np.nd
     plain = np.add.reduceat(dr, starts) / counts if r.size else np.zeros(0)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(wsum > 0.0, num / np.where(wsum > 0.0, wsum, 1.0), plain)
-    return r0 + mean
+    out: F64 = r0 + mean
+    return out
 
 
-def _cos_incidence(hits, rows: np.ndarray) -> np.ndarray:
+def _cos_incidence(hits: Hits, rows: I64) -> F64:
     """(C,) float64 |cos| of the incidence angle of the rows ``rows`` of ``hits``: from
     their ``normal`` and ``last_dir`` where the hits have them, the formula of
     ``raycast.trace.facing_normals`` row by row (so the values are its values, bit for
@@ -296,10 +301,11 @@ def _cos_incidence(hits, rows: np.ndarray) -> np.ndarray:
         return np.asarray(hits.cos_incidence)[rows]
     # every row's (a 1-D gather after is cheaper than gathering the (N, 3) rows first)
     cos = np.einsum("ij,ij->i", np.asarray(normal, dtype=np.float64), np.asarray(last_dir, dtype=np.float64))
-    return np.abs(cos[rows])
+    inc: F64 = np.abs(cos[rows])
+    return inc
 
 
-def rank_returns(beam: np.ndarray, rng_range: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rank_returns(beam: Integer, rng_range: Floating) -> tuple[U8, U8]:
     """``return_number`` (1-based, nearest first within each beam) and
     ``number_of_returns`` (the beam's returns) of K returns of beams ``beam`` (K,) int at
     ranges ``rng_range`` (K,) m, in any row order; two (K,) uint8 (LAS 1.4's fields). For
@@ -319,7 +325,7 @@ def rank_returns(beam: np.ndarray, rng_range: np.ndarray) -> tuple[np.ndarray, n
     return np.minimum(num, 255).astype(np.uint8), np.minimum(tot, 255).astype(np.uint8)
 
 
-def _order_by_beam_range(eb: np.ndarray, er: np.ndarray) -> np.ndarray:
+def _order_by_beam_range(eb: I64, er: F64) -> I64:
     """``np.lexsort((er, eb))`` of beams ``eb`` (E,) int >= 0 and finite ranges ``er``
     (E,) float64, about 3x faster: one argsort of ``er + eb * span`` with ``span`` more
     than twice the largest |range| (the beams' key intervals do not overlap, and adding
@@ -330,7 +336,8 @@ def _order_by_beam_range(eb: np.ndarray, er: np.ndarray) -> np.ndarray:
         return np.arange(eb.size)
     span = 2.0 * float(np.abs(er).max()) + 1.0
     if not np.isfinite(span):
-        return np.lexsort((er, eb))
+        lex: I64 = np.lexsort((er, eb))
+        return lex
     key = er + eb * span
     o = np.argsort(key)
     k = key[o]
@@ -338,7 +345,8 @@ def _order_by_beam_range(eb: np.ndarray, er: np.ndarray) -> np.ndarray:
     if not eq.any():
         return o
     if not (eb[o[:-1][eq]] == eb[o[1:][eq]]).all():
-        return np.lexsort((er, eb))
+        lex = np.lexsort((er, eb))
+        return lex
     t = np.flatnonzero(np.r_[eq, False] | np.r_[False, eq])  # places in runs of equal keys
     run = np.cumsum(np.r_[True, ~eq])[t]
     ot = o[t]
@@ -346,8 +354,7 @@ def _order_by_beam_range(eb: np.ndarray, er: np.ndarray) -> np.ndarray:
     return o
 
 
-def _merge_extra(rng_all: np.ndarray, ok: np.ndarray, ray: np.ndarray, beam: np.ndarray, S: int,
-                 R: int) -> np.ndarray:
+def _merge_extra(rng_all: F64, ok: Bool, ray: I64, beam: I64, S: int, R: int) -> I64:
     """The candidate rows ``ok`` (bool (R + E,)) ordered by beam, then range, then row:
     ``lexsort((range, beam))`` of them, computed without sorting all rows. The first R
     rows are the sub-rays, beam-major (S per beam): each beam's S ranges are sorted, and
@@ -355,7 +362,7 @@ def _merge_extra(rng_all: np.ndarray, ok: np.ndarray, ray: np.ndarray, beam: np.
     inserted after the beam's candidates of smaller or equal range (their row indices are
     larger). About 4x faster than the lexsort for 10^6 rows."""
     key = np.where(ok[:R], rng_all[:R], np.inf).reshape(-1, S)
-    main = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
+    main: I64 = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
     main = main[ok[main]]
     extra = R + np.flatnonzero(ok[R:])
     if extra.size == 0:
@@ -368,7 +375,7 @@ def _merge_extra(rng_all: np.ndarray, ok: np.ndarray, ray: np.ndarray, beam: np.
     return np.insert(main, before[eb] + (key[eb] <= er[:, None]).sum(axis=1), extra)
 
 
-def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generator,
+def form_returns(s: SensorSettings, sub: SubRays, hits: Hits, max_range: float, rng: np.random.Generator,
                  select: bool = True) -> Returns:
     """The returns of the beams: the candidates (rows of ``hits``, the cast of ``sub``;
     ``hits.ray`` is each row's sub-ray, ``hits.weight`` its one-way path transmission;
@@ -454,7 +461,7 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
         sel = _select_echoes(mode, g_beam, power(g_energy, g_range), int(setting_value(s, "max_returns")))
     else:
         sel = np.arange(starts.shape[0])
-    ebeam = g_beam[sel]
+    ebeam: I64 = g_beam[sel]
     est = _starts(ebeam)
     counts = np.diff(np.append(est, ebeam.shape[0]))
     number = np.arange(ebeam.shape[0]) - np.repeat(est, counts) + 1
@@ -466,7 +473,7 @@ def form_returns(s, sub: SubRays, hits, max_range: float, rng: np.random.Generat
                    weather=np.zeros(ebeam.shape[0], bool))
 
 
-def power(energy: np.ndarray, r: np.ndarray) -> np.ndarray:
+def power(energy: Floating, r: Floating) -> F64:
     """(K,) float64 received power (relative) of returns of ``energy`` (K,) (R0 cos theta
     over the footprint, the atmosphere's transmission included) at ranges ``r`` (K,) m:
     ``energy / r^2``, the laser radar equation's range term (Winiwarter et al. 2022,
@@ -475,7 +482,7 @@ def power(energy: np.ndarray, r: np.ndarray) -> np.ndarray:
     return np.asarray(energy, dtype=np.float64) / (r * r)
 
 
-def select_returns(s, beam_key: np.ndarray, r: np.ndarray, energy: np.ndarray) -> np.ndarray | None:
+def select_returns(s: SensorSettings, beam_key: Array, r: F64, energy: F64) -> I64 | None:
     """Indices (ascending) of the returns settings ``s`` report, of K detected returns in
     runs of one beam each (``beam_key`` (K,): equal values are one beam, its rows
     contiguous and nearest first) at ranges ``r`` (K,) m with ``energy`` (K,): ``returns``
@@ -491,7 +498,7 @@ def select_returns(s, beam_key: np.ndarray, r: np.ndarray, energy: np.ndarray) -
     return _select_echoes(mode, key, power(energy, r), int(setting_value(s, "max_returns")))
 
 
-def _select_echoes(mode: str, g_beam: np.ndarray, g_power: np.ndarray, max_returns: int) -> np.ndarray:
+def _select_echoes(mode: str, g_beam: Array, g_power: F64, max_returns: int) -> I64:
     """Indices (ascending: beam order, nearest first) of the echoes ``mode`` reports, of
     E echoes in runs of one beam (``g_beam`` (E,)), nearest first, with received powers
     ``g_power`` (E,)."""
@@ -501,7 +508,8 @@ def _select_echoes(mode: str, g_beam: np.ndarray, g_power: np.ndarray, max_retur
     if mode == "first":
         return bst
     if mode == "last":
-        return bst + counts - 1
+        last: I64 = bst + counts - 1
+        return last
     if mode == "all":
         return np.flatnonzero(np.arange(e) - np.repeat(bst, counts) < max_returns)
     # the strongest and the second strongest of each beam (the nearer on a tie), no sort

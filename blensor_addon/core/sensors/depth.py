@@ -12,11 +12,15 @@ misses are NaN in the image. No noise unless ``noise_sigma`` is set.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
 
 from ..errors import SettingsError
+from ..ndtypes import F64
 from ..settings import SensorSettings, setting
 from .budget import refuse_rays
-from .raypattern import pinhole_intrinsics
+from .raypattern import CameraFrame, RayPattern, pinhole_intrinsics
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .sensor import Sensor
 from .tof import RollingReadout, image_patterns, readout_setting
@@ -39,7 +43,7 @@ class DepthSettings(SensorSettings):
         check_min_range(self)
 
 
-class Depth(RollingReadout, Sensor):
+class Depth(RollingReadout, Sensor[DepthSettings]):
     """The depth camera (see the module docstring)."""
 
     name = "depth"
@@ -53,30 +57,33 @@ class Depth(RollingReadout, Sensor):
     organized = True
 
     @staticmethod
-    def _camera(camera):
+    def _camera(camera: CameraFrame | None) -> CameraFrame:
         if camera is None:
             raise SettingsError("camera", "a perspective Blender camera (the depth sensor uses its intrinsics)", None)
         return camera
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: DepthSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         c = self._camera(camera)
         return (c.height, c.width)
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
+    def check_budget(self, s: DepthSettings, frame: int, frame_time: float, mode: str,
+                     camera: CameraFrame | None) -> int:
         c = self._camera(camera)
         refuse_rays(c.width * c.height, "resolution", c.width, grows=True, unit="px wide")
         return c.width * c.height
 
-    def patterns(self, s, frame, frame_time, mode, camera):
+    def patterns(self, s: DepthSettings, frame: int, frame_time: float, mode: str,
+                 camera: CameraFrame | None) -> Iterator[RayPattern]:
         c = self._camera(camera)
         return image_patterns(c.width, c.height, (c.x_min, c.x_max, c.y_min, c.y_max, c.z), frame * frame_time,
                               self.exposure_time(s))
 
-    def intrinsics(self, s, camera):
+    def intrinsics(self, s: DepthSettings, camera: CameraFrame | None) -> tuple[float, ...]:
         c = self._camera(camera)
         return pinhole_intrinsics(c.width, c.height, c.x_min, c.x_max, c.y_min, c.y_max, c.z)
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: DepthSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         if s.noise_sigma == 0 and s.noise_mu == 0:
             return r
         return r + (rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 else s.noise_mu)

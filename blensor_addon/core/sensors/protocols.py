@@ -39,6 +39,7 @@ class Hits(Protocol):
     range: F64
     hit: Bool
     reflectivity: F32
+    cos_incidence: F64
     ray: I64
     weight: F32
     object_id: U32

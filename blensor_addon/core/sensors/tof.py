@@ -21,12 +21,14 @@ and 6 mm). Cameras stored before settings version 3 keep the 10 m they scanned w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator, Protocol
 
 import numpy as np
 
+from ..ndtypes import F64
 from ..settings import Preset, SensorSettings, setting
 from .budget import CHUNK_RAYS, MAX_PIXELS_SIDE, refuse_rays
-from .raypattern import RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
+from .raypattern import CameraFrame, RayPattern, angles_of, pinhole_grid, pinhole_intrinsics
 from .physics import check_min_range, min_range_setting, noise_mu_setting, noise_sigma_setting
 from .sensor import Sensor
 
@@ -38,17 +40,31 @@ PRESETS = {
 }
 
 
+#: (x_min, x_max, y_min, y_max, z) of a pinhole image's view frame (:func:`~.raypattern.pinhole_grid`)
+View = tuple[float, float, float, float, float]
+
+
+class ReadoutSettings(Protocol):
+    """The settings :class:`RollingReadout` reads (ToF and depth camera settings)."""
+
+    @property
+    def readout_time(self) -> float: ...
+
+    @property
+    def time_model(self) -> str: ...
+
+
 class RollingReadout:
     """Mixin of the image sensors with a ``readout_time`` setting (ToF, depth camera):
     in continuous time their rows are read out over ``readout_time`` s; in the frame
     model (or with 0) one global-shutter exposure per frame."""
 
-    def exposure_time(self, s):
+    def exposure_time(self, s: ReadoutSettings) -> float:
         """``readout_time`` (s) in continuous time (a rolling readout), else 0 (global shutter)."""
         return s.readout_time if s.time_model == "continuous" else 0.0
 
 
-def readout_setting():
+def readout_setting() -> float:
     """The rolling-readout setting of the image sensors (ToF, depth camera):
     ``readout_time`` s in [0, 1], 0 = global shutter (one exposure per frame)."""
     return setting(0.0, "Readout time", "Continuous time: seconds to read the rows out, top row first (a rolling "
@@ -93,7 +109,8 @@ def pixel_rows_per_chunk(width: int) -> int:
     return max(1, CHUNK_RAYS // max(1, int(width)))
 
 
-def image_patterns(width: int, height: int, frame_: tuple, stamp: float, readout: float = 0.0):
+def image_patterns(width: int, height: int, frame_: View, stamp: float,
+                   readout: float = 0.0) -> Iterator[RayPattern]:
     """Chunks of a pinhole image's rays (see :func:`~.patterns.pinhole_grid`) taken at time
     ``stamp`` (s): yields RayPattern, row-major, row 0 at the top. ``readout`` > 0 (s): a
     rolling shutter, row r at ``stamp + readout * r / height``; 0: a global shutter."""
@@ -106,7 +123,7 @@ def image_patterns(width: int, height: int, frame_: tuple, stamp: float, readout
                          channel=np.zeros(idx.shape[0], np.uint16), ray_index=idx, timestamp=t)
 
 
-class Tof(RollingReadout, Sensor):
+class Tof(RollingReadout, Sensor[TofSettings]):
     """The ToF camera (see the module docstring)."""
 
     name = "tof"
@@ -118,25 +135,29 @@ class Tof(RollingReadout, Sensor):
     number = 3  # stored value of sensor_type (saved files keep it)
     organized = True
 
-    def grid_shape(self, s, frame, frame_time, mode, camera):
+    def grid_shape(self, s: TofSettings, frame: int, frame_time: float, mode: str,
+                   camera: CameraFrame | None) -> tuple[int, ...]:
         return (s.height, s.width)
 
-    def check_budget(self, s, frame, frame_time, mode, camera):
+    def check_budget(self, s: TofSettings, frame: int, frame_time: float, mode: str,
+                     camera: CameraFrame | None) -> int:
         refuse_rays(s.width * s.height, "width", s.width, grows=True, unit="px")
         return s.width * s.height
 
     @staticmethod
-    def view(s) -> tuple:
+    def view(s: TofSettings) -> View:
+        """(x_min, x_max, y_min, y_max, z) of the pixel grid at z = -1 (``fov_h``, ``fov_v``)."""
         tx, ty = np.tan(np.deg2rad(s.fov_h) / 2.0), np.tan(np.deg2rad(s.fov_v) / 2.0)
         return (-tx, tx, -ty, ty, -1.0)
 
-    def patterns(self, s, frame, frame_time, mode, camera):
+    def patterns(self, s: TofSettings, frame: int, frame_time: float, mode: str,
+                 camera: CameraFrame | None) -> Iterator[RayPattern]:
         return image_patterns(s.width, s.height, self.view(s), frame * frame_time, self.exposure_time(s))
 
-    def intrinsics(self, s, camera):
+    def intrinsics(self, s: TofSettings, camera: CameraFrame | None) -> tuple[float, ...]:
         return pinhole_intrinsics(s.width, s.height, *self.view(s))
 
-    def measure(self, s, pattern, r, rng):
+    def measure(self, s: TofSettings, pattern: RayPattern, r: F64, rng: np.random.Generator) -> F64:
         out = r + (rng.normal(s.noise_mu, s.noise_sigma, r.shape[0]) if s.noise_sigma > 0 else s.noise_mu)
         if s.backfolding:
             out = np.mod(out, s.ambiguity_range)
