@@ -40,10 +40,13 @@ kept and each manifest (and ``rig.json``) says ``failed`` or ``cancelled``.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
 
 import bpy
 import numpy as np
@@ -59,9 +62,15 @@ from ..scene.objects import sensor_pose
 from ..scene.rig import RigSampler
 from ..scene.scanner import check_camera, read_sensor
 from .failures import writer_failure
-from .pipeline import Pipeline, WriterThread
+from .pipeline import Entry, Pipeline, WriterThread
 from .plan import Plan
-from .range_scan import RangeScanJob, RangeScanSpec, RigMember, SteppedJob, output_path, run_job
+from .range_scan import Progress, RangeScanJob, RangeScanSpec, RigMember, SteppedJob, output_path, run_job
+
+if TYPE_CHECKING:
+    from ..core.ndtypes import F64
+    from ..io.formats import RunInfo, Writer
+    from ..io.formats.rosbag2 import RigBag, Rosbag2Options, RigSensorWriter
+    from ..io.outdir import Listing
 
 RIG_MANIFEST = "rig.json"
 CALIB_FILES = ("calib_rig.txt", "extrinsics.json")
@@ -85,7 +94,7 @@ def member_name(camera_name: str) -> str:
     return "_" + name if name[0].isdigit() else name
 
 
-def rig_files(man: dict) -> set | dict | None:
+def rig_files(man: dict[str, Any]) -> Listing:
     """Relative paths a rig run of manifest ``man`` wrote at the rig's level (its members'
     files are their own folders' business): ``rig.json``, the calibration files and the
     bag."""
@@ -102,23 +111,24 @@ class _naming:
     def __init__(self, camera: str) -> None:
         self.camera = camera
 
-    def __enter__(self):
+    def __enter__(self) -> _naming:
         return self
 
-    def __exit__(self, kind, exc, tb):
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         if isinstance(exc, SettingsError) and "(camera '" not in str(exc.value):
             raise SettingsError(exc.setting, exc.allowed, f"{exc.value} (camera '{self.camera}')") from None
         return False
 
 
-def _common_parent(cameras):
+def _common_parent(cameras: Sequence[Any]) -> Any:
     parents = {c.parent.name if c.parent is not None else None for c in cameras}
     if len(parents) == 1 and None not in parents:
         return cameras[0].parent
     return None
 
 
-def base_frame_pose(base, cameras) -> np.ndarray:
+def base_frame_pose(base: Any, cameras: Sequence[Any]) -> F64:
     """(4, 4) float64 world pose of the rig base's frame now: a camera's REP-103 sensor
     frame, or any other object's local axes, scale removed.
 
@@ -151,10 +161,10 @@ class RigJob(SteppedJob):
     on bad input): SettingsError, OutputError as :class:`~.range_scan.RangeScanJob`.
     """
 
-    cameras: list
-    frames: object
-    out_dir: object
-    formats: tuple = ("npz",)
+    cameras: list[Any]
+    frames: Iterable[int] | None
+    out_dir: str | os.PathLike[str]
+    formats: Sequence[str] = ("npz",)
     seed: int | None = None
     base: str | None = None
     backend: str = "auto"
@@ -162,26 +172,27 @@ class RigJob(SteppedJob):
     pcd_ascii: bool = False
     overwrite: bool = False
     resume: bool = False
-    options: dict = field(default_factory=dict)
-    axes: object = "ros"
-    time: tuple | None = None
-    overrides: dict = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    axes: str | dict[str, str] = "ros"
+    time: tuple[float, float] | None = None
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: the time base of every member and the bag (see :func:`~.range_scan.scan_range`)
-    start_time: object = None
+    start_time: str | float | None = None
 
     def __post_init__(self) -> None:
         self.scene = bpy.context.scene
         self.members: list[RangeScanJob] = []
         self.folder: OutputFolder | None = None
         self._dropped: list[OutputFolder] = []  # folders of the earlier rig's members left out
-        self.bag = None
-        self.sampler = None
-        self.writing = None
+        self.bag: RigBag | None = None
+        self.sampler: RigSampler | None = None
+        self.writing: WriterThread | None = None
         self.signal = None
         self.status = "running"
-        self._made_out = None  # the rig's folder if this run made it (removed again if set-up fails)
+        self._made_out: Path | None = None  # the rig's folder if this run made it (removed if set-up fails)
         self._bag_closed = False  # the rig's bag was finished (its files are listed in rig.json)
-        self._last = None  # the member scanned last (see step)
+        self._bag_suffix = ""  # the bag's file suffix (mcap or db3)
+        self._last: RangeScanJob | None = None  # the member scanned last (see step)
         try:
             self._setup()
         except BaseException:
@@ -225,27 +236,29 @@ class RigJob(SteppedJob):
         out = output_path(self.out_dir)
         self._made_out = None if out.exists() else out  # removed again if set-up fails and it stays empty
         _, first = read_sensor(self.cameras[0], self.seed, self.overrides.get(self.cameras[0].name))
-        self.sampler = RigSampler(self.scene, self.cameras, render=first.visibility == "render")
+        sampler = self.sampler = RigSampler(self.scene, self.cameras, render=first.visibility == "render")
         sqlite_bag = "rosbag2" in self.formats and (self.options or {}).get("rosbag2.storage") == "sqlite3"
         self.writing = None if sqlite_bag else WriterThread(depth=len(self.cameras))
-        factories = {}
+        factories: dict[str, Callable[..., Writer]] = {}
         if "rosbag2" in self.formats:
             factories["rosbag2"] = self._bag_writer
+        member = RigMember(sampler, factories, self.writing)
         for cam, name in zip(self.cameras, self.names):
             axes = self.axes.get(cam.name, "ros") if isinstance(self.axes, dict) else self.axes
             with _naming(cam.name):
-                self._add_member(cam, name, out, axes, factories)
+                self._add_member(cam, name, out, axes, member)
         self._after_members(out)
 
-    def _add_member(self, cam, name, out, axes, factories) -> None:
+    def _add_member(self, cam: Any, name: str, out: Path, axes: str, member: RigMember) -> None:
         spec = RangeScanSpec(cam, self.frames, out / name, formats=self.formats, seed=self.seed,
                              backend=self.backend, frame_of_reference=self.frame_of_reference,
                              pcd_ascii=self.pcd_ascii, overwrite=self.overwrite, resume=self.resume,
                              overrides=dict(self.overrides.get(cam.name) or {}),
-                             options=dict(self.options or {}), axes=axes, time=self.time, start_time=self.start_time)
-        self.members.append(RangeScanJob(spec, member=RigMember(self.sampler, factories, self.writing)))
+                             options=dict(self.options or {}), axes=axes, time=self.time,
+                             start_time=self.start_time)
+        self.members.append(RangeScanJob(spec, member=member))
 
-    def _after_members(self, out) -> None:
+    def _after_members(self, out: Path) -> None:
         # every camera's and object's transform at every frame, in one pass (a member in
         # continuous time also refuses an object's NaN/inf transform, which frozen frames leave out)
         frames = sorted({f for m in self.members for f in m.plan.scene_frames()})
@@ -254,17 +267,21 @@ class RigJob(SteppedJob):
         self.extrinsics = self._extrinsics()
         from ..io.extrinsics import rig_calibration_files
         calib = rig_calibration_files(self._base.name, [(n, self.extrinsics[n]) for n in self.frame_ids])
-        bag_options = None
+        bag_options: Rosbag2Options | None = None
         if "rosbag2" in self.formats:
             from ..io.formats import make_options
-            bag_options = make_options(["rosbag2"], {k: v for k, v in (self.options or {}).items()
-                                                     if k.startswith("rosbag2.")})["rosbag2"]
-        self.folder = OutputFolder(out, manifest=RIG_MANIFEST, patterns=RIG_PATTERNS, listed=rig_files)
-        self.folder.open()
-        self.folder.check(overwrite=self.overwrite, resume=self.resume)
+            from ..io.formats.rosbag2 import Rosbag2Options
+            made = make_options(("rosbag2",), {k: v for k, v in (self.options or {}).items()
+                                               if k.startswith("rosbag2.")})["rosbag2"]
+            assert isinstance(made, Rosbag2Options)  # (the rosbag2 writer's Options)
+            bag_options = made
+        folder = self.folder = OutputFolder(out, manifest=RIG_MANIFEST, patterns=RIG_PATTERNS,
+                                            listed=rig_files)
+        folder.open()
+        folder.check(overwrite=self.overwrite, resume=self.resume)
         self._check_dropped(out)
         # everything is validated: only now is anything of an earlier run deleted
-        self.folder.prepare()
+        folder.prepare()
         for folder in self._dropped:  # the earlier rig's members this one leaves out
             folder.prepare()
             folder.release()
@@ -296,7 +313,7 @@ class RigJob(SteppedJob):
         """
         from ..io.formats import output_patterns
         from ..io.outdir import range_run_files
-        old = self.folder.earlier
+        old = self._open().earlier
         if old is None or not (self.overwrite or self.resume):
             return
         earlier = [(str(s.get("camera", s["folder"])), s["folder"]) for s in old.get("sensors") or []
@@ -318,12 +335,18 @@ class RigJob(SteppedJob):
             folder.open()
             folder.check(overwrite=True, resume=False)
 
-    def _bag_writer(self, folder, options, run):
+    def _open(self) -> OutputFolder:
+        """The rig's folder (open once the rig is validated)."""
+        assert self.folder is not None, "the rig's folder is open once it is validated"
+        return self.folder
+
+    def _bag_writer(self, folder: Path, options: object, run: RunInfo) -> RigSensorWriter:
         """The rosbag2 'writer' of a member: its messages go into the rig's one bag."""
         name = self.frame_ids[[c.name for c in self.cameras].index(run.camera)]
+        assert self.bag is not None, "the members' writers are made once the rig's bag is"
         return self.bag.writer(name)
 
-    def _extrinsics(self) -> dict:
+    def _extrinsics(self) -> dict[str, F64]:
         """frame id -> (4, 4) float64 pose of each sensor (REP-103 frame) in the base frame,
         at the first time any member scans."""
         t0 = min(m.plan.span(m.plan.packets[0])[0] for m in self.members)
@@ -341,6 +364,7 @@ class RigJob(SteppedJob):
             self.scene.frame_set(old, subframe=old_sub)
 
     def _write_manifest(self) -> None:
+        assert self.sampler is not None, "the rig's manifest is written once its sampler is made"
         doc = {
             "blensor_version": __version__,
             "blender_version": bpy.app.version_string,
@@ -369,7 +393,7 @@ class RigJob(SteppedJob):
                 else []
             ),
         }
-        commit_files(self.folder.path, [(RIG_MANIFEST, (json.dumps(doc, indent=2) + "\n").encode())])
+        commit_files(self._open().path, [(RIG_MANIFEST, (json.dumps(doc, indent=2) + "\n").encode())])
 
     def _undo(self) -> None:
         """A set-up that failed: members abandoned, the bag discarded, everything freed."""
@@ -409,7 +433,7 @@ class RigJob(SteppedJob):
         """The ray caster's name (``native`` or ``bvhtree``)."""
         return self.members[0].scanner.backend.name
 
-    def step(self) -> dict:
+    def step(self) -> Entry:
         """Scan the next member packet; returns its manifest entry with ``camera`` added.
 
         The order: the member packet that starts first (ties: the cameras' order), except
@@ -454,7 +478,7 @@ class RigJob(SteppedJob):
                     raised = raised or exc
             if raised is not None and status == "complete":
                 status = "failed"
-            dropped = []
+            dropped: list[str] = []
             if isinstance(raised, KeyboardInterrupt) or isinstance(error, KeyboardInterrupt):
                 status = "cancelled"
             if self.bag is not None:
@@ -463,7 +487,7 @@ class RigJob(SteppedJob):
                         try:
                             self.bag.close(status)
                         except Exception as exc:  # sqlite3's 'database or disk is full': a write error
-                            failure = writer_failure(exc, "rosbag2", self.folder.path)
+                            failure = writer_failure(exc, "rosbag2", self._open().path)
                             if failure is None or failure is exc:
                                 raise
                             raise failure from exc
@@ -495,19 +519,23 @@ class RigJob(SteppedJob):
             raise RunFailed(
                 cause,
                 finished_frames=len(self.done),
-                manifest_path=self.folder.path / RIG_MANIFEST,
+                manifest_path=self._open().path / RIG_MANIFEST,
                 manifest_status="failed" if written else "stale",
                 dropped_formats=sorted(set(members + dropped)),
             ) from cause
         if raised is not None:
             raise raised
-        return self.folder.path / RIG_MANIFEST
+        return self._open().path / RIG_MANIFEST
 
 
-def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None, backend="auto",
-             frame_of_reference="sensor", pcd_ascii=False, overwrite=False, resume=False, progress=None,
-             should_cancel=None, options=None, axes="ros", time=None, overrides=None,
-             start_time=None) -> RigJob:
+def scan_rig(cameras: Iterable[Any], frames: Iterable[int] | None, out_dir: str | os.PathLike[str],
+             formats: Sequence[str] = ("npz",), seed: int | None = None, *, base: str | None = None,
+             backend: str = "auto", frame_of_reference: str = "sensor", pcd_ascii: bool = False,
+             overwrite: bool = False, resume: bool = False, progress: Progress | None = None,
+             should_cancel: Callable[[], bool] | None = None, options: Mapping[str, Any] | None = None,
+             axes: str | dict[str, str] = "ros", time: tuple[float, float] | None = None,
+             overrides: Mapping[str, Mapping[str, Any]] | None = None,
+             start_time: str | float | None = None) -> RigJob:
     """Scan ``cameras`` as one rig into ``out_dir`` (see the module docstring).
 
     Args: as :func:`~.range_scan.scan_range`, plus ``base`` (the rig base object's name),
@@ -519,9 +547,12 @@ def scan_rig(cameras, frames, out_dir, formats=("npz",), seed=None, *, base=None
     Raises:
         as :func:`~.range_scan.scan_range`.
     """
-    return run_job(lambda: RigJob(list(cameras), frames, out_dir, formats, seed, base, backend,
-                                  frame_of_reference, pcd_ascii, overwrite, resume, dict(options or {}),
-                                  axes, time, dict(overrides or {}), start_time), progress, should_cancel)
+    def make() -> RigJob:
+        return RigJob(list(cameras), frames, out_dir, formats, seed=seed, base=base, backend=backend,
+                      frame_of_reference=frame_of_reference, pcd_ascii=pcd_ascii, overwrite=overwrite,
+                      resume=resume, options=dict(options or {}), axes=axes, time=time,
+                      overrides=dict(overrides or {}), start_time=start_time)
+    return run_job(make, progress, should_cancel)
 
 
 __all__ = ["RigJob", "scan_rig", "member_name", "RIG_MANIFEST"]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
+from typing import Any
 
 import bpy
 import numpy as np
@@ -92,7 +94,7 @@ def stored_values(camera_object, sensor) -> dict:
     return values
 
 
-def read_sensor(camera_object, seed: int | None = None, overrides: dict | None = None):
+def read_sensor(camera_object, seed: int | None = None, overrides: Mapping[str, Any] | None = None):
     """(Sensor, settings) of the camera: the stored sensor type and values, then
     ``overrides`` (setting names of the sensor type, plus ``sensor_type`` and
     ``preset``), then ``seed``; validated. The camera is not changed.
