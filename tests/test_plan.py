@@ -190,3 +190,132 @@ def test_every_swept_or_streamed_sensor_names_its_period_setting_whose_floor_is_
     assert named == {"rotating": "rotation_speed", "line": "rotation_speed", "planar": "rotation_speed",
                      "rosette": "report_frequency", "cylindrical": "rotation_frequency",
                      "pattern": "pattern_period"}
+
+
+# -- every refusal's whole line, and the edges of the time arithmetic (tools/mutation.sh runs these
+# against mutants of jobs/plan.py: a changed name, bound or word in a message fails here) ----------
+
+RANGE = "integers within the scene's frame range 1-48"
+SWEEPS = WriterNeeds(packets="sweep")
+
+
+def sweep_caps(period: float, setting: str = "") -> Capabilities:
+    """A sensor sweeping every ``period`` s, its period set by ``setting``."""
+    return Capabilities(Timing("sweep", period=period, setting=setting), grid=(1, 1))
+
+INTERVAL = "an interval t0-t1 (s) with t0 < t1 within the scene's frames, 0.0416667-2.04167 s"
+SWEEP_EVD = {"evd": EVD, "npz": WriterNeeds(), "evd2": EVD}
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"frames": range(0, 5)}, f"frames must be {RANGE}, got '0-4'"),
+    # a range's ends are checked before any list is built: 2**62 frames are refused at once
+    ({"frames": range(40, 2**62)}, f"frames must be {RANGE}, got '40-4611686018427387903'"),
+    ({"frames": []}, f"frames must be {RANGE}, got []"),
+    ({"frames": 5}, f"frames must be {RANGE}, got 5"),
+    ({"frames": [1.5]}, f"frames must be {RANGE}, got [1.5]"),
+    ({"frames": [True]}, f"frames must be {RANGE}, got [True]"),
+    ({"frames": [0, 3]}, f"frames must be {RANGE}, got '0-3'"),
+    ({"frames": [3, 49]}, f"frames must be {RANGE}, got '3-49'"),
+    ({"frames": [4, 3, 5, 3]}, f"frames must be distinct {RANGE}, got 'frame 3 more than once'"),
+    ({"frames": [1, 3]}, "frames must be a contiguous range A-B with packets=sweep, got [1, 3]"),
+    ({"time": (0.1,)}, f"time must be {INTERVAL}, got (0.1,)"),
+    ({"time": "ab"}, f"time must be {INTERVAL}, got 'ab'"),
+    ({"time": 5}, f"time must be {INTERVAL}, got 5"),
+    ({"time": (0.3, 0.3)}, f"time must be {INTERVAL}, got '0.3-0.3'"),
+    ({"time": (float("nan"), 0.3)}, f"time must be {INTERVAL}, got 'nan-0.3'"),
+    ({"time": (0.1, float("inf"))}, f"time must be {INTERVAL}, got '0.1-inf'"),
+    ({"time": (FT - 1e-6, 0.2)}, f"time must be {INTERVAL}, got '0.0416657-0.2'"),
+    ({"time": (1.0, 49 * FT + 1e-6)}, f"time must be {INTERVAL}, got '1-2.04167'"),
+    ({"time": (0.11, 0.19)},
+     "time must be an interval in which a sweep starts (one every 0.1 s), got '0.11-0.19 s'"),
+    ({"time": (0.05, 0.06), "packets": "frame"},
+     "time must be an interval in which a frame starts (one every 0.0416667 s), got '0.05-0.06 s'"),
+    ({"frames": [1], "packets": "bogus"}, "packets must be one of auto, frame, sweep, got 'bogus'"),
+    ({"frames": [1], "caps": IMAGE, "packets": "sweep", "sensor": "tof"},
+     "packets must be frame or auto for sensor type 'tof' (an image sensor takes one image per scene frame), "
+     "got 'sweep'"),
+    ({"frames": [1], "needs": {"evd": EVD, "npz": WriterNeeds(), "a": SWEEPS, "evd2": EVD}},
+     "formats must be formats that agree on packets (write them in separate runs), got 'evd,evd2 need "
+     "per-frame packets, a per-sweep'"),
+    ({"frames": [1], "packets": "sweep", "needs": {"npz": WriterNeeds(), "evd": EVD}},
+     "packets must be frame or auto with evd (it writes one output per scene frame), got 'sweep'"),
+    ({"frames": [1], "packets": "frame", "needs": {"sw": SWEEPS}},
+     "packets must be sweep or auto with sw (it writes one output per sweep), got 'frame'"),
+    ({"frames": [1], "needs": SWEEP_EVD},
+     "packets must be frame to write evd,evd2 beside npz (evd,evd2 needs one output per scene frame; with "
+     "packets=auto the others would get sweeps; or write them in separate runs), got 'auto'"),
+    ({"frames": [1], "continuous": False, "needs": {"sw": SWEEPS, "npz": WriterNeeds()}},
+     "packets must be sweep to write sw beside npz (sw needs one output per sweep; with packets=auto the "
+     "others would get frames; or write them in separate runs), got 'auto'"),
+    ({"frames": [1], "needs": {"npz": None, "exr": WriterNeeds(image=True)}, "sensor": "line"},
+     "formats must be formats for image sensors (exr needs an image sensor: one with an organized pixel "
+     "grid), got 'exr with sensor type line'"),
+    ({"frames": [1], "caps": STREAM, "needs": {"npz": None, "range_image": WriterNeeds(grid=True)},
+      "sensor": "rosette"},
+     "formats must be formats without a ray grid (range_image needs one; sensor type rosette has a pattern "
+     "with no grid), got 'range_image with sensor type rosette'"),
+    ({"frames": [1], "caps": sweep_caps(0.0), "packets": "sweep"},
+     "packets must be frame for sensor type 'sensor' (it has no sweep period), got 'sweep'"),
+    ({"frames": [1], "caps": sweep_caps(float("inf")), "packets": "sweep", "sensor": "x"},
+     "packets must be frame for sensor type 'x' (it has no sweep period), got 'sweep'"),
+    ({"frames": [1], "caps": sweep_caps(3600.5, "rotation_speed")},
+     "rotation_speed must be a value whose sweep period is at most 3600 s, got 'a period of 3600.5 s'"),
+    ({"frames": [1], "caps": sweep_caps(3600.5)},
+     "packets must be a value whose sweep period is at most 3600 s, got 'a period of 3600.5 s'"),
+    ({"frames": [1], "caps": sweep_caps(1e-9, "pattern_period")},
+     "pattern_period must be a value whose sweep period (1e-09 s now) gives at most 10,000,000 packets in "
+     "the requested span (or fewer frames), got '41,666,668 sweep packets'"),
+])
+def test_every_refusal_of_the_plan_is_its_whole_line(kw, message):
+    with pytest.raises(SettingsError) as e:
+        plan(**kw)
+    assert str(e.value) == message
+
+
+def test_a_raw_packet_format_needs_a_sensor_that_models_a_real_unit():
+    from blensor_addon.io.packets import packet_presets
+    with pytest.raises(SettingsError) as e:
+        plan(frames=[1], needs={"pcap": WriterNeeds(device=True)}, sensor="rotating")
+    assert str(e.value) == ("formats must be formats of real units' data (pcap needs a preset that models a "
+                            f"real unit: {', '.join(packet_presets())}), "
+                            "got 'pcap with sensor type rotating'")
+    unit = Capabilities(Timing("sweep", period=0.1), grid=(16, 10), device=object())
+    assert plan(frames=[1], caps=unit, needs={"pcap": WriterNeeds(device=True)}).indices == [0]
+
+
+def test_a_writers_own_check_gets_the_sensors_capabilities_and_a_gridless_sensor_serves_plain_formats():
+    seen = []
+    assert plan(frames=[1], caps=STREAM, needs={"npz": WriterNeeds(check=seen.append)}).indices == [0]
+    assert seen == [STREAM]
+
+
+def test_frames_and_intervals_at_the_edges_of_the_scene_are_accepted():
+    assert plan(frames=(f for f in [1, 2])).indices == [0, 1]  # any iterable of frames
+    assert plan(frames=range(1, 49), packets="frame").indices == list(range(1, 49))
+    # the ends are inclusive within 1e-9 s
+    assert plan(time=(FT - 1e-9, 0.2)).indices == [1]
+    assert plan(time=(1.95, 49 * FT + 1e-9)).indices == [20]
+    assert plan(time=(1.95, 49 * FT)).indices == [20]
+    # the longest sweep allowed, MAX_PACKET_TIME
+    assert plan(frames=[1], caps=sweep_caps(3600.0)).indices == [0]
+
+
+def test_the_tolerance_of_packet_edges_grows_with_the_time():
+    # 1e-9 of a period near t = 0, 1e-9 of t beyond one period: float rounding of a late packet's start
+    # (t / P a hair above k) still counts that packet as starting in [t0, t1)
+    assert starting_in(0.1 * (1 + 1.7e-9), 0.15, 0.1) == range(2, 2)
+    assert starting_in(0.1 * (1 + 0.7e-9), 0.15, 0.1) == range(1, 2)
+    assert starting_in(1e5 + 5e-5, 1e5 + 0.35, 0.1) == range(10**6, 10**6 + 4)
+    assert starting_in(1e5 + 5e-4, 1e5 + 0.35, 0.1) == range(10**6 + 1, 10**6 + 4)
+    # an interval shorter than the tolerance still overlaps the packet covering its start
+    assert overlapping(1.0, 1.0 + 1e-12, 0.1) == range(10, 11)
+
+
+def test_a_plans_spans_and_scene_frames_at_exact_and_rounded_boundaries():
+    p = plan(frames=[10])  # [10/24, 11/24) s lies in sweep 4 = [0.4, 0.5) s: frames 9.6 .. 12.0
+    assert p.indices == [4] and p.span(Packet("sweep", 3)) == (3 * 0.1, 4 * 0.1)
+    assert list(p.scene_frames()) == [9, 10, 11, 12, 13]
+    # frame 6 of a frozen run ends at 7 * FT, which divides back to 6.999999999999999
+    f = plan(frames=[6], continuous=False)
+    assert f.span(f.packets[0]) == (6 * FT, 7 * FT) and list(f.scene_frames()) == [6, 7, 8]

@@ -1,0 +1,147 @@
+"""The npz writer without Blender (``io/formats/npz.py``): which members a frame's file
+holds, in which order and dtype, and the zip container's fixed bytes (member times, modes,
+deflate or store), read back with the standard library and ``numpy.load``."""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+import zlib
+
+import numpy as np
+import pytest
+
+from blensor_addon.core.classes import CLASSES
+from blensor_addon.core.result import FIELDS, ScanResult
+from blensor_addon.io.formats._base import RunInfo
+from blensor_addon.io.formats.npz import (NpzOptions, NpzWriter, npz_bytes, npz_bytes_of, npz_members,
+                                          write_npz)
+
+START_2020_NS = 1577836800 * 10**9  # the default time base, 2020-01-01T00:00:00Z
+
+
+def result(n: int = 4, **kw) -> ScanResult:
+    """A hand-made sensor-frame result of ``n`` returns on a (2, 2) grid."""
+    i = np.arange(n)
+    xyz = np.stack([i * 1.0, i * 2.0, i * -3.0], axis=1)
+    base = dict(timestamp=0.5 + i * 1e-4, azimuth=i * 0.1, elevation=np.zeros(n), range=5.0 + i,
+                range_noisy=5.01 + i, xyz=xyz, xyz_noisy=xyz + 0.5, object_id=i + 1, semantic=np.full(n, 40),
+                instancer_id=np.zeros(n), instance_id=np.zeros(n), channel=i % 2, ring=i % 2, ray_index=i,
+                reflectivity=np.full(n, 0.5), intensity=np.full(n, 0.25), color=np.full((n, 3), 200),
+                normal=np.tile([0.0, 0.0, 1.0], (n, 1)), grid_shape=(2, 2), frame=12, frame_time=0.1,
+                sensor={"zeta": 1, "alpha": [2, 3]}, sensor_type="line", axes="ros")
+    base.update(kw)
+    return ScanResult(**base)
+
+
+def members(data: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(data)) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_members_are_every_field_then_the_metadata_in_file_order():
+    r = result()
+    m = npz_members(r, start_ns=123)
+    assert list(m) == [*FIELDS, "frame", "frame_time", "start_time_ns", "frame_of_reference",
+                       "sensor_to_world", "sensor", "sensor_type", "grid_shape", "axes", "classes"]
+    for name in FIELDS:
+        assert m[name] is getattr(r, name) or np.array_equal(m[name], getattr(r, name))
+    assert m["frame"].dtype == np.int64 and m["frame"].shape == () and int(m["frame"]) == 12
+    assert m["frame_time"].dtype == np.float64 and float(m["frame_time"]) == 0.1
+    assert m["start_time_ns"].dtype == np.int64 and int(m["start_time_ns"]) == 123
+    assert str(m["frame_of_reference"]) == "sensor"
+    assert m["sensor_to_world"].dtype == np.float64 and np.array_equal(m["sensor_to_world"], np.eye(4))
+    assert str(m["sensor"]) == '{"alpha": [2, 3], "zeta": 1}'  # keys sorted: the same bytes every run
+    assert str(m["sensor_type"]) == "line" and str(m["axes"]) == "ros"
+    assert m["grid_shape"].dtype == np.int64 and m["grid_shape"].tolist() == [2, 2]
+    assert json.loads(str(m["classes"])) == CLASSES
+    assert int(npz_members(r)["start_time_ns"]) == START_2020_NS  # None: the default time base
+
+
+def test_metadata_is_stored_at_its_documented_dtype_whatever_the_callers_numbers_are():
+    # numpy scalars of other widths (a frame number from an array, a float32 frame time, a
+    # float32 pose) and a result with no grid keep the file's dtypes
+    r = result(ray_index=None, grid_shape=(), frame=np.int16(12), frame_time=np.float32(0.1),
+               sensor_to_world=np.eye(4, dtype=np.float32))
+    m = npz_members(r, start_ns=np.uint64(START_2020_NS))
+    assert "ray_index" not in m
+    assert m["frame"].dtype == np.int64 and int(m["frame"]) == 12
+    assert m["frame_time"].dtype == np.float64
+    assert m["start_time_ns"].dtype == np.int64 and int(m["start_time_ns"]) == START_2020_NS
+    assert m["sensor_to_world"].dtype == np.float64
+    assert m["grid_shape"].dtype == np.int64 and m["grid_shape"].shape == (0,)
+
+
+def test_continuous_time_adds_the_end_pose_and_registered_fields_follow():
+    end = np.eye(4)
+    end[:3, 3] = (1.0, 2.0, 3.0)
+    r = result(sensor_to_world_end=end.astype(np.float32),
+               extra={"return_number": np.array([1, 2, 1, 1]), "number_of_returns": np.array([1, 2, 2, 1])})
+    m = npz_members(r)
+    assert list(m)[-3:] == ["sensor_to_world_end", "return_number", "number_of_returns"]
+    assert m["sensor_to_world_end"].dtype == np.float64 and np.array_equal(m["sensor_to_world_end"], end)
+    assert m["return_number"].dtype == np.uint8 and m["number_of_returns"].tolist() == [1, 2, 2, 1]
+    assert "sensor_to_world_end" not in npz_members(result())
+
+
+@pytest.mark.parametrize("compress,method", [(True, zipfile.ZIP_DEFLATED), (False, zipfile.ZIP_STORED)])
+def test_the_zip_has_fixed_times_modes_and_method_so_a_scan_gives_the_same_bytes(compress, method):
+    r = result()
+    data = npz_bytes(r, compress, start_ns=7)
+    assert data == npz_bytes(result(), compress, start_ns=7)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        infos = zf.infolist()
+        assert [i.filename for i in infos] == [k + ".npy" for k in npz_members(r)]
+        for info in infos:
+            assert info.date_time == (1980, 1, 1, 0, 0, 0)
+            assert info.external_attr == 0o644 << 16
+            assert info.compress_type == method
+    back = members(data)
+    assert int(back["start_time_ns"]) == 7 and str(back["sensor_type"]) == "line"
+    assert np.array_equal(back["xyz_noisy"], r.xyz_noisy) and back["xyz_noisy"].dtype == np.float32
+    assert int(members(npz_bytes(r))["start_time_ns"]) == START_2020_NS
+
+
+def test_deflated_members_use_the_fast_level_and_stored_ones_are_the_arrays_as_npy():
+    arrays = {"a": np.arange(4000, dtype=np.float64) % 7,
+              "b": np.asfortranarray(np.arange(6.0).reshape(2, 3))}
+    stored = npz_bytes_of(arrays)
+    assert stored == npz_bytes_of(arrays, compress=False)
+    with zipfile.ZipFile(io.BytesIO(stored)) as zf:
+        raw = zf.read("b.npy")
+        assert raw[:6] == b"\x93NUMPY" and b"'fortran_order': False" in raw  # C order, whatever came in
+        assert zf.getinfo("a.npy").compress_size == zf.getinfo("a.npy").file_size
+    deflated = npz_bytes_of(arrays, compress=True)
+    with zipfile.ZipFile(io.BytesIO(deflated)) as zf:
+        info = zf.getinfo("a.npy")
+        assert info.compress_size < info.file_size
+        co = zlib.compressobj(1, zlib.DEFLATED, -15)  # raw deflate at level 1, as zipfile calls zlib
+        assert info.compress_size == len(co.compress(zf.read("a.npy")) + co.flush())
+    back = members(deflated)
+    assert list(back) == ["a", "b"] and np.array_equal(back["b"], arrays["b"])
+    with pytest.raises(ValueError):  # no pickled objects in a BlenSor npz
+        npz_bytes_of({"o": np.array([{"x": 1}], dtype=object)})
+
+
+def test_write_npz_and_the_writer_give_the_frames_bytes(tmp_path):
+    r = result()
+    write_npz(r, tmp_path / "a.npz")
+    assert (tmp_path / "a.npz").read_bytes() == npz_bytes(r)
+    write_npz(r, tmp_path / "b.npz", compress=False)
+    assert (tmp_path / "b.npz").read_bytes() == npz_bytes(r, False)
+    w = NpzWriter(tmp_path, None, RunInfo(start_ns=99))
+    assert w.options == NpzOptions() and w.options.compress is True
+    assert w.frame_files(r) == [("scan00012.npz", npz_bytes(r, True, 99))]
+    w = NpzWriter(tmp_path, NpzOptions(compress=False), RunInfo(start_ns=99))
+    assert w.frame_files(r) == [("scan00012.npz", npz_bytes(r, False, 99))]
+
+
+def test_a_far_world_frame_result_is_warned_about_once(capsys, tmp_path):
+    far = np.tile([40_000.0, 0.0, 0.0], (4, 1)) + np.arange(4)[:, None] * 0.123456
+    pose = np.eye(4)
+    r = result(xyz=far, xyz_noisy=far, frame_of_reference="world", sensor_to_world=pose)
+    w = NpzWriter(tmp_path)
+    w.frame_files(r)
+    w.frame_files(r)
+    err = capsys.readouterr().err
+    assert err.count("blensor: warning: world coordinates up to") == 1 and " in npz " in err
