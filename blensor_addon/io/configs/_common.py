@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, SupportsFloat
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -24,7 +25,29 @@ if TYPE_CHECKING:
     from ...core.ndtypes import F64
     from ...core.settings import SensorSettings
     from ..atomic import StrPath
-    from . import SensorConfig
+
+class SensorRecord(Protocol):
+    """What these helpers read of a :class:`~.SensorConfig` (a protocol: the package module,
+    which defines it, imports this one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sensor_type(self) -> str: ...
+
+    @property
+    def values(self) -> dict[str, Any]: ...
+
+    @property
+    def parent(self) -> str | None: ...
+
+    @property
+    def pose(self) -> F64 | None: ...
+
+    @property
+    def outputs(self) -> dict[str, Any]: ...
+
 
 #: relative tolerance under which two float settings are the same: below a float32's
 #: precision (a camera stores float32; an imported angle is a float32 nudged by an ulp or
@@ -156,7 +179,7 @@ def write_text(path: StrPath, text: str, what: str) -> None:
         raise SettingsError(what, f"a path in a writable folder ({exc.strerror})", str(path)) from None
 
 
-def settings_of(config: SensorConfig) -> SensorSettings:
+def settings_of(config: SensorRecord) -> SensorSettings:
     """The validated settings a :class:`~.SensorConfig` gives a new camera: the sensor
     type's defaults, the preset it names, then its values.
 
@@ -166,7 +189,7 @@ def settings_of(config: SensorConfig) -> SensorSettings:
     return settings
 
 
-def validated(config: SensorConfig, where: str, field_of: dict[str, str]) -> None:
+def validated(config: SensorRecord, where: str, field_of: dict[str, str]) -> None:
     """Validate ``config``'s settings (:func:`settings_of`), then again with every float
     as a camera stores it (:func:`f32`: 1e-300 Hz becomes 0, 1e39 m inf); an error names
     the file's field: ``where`` plus ``field_of[setting]`` (else the setting's own name),
@@ -218,7 +241,7 @@ def _shown(v: object) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-def unexpressed(label: str, originals: list[SensorConfig], back: list[SensorConfig]) -> list[str]:
+def unexpressed(label: str, originals: Sequence[SensorRecord], back: Sequence[SensorRecord]) -> list[str]:
     """One line per thing of ``originals`` (the configs given to a writer) that the
     written file, read back (``back``), does not hold: the sensor type, a setting, the
     pose, the parent, a kept output; e.g. ``"lidar1: noise_sigma = 0.01: not in the AirSim
@@ -263,4 +286,4 @@ def unexpressed(label: str, originals: list[SensorConfig], back: list[SensorConf
 
 
 __all__ = ["rpy_matrix", "matrix_rpy", "pose_matrix", "num", "f32", "sweep_grid", "grid_samples", "read_text",
-           "write_text", "settings_of", "validated", "unexpressed"]
+           "write_text", "settings_of", "validated", "unexpressed", "SensorRecord"]
