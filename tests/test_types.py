@@ -65,3 +65,21 @@ def test_mypy_strict_is_clean_on_raycast_and_the_scan_pattern_sensors(tmp_path):
     assert "blensor_addon/raycast/native.py" in RAYCAST_AND_PATTERN_MODULES
     assert proc.returncode == 0, out[-6000:]
     assert f"Success: no issues found in {len(RAYCAST_AND_PATTERN_MODULES)} source files" in out
+
+
+#: the sensor core: the interface and its one detect-and-assemble path, the shared physics,
+#: beam divergence and echoes, and the image sensors (Kinect, depth camera, ToF)
+SENSOR_CORE_MODULES = [f"blensor_addon/core/sensors/{name}.py" for name in (
+    "sensor", "physics", "beam", "kinect", "depth", "tof")]
+
+
+def test_mypy_strict_is_clean_on_the_sensor_core(tmp_path):
+    """The sensor interface (generic in its settings class), physics.py, beam.py and the
+    image sensors type-check on their own, their errors by name (as
+    :func:`test_mypy_strict_is_clean_on_core_modules`)."""
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
+                           "--follow-imports=silent", *SENSOR_CORE_MODULES],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert f"Success: no issues found in {len(SENSOR_CORE_MODULES)} source files" in out
