@@ -94,6 +94,7 @@ def _build_parser() -> argparse.ArgumentParser:
     from .io.formats import WRITERS
     sc = sub.add_parser("scan", help="scan frames of a .blend into files", epilog=option_help(),
                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    sc.set_defaults(sensor_notes=())  # what the --sensor file says of its sensors, printed as the run starts
     sc.add_argument("blend", help="the .blend file")
     sc.add_argument("--camera", help="camera object, or several comma-separated (a rig: scanned in one pass "
                     "over time, one subfolder each; default: the scene camera)")
@@ -903,7 +904,7 @@ def _scan(args, formats, texts, interval, format_options, configs, cluster) -> i
         if args.quiet:
             return
         if bar is None:  # input validated: only now show the --sensor file's notes and the bar
-            for line in getattr(args, "sensor_notes", ()):
+            for line in args.sensor_notes:
                 say(f"blensor: {args.sensor}: {line}", err=True)
             bar = progress_bar(total)
         if entry is not None:
@@ -1012,7 +1013,7 @@ def _cameras(bpy, args, configs) -> list:
     if configs is not None:
         from .jobs.configs import apply_configs
         cams, notes = apply_configs(configs, scene)
-        args.sensor_notes = [*getattr(args, "sensor_notes", ()), *notes]  # printed once the run starts
+        args.sensor_notes = [*args.sensor_notes, *notes]  # printed once the run starts
         return cams
     if args.all_sensors:
         cams = [o for o in sorted(scene.objects, key=lambda o: o.name)
