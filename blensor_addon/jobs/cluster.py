@@ -49,9 +49,73 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, cast
 
 from ..core.errors import BlensorError, SettingsError
+
+if TYPE_CHECKING:
+    import bpy
+
+    from ..core.ndtypes import F64
+    from ..core.packets import Packet, PacketRecord
+    from ..core.result import ScanResult
+    from ..io.formats import RunInfo, Writer
+    from ..scene.scanner import Scanner
+    from .pipeline import PacketResult
+
+_T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class _Future(Protocol[_T_co]):
+    """What the client uses of a ``distributed.Future`` whose task returns a ``_T_co``
+    (distributed's own annotations leave these methods untyped)."""
+
+    def done(self) -> bool: ...
+
+    def result(self) -> _T_co: ...
+
+    def release(self) -> None: ...
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None: ...
+
+
+class _Client(Protocol):
+    """What the range scan uses of a ``distributed.Client``."""
+
+    def submit(self, func: Callable[..., _T], *args: Any, **kwargs: Any) -> _Future[_T]: ...
+
+    def run(self, function: Callable[..., _T], *args: Any, **kwargs: Any) -> dict[str, _T]: ...
+
+    def scheduler_info(self, n_workers: int = 5) -> dict[str, Any]: ...
+
+    def wait_for_workers(self, n_workers: int, timeout: float | None = None) -> None: ...
+
+    def register_worker_callbacks(self, setup: Callable[..., object]) -> object: ...
+
+    def cancel(self, futures: list[_Future[Any]]) -> object: ...
+
+    def close(self, timeout: float | None = None) -> object: ...
+
+
+class _LocalCluster(Protocol):
+    """What the range scan uses of a ``distributed.LocalCluster``."""
+
+    def close(self) -> object: ...
+
+
+class _Backend(Protocol):
+    """What :func:`check_address` uses of a Dask comm backend."""
+
+    def get_connector(self) -> object: ...
+
+
+class _Security(Protocol):
+    """What :func:`check_address` uses of ``distributed.security.Security``."""
+
+    def get_connection_args(self, role: str) -> dict[str, Any]: ...
 
 #: what to install for more than one worker (one line, in the refusal)
 DASK_HINT = "pip install 'blensor[dask]' (dask[distributed])"
@@ -92,7 +156,7 @@ def dask_available() -> bool:
     return importlib.util.find_spec("distributed") is not None
 
 
-def check_workers(workers, scheduler=None, option: str = "--workers") -> int:
+def check_workers(workers: int, scheduler: str | None = None, option: str = "--workers") -> int:
     """Validate ``--workers`` (an int in 1..:data:`MAX_WORKERS`) and ``--scheduler``
     (``HOST:PORT``, ``SCHEME://HOST:PORT`` or a scheduler file; then ``workers`` must be 1:
     the cluster has its own); refuse more than one worker, or a scheduler, without Dask, in
@@ -151,13 +215,15 @@ def check_address(address: str, shown: str | None = None) -> str:
         if scheme not in SCHEMES:
             why = f"{scheme}:// is not among {', '.join(SCHEMES)}"
         else:
-            registry.get_backend(scheme).get_connector()  # (a backend whose packages are missing)
+            backend: _Backend = registry.get_backend(scheme)
+            backend.get_connector()  # (a backend whose packages are missing)
             port = parse_host_port(loc)[1]
             if not 1 <= int(port) <= 65535:
                 why = f"port {port} is not in 1..65535"
             elif scheme in ("tls", "wss"):
                 from distributed.security import Security
-                if Security().get_connection_args("client").get("ssl_context") is None:
+                new_security: Callable[[], _Security] = Security
+                if new_security().get_connection_args("client").get("ssl_context") is None:
                     why = (f"{scheme}:// needs Dask's TLS settings: distributed.comm.tls.ca-file and "
                            "client.cert in the Dask configuration")
     except (ValueError, TypeError, ImportError) as exc:
@@ -195,7 +261,7 @@ def read_scheduler_file(path: str) -> str:
                 raise SettingsError("--scheduler", f"{SCHEDULER_ALLOWED} (a regular file)",
                                     f"{path} ({file_kind(st.st_mode)})")
             data = f.read(MAX_SCHEDULER_FILE + 1)
-        info = None
+        info: Any = None  # (the file's JSON: any value, checked below)
         if len(data) > MAX_SCHEDULER_FILE:
             why = f"larger than {MAX_SCHEDULER_FILE} bytes"
         elif not data.strip():
@@ -243,13 +309,13 @@ class Cluster:
     def __init__(self, workers: int = 2, scheduler: str | None = None) -> None:
         self.workers = check_workers(workers, scheduler)
         self.scheduler = scheduler
-        self._client = None
-        self._local = None
-        self._preloads: list = []
+        self._client: _Client | None = None
+        self._local: _LocalCluster | None = None
+        self._preloads: list[_Future[None]] = []
         #: the run's token for the workers' scene cache (the CLI's ``worker_scene``)
         self.token = ""
-        self._counted = None  # (monotonic s, workers) of the last count
-        self._path: list = []  # sys.path when a local cluster started (before bpy)
+        self._counted: tuple[float, int] | None = None  # (monotonic s, workers) of the last count
+        self._path: list[str] = []  # sys.path when a local cluster started (before bpy)
 
     @property
     def local(self) -> bool:
@@ -270,26 +336,29 @@ class Cluster:
         import logging
 
         address = self.scheduler
-        if not self.local and is_scheduler_file(self.scheduler):  # (a SettingsError: bad input, exit 2)
-            self._wait_for_file()
+        # (a scheduler's cluster; a bad scheduler file is a SettingsError: bad input, exit 2)
+        if self.scheduler is not None and is_scheduler_file(self.scheduler):
+            self._wait_for_file(self.scheduler)
             address = read_scheduler_file(self.scheduler)
         self._path = list(sys.path)
         import dask
         from distributed import Client, LocalCluster
+        new_client: Callable[..., _Client] = Client
+        new_cluster: Callable[..., _LocalCluster] = LocalCluster
         try:
             if self.local:
                 method = "spawn" if sys.platform == "win32" else "forkserver"
                 with dask.config.set({"distributed.worker.multiprocessing-method": method}):
-                    self._local = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                    self._local = new_cluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                                dashboard_address=None, worker_dashboard_address=None,
                                                memory_limit=0, silence_logs=logging.CRITICAL,
                                                # the scheduler's HTTP server (health, metrics) on a
                                                # free loopback port: by default it takes 8787 and,
                                                # where that is in use, warns on stderr (--quiet)
                                                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
-                self._client = Client(self._local, set_as_default=False)
+                self._client = new_client(self._local, set_as_default=False)
             else:  # (the address of a scheduler file read above: Dask reads nothing)
-                self._client = Client(address, timeout="20s", set_as_default=False)
+                self._client = new_client(address, timeout="20s", set_as_default=False)
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             if self.local:
                 self._client.register_worker_callbacks(_ignore_sigint)
@@ -300,7 +369,7 @@ class Cluster:
             raise ClusterError(f"could not start or reach {where}: {exc}") from None
         return self
 
-    def _wait_for_file(self) -> None:
+    def _wait_for_file(self, path: str) -> None:
         """Wait up to :data:`WAIT_FOR_FILE` s for the scheduler file (a scheduler started
         just before writes it once it listens); Dask's own wait has no end.
 
@@ -308,14 +377,14 @@ class Cluster:
             SettingsError (``--scheduler``): no such file by then."""
         import time
         end = time.monotonic() + WAIT_FOR_FILE
-        while not os.path.exists(self.scheduler):
+        while not os.path.exists(path):
             if time.monotonic() > end:
                 raise SettingsError("--scheduler", "an existing scheduler file (dask scheduler "
                                     "--scheduler-file FILE.json) or an address such as tcp://HOST:8786",
-                                    f"{self.scheduler} (none after {WAIT_FOR_FILE} s)")
+                                    f"{path} (none after {WAIT_FOR_FILE} s)")
             time.sleep(0.05)
 
-    def preload(self, opener) -> None:
+    def preload(self, opener: Callable[[], object]) -> None:
         """Run ``opener()`` once on each worker now, ahead of the scan's tasks (the CLI's:
         open the .blend while this process opens and validates it; the worker keeps it
         open for the run). Nothing waits for it: a failure shows again in the first scan
@@ -324,7 +393,7 @@ class Cluster:
             self._preloads.append(self.client.submit(_warm, opener, workers=[addr], allow_other_workers=False,
                                                      pure=False, priority=1))
 
-    def added_paths(self) -> tuple:
+    def added_paths(self) -> tuple[str, ...]:
         """Entries of ``sys.path`` added since a local cluster started (Blender's script
         folders, once bpy is imported): a worker that its nanny restarts later (after a
         crash) is a fork server child that gets this process's ``sys.path``, and there
@@ -335,14 +404,16 @@ class Cluster:
         return tuple(p for p in sys.path if p not in self._path)
 
     @property
-    def client(self):
+    def client(self) -> _Client:
         """The ``distributed.Client`` (:meth:`start` first)."""
-        return self.start()._client
+        client = self.start()._client
+        assert client is not None  # (made by start())
+        return client
 
-    def threads_by_host(self) -> dict:
+    def threads_by_host(self) -> dict[str, int]:
         """Native threads per worker for each host: its cores / its workers (>= 1)."""
         cores = self.client.run(usable_cores)  # worker address -> the cores it may use
-        hosts: dict = {}
+        hosts: dict[str, tuple[int, int]] = {}
         for addr, n in cores.items():
             count, most = hosts.get(_host_of(addr), (0, 0))
             hosts[_host_of(addr)] = (count + 1, max(most, int(n or 1)))
@@ -364,10 +435,13 @@ class Cluster:
     def close(self) -> None:
         """Close the client, and the local cluster's workers (idempotent)."""
         self._preloads = []
-        for obj in (self._client, self._local):
-            if obj is not None:
-                with contextlib.suppress(Exception):
-                    obj.close(timeout=10) if obj is self._client else obj.close()
+        client, local = self._client, self._local
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close(timeout=10)
+        if local is not None:
+            with contextlib.suppress(Exception):
+                local.close()
         self._client = self._local = None
 
 
@@ -384,7 +458,7 @@ def _host_of(address: str) -> str:
     return address.split("://", 1)[-1].rsplit(":", 1)[0]
 
 
-def _ignore_sigint(dask_worker=None) -> None:
+def _ignore_sigint(dask_worker: object = None) -> None:
     """On a worker process (run once by the client when the cluster starts): ignore SIGINT
     (a Ctrl-C in the terminal reaches the client's whole process group; the client decides
     what stops)."""
@@ -416,15 +490,15 @@ class WorkerTask:
     """
 
     key: str
-    open_scene: object
-    scanner: dict
-    encode: dict
-    run: object
+    open_scene: Callable[[], bpy.types.Object]
+    scanner: dict[str, Any]
+    encode: dict[str, object]
+    run: RunInfo | None
     folder: str
     full: bool
-    threads: dict = field(default_factory=dict)
-    versions: tuple = ()
-    drop_paths: tuple = ()
+    threads: dict[str, int] = field(default_factory=dict)
+    versions: tuple[str, ...] = ()
+    drop_paths: tuple[str, ...] = ()
 
 
 @dataclass
@@ -434,28 +508,39 @@ class Scanned:
     whole :class:`ScanResult` if ``full``, the object table when it grew past the
     client's, what the scan printed on stderr, and the worker's versions and backend."""
 
-    record: object
+    record: PacketRecord
     frame: int
     points: int
     rays: int
-    sensor_to_world: object
-    files: dict
-    checks: dict
-    result: object = None
-    objects: list | None = None
+    sensor_to_world: F64
+    files: dict[str, list[tuple[str, bytes]]]
+    checks: dict[str, dict[str, Any]]
+    result: ScanResult | None = None
+    objects: list[dict[str, Any]] | None = None
     stderr: str = ""
-    versions: tuple = ()
+    versions: tuple[str, ...] = ()
     backend: str = ""
 
 
-_STATE: dict = {}
+class _WorkerState(TypedDict):
+    """A worker's state for one run (:func:`_worker_state`)."""
+
+    key: str
+    scanner: Scanner
+    writers: list[Writer]
+    versions: tuple[str, str]
+    table: int  # objects in the scanner's table when it was made
+
+
+#: the worker's :class:`_WorkerState`, or empty (a plain dict: cleared when a run's state is dropped)
+_STATE: dict[str, Any] = {}
 _LOCK = threading.Lock()  # one scan at a time per worker process (bpy is not thread-safe)
 
 
-def _worker_state(task: WorkerTask) -> dict:
+def _worker_state(task: WorkerTask) -> _WorkerState:
     """The worker's scene, scanner and writers for ``task.key`` (made by the first task)."""
     if _STATE.get("key") == task.key:
-        return _STATE
+        return cast(_WorkerState, _STATE)
     old = _STATE.get("scanner")
     _STATE.clear()
     if old is not None:
@@ -473,9 +558,11 @@ def _worker_state(task: WorkerTask) -> dict:
     scanner = Scanner(camera, packet_hashes=True, threads=threads, **task.scanner)
     from pathlib import Path
     writers = [WRITERS[f](Path(task.folder), options, task.run) for f, options in task.encode.items()]
-    _STATE.update(key=task.key, scanner=scanner, writers=writers,
-                  versions=(__version__, bpy.app.version_string), table=len(scanner.extractor.table.table))
-    return _STATE
+    state: _WorkerState = {"key": task.key, "scanner": scanner, "writers": writers,
+                           "versions": (__version__, bpy.app.version_string),
+                           "table": len(scanner.extractor.table.table)}
+    _STATE.update(state)
+    return state
 
 
 def _worker_address() -> str:
@@ -486,13 +573,13 @@ def _worker_address() -> str:
         return socket.gethostname()
 
 
-def _warm(opener) -> None:
+def _warm(opener: Callable[[], object]) -> None:
     """A worker's warm-up task (:meth:`Cluster.preload`): ``opener()``, one task at a time."""
     with _LOCK:
         opener()
 
 
-def scan_packet(task: WorkerTask, packet) -> Scanned:
+def scan_packet(task: WorkerTask, packet: Packet) -> Scanned:
     """Scan ``packet`` on this worker (the task of :class:`RemoteScanner`): the packet's
     result, its per-frame files encoded (the bytes the client's writers would make), and
     what the client needs for the manifest and the trajectory.
@@ -508,11 +595,11 @@ def scan_packet(task: WorkerTask, packet) -> Scanned:
     except Exception as exc:
         import traceback
         with contextlib.suppress(AttributeError, TypeError):  # (an exception without a __dict__)
-            exc.worker_traceback = traceback.format_exc()
+            setattr(exc, "worker_traceback", traceback.format_exc())  # (Exception declares no such attribute)
         raise
 
 
-def _scan_packet(task: WorkerTask, packet) -> Scanned:
+def _scan_packet(task: WorkerTask, packet: Packet) -> Scanned:
     """:func:`scan_packet` without its error's traceback text."""
     from ..io.outdir import file_record
     from ..process.blas import single_blas_thread
@@ -567,18 +654,18 @@ class RemoteScanner:
         task: the run's :class:`WorkerTask` (``threads`` filled in here).
     """
 
-    def __init__(self, cluster: Cluster, local, task: WorkerTask) -> None:
+    def __init__(self, cluster: Cluster, local: Scanner, task: WorkerTask) -> None:
         self.cluster, self.local = cluster, local
         self.client = cluster.client
         self.task = dataclasses.replace(task, threads=cluster.threads_by_host(),
                                         drop_paths=cluster.added_paths())
         self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * cluster.size())
-        self._futures: dict = {}
-        self._printed: set = set()
+        self._futures: dict[tuple[str, int], _Future[Scanned]] = {}
+        self._printed: set[str] = set()
         self._table = len(local.extractor.table.table)
         self._size = cluster.size()
 
-    def expect(self, packets) -> None:
+    def expect(self, packets: Iterable[Packet]) -> None:
         """Submit the packets not submitted yet (in the order given: earlier ones first);
         the look-ahead, and the native threads of a worker that starts on the run, follow
         the workers now in the cluster (a ``--scheduler`` cluster's may join later)."""
@@ -593,7 +680,7 @@ class RemoteScanner:
                     scan_packet, self.task, p, key=f"blensor-{self.task.key}-{p.kind}-{p.index}",
                     priority=-int(p.index), pure=False, retries=0)
 
-    def scan(self, packet):
+    def scan(self, packet: Packet) -> tuple[PacketResult, PacketRecord]:
         """The result of ``packet`` (submitted now if it was not): a
         :class:`~blensor_addon.jobs.pipeline.WholeResult` with the ``encoded`` per-frame
         files when the client's writers need the whole result, else a
@@ -639,7 +726,7 @@ class RemoteScanner:
             return WholeResult(scanned.result, scanned.files, scanned.checks), scanned.record
         return PacketSummary(scanned), scanned.record
 
-    def _result(self, fut, packet) -> Scanned:
+    def _result(self, fut: _Future[Scanned], packet: Packet) -> Scanned:
         """Wait for ``fut`` to finish, looking at the cluster every :data:`POLL_S` s, then
         fetch its result with no time limit; a cluster that has had no worker for
         :data:`WAIT_FOR_WORKERS` s meanwhile (a ``--scheduler`` cluster whose jobs ended)
@@ -660,7 +747,7 @@ class RemoteScanner:
         if not fut.done():
             ready = threading.Event()
             fut.add_done_callback(lambda _: ready.set())
-            alone = None
+            alone: float | None = None
             while not ready.wait(POLL_S):
                 if self.cluster.workers_now():
                     alone = None
@@ -683,13 +770,14 @@ class RemoteScanner:
                                f"{self.local.backend.name}: install the native library on every worker or "
                                "choose --backend")
 
-    def packet_hash(self, packet) -> str:
+    def packet_hash(self, packet: Packet) -> str:
         """The client's scanner's :meth:`~blensor_addon.scene.scanner.Scanner.packet_hash`."""
         return self.local.packet_hash(packet)
 
-    def objects(self) -> list:
+    def objects(self) -> list[dict[str, Any]]:
         """The object table (the client's: a run whose table grows is refused)."""
-        return self.local.extractor.table.table
+        table: list[dict[str, Any]] = self.local.extractor.table.table
+        return table
 
     def close(self) -> None:
         """Cancel the packets still submitted (a stopped run), idempotent."""
