@@ -83,7 +83,7 @@ from .protocols import Hits
 from .raypattern import RayPattern
 from .returns import Returns
 
-#: +Y, the sensor frame's up (elevation = asin(d_y), :func:`~.patterns.angles_of`)
+#: +Y, the sensor frame's up (elevation = asin(d_y), :func:`~.raypattern.angles_of`)
 UP = np.array([0.0, 1.0, 0.0])
 #: |up x d| below this: the beam points straight up or down, h = +X
 _VERTICAL = 1e-9

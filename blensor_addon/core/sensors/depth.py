@@ -3,7 +3,7 @@
 Reference section 6.6 (the original's depth map rendered a Z buffer and assumed a 32 mm
 sensor, ignoring the camera's sensor settings). Here every pixel of the render
 resolution (times its percentage) casts one ray through its centre, through the view
-frame Blender itself projects with (:class:`~.patterns.CameraFrame`: lens or field of
+frame Blender itself projects with (:class:`~.raypattern.CameraFrame`: lens or field of
 view, sensor size and fit, shift, pixel aspect), so pixel (row, col) is the pixel
 ``world_to_camera_view`` puts the point in (row 0 at the top). Per pixel: planar depth
 z (= -z of the point in the sensor frame), radial range, object id, normal, intensity;

@@ -34,7 +34,7 @@ Lovell 2012 fit 1.9 mm). The original's default was 0 px (reference 6.5).
 Output: one value per camera pixel (row 0 at the top) that passed; ``range``/``xyz`` the
 true point P, ``range_noisy``/``xyz_noisy`` on the same pixel ray at the measured depth
 (the depth image is ``-xyz_noisy[:, 2]``); ``min_range`` (m) drops measured ranges below
-it. Kinect v1 constants (reference 6.5; the issue's values): 640 x 480, ~58 x 45 deg (fov_h
+it. Kinect v1 constants (reference 6.5): 640 x 480, ~58 x 45 deg (fov_h
 58 deg, square pixels give 45.1 deg vertically), baseline 0.075 m, depth 0.7..6.0 m, 1/8
 px disparity steps.
 """

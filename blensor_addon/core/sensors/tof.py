@@ -111,7 +111,7 @@ def pixel_rows_per_chunk(width: int) -> int:
 
 def image_patterns(width: int, height: int, frame_: View, stamp: float,
                    readout: float = 0.0) -> Iterator[RayPattern]:
-    """Chunks of a pinhole image's rays (see :func:`~.patterns.pinhole_grid`) taken at time
+    """Chunks of a pinhole image's rays (see :func:`~.raypattern.pinhole_grid`) taken at time
     ``stamp`` (s): yields RayPattern, row-major, row 0 at the top. ``readout`` > 0 (s): a
     rolling shutter, row r at ``stamp + readout * r / height``; 0: a global shutter."""
     step = pixel_rows_per_chunk(width)
