@@ -56,7 +56,7 @@ RECORD = "blensor_config"
 
 #: one config checked by :func:`_plan`: (config, the camera of that name or None, its
 #: sensor type, its settings, its pose or None, its parent object or None)
-_Planned = tuple["SensorConfig", Any, Sensor, SensorSettings, "F64 | None", Any]
+_Planned = tuple["SensorConfig", Any, "Sensor[Any]", SensorSettings, "F64 | None", Any]
 
 
 def _blk(R: ArrayLike) -> F64:
@@ -114,7 +114,7 @@ def _plan(configs: Iterable[SensorConfig], scene: bpy.types.Scene) -> list[_Plan
     return plans
 
 
-def _store_settings(props: bpy.types.PropertyGroup, sensor: Sensor, settings: SensorSettings) -> None:
+def _store_settings(props: bpy.types.PropertyGroup, sensor: Sensor[Any], settings: SensorSettings) -> None:
     """Every setting of ``settings`` on the camera's property groups (preset first: its
     update callback sets the preset's values, which the others then overwrite)."""
     from ..scene.scanner import settings_group
