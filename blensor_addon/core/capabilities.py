@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .sensors.calibration import LaserTable
 
 #: ``sweep``: the sensor sweeps its field of view once every ``period`` s (rotating,
@@ -154,7 +156,7 @@ class WriterNeeds:
     grid: bool = False
     image: bool = False
     device: bool = False
-    check: object = None
+    check: Callable[[Capabilities], None] | None = None
 
 
 __all__ = ["TIMING_KINDS", "Timing", "Device", "Capabilities", "WriterNeeds"]
