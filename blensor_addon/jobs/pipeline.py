@@ -35,7 +35,7 @@ from ..io.formats import Writer
 from ..io.outdir import OutputFolder, file_record, verify_file
 from .failures import RunFailed, RunInterrupted, writer_failure
 from .plan import Plan
-from .run_files import TRAJECTORY, ManifestWriter, TrajectoryWriter
+from .run_files import TRAJECTORY, Entry, ManifestWriter, PacketPose, TrajectoryWriter
 
 if TYPE_CHECKING:
     from ..scene.scanner import Scanner
@@ -44,29 +44,13 @@ _T = TypeVar("_T")
 
 #: a format's files of one packet: (name relative to the output folder, bytes)
 Files = list[tuple[str, bytes]]
-#: a packet's entry in the manifest (JSON-ready: ``frame``, ``points``, ``files``, ...)
-Entry = dict[str, Any]
-
-
-class PacketPose(Protocol):
-    """What the trajectory reads of a packet's scan (a :class:`ScanResult` has it).
-
-    Attributes:
-        frame: the packet's index. sensor_to_world: (4, 4) float64 pose at its start.
-    """
-
-    @property
-    def frame(self) -> int: ...
-
-    @property
-    def sensor_to_world(self) -> F64: ...
 
 
 class PacketResult(PacketPose, Protocol):
     """What the pipeline reads of one packet's scan.
 
     Attributes:
-        frame, sensor_to_world: as :class:`PacketPose` (the trajectory's line).
+        frame, sensor_to_world: as :class:`~.run_files.PacketPose` (the trajectory's line).
         num_rays: rays cast. ``len()``: points (returns).
         encoded: format -> the packet's files a cluster's worker encoded already (their
             writers are not called here); empty: none.

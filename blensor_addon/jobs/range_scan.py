@@ -40,8 +40,8 @@ from ..io.outdir import OutputFolder, range_run_files
 from ..scene.scanner import Scanner, frame_time
 from . import plan as planning
 from .failures import RunInterrupted, writer_failure
-from .pipeline import Entry, LocalScanner, PacketScanner, Pipeline, WriterThread
-from .run_files import ManifestWriter, TrajectoryWriter
+from .pipeline import LocalScanner, PacketScanner, Pipeline, WriterThread
+from .run_files import Entry, ManifestWriter, TrajectoryWriter
 from .signals import Signals
 
 if TYPE_CHECKING:

@@ -62,9 +62,10 @@ from ..scene.objects import sensor_pose
 from ..scene.rig import RigSampler
 from ..scene.scanner import check_camera, read_sensor
 from .failures import writer_failure
-from .pipeline import Entry, Pipeline, WriterThread
+from .pipeline import Pipeline, WriterThread
 from .plan import Plan
 from .range_scan import Progress, RangeScanJob, RangeScanSpec, RigMember, SteppedJob, output_path, run_job
+from .run_files import Entry
 
 if TYPE_CHECKING:
     from ..core.ndtypes import F64

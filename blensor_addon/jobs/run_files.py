@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,16 +30,29 @@ from ..io import trajectory
 from ..io.atomic import atomic_write_bytes
 from ..io.formats import Writer, output_patterns
 from ..io.outdir import LOCK_NAME, OutputFolder, files_matching
+from ..core.ndtypes import F64
 from . import signals
-
-if TYPE_CHECKING:
-    from .pipeline import PacketPose
 
 TRAJECTORY = "trajectory.tum"
 MANIFEST = "manifest.json"
 
 #: a finished packet's entry in the manifest (JSON-ready: "frame", "pose", "points", "files", ...)
 Entry = dict[str, Any]
+
+
+class PacketPose(Protocol):
+    """What the trajectory reads of a packet's scan: a :class:`~blensor_addon.core.result.ScanResult`
+    or a cluster worker's summary (:class:`~blensor_addon.jobs.pipeline.PacketResult`).
+
+    Attributes:
+        frame: the packet's index. sensor_to_world: (4, 4) float64 pose at its start.
+    """
+
+    @property
+    def frame(self) -> int: ...
+
+    @property
+    def sensor_to_world(self) -> F64: ...
 
 
 class TrajectoryWriter(Writer):
