@@ -56,7 +56,8 @@ RECORD = "blensor_config"
 
 #: one config checked by :func:`_plan`: (config, the camera of that name or None, its
 #: sensor type, its settings, its pose or None, its parent object or None)
-_Planned = tuple["SensorConfig", Any, "Sensor[Any]", SensorSettings, "F64 | None", Any]
+_Planned = tuple["SensorConfig", "bpy.types.Object | None", "Sensor[Any]", SensorSettings, "F64 | None",
+                 "bpy.types.Object | None"]
 
 
 def _blk(R: ArrayLike) -> F64:
@@ -156,7 +157,7 @@ def apply_configs(configs: Iterable[SensorConfig],
     notes: list[str] = []
     for c, obj, sensor, settings, pose, parent in plans:
         created = obj is None
-        if created:
+        if obj is None:
             obj = bpy.data.objects.new(c.name, bpy.data.cameras.new(c.name))
         if scene.objects.get(obj.name) is None:
             scene.collection.objects.link(obj)
