@@ -295,3 +295,26 @@ def test_formats_doc_gives_the_frame_of_ouster_points_and_ouster_ros_defaults():
                   "src/os_transforms_broadcaster.h", "lidar_to_sensor_transform", "(-x, -y, z)"):
         assert words in section, words
     assert "docs/formats.md#ouster-points" in README.read_text(encoding="utf-8")
+
+
+def test_the_architecture_table_names_the_modules_each_folder_holds():
+    """docs/architecture.md's "What each folder owns" is drawn from the code: every module
+    a row names (`name.py`) is a file of that row's folder (a rename or a removal that the
+    table does not follow fails here), and every module of the folder is named (as `name.py`, or as the sensor or format it is)."""
+    text = (DOCS / "architecture.md").read_text()
+    section = text.split("## What each folder owns", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_/]+)/?`[^|]* \| (.*) \|$", section, re.M)
+    assert len(rows) >= 8
+    wrong, missing = [], []
+    for folder, body in rows:
+        where = ROOT / "blensor_addon" / folder.rstrip("/")
+        if not where.is_dir():
+            continue
+        named = set(re.findall(r"`([a-z_0-9]+\.py)`", body))
+        have = {p.name for p in where.glob("*.py")}
+        folder = folder.rstrip("/")
+        wrong += [f"{folder}/{n}" for n in sorted(named - have)]
+        missing += [f"{folder}/{n}" for n in sorted(have - named - {"__init__.py"})
+                    if not re.search(rf"\b{n[:-3].lstrip('_')}\b", body)]
+    assert not wrong, f"the table names modules that do not exist: {wrong}"
+    assert not missing, f"modules the table does not name: {missing}"
