@@ -177,6 +177,9 @@ def test_range_scan_spec_is_frozen_and_normalised(bpy_mod, tmp_path):
     for name, value in (("formats", ("npz",)), ("resume", True), ("start_ns", 0)):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(spec, name, value)
+    again = dataclasses.replace(spec, out_dir=tmp_path / "other")  # the checks give the same spec
+    assert (again.formats, again.options, again.start_ns) == (spec.formats, spec.options, spec.start_ns)
+    assert again.format_options == spec.format_options and again.out_dir == tmp_path / "other"
     with pytest.raises(TypeError, match="RangeScanJob takes a RangeScanSpec"):
         RangeScanJob("cam")  # type: ignore[arg-type]
     with pytest.raises(TypeError):  # everything after the folder is a keyword

@@ -33,7 +33,7 @@ import bpy
 
 from ..core.classes import semantic_of_objects
 from ..core.errors import OutputError, SettingsError
-from ..core.timebase import iso, run_start_time
+from ..core.timebase import PCAP_ALIAS, iso, run_start_time
 from ..core.version import __version__
 from ..io.formats import WRITERS, RunInfo, make_options, output_patterns, parse_formats
 from ..io.outdir import OutputFolder, range_run_files
@@ -109,9 +109,12 @@ class RangeScanSpec:
         formats: format names or a comma-separated str; a tuple of names once checked.
         seed, backend, frame_of_reference, overwrite, resume, axes, time, start_time,
         resumable: as :func:`scan_range`. overrides: setting name -> value over the
-        camera's stored settings. options: format options (``{"pcd.ascii": True}``);
-        once checked a dict without ``pcap.start_time`` and with ``pcd_ascii`` merged.
+        camera's stored settings. options: format options (``{"pcd.ascii": True}``).
         pcd_ascii: the same as the option ``pcd.ascii``.
+        Once checked, ``options`` is a dict holding ``pcd_ascii`` as ``pcd.ascii``
+        (``pcd_ascii`` then False) and without ``pcap.start_time`` (then ``start_time``),
+        so the checks of a spec made again from its fields (``dataclasses.replace``) give
+        the same spec.
     Attributes (made by the checks):
         start_ns: int, UNIX ns of scene time 0 (:func:`~blensor_addon.core.timebase.run_start_time`).
         format_options: format -> its validated options dataclass
@@ -163,11 +166,14 @@ class RangeScanSpec:
         if not isinstance(self.options, (dict, type(None))):
             raise SettingsError("options", "a dict of format options, e.g. {'pcd.ascii': True}", self.options)
         start_ns, opts = run_start_time(self.start_time, self.options, "start_time")
+        if self.options is not None and PCAP_ALIAS in self.options:  # the time base's other name
+            put("start_time", self.options[PCAP_ALIAS])
         if self.pcd_ascii and "pcd" in formats:
             if "pcd.ascii" in opts:
                 raise SettingsError("pcd_ascii", "not given with the option pcd.ascii (one or the other)",
                                     f"pcd_ascii and pcd.ascii={opts['pcd.ascii']}")
             opts["pcd.ascii"] = True
+            put("pcd_ascii", False)  # (held by the option now)
         put("format_options", make_options(formats, opts))
         put("options", opts)
         put("start_ns", start_ns)
