@@ -188,7 +188,8 @@ def family(pid: int) -> list:
 def worker_processes(pid: int) -> list:
     """The Dask worker processes of the command ``pid``: children of its multiprocessing
     fork server (POSIX; not the fork server itself, a child of ``pid``), or spawned
-    children (``spawn_main``, Windows)."""
+    children (``spawn_main``, Windows); named ``dask worker [...]`` where setproctitle is
+    installed (mutmut brings it into the test venv)."""
     import psutil
     out = []
     for p in family(pid):
@@ -196,7 +197,9 @@ def worker_processes(pid: int) -> list:
             cmd, parent = " ".join(p.cmdline()), p.ppid()
         except psutil.Error:
             continue
-        if ("multiprocessing.forkserver" in cmd and parent != pid) or "spawn_main" in cmd:
+        # distributed renames its workers "dask worker [ADDRESS]" where setproctitle is installed
+        if ("multiprocessing.forkserver" in cmd and parent != pid) or "spawn_main" in cmd \
+                or cmd.startswith("dask worker"):
             out.append(p)
     return out
 
