@@ -38,6 +38,8 @@ def pattern_of(directions, origins=None):
 class FakeHits:
     """The Hits protocol's fields form_returns reads, for core-only tests."""
 
+    last_dir = returned = energy = None  # no final segment kept (cos_incidence given); not echoes
+
     def __init__(self, rng_, ray, refl=None, cos=None, weight=None, hit=None):
         n = len(rng_)
         self.range = np.asarray(rng_, dtype=np.float64)

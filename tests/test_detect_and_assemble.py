@@ -18,6 +18,7 @@ class WallHits:
 
     FIELDS = ("range", "hit", "reflectivity", "cos_incidence", "normal", "last_dir", "color", "object_id",
               "instancer_id", "instance_id", "semantic", "ray", "weight")
+    returned = energy = None  # set on echo hits only
 
     def __init__(self, **arrays):
         for k in self.FIELDS:

@@ -270,7 +270,8 @@ def test_bad_calibration_is_one_line_naming_it():
 def fake_hits(reflectivity, cos_inc):
     n = len(reflectivity)
     return SimpleNamespace(reflectivity=np.asarray(reflectivity, np.float32),
-                           cos_incidence=np.asarray(cos_inc), range=np.zeros(n), hit=np.ones(n, bool))
+                           cos_incidence=np.asarray(cos_inc), range=np.zeros(n), hit=np.ones(n, bool),
+                           returned=None, energy=None)
 
 
 def test_min_range_and_linear_model_decide_at_the_measured_range():

@@ -267,6 +267,8 @@ class MaterialTable:
     alpha: F32 | None = None
     #: extra per-material data of the material evaluator (textures, UVs, spectra)
     extra: MaterialExtra = field(default_factory=lambda: MaterialExtra())
+    #: (I,) bool cache of :meth:`_instance_has_mirror` (None until first asked)
+    _has_mirror: Bool | None = field(default=None, init=False, repr=False, compare=False)
 
     def reflectivity_at(self, rows: Integer, instance: Integer, primitive: Integer, bary: Floating,
                         wavelength: float | None = None) -> F32:
@@ -447,7 +449,7 @@ class MaterialTable:
 
     def _instance_has_mirror(self) -> Bool:
         """(I,) bool, computed once: some material slot of the instance is a mirror."""
-        has = getattr(self, "_has_mirror", None)
+        has = self._has_mirror
         if has is None:
             n = self.inst_slot_offset.shape[0] - 1
             owner = np.repeat(np.arange(n), np.diff(self.inst_slot_offset))

@@ -52,6 +52,10 @@ class CastHits:
               "instance_id", "semantic", "time", "segment", "ray", "weight")
     #: the fields a :class:`_Labels` source makes on demand
     LAZY = ("color", "object_id", "instancer_id", "instance_id", "semantic")
+    #: an echo's returned reflectivity and energy: set on the echo hits
+    #: (:func:`~blensor_addon.core.sensors.sensor.echo_hits`), None on a cast's hits
+    returned: np.ndarray | None = None
+    energy: np.ndarray | None = None
 
     def __init__(self, source: "_Labels | None" = None, **arrays) -> None:
         self._scatter = None
@@ -526,11 +530,12 @@ class TimelineContext:
                     orig = np.repeat(orig.astype(np.float32), b, axis=0)
             else:
                 s = pose.fraction(tt)
-                dirs = pose.rotate(s, _rows_of(d_s, idx))
+                turn = pose.turn(s)  # each ray's cosine and sine once, for directions and origins
+                dirs = pose.rotate(s, _rows_of(d_s, idx), turn=turn)
                 orig = pose.position(s) - snap.origin
                 if origins is not None:
                     ob = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
-                    orig = orig + pose.rotate(s, _rows_of(ob, idx))
+                    orig = orig + pose.rotate(s, _rows_of(ob, idx), turn=turn)
         mats = snap.materials
         mirror = mats.is_mirror if mats.mirror.any() else None
         optics = opts.split and mats.has_optics()

@@ -291,14 +291,14 @@ def _weighted_range(r: F64, wts: F64, starts: I64) -> F64:
 
 def _cos_incidence(hits: Hits, rows: I64) -> F64:
     """(C,) float64 |cos| of the incidence angle of the rows ``rows`` of ``hits``: from
-    their ``normal`` and ``last_dir`` where the hits have them, the formula of
+    their ``normal`` and ``last_dir`` where the hits keep ``last_dir``, the formula of
     ``raycast.trace.facing_normals`` row by row (so the values are its values, bit for
     bit), without the normals' flip ``hits.cos_incidence`` computes for every row; else
     ``hits.cos_incidence[rows]``."""
-    normal = getattr(hits, "normal", None)
-    last_dir = getattr(hits, "last_dir", None)
-    if normal is None or last_dir is None:
+    last_dir = hits.last_dir
+    if last_dir is None:
         return np.asarray(hits.cos_incidence)[rows]
+    normal = hits.normal
     # every row's (a 1-D gather after is cheaper than gathering the (N, 3) rows first)
     cos = np.einsum("ij,ij->i", np.asarray(normal, dtype=np.float64), np.asarray(last_dir, dtype=np.float64))
     inc: F64 = np.abs(cos[rows])

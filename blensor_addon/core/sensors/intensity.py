@@ -58,7 +58,7 @@ OUSTER_MAX_INTENSITY = 655.35
 def max_intensity(device: Device | None) -> float:
     """The clip of ``radar`` intensity for ``device`` (a :class:`~..capabilities.Device`
     or None): :data:`OUSTER_MAX_INTENSITY` for an Ouster, else 1.0."""
-    return OUSTER_MAX_INTENSITY if getattr(device, "vendor", None) == "ouster" else 1.0
+    return OUSTER_MAX_INTENSITY if device is not None and device.vendor == "ouster" else 1.0
 
 
 def radar_power(energy: Floating, r: Floating, r_ref: float = REFERENCE_RANGE) -> F64:

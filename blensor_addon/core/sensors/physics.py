@@ -149,7 +149,7 @@ def returns_mask(hits: Hits, s: SensorSettings) -> Bool:
     A surface of reflectivity 0 sends nothing back, whatever the model: below
     ``ref_dist`` Eq. 1's limit is -1, so the original BlenSor returned it.
     """
-    returned: F64 | None = getattr(hits, "returned", None)  # echo hits (EchoHits) carry it
+    returned = hits.returned  # echo hits (EchoHits) carry it, others None
     refl = hits.reflectivity if returned is None else returned
     ok: Bool = hits.hit & (hits.range <= setting_value(s, "max_range")) & (refl > 0.0)
     if setting_value(s, "return_model") == "linear":

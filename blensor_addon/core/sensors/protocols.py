@@ -31,8 +31,11 @@ class Hits(Protocol):
         weight (N,) float32 in [0, 1]: the path's one-way transmission (product of the
             Fresnel shares along it; 1 without glass; a material's alpha lets a path pass
             by a seeded draw and leaves it unchanged).
-        On the echo hits of :func:`~.sensor.echo_hits`: returned, energy (N,) float64 (see
-            :class:`~.returns.Returns`).
+        last_dir (N, 3) float32 world: the final ray segment's direction (with ``normal``
+            it gives ``cos_incidence`` row by row), or None where the hits do not keep it.
+        returned, energy (N,) float64: an echo's returned reflectivity and R0 cos(theta)
+            over its footprint (:class:`~.returns.Returns`) on the echo hits of
+            :func:`~.sensor.echo_hits` (:class:`EchoHits`), else None.
     Methods: ``take(idx)`` -> Hits of those rays; ``concat(list)`` (class method).
     """
 
@@ -48,6 +51,9 @@ class Hits(Protocol):
     semantic: U16
     normal: Floating
     color: U8
+    last_dir: F32 | None = None
+    returned: F64 | None = None
+    energy: F64 | None = None
 
     def take(self, idx: Array) -> Self: ...
 

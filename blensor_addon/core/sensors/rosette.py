@@ -296,8 +296,7 @@ class IdealSettings(Protocol):
 def ideal_returns(hits: Hits, s: IdealSettings) -> Bool:
     """(N,) bool: seed 003's ideal sensor: every ray that ends on a surface within
     ``max_range`` whose returned reflectivity is above 0 returns (no reflectivity limit)."""
-    refl = getattr(hits, "returned", None)
-    refl = hits.reflectivity if refl is None else refl
+    refl = hits.reflectivity if hits.returned is None else hits.returned
     return hits.hit & (hits.range <= s.max_range) & (refl > 0.0)
 
 

@@ -683,8 +683,9 @@ class Rotating(Sensor[LidarSettings]):
         ``hits.cos_incidence``)."""
         keep = min_range_mask(s, r_noisy)
         if s.return_model == "linear":
-            energy = getattr(hits, "energy", None)  # an echo's R0 cos(theta) over its footprint
-            lin = linear_return_mask(getattr(hits, "returned", hits.reflectivity),
+            energy = hits.energy  # an echo's R0 cos(theta) over its footprint (EchoHits), else None
+            returned = hits.returned
+            lin = linear_return_mask(hits.reflectivity if returned is None else returned,
                                      hits.cos_incidence if energy is None else None, r_noisy, s.ref_max,
                                      s.max_range, lam=energy)
             keep = lin if keep is None else keep & lin
