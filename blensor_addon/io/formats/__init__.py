@@ -100,7 +100,7 @@ def register_writer(writer_cls: object, *, builtin: bool = False) -> type[Writer
         except (re.error, TypeError):
             raise SettingsError("writer", f"outputs of writer '{name}' regular expressions",
                                 pattern) from None
-    declared = getattr(writer_cls, "flag_bit", None)
+    declared = writer_cls.flag_bit
     if builtin and name in BUILTIN_BITS:
         bit = BUILTIN_BITS[name]
     elif declared is not None:
@@ -188,7 +188,7 @@ def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     for f in items:
         missing = [m for m in WRITERS[f].requires if importlib.util.find_spec(m) is None]
         if missing:
-            how = getattr(WRITERS[f], "install", "") or "pip install blensor's dependencies"
+            how = WRITERS[f].install or "pip install blensor's dependencies"
             raise SettingsError("formats", f"formats whose Python packages are installed ({f} needs "
                                 f"{', '.join(missing)}: {how})", f)
     return tuple(dict.fromkeys(items))

@@ -155,6 +155,12 @@ class Writer:
     multi_frame = False
     #: importable modules the writer needs (imported only when it writes)
     requires: tuple[str, ...] = ()
+    #: how to install what :attr:`requires` names, said when one is missing (an optional
+    #: extra such as ``pip install 'blensor[preview]'``); "": pip install blensor's dependencies
+    install = ""
+    #: a plug-in writer's flag bit (in ``io.formats.PLUGIN_BITS``: the bit Blender stores
+    #: for it); None: derived from its name (``io.formats.plugin_bit``)
+    flag_bit: int | None = None
     #: the writer may run on the range scan's writer thread (constructed on the main
     #: thread, then every call on that one thread); False for a writer that calls bpy or
     #: holds an object bound to the thread that made it (sqlite3): a run with such a

@@ -82,6 +82,11 @@ class PacketEncoder(Protocol):
     :class:`~..packets.ouster.OusterEncoder`): firing columns in, ``(stamp ns, UDP payload)``
     packets out."""
 
+    #: its packets carry two returns per beam (Velodyne's dual return mode, Ouster's
+    #: RNG19_RFL8_SIG16_NIR16_DUAL profile): the firing columns are laid out in the vendor's
+    #: dual layout
+    dual: bool
+
     def add(self, cols: FiringColumns | None) -> list[tuple[int, bytes]]:
         """The packets completed by ``cols``."""
 
@@ -190,15 +195,13 @@ class PcapFormat(Writer):
     def append(self, result: ScanResult) -> None:
         if self._enc is None:
             self._open(result)
-        dual = "velodyne" if getattr(self._enc, "dual", False) else None
-        if getattr(self._enc, "profile", "") == "RNG19_RFL8_SIG16_NIR16_DUAL":
-            dual = "ouster"
+        assert self._enc is not None  # set by _open
+        dual = self._device.vendor if self._enc.dual else None  # "velodyne" or "ouster" (SUPPORTED)
         if has_returns(result) and not dual and not self._noted:
             self._noted = True  # once a run
             print(f"blensor: note: pcap: the {self._device.model}'s single-return packets carry each beam's "
                   "strongest return (npz, LAS, PLY, PCD hold every return)", file=sys.stderr)
         cols = firing_columns(result, self._device, clean=self.options.points == "clean", dual=dual)
-        assert self._enc is not None  # set by _open
         self._write_packets(self._enc.add(cols))
 
     def close(self, status: str) -> None:

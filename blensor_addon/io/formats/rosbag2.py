@@ -436,7 +436,7 @@ class BagFile:
             pass
         # a close that failed (a full disk) leaves rosbags' file open, and a deleted file
         # keeps its space while it is open: close it, so the manifest can still be written
-        storage = getattr(self.bag, "storage", None)
+        storage = self.bag.storage  # rosbags' Writer: its storage plugin, None when not opened
         for name in ("bio", "conn", "dbconn"):
             f = getattr(storage, name, None)
             if f is not None:

@@ -164,7 +164,7 @@ def pixel_shift_by_row(table: LaserTable, columns: int, direction: str = "cw") -
     smallest ``s_k`` (module docstring). Destaggering puts measurement column
     ``(v - shift_k) mod columns`` of beam k in column v (ouster-sdk ``destagger``)."""
     L = table.lasers
-    extra = getattr(table, "extra", {}) or {}
+    extra = table.extra
     given = extra.get("pixel_shift_by_row")
     measured_for = extra.get("columns_per_frame")
     if given is not None and len(given) == L and (measured_for is None or int(measured_for) == int(columns)):
@@ -207,6 +207,7 @@ class OusterEncoder:
         t = device.table
         self.device = device
         self.profile = profile
+        self.dual = profile == DUAL  # two returns per pixel (pcap.PacketEncoder.dual)
         self.start_ns = int(start_ns)
         try:
             self.serial = int(str(t.extra.get("prod_sn", "0")))
