@@ -160,6 +160,7 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("--out", default="out", help="output folder (default: out)")
     mo.add_argument("--formats", "--format", default="blensor", dest="formats", action=_Spelled,
                     help="comma-separated subset of blensor,tum,kitti,json (--format: the same)")
+    mo.set_defaults(formats_option="--formats")  # the spelling typed (_Spelled), for errors
     mo.add_argument("--objects", default=None, help="comma-separated object names (default: every object)")
     mo.add_argument("--overwrite", action="store_true",
                     help="replace earlier motion files in --out (a scan's files there stay)")
@@ -779,8 +780,7 @@ def cmd_motion(args) -> int:
     try:
         formats = parse_motion_formats(args.formats)
     except SettingsError as exc:  # (named "format" there) say it the way the user spelled it
-        typed = getattr(args, "formats_option", None) or "--formats"
-        raise SettingsError(typed, exc.allowed, exc.value, exc.hint) from None
+        raise SettingsError(args.formats_option, exc.allowed, exc.value, exc.hint) from None
     bpy = _open_blend(args.blend)
     frames = parse_frames(args.frames, bpy.context.scene)
     from .jobs.motion_export import export_motion
@@ -996,8 +996,11 @@ def _has_blensor_settings(obj) -> bool:
     custom properties, 5.0 apart from them: ``bl_system_properties_get``)."""
     if obj.data.get("blensor") is not None:
         return True
-    get = getattr(getattr(obj.data, "blensor", None), "bl_system_properties_get", None)
-    return get is not None and get() is not None and len(get().keys()) > 0
+    from .compat import stored_idprops
+    from .scene.scanner import sensor_props
+    props = sensor_props(obj)
+    stored = stored_idprops(props) if props is not None else None
+    return stored is not None and len(stored.keys()) > 0
 
 
 def _cameras(bpy, args, configs) -> list:
@@ -1088,7 +1091,7 @@ def cmd_calib(args) -> int:
     table = store_calibration(cam, table)  # completed by the camera's preset (jobs.calib_import)
     with _stdout_dropped():  # (Blender prints "Info: Saved copy as ...")
         save_blend_atomically(args.blend)
-    stype = getattr(cam.data.blensor, "sensor_type", "rotating")
+    stype = cam.data.blensor.sensor_type  # registered: store_calibration refuses a camera without it
     note = "" if stype == "rotating" else f" (its sensor type is {stype}: used once it is rotating)"
     say(f"blensor: calibration {table.summary()} stored in camera '{cam.name}' of {args.blend}{note}")
     return 0

@@ -40,11 +40,15 @@ def _settings(camera_object: bpy.types.Object) -> bpy.types.PropertyGroup:
         SettingsError (``camera``): not a camera, or the add-on's properties are not
         registered (``blensor_addon.register()``).
     """
-    name = getattr(camera_object, "name", camera_object)
-    if getattr(camera_object, "type", None) != "CAMERA":
+    import bpy
+
+    from ..scene.scanner import sensor_props
+    if not isinstance(camera_object, bpy.types.Object) or camera_object.type != "CAMERA":
+        name = camera_object.name if isinstance(camera_object, bpy.types.ID) else camera_object
         raise SettingsError("camera", "a camera object", name)
-    props = getattr(camera_object.data, "blensor", None)
-    if props is None or not hasattr(props, "calibration"):
+    name = camera_object.name
+    props = sensor_props(camera_object)
+    if props is None:
         raise SettingsError("camera", "a camera with BlenSor's settings (call blensor_addon.register() "
                             "first)", name)
     return props

@@ -81,7 +81,10 @@ def _check_pose(name: str, pose: ArrayLike | None) -> F64 | None:
 
 
 def _stored_common(obj: bpy.types.Object | None) -> dict[str, Any]:
-    props = getattr(obj.data, "blensor", None) if obj is not None else None
+    """The common settings (``core.sensors.COMMON``) stored on camera ``obj``; empty for
+    None (a camera still to be made) or where the add-on's properties are not registered."""
+    from ..scene.scanner import sensor_props
+    props = sensor_props(obj) if obj is not None else None
     if props is None:
         return {}
     return {k: _float32_text(v) if isinstance(v, float) else v for k in COMMON for v in (getattr(props, k),)}
