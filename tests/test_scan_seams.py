@@ -265,3 +265,49 @@ def test_a_camera_without_the_add_ons_properties_scans_with_the_defaults(bpy_mod
         assert sensor.name == DEFAULT_TYPE and settings == make_settings(DEFAULT_TYPE, {}, {})[1]
     finally:
         blensor_addon.register()
+
+
+#: members the typed seams declare (the sensors' Hits and EchoHits, Device, the material
+#: table's cache, the pcap packet encoders, Writer, LaserTable, rosbags' writer, the
+#: camera's ``blensor`` group and its sensor type, the motion command's parsed options):
+#: read directly, never through ``getattr`` with a default
+DECLARED = ("returned", "energy", "normal", "last_dir", "vendor", "_has_mirror", "dual", "profile",
+            "flag_bit", "install", "extra", "storage", "blensor", "sensor_type", "formats_option")
+
+
+def test_declared_members_are_not_read_through_getattr_with_a_default():
+    """core/, io/, jobs/ and the CLI read the members their types declare (:data:`DECLARED`)
+    directly: a ``getattr(x, "name", default)`` of one of them would hide a missing member."""
+    import re
+    from pathlib import Path
+
+    import blensor_addon
+    root = Path(blensor_addon.__file__).parent
+    pattern = re.compile(r'getattr\([^,]+, *"(' + "|".join(DECLARED) + r')", ')
+    files = [p for d in ("core", "io", "jobs") for p in sorted((root / d).rglob("*.py"))] + [root / "cli.py"]
+    found = [f"{p.relative_to(root)}:{i}: {line.strip()}" for p in files
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == []
+
+
+def test_the_typed_seams_declare_their_optional_members():
+    """Hits' optional fields default to None on the protocols and on the scene's hits; a
+    writer's ``flag_bit`` and ``install`` and an encoder's ``dual`` are declared."""
+    from pcap_synth import ouster_device, velodyne_device
+
+    from blensor_addon.core.sensors.protocols import EchoHits, Hits
+    from blensor_addon.io.formats import Writer
+    from blensor_addon.io.formats.pcap import PacketEncoder
+    from blensor_addon.io.packets import ouster, velodyne
+    from blensor_addon.scene.context import CastHits
+    for name in ("returned", "energy", "last_dir"):
+        assert name in Hits.__annotations__ and getattr(Hits, name) is None
+    assert [getattr(CastHits, n, "undeclared") for n in ("returned", "energy")] == [None, None]
+    assert "last_dir" in CastHits.FIELDS  # every cast's hits keep it
+    assert EchoHits.__annotations__.keys() >= {"returned", "energy"}
+    assert Writer.flag_bit is None and Writer.install == ""
+    assert "dual" in PacketEncoder.__annotations__
+    assert [ouster.OusterEncoder(ouster_device(), 0, p).dual for p in ouster.PROFILES] == [False, False, True]
+    dev = velodyne_device("VLP-16")
+    modes = (velodyne.RETURN_STRONGEST, velodyne.RETURN_DUAL)
+    assert [velodyne.VelodyneEncoder(dev, 0, m).dual for m in modes] == [False, True]
