@@ -268,23 +268,25 @@ def test_a_camera_without_the_add_ons_properties_scans_with_the_defaults(bpy_mod
 
 
 #: members the typed seams declare (the sensors' Hits and EchoHits, Device, the material
-#: table's cache, the pcap packet encoders, Writer, LaserTable, rosbags' writer, the
-#: camera's ``blensor`` group and its sensor type, the motion command's parsed options):
-#: read directly, never through ``getattr`` with a default
+#: table's cache, the ray caster's Backend, the pcap packet encoders, Writer, LaserTable,
+#: rosbags' writer, the camera's ``blensor`` group and its sensor type, the motion
+#: command's parsed options): read directly, never through ``getattr`` with a default
 DECLARED = ("returned", "energy", "normal", "last_dir", "vendor", "_has_mirror", "dual", "profile",
-            "flag_bit", "install", "extra", "storage", "blensor", "sensor_type", "formats_option")
+            "flag_bit", "install", "extra", "storage", "blensor", "sensor_type", "formats_option", "bundles")
 
 
 def test_declared_members_are_not_read_through_getattr_with_a_default():
-    """core/, io/, jobs/ and the CLI read the members their types declare (:data:`DECLARED`)
-    directly: a ``getattr(x, "name", default)`` of one of them would hide a missing member."""
+    """core/, raycast/, io/, jobs/ and the CLI read the members their types declare
+    (:data:`DECLARED`) directly: a ``getattr(x, "name", default)`` of one would hide a
+    missing member."""
     import re
     from pathlib import Path
 
     import blensor_addon
     root = Path(blensor_addon.__file__).parent
     pattern = re.compile(r'getattr\([^,]+, *"(' + "|".join(DECLARED) + r')", ')
-    files = [p for d in ("core", "io", "jobs") for p in sorted((root / d).rglob("*.py"))] + [root / "cli.py"]
+    files = [p for d in ("core", "raycast", "io", "jobs") for p in sorted((root / d).rglob("*.py"))]
+    files.append(root / "cli.py")
     found = [f"{p.relative_to(root)}:{i}: {line.strip()}" for p in files
              for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert found == []

@@ -187,7 +187,7 @@ def _first_cast(backend: Backend, bundle: int) -> _Cast:
     """``backend.intersect`` for the rays' first segments: with ``bundle`` where the
     backend takes it (:attr:`Backend.bundles`: a :class:`~.base.BundlingBackend`)."""
     b = int(bundle)
-    if b > 1 and getattr(backend, "bundles", False):
+    if b > 1 and backend.bundles:
         bundling = cast(BundlingBackend, backend)
         return lambda o, d, tmax, time=None: bundling.intersect(o, d, tmax, time=time, bundle=b)
     return backend.intersect
