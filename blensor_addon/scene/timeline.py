@@ -83,14 +83,28 @@ class PoseSegment:
         """(N,) float64 in [0, 1]: where times ``t`` fall in the segment."""
         return np.clip((np.asarray(t, dtype=np.float64) - self.t0) / (self.t1 - self.t0), 0.0, 1.0)
 
-    def rotate(self, s: np.ndarray, v: np.ndarray, inverse: bool = False) -> np.ndarray:
-        """``R(s) v`` (or ``R(s)^T v``) for fractions ``s`` (N,) and vectors ``v`` (N, 3)."""
+    def turn(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The cosines and sines (N,) float64 of the angles ``theta * s`` (rad) the
+        orientation has turned by at fractions ``s`` (N,); None when it does not turn
+        (``theta == 0``). Taken once for the rays of a step, they serve every set of
+        vectors rotated at those fractions (:meth:`rotate`'s ``turn``)."""
+        if self.theta == 0:
+            return None
+        angle = self.theta * s
+        return np.cos(angle), np.sin(angle)
+
+    def rotate(self, s: np.ndarray, v: np.ndarray, inverse: bool = False,
+               turn: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """``R(s) v`` (or ``R(s)^T v``) for fractions ``s`` (N,) and vectors ``v`` (N, 3),
+        (N, 3) float64. ``turn``: :meth:`turn` of the same ``s``, when the caller has it
+        already (forward rotations only): the same values, not taken again."""
         v = np.asarray(v, dtype=np.float64)
         if self.theta == 0:
             return v @ self.R0 if inverse else v @ self.R0.T
         if inverse:
             return _rodrigues(self.axis, -self.theta * s, v @ self.R0)
-        return _rodrigues(self.axis, self.theta * s, v) @ self.R0.T
+        c, sn = self.turn(s) if turn is None else turn
+        return rodrigues_cs(self.axis, c, sn, v) @ self.R0.T
 
     def position(self, s: np.ndarray) -> np.ndarray:
         """(N, 3) float64 sensor position (world, m) at fractions ``s``."""
