@@ -18,8 +18,10 @@ Steps (each skipped when its result is already there):
 3. The ground truth: the sensor's pose sampled from the .blend at 100 Hz
    (``scene.frame_set(frame, subframe)``, the camera's world matrix in REP-103 axes),
    ``WORK/gt_100hz.tum``; checked against the poses in the scan manifests.
-4. KISS-ICP (pip ``kiss-icp==1.3.0``, in its own venv ``build/venv-odometry``, created
-   when missing; ``BLENSOR_ODOMETRY_VENV`` overrides the place) runs on each scan through
+4. KISS-ICP (pip ``kiss-icp==1.3.0``, in the outside tools' environment ``.venv-decoders``,
+   the one tests/test_outside_tools.py uses, which tools/decoders.sh builds from
+   tools/decoders.txt, run when it lacks KISS-ICP; ``BLENSOR_ODOMETRY_VENV`` names another
+   environment) runs on each scan through
    its Python pipeline (``kiss_icp.pipeline.OdometryPipeline``) with its default
    configuration: ``deskew=True``, voxel size = max_range / 100; only the ranges are
    set, ``max_range`` = the sensor's (100 m) and ``min_range`` = 3 m, the ego-vehicle
@@ -55,7 +57,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -63,8 +64,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BLENSOR_PY = ROOT / ".venv" / "bin" / "python"
-ODOMETRY_VENV = Path(os.environ.get("BLENSOR_ODOMETRY_VENV", ROOT / "build" / "venv-odometry"))
-KISS_ICP = "kiss-icp==1.3.0"
+ODOMETRY_VENV = Path(os.environ.get("BLENSOR_ODOMETRY_VENV", ROOT / ".venv-decoders"))
+KISS_ICP = "kiss-icp==1.3.0"  # pinned in tools/decoders.txt
 MODES = ("continuous", "frame")
 CAMERA = "Lidar"
 EGO_MASK_M = 3.0            # KISS-ICP min_range: the ego car (bonnet, tailgate) is within 2.5 m
@@ -158,15 +159,19 @@ def ensure_scene(blend: Path) -> None:
 
 
 def ensure_odometry_python() -> Path:
-    """The venv with KISS-ICP (created when missing); returns its python."""
+    """The python of the environment with KISS-ICP, :data:`ODOMETRY_VENV`: the outside tools'
+    (``.venv-decoders``), built or brought up to tools/decoders.txt by tools/decoders.sh when
+    it lacks KISS-ICP; a ``BLENSOR_ODOMETRY_VENV`` of the user's must have it."""
     py = ODOMETRY_VENV / "bin" / "python"
-    check = [str(py), "-c", "import numpy, kiss_icp.pipeline; assert int(numpy.__version__.split('.')[0]) < 2"]
+    check = [str(py), "-c", "import kiss_icp.pipeline"]
     if py.is_file() and subprocess.run(check, capture_output=True).returncode == 0:
         return py
-    base = shutil.which("python3.11") or sys.executable
-    print(f"odometry: creating {ODOMETRY_VENV} ({KISS_ICP}, numpy<2)", flush=True)
-    subprocess.run([base, "-m", "venv", str(ODOMETRY_VENV)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", KISS_ICP, "numpy<2"], check=True)
+    if "BLENSOR_ODOMETRY_VENV" in os.environ:
+        raise SystemExit(f"odometry: {py} cannot import kiss_icp (BLENSOR_ODOMETRY_VENV): "
+                         f"pip install {KISS_ICP}")
+    print(f"odometry: bash tools/decoders.sh ({KISS_ICP} into {ODOMETRY_VENV})", flush=True)
+    subprocess.run(["bash", str(ROOT / "tools" / "decoders.sh")], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
     subprocess.run(check, check=True)
     return py
 

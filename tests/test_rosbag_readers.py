@@ -1,6 +1,7 @@
 """Every bag the README's commands make is read whole by rosbags 0.9.23 (what ``pip install
 ouster-sdk`` pins; in the decoders' environment, ``.venv-decoders``, tools/decoders.sh) and by
-the project's rosbags: every message the bag's metadata declares, with one ``/tf_static``,
+the project's rosbags: every message the bag's metadata declares, each deserialized with
+rosbags' ROS 2 message definitions (tests/rosbag_count.py), with one ``/tf_static``,
 one point cloud per packet and a ``/tf`` per packet start.
 
 rosbags 0.9.23's MCAP reader skips, without a word, every chunk whose first message is at
@@ -66,6 +67,7 @@ def test_every_message_of_a_readme_bag_is_read_by_rosbags_0_9_23_and_the_current
     assert old["declared"] == declared
     assert old["read"] == declared, f"rosbags 0.9.23 read {old['read']} of {declared}"
     assert new["read"] == declared
+    assert old["decoded"] == new["decoded"] == declared
     # one static transform message, a cloud per packet (and sensor), the base's tf per packet start
     assert declared["/tf_static"] == 1
     clouds = sum(n for t, n in declared.items() if t.endswith("/points"))
