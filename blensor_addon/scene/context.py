@@ -38,14 +38,19 @@ class CastHits:
 
     Hits made by :meth:`scatter` (rays cast in several steps) are put in ray order only
     when asked: a field is scattered when first read (a sensor reads a few, such as
-    ``hit``, ``range`` and ``reflectivity``, to choose its returns), and :meth:`take` of
-    a boolean mask or of row indices moves the kept rows of every other field from the
-    parts straight to their places: copied once (the rows kept), not twice.
+    ``hit``, ``range`` and ``reflectivity``, to choose its returns).
+
+    :meth:`take` of a boolean mask or of row indices copies nothing: it gives a view of
+    the hits it was taken from, its rows those hits' rows ``idx`` (a take of a view takes
+    from the same hits, the indices composed), and a field is read through the indices
+    when first read, from the parts of a scatter straight to its places. A sensor's chain
+    of takes (its echoes, the returns kept, the detected, the returns mode) so copies each
+    field it reads once, at the rows it ends with, and no other field. A field set or
+    changed on a view (an echo's range) is that view's and taken with its rows.
 
     The labels and the colour (:data:`LAZY`) are made from each row's instance and
-    material (``source``, a :class:`_Labels`) when first read, and :meth:`take` carries
-    the source on: a scan with several sub-rays per beam labels only the rows that
-    become returns (for speed).
+    material (``source``, a :class:`_Labels`) when first read, of the rows read: a scan
+    labels only the rows that become returns (for speed).
     """
 
     FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
@@ -76,37 +81,54 @@ class CastHits:
         return _rows_of(v, sel)
 
     def take(self, idx) -> "CastHits":
-        """The rows ``idx`` (index array or boolean mask) of every field."""
-        sc = self._scatter
-        if sc is not None and not isinstance(idx, slice):
-            idx = np.asarray(idx)
-            read = self.__dict__  # the fields scattered already: taken from there
-            if idx.dtype == bool and idx.shape == (sc.n,):
-                moves, m = sc.moves(idx)
-                return CastHits(**{k: read[k][idx] if k in read else sc.field(k, moves, m)
-                                   for k in self.FIELDS})
-            if idx.dtype.kind in "iu" and idx.ndim == 1:
-                plan = sc.locate(idx)
-                return CastHits(**{k: _rows_of(read[k], idx) if k in read
-                                   else sc.gather(k, plan, idx.shape[0])
-                                   for k in self.FIELDS})
-        if isinstance(idx, np.ndarray) and idx.dtype == bool and idx.shape == self.range.shape[:1]:
-            # the same rows as the mask gives, faster: a mask that keeps every row copies
-            # (the sensors' keep masks mostly do), else the row indices (a mask on an
-            # (N, 3) field costs about 4x the index array)
-            return self._take_rows(None if idx.all() else np.flatnonzero(idx))
-        return self._take_rows(idx)
+        """The rows ``idx`` (index array, boolean mask or slice) of every field: a view
+        (class docstring) for an index array or a mask, fields of their own for a slice
+        (views of the arrays)."""
+        if isinstance(idx, slice):
+            return self._take_rows(idx)
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        base = self.__dict__.get("_base")
+        if base is None:  # a copy of the indices: the view owns them (its labels are made for them)
+            return CastHits._view(self, np.array(idx, dtype=np.int64), {})
+        # the fields this view made or was given are taken with its rows; the others read later
+        made = {k: _rows_of(v, idx) for k, v in self.__dict__.items() if k in CastHits.FIELDS}
+        return CastHits._view(base, self._idx.take(idx), made)
 
-    def _take_rows(self, idx) -> "CastHits":
-        """:meth:`take` of an unscattered one: ``idx`` an index array or slice, or None
-        for a copy of every row."""
-        pick = (lambda v: v.copy()) if idx is None else (lambda v: _rows_of(v, idx))
+    @classmethod
+    def _view(cls, base: "CastHits", rows: np.ndarray, made: dict) -> "CastHits":
+        """Rows ``rows`` (K,) int64 of ``base`` (hits that are no view), with the fields
+        ``made`` (K rows each) of their own."""
+        hits = cls.__new__(cls)
+        hits._source = None
+        hits._scatter = None
+        hits._base = base
+        hits._idx = rows
+        hits.__dict__.update(made)
+        return hits
+
+    def _from_base(self, name: str) -> np.ndarray:
+        """Field ``name`` of a view: its base's field at the view's rows (from the parts
+        of a scatter by one plan, made when first needed; the labels from the base's
+        source, made once for these rows)."""
+        base, rows = self._base, self._idx
+        sc = base.__dict__.get("_scatter")
+        if sc is not None and name not in base.__dict__:
+            plan = self.__dict__.get("_plan")
+            if plan is None:
+                plan = self._plan = sc.locate(rows)
+            return sc.gather(name, plan, rows.shape[0])
+        return base._rows(name, rows)
+
+    def _take_rows(self, idx: slice) -> "CastHits":
+        """:meth:`take` of a slice: every field's rows ``idx`` (numpy views), the labels'
+        source sliced alike."""
         src = self.__dict__.get("_source")
         have = self.__dict__
         if src is not None and any(k not in have for k in self.LAZY):
-            return CastHits(source=src.take(slice(None) if idx is None else idx),
-                            **{k: pick(have[k]) for k in self.FIELDS if k in have})
-        return CastHits(**{k: pick(getattr(self, k)) for k in self.FIELDS})
+            return CastHits(source=src.take(idx), **{k: have[k][idx] for k in self.FIELDS if k in have})
+        return CastHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
 
     @classmethod
     def concat(cls, parts: list["CastHits"]) -> "CastHits":
@@ -129,9 +151,13 @@ class CastHits:
         the surface normal (:func:`~..raycast.trace.facing_normals`)."""
         return facing_normals(self.normal, self.last_dir)[1]
 
-    def __getattr__(self, name):  # only for attributes not set: a lazy or lazily scattered field
+    def __getattr__(self, name):  # only for attributes not set: a view's, a lazy or a lazily scattered field
         if name not in CastHits.FIELDS:
             raise AttributeError(name)
+        if self.__dict__.get("_base") is not None:
+            value = self._from_base(name)
+            setattr(self, name, value)
+            return value
         src = self.__dict__.get("_source")
         if src is not None and name in CastHits.LAZY:
             for k, v in src.fields(slice(None)).items():
@@ -217,32 +243,21 @@ class _Scatter:
         self.parts, self.rows, self.n = parts, rows, n
         self.runs = [_runs(np.asarray(r)) for r in rows]
 
-    def field(self, name: str, moves=None, m: int = 0) -> np.ndarray:
-        """Field ``name`` scattered to ray order, or with ``moves`` (per part, from
-        :meth:`moves`) only the ``m`` rows kept."""
+    def field(self, name: str) -> np.ndarray:
+        """Field ``name`` scattered to ray order."""
         out = None
-        if moves is None:
-            for p, r, runs in zip(self.parts, self.rows, self.runs):
-                v = getattr(p, name)
-                if out is None:
-                    out = np.empty((self.n, *v.shape[1:]), v.dtype)
-                if runs is None:
-                    out[r] = v
-                else:
-                    for a, b, d in runs:
-                        out[d:d + b - a] = v[a:b]
-        else:
-            for p, mv in zip(self.parts, moves):
-                if isinstance(mv, list):  # runs: (start, end, kept mask, first place, count kept, rows kept)
-                    for a, b, keep, c, k, sel in mv:
-                        if k:
-                            out = self._put(out, m, slice(c, c + k), p._rows(name, sel))
-                else:
-                    src, dst = mv
-                    out = self._put(out, m, dst, p._rows(name, src))
-        if out is None:  # nothing kept
+        for p, r, runs in zip(self.parts, self.rows, self.runs):
+            v = getattr(p, name)
+            if out is None:
+                out = np.empty((self.n, *v.shape[1:]), v.dtype)
+            if runs is None:
+                out[r] = v
+            else:
+                for a, b, d in runs:
+                    out[d:d + b - a] = v[a:b]
+        if out is None:  # no part
             v = self.parts[0]._rows(name, slice(0, 0))
-            out = np.empty((self.n if moves is None else m, *v.shape[1:]), v.dtype)
+            out = np.empty((self.n, *v.shape[1:]), v.dtype)
         return out
 
     @staticmethod
@@ -287,28 +302,6 @@ class _Scatter:
             v = self.parts[0]._rows(name, slice(0, 0))
             out = np.empty((k, *v.shape[1:]), v.dtype)
         return out
-
-    def moves(self, idx: np.ndarray) -> tuple[list, int]:
-        """Per part, how its rows kept by the boolean mask ``idx`` (N,) reach their
-        places among the kept, and how many are kept."""
-        csum = np.cumsum(idx)
-        m = int(csum[-1]) if self.n else 0
-        pos = csum - 1  # place of each kept row among the kept
-        moves = []
-        for r, runs in zip(self.rows, self.runs):
-            if runs is None:
-                src = np.flatnonzero(idx[r])
-                moves.append((src, pos[r[src]]))
-            else:  # a run's kept rows land next to each other, after those kept before it
-                mv = []
-                for a, b, d in runs:
-                    before = int(csum[d] - idx[d])  # rows kept before the run
-                    keep = idx[d:d + b - a]
-                    k = int(csum[d + b - a - 1]) - before
-                    sel = slice(a, b) if k == b - a else a + np.flatnonzero(keep)
-                    mv.append((a, b, keep, before, k, sel))
-                moves.append(mv)
-        return moves, m
 
 
 def _as_slice(idx):
