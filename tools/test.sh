@@ -5,8 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(BLENSOR_EXTRAS=test bash tools/setup.sh | tail -n 1)
-# the vendors' decoders tests/test_pcap.py reads the pcap files with, and rosbags 0.9.23 for
-# tests/test_rosbag_readers.py (own environment: numpy 2)
+# the outside tools (own environment: numpy 2): the vendors' decoders tests/test_pcap.py reads the
+# pcap files with, rosbags 0.9.23 for tests/test_rosbag_readers.py, kiss-icp and ouster-cli for
+# tests/test_outside_tools.py
 bash tools/decoders.sh >/dev/null \
-  || echo "test: tools/decoders.sh failed (tests/test_pcap.py, tests/test_rosbag_readers.py need it)" >&2
+  || echo "test: tools/decoders.sh failed (tests/test_pcap.py, tests/test_rosbag_readers.py and" \
+          "tests/test_outside_tools.py need it)" >&2
 exec "$venv/bin/python" -m pytest "$@"
