@@ -19,7 +19,8 @@ want=$( (cat tools/decoders.txt; "$PY" --version) | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x "$VENV/bin/python" ]; then
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -m pip install -q -r tools/decoders.txt 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -m pip install -q -r tools/decoders.txt 2>&1 \
+    | grep -v -e "^WARNING: Location" -e "does not provide the extra" >&2 || true
   mods="velodyne_decoder, ouster.sdk.core, numpy, rosbags.rosbag2, kiss_icp.pipeline"
   "$VENV/bin/python" -c "import $mods" \
     || { echo "decoders: velodyne-decoder, ouster-sdk, rosbags or kiss-icp did not install into $VENV" >&2
