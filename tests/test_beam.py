@@ -492,3 +492,51 @@ def test_empty_pattern():
     ret = beam.form_returns(settings(), sub, FakeHits(np.zeros(0), np.zeros(0, np.int64)), 10.0,
                             np.random.default_rng(0))
     assert len(ret) == 0
+
+
+def test_echoes_are_grouped_for_the_beams_of_several_candidates_only(monkeypatch):
+    # one sub-ray per beam and a pane in front of a few beams (extra path ends): the
+    # weighted range and the strongest candidate are worked out for the echoes of several
+    # candidates only; an echo of one candidate is that candidate, bit for bit
+    seen = {"weighted": 0, "strongest": 0}
+    weighted, strongest = beam._weighted_range, beam._first_of_groups
+
+    def count_weighted(r, wts, starts):
+        seen["weighted"] += r.shape[0]
+        return weighted(r, wts, starts)
+
+    def count_strongest(key, starts):
+        seen["strongest"] += key.shape[0]
+        return strongest(key, starts)
+
+    monkeypatch.setattr(beam, "_weighted_range", count_weighted)
+    monkeypatch.setattr(beam, "_first_of_groups", count_strongest)
+    rng = np.random.default_rng(11)
+    B = 1000
+    sub = sub_of(B, 1)
+    r = rng.uniform(2.0, 60.0, B)
+    # beams 3 and 7 see a pane 0.4 m before what is behind it (one echo of two candidates),
+    # beam 9 one 5 m before (two echoes of one candidate each)
+    extra_ray = np.array([3, 7, 9])
+    extra_r = r[extra_ray] - np.array([0.4, 0.4, 5.0])
+    refl = rng.uniform(0.05, 1.0, B + 3)
+    hits = FakeHits(np.concatenate([r, extra_r]), np.concatenate([np.arange(B), extra_ray]), refl=refl)
+    ret = beam.form_returns(settings(returns="all"), sub, hits, 100.0, np.random.default_rng(0))
+    assert seen == {"weighted": 4, "strongest": 4}
+    assert len(ret) == B - 2 + 3 and list(ret.number_of_returns[ret.beam == 9]) == [2, 2]
+    one = ~np.isin(ret.beam, [3, 7, 9])
+    assert np.array_equal(ret.range[one], r[ret.beam[one]])  # the candidate's range, bit for bit
+    assert np.array_equal(ret.energy[one], 1.0 * refl[:B][ret.beam[one]].astype(np.float32) * 1.0)
+    assert np.array_equal(ret.row[one], ret.beam[one])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf * 0, as the formula does
+def test_an_echo_of_one_candidate_with_a_non_finite_weight_takes_the_general_formula():
+    # a reflectivity of inf makes the candidate's received power inf: the energy-weighted
+    # range is then NaN (inf * 0 / inf), as the general formula gives it, not the range
+    sub = sub_of(3, 1)
+    hits = FakeHits(np.array([5.0, 6.0, 7.0, 4.0]), np.array([0, 1, 2, 2]),
+                    refl=np.array([0.5, np.inf, 0.5, 0.5], np.float32))
+    ret = beam.form_returns(settings(returns="all"), sub, hits, 100.0, np.random.default_rng(0))
+    assert list(ret.beam) == [0, 1, 2, 2]
+    assert ret.range[0] == 5.0 and np.isnan(ret.range[1]) and list(ret.range[2:]) == [4.0, 7.0]

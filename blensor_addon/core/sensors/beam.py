@@ -429,18 +429,35 @@ def form_returns(s: SensorSettings, sub: SubRays, hits: Hits, max_range: float, 
         starts = np.flatnonzero(new)
     else:  # one group per beam: every candidate of the beam
         starts = bstart
-    g_energy = np.add.reduceat(en, starts)
-    g_returned = np.add.reduceat(rt, starts)
     g_beam = b[starts]
     if algorithm == "echoes" or algorithm == "average":
-        # the range: the centroid of the received power (the waveform's), the surface: the strongest
-        wts = np.where(np.repeat(g_energy > 0.0, np.diff(np.append(starts, n))), pw, geo)
-        g_range = _weighted_range(rr, wts, starts)
-        rep = _first_of_groups(pw, starts)
+        # the range: the centroid of the received power (the waveform's), the surface: the strongest;
+        # worked out for the groups of several candidates only (a group of one is that candidate)
+        counts = np.diff(np.append(starts, n))
+        # (and those whose one weight or range is not finite: the general formula's NaN kept)
+        several = ((counts > 1) | ~np.isfinite(pw[starts]) | ~np.isfinite(geo[starts])
+                   | ~np.isfinite(rr[starts]))
+        many = np.flatnonzero(several)
+        g_energy, g_returned = en[starts], rt[starts]
+        g_range, rep = rr[starts], starts.copy()
+        if many.size:
+            cm = counts[many]
+            rows_m = np.flatnonzero(np.repeat(several, counts))  # their candidates
+            st_m = np.cumsum(cm) - cm  # the groups' starts among rows_m
+            g_energy[many] = np.add.reduceat(en[rows_m], st_m)
+            g_returned[many] = np.add.reduceat(rt[rows_m], st_m)
+            pw_m = pw[rows_m]
+            wts = np.where(np.repeat(g_energy[many] > 0.0, cm), pw_m, geo[rows_m])
+            g_range[many] = _weighted_range(rr[rows_m], wts, st_m)
+            rep[many] = rows_m[_first_of_groups(pw_m, st_m)]
     elif algorithm == "first":
+        g_energy = np.add.reduceat(en, starts)
+        g_returned = np.add.reduceat(rt, starts)
         rep = starts
         g_range = rr[rep]
     elif algorithm == "random":
+        g_energy = np.add.reduceat(en, starts)
+        g_returned = np.add.reduceat(rt, starts)
         counts = np.diff(np.append(starts, n))
         p = np.where(np.repeat(g_energy > 0.0, counts), pw, geo)
         csum = np.cumsum(p)
@@ -459,16 +476,16 @@ def form_returns(s: SensorSettings, sub: SubRays, hits: Hits, max_range: float, 
                          f"got {algorithm!r}")
     if algorithm == "echoes" and select:
         sel = _select_echoes(mode, g_beam, power(g_energy, g_range), int(setting_value(s, "max_returns")))
-    else:
-        sel = np.arange(starts.shape[0])
-    ebeam: I64 = g_beam[sel]
+        g_beam, g_range, rep = g_beam[sel], g_range[sel], rep[sel]
+        g_returned, g_energy = g_returned[sel], g_energy[sel]
+    ebeam: I64 = g_beam  # every echo (not selected: all of them)
     est = _starts(ebeam)
     counts = np.diff(np.append(est, ebeam.shape[0]))
     number = np.arange(ebeam.shape[0]) - np.repeat(est, counts) + 1
     total = np.repeat(counts, counts)
-    pick = rep[sel]  # candidate of each return's surface
-    return Returns(beam=ebeam, row=rows[pick], range=g_range[sel], reflectivity=refl[pick],
-                   returned=g_returned[sel], energy=g_energy[sel],
+    pick = rep  # candidate of each return's surface
+    return Returns(beam=ebeam, row=rows[pick], range=g_range, reflectivity=refl[pick],
+                   returned=g_returned, energy=g_energy,
                    return_number=number.astype(np.uint8), number_of_returns=total.astype(np.uint8),
                    weather=np.zeros(ebeam.shape[0], bool))
 
