@@ -7,6 +7,15 @@ never share one, and they are created exclusively (``O_CREAT | O_EXCL``, plus
 ``O_NOFOLLOW`` where the OS has it): a file or symlink planted at that name makes the
 write fail instead of being followed. On every error path the temporary file is removed.
 
+A group of files that must appear together (:func:`commit_files`: one packet's files)
+is staged whole first; on Linux one ``syncfs(2)`` of the file system (per file system the
+group's files are on) then makes the data of every staged file durable at once, before
+any of them is renamed, instead of one ``fsync`` per file (elsewhere each file is still
+fsynced as it is staged). Either way a file at its final name holds its whole data on
+disk, even after a power loss; the renames themselves reach the disk with the next sync
+(the next group's, or the manifest's fsync, which on a journalling file system such as
+ext4 or XFS commits the renames made before it).
+
 A target that exists and is not a regular file (a FIFO, a device node, a socket, a
 folder, a symlink) is never replaced: every writer checks it (:func:`check_target`)
 before it writes and again just before the rename, and raises :class:`NotRegularError`
@@ -18,6 +27,7 @@ import errno
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -223,8 +233,65 @@ def atomic_open(path: StrPath, mode: str = "wb") -> Iterator[IO[Any]]:
         raise
 
 
-def stage_bytes(path: StrPath, data: bytes) -> Path:
-    """Write ``data`` to a fresh temporary sibling of ``path``, fsynced, and return the
+def _load_syncfs() -> Callable[[int], None] | None:
+    """``syncfs(2)`` of the C library (Linux 2.6.39+, glibc 2.14+) as a function of a file
+    descriptor that raises OSError on failure (Linux 5.8+ reports the file system's
+    write-back errors there), or None where the platform has none (macOS, Windows)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+
+    def syncfs(fd: int) -> None:
+        if fn(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs failed ({os.strerror(err)})")
+    return syncfs
+
+
+#: ``syncfs(fd)``: flushes the data and metadata of the whole file system that ``fd`` is
+#: on (:func:`_load_syncfs`); None where there is none (each file is fsynced instead)
+_syncfs = _load_syncfs()
+
+
+def sync_file_systems(paths: Iterable[StrPath]) -> int:
+    """Make the data of the files ``paths`` durable with one ``syncfs(2)`` per file
+    system they are on (told apart by ``st_dev``); where there is no ``syncfs``, one
+    ``fsync`` per file. Returns the number of sync calls made.
+
+    Raises:
+        OSError: a file cannot be opened or the sync failed (EIO: the data may not be
+            on disk).
+    """
+    if _syncfs is None:
+        count = 0
+        for p in paths:
+            fd = os.open(p, os.O_RDWR | getattr(os, "O_BINARY", 0))  # (Windows' fsync needs write access)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            count += 1
+        return count
+    devices: dict[int, StrPath] = {}
+    for p in paths:
+        devices.setdefault(os.stat(p).st_dev, p)
+    for p in devices.values():
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            _syncfs(fd)
+        finally:
+            os.close(fd)
+    return len(devices)
+
+
+def stage_bytes(path: StrPath, data: bytes, sync: bool = True) -> Path:
+    """Write ``data`` to a fresh temporary sibling of ``path``, fsynced unless ``sync``
+    is False (the caller syncs the group: :func:`sync_file_systems`), and return the
     temporary path; the caller renames it (``os.replace``) when every file of a group
     is staged, or removes it.
 
@@ -237,7 +304,8 @@ def stage_bytes(path: StrPath, data: bytes) -> Path:
         with open_exclusive(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
     except BaseException:
         remove_quietly(tmp)
         raise
@@ -272,7 +340,9 @@ def commit_files(folder: StrPath, files: Iterable[tuple[str, bytes]],
                  before_rename: Callable[[], object] | None = None) -> list[Path]:
     """Write ``files`` (iterable of (name, bytes)) into ``folder`` so they appear
     together or not at all: each is staged under a temporary name (:func:`stage_bytes`),
-    ``before_rename()`` (if given) runs, then all are renamed. Returns the final paths.
+    the data of all of them is made durable (one ``syncfs`` per file system on Linux,
+    else one ``fsync`` per file: :func:`sync_file_systems`), ``before_rename()`` (if
+    given) runs, then all are renamed. Returns the final paths.
 
     Raises:
         NotRegularError: something other than a regular file is at one of the paths
@@ -286,7 +356,9 @@ def commit_files(folder: StrPath, files: Iterable[tuple[str, bytes]],
             if target.parent != Path(folder):
                 ensure_folder(target.parent)
             check_target(target)
-            staged.append((stage_bytes(target, data), target))
+            staged.append((stage_bytes(target, data, sync=_syncfs is None), target))
+        if _syncfs is not None and staged:
+            sync_file_systems([tmp for tmp, _ in staged])
         if before_rename is not None:
             before_rename()
         for _, final in staged:

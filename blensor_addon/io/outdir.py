@@ -13,7 +13,9 @@ a time, no mixing with an earlier run, nothing deleted that no run listed.
   list), and only then, once the new run has been validated, delete exactly the listed
   files and the folders that become empty; verify an earlier run's files (size and
   sha256 from its manifest) before a resume trusts them; and the manifest's schedule
-  (:meth:`OutputFolder.manifest_due`: O(log n) rewrites over a run, plus one every 5 s).
+  (:meth:`OutputFolder.manifest_due`: O(log n) rewrites over a run by packets and by
+  time, so the bytes of all its rewrites add up to a small multiple of the last one).
+- :class:`ManifestText`: a manifest's JSON, each packet's entry encoded once.
 - :func:`read_regular`: reads a file BlenSor expects (``manifest.json``,
   ``motion.json``) only if it is a regular file: a FIFO, device, folder or symlink there
   is refused instead of blocking the run.
@@ -42,6 +44,63 @@ _DEPTH = 2
 #: largest manifest read (bytes; a larger one is refused unread): a run of 10^6 packets
 #: lists about 200 MB
 MANIFEST_MAX_BYTES = 1 << 28
+
+
+class ManifestText:
+    """The bytes of a manifest, ``json.dumps(doc, indent=2, sort_keys=True) + "\n"``
+    byte for byte, whose list ``frames`` grows by one entry per finished packet: each
+    entry is encoded once, when it is added (:meth:`add`), and a rewrite joins their
+    texts (JSON's indentation depends only on the depth, so an entry's text is the same
+    in every rewrite) instead of encoding every entry again with ``json``'s pure-Python
+    indenting encoder. The other fields are encoded at each rewrite; a field whose
+    value equals the one of the last rewrite (the object table: compared with a copy
+    of its list and of the dicts in it) keeps its text. An entry changed after
+    :meth:`add` is written as it was then."""
+
+    _KEY = "frames"
+
+    def __init__(self) -> None:
+        self.frames: list[str] = []
+        self._kept: dict[str, tuple[Any, str]] = {}  # field -> (its value, its text) at the last rewrite
+
+    def add(self, entry: dict[str, Any]) -> None:
+        """Append ``entry`` (a JSON-ready dict) to the list ``frames``."""
+        import json
+        self.frames.append("    " + json.dumps(entry, indent=2, sort_keys=True).replace("\n", "\n    "))
+
+    def encode(self, doc: dict[str, Any], big: Iterable[str] = ("objects",)) -> bytes:
+        """The manifest ``doc`` (a JSON-ready dict whose ``frames`` are the entries
+        added so far) as bytes; ``big``: fields whose text is kept while their value
+        stays equal.
+
+        Raises:
+            ValueError: ``doc["frames"]`` does not hold as many entries as were added.
+        """
+        import json
+        if len(doc.get(self._KEY, ())) != len(self.frames):
+            raise ValueError(f"the manifest lists {len(doc.get(self._KEY, ()))} frames, "
+                             f"{len(self.frames)} were added")
+        texts: dict[str, str] = {}
+        for key in big:
+            if key in doc and key != self._KEY:
+                kept = self._kept.get(key)
+                if kept is None or kept[0] != doc[key]:
+                    value = doc[key]
+                    copy = ([dict(x) if isinstance(x, dict) else x for x in value] if isinstance(value, list)
+                            else value)  # (a list changed in place later differs from it)
+                    kept = (copy, json.dumps(value, indent=2, sort_keys=True).replace("\n", "\n  "))
+                    self._kept[key] = kept
+                texts[key] = kept[1]
+        if self.frames:
+            texts[self._KEY] = "[\n" + ",\n".join(self.frames) + "\n  ]"
+        # each long field as an empty list, then its text put in: a top-level key is the
+        # only one indented by two spaces (a string holds no raw newline)
+        text = json.dumps({**doc, **{k: [] for k in texts}}, indent=2, sort_keys=True)
+        for key, value in texts.items():
+            marker = "\n  " + json.dumps(key) + ": []"
+            at = text.index(marker) + len(marker) - 2
+            text = text[:at] + value + text[at + 2:]
+        return (text + "\n").encode()
 
 
 class PatternListing(TypedDict):
@@ -414,9 +473,9 @@ def range_run_files(man: dict[str, Any]) -> Listing:
     files, its run-level files (``files``: multi-frame files such as ``scan.evd``), the
     manifest and the trajectory. A run that did not end (``status`` running: killed)
     may have finished frames its last manifest does not list yet (it is rewritten
-    O(log n) times), so for it (and for manifests without a ``files`` list, written
-    before it existed) every file of its formats' names counts as its own. None for a
-    manifest without a formats list."""
+    O(log n) times: :meth:`OutputFolder.manifest_due`), so for it (and for manifests
+    without a ``files`` list, written before it existed) every file of its formats'
+    names counts as its own. None for a manifest without a formats list."""
     from .formats import output_patterns
     formats = man.get("formats")
     if not isinstance(formats, list):
@@ -513,8 +572,9 @@ class OutputFolder:
         earlier manifest), lock (:class:`FolderLock` | None).
     """
 
-    #: the manifest is rewritten once the entries since its last write reach this share
-    #: of those done, or after MANIFEST_SECONDS (see :meth:`manifest_due`)
+    #: the manifest is rewritten once the entries since its last write reach 1/this
+    #: of those done, or the time since its last write MANIFEST_SECONDS and 1/this of
+    #: the time since its first (see :meth:`manifest_due`)
     MANIFEST_SHARE = 16
     MANIFEST_SECONDS = 5.0
     #: disk space kept in the lock file for the final manifest: this much plus twice the
@@ -533,6 +593,7 @@ class OutputFolder:
         self.earlier: dict[str, Any] | None = None
         self._delete: list[Path] = []
         self._manifest_at, self._manifest_time = 0, 0.0
+        self._manifest_start: float | None = None  # the clock at the first manifest write
         self.manifest_writes = 0
         #: the schedule's clock (s): time.monotonic
         self.clock = monotonic
@@ -685,19 +746,26 @@ class OutputFolder:
     def manifest_due(self, done: int, now: float | None = None) -> bool:
         """Whether the manifest is rewritten after entry number ``done``: when the
         entries since its last write (:meth:`write_manifest`) reach 1/:attr:`MANIFEST_SHARE`
-        of those done (so after every entry while fewer than 32 are done), or
-        :attr:`MANIFEST_SECONDS` have passed. The manifest lists every entry, so
-        rewriting it after each one costs O(n^2) over a run: 6,000 sweeps would write
-        24 GB of JSON (190 ms a frame at the end); so it is rewritten O(log n) times (plus
-        once every 5 s at most), and a killed run loses at most 1/16 of its frames to
+        of those done (so after every entry while fewer than 32 are done), or the time
+        since its last write reaches :attr:`MANIFEST_SECONDS` and 1/:attr:`MANIFEST_SHARE`
+        of the time since its first. The manifest lists every entry, so rewriting it
+        after each one costs O(n^2) over a run: 6,000 sweeps would write 24 GB of JSON
+        (190 ms a frame at the end), and so would a rewrite every 5 s in a long run
+        (10 minutes at 10 sweeps/s: 120 rewrites of up to 15 MB). Both rules space the
+        rewrites geometrically, so a run rewrites it O(log n) times and the bytes of
+        all rewrites add up to a small multiple of the final manifest's; a killed run
+        loses at most 1/16 of its frames, and of its time (5 s in its first 80 s), to
         ``resume`` (rescanned to the same bytes). The final manifest is the same."""
         now = self.clock() if now is None else now
+        start = self._manifest_time if self._manifest_start is None else self._manifest_start
         return (done - self._manifest_at >= max(1, done // self.MANIFEST_SHARE)
-                or now - self._manifest_time >= self.MANIFEST_SECONDS)
+                or now - self._manifest_time >= max(self.MANIFEST_SECONDS,
+                                                    (now - start) / self.MANIFEST_SHARE))
 
-    def write_manifest(self, doc: dict[str, Any], done: int, final: bool = False) -> Path:
-        """Write the manifest ``doc`` (JSON) atomically; ``done``: the entries it lists
-        (the schedule of :meth:`manifest_due` counts from here). The lock file's reserve
+    def write_manifest(self, doc: dict[str, Any] | bytes, done: int, final: bool = False) -> Path:
+        """Write the manifest ``doc`` (a dict written as JSON, or the bytes of it:
+        :class:`ManifestText`) atomically; ``done``: the entries it lists (the schedule
+        of :meth:`manifest_due` counts from here). The lock file's reserve
         grows to twice the manifest's size; a ``final`` write that finds the disk full
         gives the reserve back and tries once more, so a failed run's manifest can say
         ``failed``.
@@ -709,7 +777,7 @@ class OutputFolder:
 
         from . import atomic
         path = self.path / self.manifest_name
-        data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+        data = doc if isinstance(doc, bytes) else (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
         try:
             atomic.atomic_write_bytes(path, data)
         except OSError as exc:
@@ -718,6 +786,8 @@ class OutputFolder:
                 raise
             atomic.atomic_write_bytes(path, data)
         self._manifest_at, self._manifest_time = done, self.clock()
+        if self._manifest_start is None:
+            self._manifest_start = self._manifest_time
         self.manifest_writes += 1
         if self.lock is not None and not final:
             self.lock.reserve(self.RESERVE_BYTES + 2 * len(data))

@@ -275,7 +275,7 @@ class RangeScanJob(SteppedJob):
     The folder is locked for the run; ``manifest.json`` is written when the job starts
     (status ``running``), after packets on the folder's schedule
     (:meth:`~blensor_addon.io.outdir.OutputFolder.manifest_due`: every packet at first,
-    then O(log n) times plus once every 5 s at most) and at the end, so even a killed
+    then O(log n) times, by packets and by time) and at the end, so even a killed
     run (SIGKILL) leaves a manifest listing finished packets, which ``resume`` reuses
     after verifying their files. A packet's files appear together after all of them were
     written, or not at all.

@@ -17,7 +17,6 @@ Both run on the pipeline's writer thread and never touch bpy.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,7 +28,7 @@ from numpy.typing import ArrayLike
 from ..io import trajectory
 from ..io.atomic import atomic_write_bytes
 from ..io.formats import Writer, output_patterns
-from ..io.outdir import LOCK_NAME, OutputFolder, files_matching
+from ..io.outdir import LOCK_NAME, ManifestText, OutputFolder, files_matching
 from ..core.ndtypes import F64
 from . import signals
 
@@ -129,21 +128,20 @@ class ManifestWriter(Writer):
         self.status = "running"
         self.dropped: list[str] = []
         self._lock = threading.Lock()
+        self._hash = hashlib.sha256()  # of the finished entries' geometry hashes, in order
+        self._text = ManifestText()  # each finished entry encoded once
 
     def doc(self) -> dict[str, Any]:
         """The manifest's content so far (JSON-ready dict)."""
-        h = hashlib.sha256()
-        for e in self.done:
-            h.update(str(e["geometry_hash"]).encode())
-        out = {**self.static, "frames": self.done, "geometry_hash": h.hexdigest(), "objects": self.objects,
-               "status": self.status}
+        out = {**self.static, "frames": self.done, "geometry_hash": self._hash.hexdigest(),
+               "objects": self.objects, "status": self.status}
         if self.dropped:  # a failed run's multi-frame files that could not be closed
             out["dropped_formats"] = list(self.dropped)
         return out
 
     def start(self) -> None:
         """The first manifest (status ``running``), before any packet."""
-        self.out.write_manifest(self.doc(), 0)
+        self.out.write_manifest(self._text.encode(self.doc()), 0)
         self._if_stuck()
 
     def _if_stuck(self) -> None:
@@ -161,7 +159,7 @@ class ManifestWriter(Writer):
                 actions.append((signals.REMOVE_EMPTY_FOLDER, self.out.path, None))
             signals.stop_actions(f"; nothing written ({grace})", actions)
             return
-        data = (json.dumps({**self.doc(), "status": "cancelled"}, indent=2, sort_keys=True) + "\n").encode()
+        data = self._text.encode({**self.doc(), "status": "cancelled"})
         signals.stop_actions(f" after {len(self.done)} finished packets ({grace}); the packets listed in "
                              f"{manifest} are kept (manifest: cancelled)",
                              [(signals.WRITE, manifest, data), (signals.REMOVE, lock, None)])
@@ -169,11 +167,13 @@ class ManifestWriter(Writer):
     def finished(self, entry: Entry, objects: list[dict[str, Any]] | None = None) -> None:
         """A packet is finished: list it; rewrite the manifest if the schedule says so."""
         self.done.append(entry)
+        self._text.add(entry)
+        self._hash.update(str(entry["geometry_hash"]).encode())
         self.points += entry["points"]
         if objects is not None:
             self.objects = objects
         if self.out.manifest_due(len(self.done)):
-            self.out.write_manifest(self.doc(), len(self.done))
+            self.out.write_manifest(self._text.encode(self.doc()), len(self.done))
             self._if_stuck()
 
     def close(self, status: str) -> None:
@@ -189,7 +189,7 @@ class ManifestWriter(Writer):
         run = [p.relative_to(self.out.path).as_posix()
                for p in files_matching(self.out.path, output_patterns(formats))]
         self.static = {**self.static, "files": sorted(n for n in run if n not in listed and n != MANIFEST)}
-        self.out.write_manifest(self.doc(), len(self.done), final=True)
+        self.out.write_manifest(self._text.encode(self.doc()), len(self.done), final=True)
         signals.stop_actions("; the run had ended", [])  # its final manifest is written
 
 

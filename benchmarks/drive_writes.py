@@ -1,0 +1,246 @@
+"""The write side of a range scan of the drive: what writing npz, pcd, kitti and rosbag2
+costs per HDL-32E sweep, apart from the scan.
+
+Usage: ``.venv/bin/python benchmarks/drive_writes.py [--sweeps K] [--rounds R]
+[--tree PATH ...] [--scan-ms MS] [--blend FILE]``
+
+Once per invocation, ``K`` sweeps (default 20) of ``scenes/drive.blend`` (its camera
+``Lidar``, an HDL-32E, continuous time, from 5 s into the drive; built by
+``scenes/build_drive.py`` into a temporary folder when missing) are scanned by the range
+scan's own job, and their results, the run's writer settings and its manifest fields
+are kept in a pickle. Then, in ``R`` interleaved rounds, each checkout of ``--tree``
+(default: this one; give an older checkout's worktree first to compare) replays them in
+a fresh process through the range scan's :class:`~blensor_addon.jobs.pipeline.Pipeline`
+(the real writers, writer thread, output folder, trajectory and manifest, files on this
+machine's disk) with a scanner that returns the kept results: ``--scan-ms 0`` (default)
+hands each result over at once (the write side alone: its ceiling in sweeps/s), ``MS``
+spends that many ms of Python work per sweep on the main thread first (a scan holding
+the GIL, so the table shows what the writer thread takes from it).
+
+Per checkout: sweeps/s and CPU-s per sweep of the whole process (every thread), the
+main thread's wait for the writer per sweep, fsync calls per sweep, manifest writes and
+the bytes they wrote (summed over the run). Minimum over the rounds, and per round the
+ratio of each checkout's wall time to the first's. Prints the CPU model and the load
+average before and after (the machine is shared). Nothing here asserts a time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FORMATS = ("npz", "pcd", "kitti", "rosbag2")
+START_S = 5.0  # s into the drive (the car is moving)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``) and the cores this process may use."""
+    name = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name}, {cores} cores"
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def prepare(blend: Path | None, sweeps: int, cache: Path) -> None:
+    """Scan ``sweeps`` sweeps of the drive with the range scan's job and pickle what the
+    replay needs into ``cache``."""
+    import bpy
+
+    import blensor_addon
+    from blensor_addon.jobs import range_scan
+    if blend is None or not blend.is_file():
+        blend = Path(tempfile.mkdtemp(prefix="drive_writes_")) / "drive.blend"
+        print(f"building {blend} (scenes/build_drive.py)", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "scenes" / "build_drive.py"), str(blend)], check=True)
+    blensor_addon.register()
+    bpy.ops.wm.open_mainfile(filepath=str(blend))
+    cam = bpy.data.objects["Lidar"]
+    kept: dict = {"results": []}
+    build = range_scan.RangeScanJob._build_pipeline
+
+    def capture(job, reuse):
+        p = build(job, reuse)
+        kept.update(run=p.writers[0].run, options={w.name: w.options for w in p.writers},
+                    static=p.manifest.static, packet_time=p.plan.packet_time)
+        scan = p.scanner.scan
+
+        def recording(packet):
+            result, record = scan(packet)
+            kept["results"].append((packet, result.whole, record))
+            return result, record
+        p.scanner.scan = recording
+        kept["objects"] = lambda: job.scanner.extractor.table.table
+        return p
+    range_scan.RangeScanJob._build_pipeline = capture
+    period = 0.1
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        range_scan.scan_range(cam, None, Path(tmp) / "run", ("npz",), backend="native",
+                              time=(START_S, START_S + (sweeps - 0.5) * period))
+        print(f"scanned {len(kept['results'])} sweeps in {time.perf_counter() - t0:.1f} s", flush=True)
+    range_scan.RangeScanJob._build_pipeline = build
+    kept["objects"] = list(kept["objects"]())
+    with open(cache, "wb") as f:
+        pickle.dump(kept, f, protocol=pickle.HIGHEST_PROTOCOL)
+    blensor_addon.unregister()
+
+
+def replay(cache: Path, scan_ms: float) -> dict:
+    """One run of the kept sweeps through the pipeline into a temporary folder; returns
+    the figures (see the module docstring)."""
+    from blensor_addon.io import outdir
+    from blensor_addon.io.formats import WRITERS, output_patterns
+    from blensor_addon.jobs.pipeline import Pipeline, WholeResult
+    from blensor_addon.jobs.run_files import ManifestWriter, TrajectoryWriter
+    with open(cache, "rb") as f:
+        kept = pickle.load(f)
+    results = kept["results"]
+
+    class Plan:
+        packets = [p for p, _, _ in results]
+
+    class Replay:
+        lookahead = 0
+        waits = 0.0
+
+        def __init__(self):
+            self._by_index = {p.index: (r, rec) for p, r, rec in results}
+
+        def expect(self, packets):
+            pass
+
+        def scan(self, packet):
+            if scan_ms:
+                end = time.thread_time() + scan_ms * 1e-3
+                x = 0
+                while time.thread_time() < end:  # Python work: holds the GIL as a scan's Python does
+                    for i in range(2000):
+                        x += i
+            r, rec = self._by_index[packet.index]
+            return WholeResult(r), rec
+
+        def packet_hash(self, packet):
+            return None
+
+    counts = {"fsync": 0, "syncfs": 0, "manifest_writes": 0, "manifest_bytes": 0}
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        counts["fsync"] += 1
+        return real_fsync(fd)
+    os.fsync = fsync
+    from blensor_addon.io import atomic
+    if hasattr(atomic, "_syncfs"):
+        real_syncfs = atomic._syncfs
+
+        def syncfs(fd):
+            counts["syncfs"] += 1
+            return real_syncfs(fd)
+        atomic._syncfs = syncfs
+    real_write = outdir.OutputFolder.write_manifest
+
+    def write_manifest(self, doc, done, final=False):
+        path = real_write(self, doc, done, final)
+        counts["manifest_writes"] += 1
+        counts["manifest_bytes"] += path.stat().st_size
+        return path
+    outdir.OutputFolder.write_manifest = write_manifest
+    objects = kept["objects"]
+    with tempfile.TemporaryDirectory(dir=ROOT.parent if os.access(ROOT.parent, os.W_OK) else None) as tmp:
+        folder = outdir.OutputFolder(Path(tmp) / "run", manifest="manifest.json",
+                                     patterns=output_patterns(list(FORMATS)), listed=outdir.range_run_files)
+        folder.open()
+        folder.check(overwrite=False, resume=False)
+        folder.prepare()
+        writers = [WRITERS[f](folder.path, kept["options"].get(f), kept["run"]) for f in FORMATS]
+        manifest = ManifestWriter(folder, {**kept["static"], "formats": list(FORMATS)}, lambda: objects)
+        pipe = Pipeline(Replay(), Plan(), folder, writers, TrajectoryWriter(folder.path, kept["packet_time"]),
+                        manifest, {}, lambda: objects)
+        cpu0, wall0, main0 = time.process_time(), time.perf_counter(), time.thread_time()
+        manifest.start()
+        steps = 0.0
+        while pipe.remaining:
+            t = time.perf_counter()
+            pipe.step()
+            steps += time.perf_counter() - t
+        pipe.finish("complete")
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        main_cpu = time.thread_time() - main0
+        size = sum(p.stat().st_size for p in folder.path.rglob("*") if p.is_file())
+        final = (folder.path / "manifest.json").stat().st_size
+        folder.release()
+    n = len(results)
+    points = sum(len(r) for _, r, _ in results)
+    return {"sweeps": n, "points": points, "wall": wall, "cpu": cpu, "main_cpu": main_cpu,
+            "wait": steps - n * scan_ms * 1e-3, "bytes": size, "final_manifest": final, **counts}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweeps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tree", action="append", type=Path,
+                    help="a checkout of BlenSor to measure (repeatable; the first is the reference)")
+    ap.add_argument("--scan-ms", type=float, default=0.0)
+    ap.add_argument("--blend", type=Path, default=ROOT / "scenes" / "drive.blend")
+    ap.add_argument("--cache", type=Path, help="the pickle of prepared sweeps (made if missing)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(replay(args.cache, args.scan_ms)))
+        return 0
+    trees = [t.resolve() for t in args.tree or [ROOT]]
+    cache = args.cache or Path(tempfile.gettempdir()) / f"drive_writes_{args.sweeps}.pickle"
+    print(f"CPU: {cpu_model()}; load average {load()}")
+    if not cache.is_file():
+        prepare(args.blend, args.sweeps, cache)
+    rows: dict[Path, list[dict]] = {t: [] for t in trees}
+    for _ in range(args.rounds):
+        for t in trees:  # interleaved: every checkout once per round
+            env = {**os.environ, "PYTHONPATH": str(t)}
+            out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
+                                  "--cache", str(cache), "--scan-ms", str(args.scan_ms)], env=env, check=True,
+                                 capture_output=True, text=True, cwd=str(t)).stdout
+            rows[t].append(json.loads(out.strip().splitlines()[-1]))
+    first = rows[trees[0]][0]
+    print(f"write side of the drive: {first['sweeps']} HDL-32E sweeps, {first['points']:,} points, into "
+          f"{','.join(FORMATS)}; scan {args.scan_ms:g} ms of Python a sweep; "
+          f"{args.rounds} interleaved rounds; load average now {load()}")
+    print(f"  {'checkout':40s} {'sweeps/s':>8s} {'CPU-s/sweep':>11s} {'wait/sweep':>10s} "
+          f"{'fsync/sweep':>11s} "
+          f"{'syncfs':>6s} {'manifests':>9s} {'manifest bytes':>14s} {'final':>9s} {'ratio':>6s}")
+    for t in trees:
+        rs = rows[t]
+        best = min(rs, key=lambda r: r["wall"])
+        n = best["sweeps"]
+        ratios = [r["wall"] / ref["wall"] for r, ref in zip(rs, rows[trees[0]])]
+        print(f"  {str(t)[-40:]:40s} {n / best['wall']:8.2f} {min(r['cpu'] for r in rs) / n:11.3f} "
+              f"{min(r['wait'] for r in rs) / n * 1e3:8.1f}ms {best['fsync'] / n:11.2f} {best['syncfs']:6d} "
+              f"{best['manifest_writes']:9d} {best['manifest_bytes']:14,d} {best['final_manifest']:9,d} "
+              f"{statistics.median(ratios):6.2f}")
+        print(f"    rounds: wall {', '.join('%.2f' % r['wall'] for r in rs)} s; "
+              f"CPU {', '.join('%.2f' % r['cpu'] for r in rs)} s; output {best['bytes']:,} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
