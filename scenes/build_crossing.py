@@ -141,11 +141,10 @@ def shop_building_parts():
     ]
 
 
-def shop_window(M, registered):
-    """The shop's glass pane (one face in the facade plane x = -12 m, a Glass BSDF of IOR
-    1.5 and no BlenSor reflectivity of its own: the node tree decides, issue 22 section 3)
-    and a counter inside the room (concrete), 1.5 m behind the glass."""
-    glass = bpy.data.materials.new("shop_glass")
+def glass_material(name: str = "shop_glass"):
+    """A clear glass material: only a Glass BSDF (IOR 1.5, roughness 0) on the output, no
+    BlenSor reflectivity of its own (the node tree decides: the scanner follows the glass)."""
+    glass = bpy.data.materials.new(name)
     glass.use_nodes = True
     nodes = glass.node_tree.nodes
     for n in list(nodes):
@@ -157,6 +156,14 @@ def shop_window(M, registered):
     bsdf.inputs["Roughness"].default_value = 0.0
     glass.node_tree.links.new(bsdf.outputs["BSDF"], out.inputs["Surface"])
     glass.diffuse_color = (0.8, 0.9, 1.0, 0.3)
+    return glass
+
+
+def shop_window(M, registered):
+    """The shop's glass pane (one face in the facade plane x = -12 m, a Glass BSDF of IOR
+    1.5 and no BlenSor reflectivity of its own: the node tree decides, issue 22 section 3)
+    and a counter inside the room (concrete), 1.5 m behind the glass."""
+    glass = glass_material()
     (y0, y1), (z0, z1) = SHOP_Y, SHOP_Z
     pane = mesh_object("ShopGlass", [(-12.0, y0, z0), (-12.0, y1, z0), (-12.0, y1, z1), (-12.0, y0, z1)],
                        [(0, 1, 2, 3)], [glass])

@@ -76,8 +76,11 @@ def height(x, y):
             + 0.05 * np.sin(2 * np.pi * (x + 0.7 * y) / 60.0))
 
 
-def height_grad(x, y, e=0.05):
-    return ((height(x + e, y) - height(x - e, y)) / (2 * e), (height(x, y + e) - height(x, y - e)) / (2 * e))
+def height_grad(x, y, e=0.05, h=None):
+    """Gradient (dh/dx, dh/dy) of the ground height ``h`` (default :func:`height`) at (x, y),
+    central differences over ``e`` m."""
+    h = height if h is None else h
+    return ((h(x + e, y) - h(x - e, y)) / (2 * e), (h(x, y + e) - h(x, y - e)) / (2 * e))
 
 
 def rounded_rect(a, b, r, ds=0.1):
@@ -126,11 +129,13 @@ def _segments():
 SEGMENTS = _segments()
 
 
-def road_distance(xy):
-    """Distance (m) of points (N, 2) to the nearest road centre line."""
+def road_distance(xy, segments=None):
+    """Distance (m) of points (N, 2) to the nearest road centre line: the segments
+    (S, 4) ``x0 y0 x1 y1`` given, by default this town's (:data:`SEGMENTS`)."""
     xy = np.atleast_2d(np.asarray(xy, dtype=np.float64))
     out = np.full(len(xy), np.inf)
-    a, b = SEGMENTS[:, :2], SEGMENTS[:, 2:]
+    segments = SEGMENTS if segments is None else segments
+    a, b = segments[:, :2], segments[:, 2:]
     ab = b - a
     L2 = np.maximum((ab ** 2).sum(1), 1e-12)
     for i in range(0, len(xy), 4096):
@@ -314,11 +319,13 @@ def drive(path, v_max, v_start, times, t0=0.0, v_end=None, s0=0.0, sigma_t=0.5, 
     return np.interp(times, tg, np.clip(sg, 0.0, path.length))
 
 
-def poses_along(path, s_t, times, k_pitch=math.radians(0.35), k_roll=math.radians(0.25)):
+def poses_along(path, s_t, times, k_pitch=math.radians(0.35), k_roll=math.radians(0.25), h=None):
     """Per-time location (N, 3) and Euler XYZ (roll, pitch, yaw) (N, 3) of a car whose
     origin is on the ground, +X forward, +Y left: yaw from the path, pitch and roll from
     the ground's gradient plus the body's response to longitudinal and lateral
-    acceleration (nose dips when braking, body leans out of turns)."""
+    acceleration (nose dips when braking, body leans out of turns). ``h``: the ground height
+    function (x, y) -> z (default :func:`height`)."""
+    h = height if h is None else h
     x, y, yaw, kappa = path.at(s_t)
     dt = np.gradient(times)
     v = np.gradient(s_t) / dt
@@ -327,12 +334,12 @@ def poses_along(path, s_t, times, k_pitch=math.radians(0.35), k_roll=math.radian
     w = np.ones(FPS + 1) / (FPS + 1)
     a_long = np.convolve(np.pad(a_long, FPS // 2, mode="edge"), w, mode="valid")
     a_lat = v ** 2 * kappa
-    hx, hy = height_grad(x, y)
+    hx, hy = height_grad(x, y, h=h)
     g_f = hx * np.cos(yaw) + hy * np.sin(yaw)
     g_l = -hx * np.sin(yaw) + hy * np.cos(yaw)
     pitch = -np.arctan(g_f) - k_pitch * a_long
     roll = np.arctan(g_l) + k_roll * a_lat
-    loc = np.column_stack([x, y, height(x, y)])
+    loc = np.column_stack([x, y, h(x, y)])
     return loc, np.column_stack([roll, pitch, yaw]), v
 
 
