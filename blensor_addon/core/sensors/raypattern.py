@@ -57,9 +57,12 @@ class RayPattern:
         return int(self.directions.shape[0])
 
     def take(self, idx: Integer | Bool) -> RayPattern:
-        """The rays ``idx`` (int array or bool mask), in order."""
-        return RayPattern(**{f: getattr(self, f)[idx] for f in self._FIELDS},
-                          origins=None if self.origins is None else self.origins[idx])
+        """The rays ``idx`` (int array or bool mask), in order: the rows the mask or the
+        indices select, copied by ``ndarray.take`` (a mask as its indices: the same rows,
+        several times faster than a mask on the (R, 3) arrays)."""
+        rows: I64 = np.flatnonzero(idx) if np.asarray(idx).dtype == bool else np.asarray(idx, dtype=np.int64)
+        return RayPattern(**{f: getattr(self, f).take(rows, axis=0) for f in self._FIELDS},
+                          origins=None if self.origins is None else self.origins.take(rows, axis=0))
 
     @classmethod
     def concat(cls, parts: list[RayPattern]) -> RayPattern:

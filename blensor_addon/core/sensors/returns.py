@@ -227,10 +227,14 @@ class Returns:
         return int(self.beam.shape[0])
 
     def take(self, idx: Array) -> Returns:
-        """The rows ``idx`` (int array or bool mask), in order."""
-        opt: dict[str, Any] = {k: (None if getattr(self, k) is None else getattr(self, k)[idx])
+        """The rows ``idx`` (int array or bool mask), in order (a mask as its indices,
+        copied by ``ndarray.take``: the same rows, faster)."""
+        rows = np.asarray(idx)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        opt: dict[str, Any] = {k: (None if getattr(self, k) is None else getattr(self, k).take(rows, axis=0))
                                for k in self._OPTIONAL}
-        return Returns(*(getattr(self, k)[idx] for k in self._ARRAYS), **opt)
+        return Returns(*(getattr(self, k).take(rows, axis=0) for k in self._ARRAYS), **opt)
 
     @classmethod
     def concat(cls, parts: list[Returns], beam_offsets: list[int], row_offsets: list[int]) -> Returns:
