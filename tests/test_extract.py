@@ -199,6 +199,13 @@ def test_static_meshes_read_once_per_scan_and_again_after_an_edit(bpy_mod, empty
     keyed = add_mesh(bpy_mod, "Keyed", [(-5, 16, -5), (5, 16, -5), (5, 16, 5), (-5, 16, 5)], [(0, 1, 2, 3)])
     keyed.shape_key_add(name="Basis")
     scene = bpy_mod.context.scene
+    # an animated empty: every frame change reports an update, so each sample is extracted
+    # (an unchanged scene would give its one snapshot again: tests/test_scene_cache.py)
+    mover = bpy_mod.data.objects.new("Mover", None)
+    scene.collection.objects.link(mover)
+    for f in (1, 3):
+        mover.location.x = f
+        mover.keyframe_insert("location", frame=f)
     ext = SceneExtractor()
     depsgraph = bpy_mod.context.evaluated_depsgraph_get()
     snaps = []

@@ -8,6 +8,11 @@ geometry edits. What a material means for a ray (node trees, textures, images) i
 Modifiers, Geometry Nodes and instances are included because everything is read from
 the evaluated depsgraph; nothing is applied to or written into the user's objects.
 Arrays are copied with ``foreach_get`` (no per-vertex Python).
+
+An unchanged scene is read once: the process's :class:`SceneCache` keeps static meshes
+and the latest snapshots (read-only) across ``scan()`` calls, the packets of a run and
+the time samples of a packet, while the depsgraph reports no update (the handlers below)
+and what it does not report (object table, materials' evaluations) is the same.
 """
 from __future__ import annotations
 
@@ -28,15 +33,70 @@ from .shading import ImageCache, MaterialEval, evaluate_material, linear_to_srgb
 _geometry_edits: dict[int, int] = {}
 
 
+class SceneCache:
+    """What the scans of one process keep of the scene between ``scan()`` calls, range
+    packets and time samples, while Blender reports nothing changed (one instance,
+    :data:`SCENE_CACHE`; every :class:`SceneExtractor` shares it).
+
+    Attributes:
+        edits: evaluations that reported any update (:func:`note_geometry_edits`: an edit,
+            a transform, an object added, removed or hidden, a material, an animated
+            object at a frame change); a kept snapshot is reused only while it is unchanged.
+        epoch: files loaded, undo and redo steps (:func:`note_reload`); part of every key.
+        static_meshes: mesh session_uid -> (:func:`static_mesh_key`, (MeshData, triangle
+            material slots, triangles dropped, triangles kept)): a static mesh's arrays and
+            content key, read once (one entry per mesh of the latest extraction).
+        static_uvs: (mesh session_uid, UV map) -> (static_mesh_key, (T, 3, 2) UVs).
+        last: the latest extraction, kept for the next one (:meth:`SceneExtractor.extract_many`):
+            (key, materials and their evaluations, the snapshots), or None.
+    """
+
+    def __init__(self) -> None:
+        self.edits = 0
+        self.epoch = 0
+        self.static_meshes: dict = {}
+        self.static_uvs: dict = {}
+        self.last: tuple | None = None
+
+    def forget(self) -> None:
+        """Drop everything kept and start a new epoch (every key made before differs)."""
+        self.epoch += 1
+        self.edits += 1
+        self.static_meshes.clear()
+        self.static_uvs.clear()
+        self.last = None
+
+
+#: the process's :class:`SceneCache`
+SCENE_CACHE = SceneCache()
+
+
+def forget_scene(*_args) -> None:
+    """Drop every array, key and snapshot kept of the scene (:meth:`SceneCache.forget`):
+    the next scan reads the scene as a first one does."""
+    SCENE_CACHE.forget()
+
+
+def note_reload(*_args) -> None:
+    """``load_pre``, ``load_post``, ``undo_post`` and ``redo_post`` handler (registered with
+    the add-on): another file or an undo step may give a datablock other data under the
+    same ``session_uid`` (undo keeps them), so nothing kept before is used again."""
+    SCENE_CACHE.forget()
+
+
 def note_geometry_edits(_scene, depsgraph=None) -> None:
     """``depsgraph_update_post`` and ``frame_change_post`` handler (both registered with
-    the add-on): count the geometry updates of every mesh. An edit, an undo, a modifier
-    added, and a frame-change script that changes vertices or swaps an object's mesh all
-    show up here (the frame change's own update lists the latter)."""
+    the add-on): count the geometry updates of every mesh, and every evaluation that
+    updated anything (:attr:`SceneCache.edits`). An edit, an undo, a modifier added, and
+    a frame-change script that changes vertices or swaps an object's mesh all show up
+    here (the frame change's own update lists the latter)."""
     import bpy
     if depsgraph is None:
         return
-    for u in depsgraph.updates:
+    updates = depsgraph.updates
+    if len(updates):
+        SCENE_CACHE.edits += 1
+    for u in updates:
         if not u.is_updated_geometry:
             continue
         idb = getattr(u.id, "original", u.id)
@@ -49,6 +109,17 @@ def note_geometry_edits(_scene, depsgraph=None) -> None:
 
 #: the handler lists :func:`note_geometry_edits` must be in for meshes to be cached
 EDIT_HANDLERS = ("depsgraph_update_post", "frame_change_post")
+#: ... and those :func:`note_reload` must be in
+RELOAD_HANDLERS = ("load_pre", "load_post", "undo_post", "redo_post")
+
+
+def edits_noted() -> bool:
+    """Whether the add-on's handlers note every change (:data:`EDIT_HANDLERS`,
+    :data:`RELOAD_HANDLERS`): without them nothing may be kept between samples."""
+    import bpy
+    h = bpy.app.handlers
+    return (all(note_geometry_edits in getattr(h, k) for k in EDIT_HANDLERS)
+            and all(note_reload in getattr(h, k) for k in RELOAD_HANDLERS))
 
 
 def static_mesh_key(orig, scene) -> tuple | None:
@@ -58,11 +129,11 @@ def static_mesh_key(orig, scene) -> tuple | None:
     ``is_deform_modified``), no shape keys, no animation data on the mesh, in object
     mode. Its evaluated mesh is its mesh datablock, read once per scan
     (:class:`SceneExtractor`) instead of once per sample. The key is the mesh's
-    ``session_uid`` (unique in the session, unlike a pointer), its sizes and its count of
-    geometry updates (:func:`note_geometry_edits`). None for every other object, and
-    when the handlers are not registered (nothing would notice a change)."""
-    import bpy
-    if not all(note_geometry_edits in getattr(bpy.app.handlers, h) for h in EDIT_HANDLERS):
+    ``session_uid`` (unique in the session, unlike a pointer), its sizes, its count of
+    geometry updates (:func:`note_geometry_edits`) and the cache's epoch (files loaded,
+    undo steps: :func:`note_reload`). None for every other object, and when the handlers
+    are not registered (nothing would notice a change)."""
+    if not edits_noted():
         return None
     data = orig.data
     if (orig.type != "MESH" or orig.modifiers or data is None or data.shape_keys is not None
@@ -71,7 +142,8 @@ def static_mesh_key(orig, scene) -> tuple | None:
             or orig.is_deform_modified(scene, "RENDER") or orig.is_deform_modified(scene, "PREVIEW")):
         return None
     uid = data.session_uid
-    return (uid, len(data.vertices), len(data.loops), len(data.polygons), _geometry_edits.get(uid, 0))
+    return (uid, len(data.vertices), len(data.loops), len(data.polygons), _geometry_edits.get(uid, 0),
+            SCENE_CACHE.epoch)
 
 
 def mesh_arrays(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -195,7 +267,14 @@ class SceneSnapshot:
 class SceneExtractor:
     """Reads evaluated frames into :class:`SceneSnapshot`. Object ids come from
     :class:`ObjectTable` (built once, from ``bpy.data.objects``); acceleration
-    structures are reused by the ray caster through the meshes' content keys."""
+    structures are reused by the ray caster through the meshes' content keys.
+
+    What does not change is kept in the process's :class:`SceneCache` (shared by every
+    extractor, so by every ``scan()`` call and every packet of a run): static meshes'
+    arrays and content keys, and the latest snapshots, which the next extraction returns
+    again (the same objects) while no depsgraph update was reported since, the sensors'
+    poses, the object table and every material's evaluation are the same and no material
+    is textured (:meth:`extract_many`)."""
 
     def __init__(self, objects=None) -> None:
         if objects is None:
@@ -205,11 +284,11 @@ class SceneExtractor:
         #: mesh session_uid -> (static_mesh_key, (MeshData, triangle material slots,
         #: triangles dropped)): meshes that cannot change between samples, read once; an
         #: entry is replaced when its key changes (one entry per mesh of the scene)
-        self.static_meshes: dict = {}
+        self.static_meshes: dict = SCENE_CACHE.static_meshes
         self.warned: set = set()  # objects named in a non-finite-geometry warning already
         self.images = ImageCache()  # textured materials' images, read once per scan
         #: mesh session_uid, UV map -> (static_mesh_key, (T, 3, 2) UVs) of static textured meshes
-        self.static_uvs: dict = {}
+        self.static_uvs: dict = SCENE_CACHE.static_uvs
         self.warned_materials: set = set()  # materials named in a warning already
         #: material name -> MaterialEval of the materials without animation (evaluated once per scan)
         self.material_evals: dict = {}
@@ -236,17 +315,24 @@ class SceneExtractor:
         each snapshot is byte for byte the one :meth:`extract` gives for that sensor
         alone. None of the sensor objects is scanned (cameras have no geometry).
 
+        An extraction that Blender reports nothing changed for since the latest
+        (:meth:`_kept`) returns that one's snapshots again, the same objects.
+
         Raises:
             SettingsError (``camera``): a sensor's world matrix has no rigid pose.
         """
-        snaps = None
-        if self.vectorize and compat.GeometrySet is not None:
-            try:
-                snaps = self._extract(depsgraph, sensor_objects, render, True)
-            except _PlanMismatch:  # Blender listed the instances otherwise: loop over them
-                pass
+        key = self._key(depsgraph, sensor_objects, render)
+        snaps = self._kept(key)
         if snaps is None:
-            snaps = self._extract(depsgraph, sensor_objects, render, False)
+            snaps = b = None
+            if self.vectorize and compat.GeometrySet is not None:
+                try:
+                    snaps, b = self._extract(depsgraph, sensor_objects, render, True)
+                except _PlanMismatch:  # Blender listed the instances otherwise: loop over them
+                    pass
+            if snaps is None:
+                snaps, b = self._extract(depsgraph, sensor_objects, render, False)
+            self._keep(key, b, snaps)
         snap = snaps[0]
         for name, n in sorted(snap.dropped.items()):
             if name not in self.warned:
@@ -265,7 +351,54 @@ class SceneExtractor:
     #: read Geometry Nodes instances as arrays where possible (tests turn it off to compare)
     vectorize = True
 
-    def _extract(self, depsgraph, sensor_objects, render: bool, vectorize: bool) -> list:
+    def _key(self, depsgraph, sensor_objects, render: bool) -> tuple | None:
+        """What an extraction depends on that the depsgraph updates may not tell: the
+        updates and files seen (:class:`SceneCache`), the scene and view layer, the
+        visibility, the sensors and their poses (also checks each pose first). None where
+        the handlers that note the changes are not registered."""
+        poses = []
+        for ob in sensor_objects:
+            cam = ob.evaluated_get(depsgraph) if not ob.is_evaluated else ob
+            poses.append(sensor_pose(cam.matrix_world).tobytes())
+        if not edits_noted():
+            return None
+        names = tuple(ob.original.name_full if ob.is_evaluated else ob.name_full for ob in sensor_objects)
+        return (SCENE_CACHE.epoch, SCENE_CACHE.edits, depsgraph.scene.session_uid, depsgraph.view_layer.name,
+                render, self.vectorize, names, tuple(poses))
+
+    def _kept(self, key) -> list | None:
+        """The kept snapshots if ``key`` is the latest extraction's and what no depsgraph
+        update reports is the same: the object table (names, types, labels: an ID
+        property set from Python updates nothing) and every material's evaluation (its
+        BlenSor settings neither)."""
+        last = SCENE_CACHE.last
+        if key is None or last is None or last[0] != key:
+            return None
+        _, materials, snaps = last
+        if self.table.table != snaps[0].objects:
+            return None
+        try:
+            for mo, ev in materials:
+                if evaluate_material(mo) != ev:
+                    return None
+        except (ReferenceError, ValueError):  # a material removed meanwhile; arrays compared
+            return None
+        return snaps
+
+    def _keep(self, key, b, snaps: list) -> None:
+        """Keep ``snaps`` (the extraction ``key`` made with the builder ``b``) for the next
+        extraction; not with a textured material (an image's pixels change without an
+        update, and an image that could not be read may be there next time). Static
+        meshes the extraction did not use are dropped."""
+        used = {k[0] for k in b.mesh_keys if k is not None}
+        for uid in [u for u in self.static_meshes if u not in used]:
+            del self.static_meshes[uid]
+        for uid_map in [k for k in self.static_uvs if k[0] not in used]:
+            del self.static_uvs[uid_map]
+        keep = key is not None and not any(ev.texture is not None for _, ev in b.material_ids)
+        SCENE_CACHE.last = (key, list(b.material_ids), snaps) if keep else None
+
+    def _extract(self, depsgraph, sensor_objects, render: bool, vectorize: bool) -> tuple[list, "_Builder"]:
         b = _Builder(self.table, self.static_meshes, self.images, self.static_uvs, self.material_evals)
         sensor_names = set()
         poses = []
@@ -326,7 +459,7 @@ class SceneExtractor:
                 finally:
                     ob.to_mesh_clear()
             b.add_instance(mi, matrix_world, rows, orig, parent, pid)
-        return [b.snapshot(pose, pose[:3, 3].copy()) for pose in poses]
+        return [b.snapshot(pose, pose[:3, 3].copy()) for pose in poses], b
 
     @staticmethod
     def _instances(depsgraph, plans: dict):
@@ -368,6 +501,8 @@ class _Builder:
         self._mesh_index: dict = {}
         self._mat_rows: dict = {}
         self.materials = [("", DEFAULT_REFLECTIVITY, False, (0.8, 0.8, 0.8), MaterialEval())]
+        #: (original material, its evaluation) of every row after the first
+        self.material_ids: list = []
         self.textures: dict = {}  # material row -> Texture
         self.spectra: dict = {}  # material row -> LibraryEntry
         self.uvs: dict = {}  # (mesh index, UV map) -> (T, 3, 2) float32
@@ -441,6 +576,7 @@ class _Builder:
                 tree = mo.node_tree
                 if mo.animation_data is None and (tree is None or tree.animation_data is None):
                     self.evals[mo.name_full] = ev  # nothing can change it during the scan
+            self.material_ids.append((mo, ev))
             ev = replace(ev)  # a copy: the row's image and texture are its own
             row = len(self.materials)
             why = [ev.warning] if ev.warning else []
@@ -567,7 +703,12 @@ class _Builder:
         for blk in self.blocks:
             blk["plan"].write_relative(blk["rows"], origin, m[at:at + blk["n"]])
             at += blk["n"]
-        geometry = SceneGeometry(self.meshes, np.concatenate(mesh), m)
+        instance_mesh = np.concatenate(mesh).astype(np.int32, copy=False)  # blocks' are int64
+        # read-only: snapshots are kept and shared between scans (SceneCache), and a
+        # backend keeps frozen arrays by reference instead of copying them
+        # (SceneGeometry.content)
+        instance_mesh.flags.writeable = m.flags.writeable = False
+        geometry = SceneGeometry(self.meshes, instance_mesh, m)
         tri_off = np.zeros(len(self.meshes) + 1, np.int64)
         tri_off[1:] = np.cumsum([t.shape[0] for t in self.tri_mats]) if self.tri_mats else []
         evals = [x[4] for x in self.materials]

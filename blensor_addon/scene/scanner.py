@@ -431,7 +431,9 @@ class Scanner:
     def close(self) -> None:
         """Undo the render-visibility switches, free the ray caster's native memory and
         drop the scene samples (10^6 instances: ~100 MB each) at once, not at the next
-        garbage collection (idempotent)."""
+        garbage collection (idempotent). The latest extraction stays in the process's
+        :class:`~.extract.SceneCache` for the next scan (:func:`~.extract.forget_scene`
+        drops it; loading a file does)."""
         self._timeline = None
         if self._visibility is not None:
             self._visibility.restore()

@@ -284,6 +284,8 @@ class Timeline:
     def _step(a, b, t0: float, t1: float) -> tuple[Step, bool]:
         """The step from snapshot ``a`` to ``b``, and whether a mesh deforms between them."""
         ga, gb = a.geometry, b.geometry
+        if a is b:  # the extractor's one snapshot of a scene unchanged in between: nothing moves
+            return Step(t0, t1, a, ga, a.sensor_to_world, b.sensor_to_world, False), False
         ib = match_instances(a, b)
         ok = ib >= 0
         codes: dict = {}  # mesh key -> small int, so instances compare as integers

@@ -6,7 +6,7 @@ import atexit
 import bpy
 
 from ..compat import UNREGISTER_AT_EXIT
-from ..scene.extract import EDIT_HANDLERS, note_geometry_edits
+from ..scene.extract import EDIT_HANDLERS, RELOAD_HANDLERS, forget_scene, note_geometry_edits, note_reload
 from . import ops, panel, props
 
 
@@ -37,7 +37,8 @@ def _stamp_settings(*_args) -> None:
 
 
 _HANDLERS = (("load_pre", _release_backends), ("load_post", _upgrade_settings), ("save_pre", _stamp_settings),
-             *((kind, bpy.app.handlers.persistent(note_geometry_edits)) for kind in EDIT_HANDLERS))
+             *((kind, bpy.app.handlers.persistent(note_geometry_edits)) for kind in EDIT_HANDLERS),
+             *((kind, bpy.app.handlers.persistent(note_reload)) for kind in RELOAD_HANDLERS))
 
 
 #: the classes registered by :func:`register` (made from the registries at that time)
@@ -81,6 +82,7 @@ def unregister() -> None:
         if fn in handlers:
             handlers.remove(fn)
     _release_backends()
+    forget_scene()  # nothing would notice a change now
     props.unregister_properties()
     for cls in reversed(_registered_classes):
         bpy.utils.unregister_class(cls)

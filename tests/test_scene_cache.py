@@ -1,0 +1,238 @@
+"""An unchanged scene costs nothing per scan: what Blender reports unchanged keeps its
+arrays, content keys, material rows, BVHs and instance transforms across ``scan()``
+calls, and every change Blender makes (an edit, a material, a transform, an object
+added or removed, undo, another file) or that no depsgraph update reports (a material's
+BlenSor settings, an object's label) is scanned as it is now."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import blensor_addon
+from blensor_addon.core.materials import MaterialTable
+from blensor_addon.scene import extract
+from conftest import ROOT, add_camera, add_mesh, generic_sensor
+
+SCANS = 10
+
+
+def _wall_scene(bpy, y=8.0):
+    """A camera at the origin looking along +y (generic sensor, three lasers) and a 10 x 10 m
+    wall ``Wall`` at ``y`` with the material ``Paint``; returns (camera, wall)."""
+    paint = bpy.data.materials.new("Paint")
+    _paint(paint, (0.2, 0.6, 0.2))
+    cam = add_camera(bpy, rotation=(math.pi / 2, 0.0, 0.0))  # sensor -z (view) = world +y
+    generic_sensor(cam, "-10, 0, 10", angle_resolution=1.0, start_angle=-40.0, end_angle=40.0)
+    wall = add_mesh(bpy, "Wall", [(-5, y, -5), (5, y, -5), (5, y, 5), (-5, y, 5)], [(0, 1, 2, 3)], paint)
+    return cam, wall
+
+
+def _paint(mat, rgb):
+    """Give ``mat`` the base colour ``rgb``: its Principled BSDF's where it has a node tree
+    (Blender 5.0 always), else its viewport colour (what a scan reads, scene/shading.py)."""
+    tree = mat.node_tree
+    node = tree.nodes.get("Principled BSDF") if tree is not None else None
+    if node is not None:
+        node.inputs["Base Color"].default_value = (*rgb, 1.0)
+    else:
+        mat.diffuse_color = (*rgb, 1.0)
+
+
+def _fresh(cam):
+    """The scan with every kept array, key, table and snapshot dropped first: what a first
+    scan of the scene as it is now gives."""
+    extract.forget_scene()
+    return blensor_addon.scan(cam)
+
+
+def _same(a, b) -> bool:
+    """The two results are equal, field by field, objects table included."""
+    fa, fb = a.arrays(), b.arrays()
+    return fa.keys() == fb.keys() and all(np.array_equal(fa[k], fb[k]) for k in fa) and a.objects == b.objects
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    """Counts the mesh reads (by mesh name), Geometry Nodes instance reads and distinct
+    material row tables made while the test runs."""
+    seen = {"mesh": [], "gn": 0, "tables": []}
+    real_arrays, real_plan, real_rows = extract.mesh_arrays, extract._gn_plan, MaterialTable._row_table
+
+    def arrays(me):
+        seen["mesh"].append(me.name)
+        return real_arrays(me)
+
+    def plan(parent, b):
+        seen["gn"] += 1
+        return real_plan(parent, b)
+
+    def rows(self):
+        if not any(t is self for t in seen["tables"]):
+            seen["tables"].append(self)
+        return real_rows(self)
+
+    monkeypatch.setattr(extract, "mesh_arrays", arrays)
+    monkeypatch.setattr(extract, "_gn_plan", plan)
+    monkeypatch.setattr(MaterialTable, "_row_table", rows)
+    return seen
+
+
+def test_a_static_mesh_is_read_once_over_ten_scans(bpy_mod, empty_scene, counts):
+    cam, _wall = _wall_scene(bpy_mod)
+    extract.forget_scene()
+    from blensor_addon import raycast
+    backend = raycast.shared_backend("auto")
+    results = [blensor_addon.scan(cam) for _ in range(SCANS)]
+    builds = (backend.blas_builds, backend.scene_builds) if hasattr(backend, "blas_builds") else None
+    assert len(results[0]) > 100 and all(_same(results[0], r) for r in results[1:])
+    assert counts["mesh"].count("Wall") == 1  # read (foreach_get, content key) once, not once per scan
+    assert len(counts["tables"]) == 1  # one material row table for the ten scans
+    if builds is not None:  # the native backend: one BVH and one top level for the ten scans
+        blensor_addon.scan(cam)
+        assert (backend.blas_builds, backend.scene_builds) == builds
+
+
+def test_geometry_nodes_instances_are_read_once_over_ten_scans(bpy_mod, empty_scene, counts):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gn_scatter", ROOT / "scenes" / "gn_scatter.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.make_gn_scatter(bpy_mod, n=21, size=20.0, box_half=0.2, z=-1.5)
+    cam = add_camera(bpy_mod, rotation=(math.pi / 2, 0.0, 0.0))
+    generic_sensor(cam, "-20, -30, -45", angle_resolution=2.0)
+    extract.forget_scene()
+    results = [blensor_addon.scan(cam) for _ in range(SCANS)]
+    assert len(results[0]) > 100 and all(_same(results[0], r) for r in results[1:])
+    assert counts["gn"] == 1  # the 441 transforms read once, not once per scene sample of every scan
+    assert _same(results[-1], _fresh(cam))
+
+
+def test_a_geometry_edit_is_scanned(bpy_mod, empty_scene, counts):
+    cam, wall = _wall_scene(bpy_mod)
+    before = blensor_addon.scan(cam)
+    for v in wall.data.vertices:
+        v.co.y = 6.0
+    wall.data.update()
+    after = blensor_addon.scan(cam)
+    assert counts["mesh"].count("Wall") == 2
+    np.testing.assert_allclose(after.range.min(), 6.0, rtol=1e-4)
+    assert not np.allclose(before.range.min(), after.range.min())
+    assert _same(after, _fresh(cam))
+
+
+def test_material_edits_are_scanned(bpy_mod, empty_scene):
+    cam, wall = _wall_scene(bpy_mod)
+    paint = bpy_mod.data.materials["Paint"]
+    before = blensor_addon.scan(cam)
+    _paint(paint, (0.9, 0.1, 0.1))  # a depsgraph update
+    coloured = blensor_addon.scan(cam)
+    assert not np.array_equal(before.color, coloured.color) and _same(coloured, _fresh(cam))
+    paint.blensor.reflectivity = 0.123  # no depsgraph update reports this one
+    set_ = blensor_addon.scan(cam)
+    assert np.all(set_.reflectivity == np.float32(0.123)) and _same(set_, _fresh(cam))
+    wall.data.materials[0] = bpy_mod.data.materials.new("Other")  # another material in the slot
+    other = blensor_addon.scan(cam)
+    assert not np.array_equal(other.reflectivity, set_.reflectivity) and _same(other, _fresh(cam))
+
+
+def test_transforms_and_labels_are_scanned(bpy_mod, empty_scene):
+    cam, wall = _wall_scene(bpy_mod)
+    blensor_addon.scan(cam)
+    wall.location.y = 2.0
+    moved = blensor_addon.scan(cam)
+    np.testing.assert_allclose(moved.range.min(), 10.0, rtol=1e-4)
+    cam.location.y = 1.0  # the sensor moves
+    closer = blensor_addon.scan(cam)
+    np.testing.assert_allclose(closer.range.min(), 9.0, rtol=1e-4)
+    wall["blensor_label"] = "building"  # an ID property: no depsgraph update
+    labelled = blensor_addon.scan(cam)
+    assert [o["label"] for o in labelled.objects if o["name"] == "Wall"] == ["building"]
+    assert _same(labelled, _fresh(cam))
+
+
+def test_added_removed_and_hidden_objects_are_scanned(bpy_mod, empty_scene):
+    cam, wall = _wall_scene(bpy_mod)
+    alone = blensor_addon.scan(cam)
+    near = add_mesh(bpy_mod, "Near", [(-1, 4, -5), (1, 4, -5), (1, 4, 5), (-1, 4, 5)], [(0, 1, 2, 3)])
+    both = blensor_addon.scan(cam)
+    np.testing.assert_allclose(both.range.min(), 4.0, rtol=1e-4)
+    assert _same(both, _fresh(cam))
+    near.hide_render = True
+    hidden = blensor_addon.scan(cam)
+    assert np.array_equal(hidden.range, alone.range) and _same(hidden, _fresh(cam))
+    near.hide_render = False
+    assert _same(blensor_addon.scan(cam), both)
+    bpy_mod.data.objects.remove(near)
+    gone = blensor_addon.scan(cam)
+    assert _same(gone, alone) and _same(gone, _fresh(cam))
+    bpy_mod.data.objects.remove(wall)
+    assert len(blensor_addon.scan(cam)) == 0
+
+
+def test_undo_is_scanned(bpy_mod, empty_scene):
+    cam, wall = _wall_scene(bpy_mod)
+    bpy_mod.ops.ed.undo_push(message="wall at 8 m")
+    at8 = blensor_addon.scan(cam)
+    for v in wall.data.vertices:
+        v.co.y = 5.0
+    wall.data.update()
+    bpy_mod.ops.ed.undo_push(message="wall at 5 m")
+    at5 = blensor_addon.scan(cam)
+    np.testing.assert_allclose(at5.range.min(), 5.0, rtol=1e-4)
+    bpy_mod.ops.ed.undo()
+    cam = bpy_mod.data.objects["Sensor"]  # undo gave new Python objects
+    undone = blensor_addon.scan(cam)
+    assert _same(undone, at8)
+    bpy_mod.ops.ed.redo()
+    cam = bpy_mod.data.objects["Sensor"]
+    assert _same(blensor_addon.scan(cam), at5)
+
+
+def test_another_file_is_scanned(bpy_mod, empty_scene, tmp_path):
+    # two files whose walls differ only in their vertices (same names, same sizes)
+    paths = []
+    for y in (8.0, 5.0):
+        bpy_mod.ops.wm.read_factory_settings(use_empty=True)
+        _wall_scene(bpy_mod, y)
+        paths.append(str(tmp_path / f"wall{int(y)}.blend"))
+        bpy_mod.ops.wm.save_as_mainfile(filepath=paths[-1])
+    ranges = []
+    for p in paths + paths:
+        blensor_addon.open_blend(p)
+        ranges.append(float(blensor_addon.scan(bpy_mod.data.objects["Sensor"]).range.min()))
+    np.testing.assert_allclose(ranges, [8.0, 5.0, 8.0, 5.0], rtol=1e-4)
+
+
+def test_animation_is_scanned_at_each_frame(bpy_mod, empty_scene):
+    cam, wall = _wall_scene(bpy_mod)
+    wall.keyframe_insert("location", frame=1)
+    wall.location.y = 4.0
+    wall.keyframe_insert("location", frame=11)
+    cam.data.blensor.time_model = "frame"
+    near = [float(blensor_addon.scan(cam, frame=f).range.min()) for f in (1, 6, 11, 6, 1)]
+    np.testing.assert_allclose(near, [8.0, 10.0, 12.0, 10.0, 8.0], rtol=1e-3)
+
+
+def test_a_static_scene_is_read_and_hashed_once_over_the_packets_of_a_run(bpy_mod, empty_scene, counts,
+                                                                          monkeypatch, tmp_path):
+    # a range run hashes every packet's geometry for --resume: the one snapshot of an
+    # unchanged scene is read once and hashed once, however many packets
+    import hashlib
+    import types
+
+    from blensor_addon.raycast import base
+    hashed = []
+
+    def sha256():
+        hashed.append(1)
+        return hashlib.sha256()
+
+    monkeypatch.setattr(base, "hashlib", types.SimpleNamespace(sha256=sha256))
+    cam, _wall = _wall_scene(bpy_mod)
+    cam.data.blensor.time_model = "frame"
+    extract.forget_scene()
+    blensor_addon.scan_range(cam, range(1, 9), str(tmp_path / "run"), formats=("npz",))
+    assert len(list((tmp_path / "run").glob("*.npz"))) == 8
+    assert counts["mesh"].count("Wall") == 1 and len(hashed) == 1
