@@ -22,7 +22,9 @@ grid mesh of T triangles (default 10^7, one object, 200 x 200 m, sensor 2 m abov
 centre) and a Geometry Nodes scatter of N x N instances (default 913: 833,569), a warm
 ``blensor_addon.scan()`` (continuous time, the default HDL-64E S2 revolution) against the
 raw kernel: the ``intersect`` calls that same scan made, recorded and replayed on the
-backend with the scene's top level as the scan left it. Scan and replay alternate in
+backend with the scene's top level as the scan left it; then the same with a small box
+driving through the scene (it changes at every scene sample: the rest is kept only as
+far as its parts are). Scan and replay alternate in
 ``--rounds`` rounds (minimum of each, their ratio), with the CPU model and the load
 average before and after. Nothing here asserts a time.
 """
@@ -96,6 +98,21 @@ def _lidar(bpy):
     return cam
 
 
+def _moving_box(bpy):
+    """A 1 m box ``Mover`` 10 m from the sensor, driving along x at 10 m/s (a driver of
+    ``frame``): the scene changes at every scene sample, elsewhere than the big object."""
+    me = bpy.data.meshes.new("Mover")
+    h = 0.5
+    me.from_pydata([(x * h, y * h, z * h) for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], [],
+                   [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)])
+    ob = bpy.data.objects.new("Mover", me)
+    ob.location = (0.0, 10.0, 2.0)
+    bpy.context.scene.collection.objects.link(ob)
+    fc = ob.driver_add("location", 0)
+    fc.driver.type = "SCRIPTED"
+    fc.driver.expression = "10.0 * frame / 24"
+
+
 def _warm_vs_kernel(blensor_addon, cam, rounds: int) -> tuple[float, float, int]:
     """(minimum s of a warm scan(), minimum s of the kernel on the same rays, points):
     scan() and the replay of its recorded ``intersect`` calls alternate in ``rounds``."""
@@ -141,6 +158,9 @@ def unchanged(args) -> int:
     cam = _lidar(bpy)
     scan_s, kernel_s, pts = _warm_vs_kernel(blensor_addon, cam, args.rounds)
     rows.append((f"grid mesh, {ntri:,} triangles", scan_s, kernel_s, pts))
+    _moving_box(bpy)
+    scan_s, kernel_s, pts = _warm_vs_kernel(blensor_addon, cam, args.rounds)
+    rows.append(("  same and a moving box", scan_s, kernel_s, pts))
     raycast.release_shared()
     bpy.ops.wm.read_factory_settings(use_empty=True)
     n = args.scatter
@@ -148,6 +168,9 @@ def unchanged(args) -> int:
     cam = _lidar(bpy)
     scan_s, kernel_s, pts = _warm_vs_kernel(blensor_addon, cam, args.rounds)
     rows.append((f"GN scatter {n} x {n} = {n * n:,} instances", scan_s, kernel_s, pts))
+    _moving_box(bpy)
+    scan_s, kernel_s, pts = _warm_vs_kernel(blensor_addon, cam, args.rounds)
+    rows.append(("  same and a moving box", scan_s, kernel_s, pts))
     raycast.release_shared()
     load1 = os.getloadavg()
     print(f"unchanged scene, warm scan() vs kernel on its rays (HDL-64E S2 revolution, continuous time), "

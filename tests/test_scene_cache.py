@@ -236,3 +236,31 @@ def test_a_static_scene_is_read_and_hashed_once_over_the_packets_of_a_run(bpy_mo
     blensor_addon.scan_range(cam, range(1, 9), str(tmp_path / "run"), formats=("npz",))
     assert len(list((tmp_path / "run").glob("*.npz"))) == 8
     assert counts["mesh"].count("Wall") == 1 and len(hashed) == 1
+
+
+def test_motion_records_are_made_for_the_instances_that_move_only(monkeypatch):
+    # one car moving among 10^4 static instances: the records (a QR and a quaternion per
+    # instance) are made for the one row whose two transforms differ, bit for bit those
+    # of all rows at once (mirrored, singular and non-finite rows among them)
+    from blensor_addon.raycast import motion
+    from blensor_addon.raycast.base import MeshData, SceneGeometry
+    rng = np.random.default_rng(7)
+    n = 10_000
+    m0 = np.tile(np.eye(4, dtype=np.float32), (n, 1, 1))
+    m0[:, :3, :] = rng.normal(size=(n, 3, 4)).astype(np.float32)
+    m0[5, 0, :3] *= -1.0  # mirrored
+    m0[6, :3, :3] = 0.0  # singular
+    m0[7, 1, 1] = np.nan
+    m1 = m0.copy()
+    moved = [3, 5, 6, 7, 9999]
+    m1[moved, :3, 3] += 1.0
+    mesh = MeshData(np.zeros((3, 3), np.float32), np.array([[0, 1, 2]], np.int32))
+    geometry = SceneGeometry([mesh], np.zeros(n, np.int32), m0, instance_matrix_end=m1)
+    rows = []
+    real = motion.decompose
+    monkeypatch.setattr(motion, "decompose", lambda M: rows.append(len(M)) or real(M))
+    rec, moving = geometry.motion()
+    assert rows == [len(moved), len(moved)]  # start and end, of the rows that differ only
+    full, full_moving = motion.motion_records(m0, m1)
+    assert np.array_equal(moving, full_moving) and moving.sum() == 3  # singular, NaN rows do not move
+    assert np.array_equal(rec[moving].view(np.uint64), full[full_moving].view(np.uint64))

@@ -195,11 +195,21 @@ class SceneGeometry:
     def motion(self) -> tuple[F64, Bool] | None:
         """Motion records and moving mask (:func:`.motion.motion_records` of
         ``instance_matrix`` and ``instance_matrix_end``): (I, 32) float64 and (I,) bool,
-        or None when ``instance_matrix_end`` is None."""
-        if self.instance_matrix_end is None:
+        or None when ``instance_matrix_end`` is None. The records are made for the
+        instances whose two transforms differ only (one car among 10^6 static instances:
+        one QR, not 10^6), bit for bit those rows of ``motion_records`` over all; the rows
+        of instances that do not move are NaN (no backend reads them)."""
+        end = self.instance_matrix_end
+        if end is None:
             return None
-        from .motion import motion_records
-        return motion_records(self.instance_matrix, self.instance_matrix_end)
+        from .motion import RECORD_SIZE, motion_records
+        start = self.instance_matrix
+        rows = np.flatnonzero((start != end).any(axis=(1, 2)))  # NaN != NaN: tried, not moving
+        rec = np.full((start.shape[0], RECORD_SIZE), np.nan)
+        moving = np.zeros(start.shape[0], bool)
+        if rows.size:
+            rec[rows], moving[rows] = motion_records(start[rows], end[rows])
+        return rec, moving
 
     def content(self) -> GeometryContent:
         """The geometry's content as it is now, in copies the caller owns, or the arrays
