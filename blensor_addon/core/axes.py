@@ -132,12 +132,36 @@ def to_axes(result: ScanResult, axes: str) -> ScanResult:
     extra = dict(result.extra)
     for name in ("xyz_deskewed", "xyz_noisy_deskewed", "xyz_sensor", "xyz_noisy_sensor"):  # sensor frame
         if name in extra:
-            extra[name] = (extra[name].astype(np.float64) @ M.T).astype(np.float32)
+            extra[name] = axes_product(extra[name], M)
     changes["extra"] = extra
     if result.frame_of_reference == "sensor":
         for name in ("xyz", "xyz_noisy", "normal"):
-            changes[name] = getattr(result, name).astype(np.float64) @ M.T
+            changes[name] = axes_product(getattr(result, name), M)
     return dataclasses.replace(result, **changes)
+
+
+def axes_product(v: Array, M: F64) -> Array:
+    """``(v @ M.T)`` of (N, 3) rows ``v`` and an axes matrix ``M`` (3, 3) (one entry of
+    +-1 in each row, zeros elsewhere: :data:`ROS_FROM_BLENSOR` or its transpose), as
+    float32: the float64 product rounded to float32, bit for bit, without it. Each
+    product with a +-1 or a 0 is exact and each sum has at most one term that is not
+    zero, so an output column is an input column times +-1, its zeros +0.0 (the float64
+    product, numpy's BLAS, sums a zero and zeros to +0.0; tests/test_axes_product.py
+    checks every sign of zero). Rows ``v`` that are not all finite (``0 * inf`` is NaN)
+    take the float64 product itself. A float64 ``v`` is rounded to float32 first, as a
+    :class:`~.result.ScanResult` holds it."""
+    v32 = np.asarray(v, dtype=np.float32)
+    j = np.argmax(np.abs(M), axis=1)
+    sign = M[np.arange(3), j]
+    if v32.ndim != 2 or v32.shape[1] != 3 or not (np.count_nonzero(M, axis=1) == 1).all() \
+            or not np.isin(sign, (-1.0, 1.0)).all() or not np.isfinite(v32).all():
+        return (v32.astype(np.float64) @ M.T).astype(np.float32)
+    out = np.empty(v32.shape, np.float32)
+    for i in range(3):
+        col = out[:, i]
+        np.multiply(v32[:, j[i]], np.float32(sign[i]), out=col)
+        col += np.float32(0.0)  # -0.0 -> +0.0, as the float64 product's sum of zeros
+    return out
 
 
 def matrix_to_quat(R: Floating) -> F64:
