@@ -2,7 +2,7 @@
 costs per HDL-32E sweep, apart from the scan.
 
 Usage: ``.venv/bin/python benchmarks/drive_writes.py [--sweeps K] [--rounds R]
-[--tree PATH ...] [--scan-ms MS] [--blend FILE]``
+[--tree PATH ...] [--scan-ms MS] [--length N] [--out-dir DIR] [--blend FILE]``
 
 Once per invocation, ``K`` sweeps (default 20) of ``scenes/drive.blend`` (its camera
 ``Lidar``, an HDL-32E, continuous time, from 5 s into the drive; built by
@@ -15,17 +15,21 @@ a fresh process through the range scan's :class:`~blensor_addon.jobs.pipeline.Pi
 machine's disk) with a scanner that returns the kept results: ``--scan-ms 0`` (default)
 hands each result over at once (the write side alone: its ceiling in sweeps/s), ``MS``
 spends that many ms of Python work per sweep on the main thread first (a scan holding
-the GIL, so the table shows what the writer thread takes from it).
+the GIL, so the table shows what the writer thread takes from it). ``--length N`` writes
+N sweeps, the K kept ones over and over, renumbered (a long run's manifest);
+``--out-dir /dev/shm`` writes to memory (no disk: syncs cost nothing there).
 
 Per checkout: sweeps/s and CPU-s per sweep of the whole process (every thread), the
 main thread's wait for the writer per sweep, fsync calls per sweep, manifest writes and
 the bytes they wrote (summed over the run). Minimum over the rounds, and per round the
-ratio of each checkout's wall time to the first's. Prints the CPU model and the load
+ratio of each checkout's wall time to the first's; whether every run wrote the same
+files, byte for byte. Prints the CPU model and the load
 average before and after (the machine is shared). Nothing here asserts a time.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import pickle
@@ -104,9 +108,14 @@ def prepare(blend: Path | None, sweeps: int, cache: Path) -> None:
     blensor_addon.unregister()
 
 
-def replay(cache: Path, scan_ms: float) -> dict:
-    """One run of the kept sweeps through the pipeline into a temporary folder; returns
-    the figures (see the module docstring)."""
+def replay(cache: Path, scan_ms: float, length: int = 0, out_dir: Path | None = None) -> dict:
+    """One run of the kept sweeps through the pipeline into a temporary folder (in
+    ``out_dir``; None: beside the checkout); returns the figures (see the module
+    docstring). ``length``: sweeps to write, the kept ones over and over, renumbered
+    (0: each kept one once)."""
+    import dataclasses
+
+    from blensor_addon.core.packets import Packet
     from blensor_addon.io import outdir
     from blensor_addon.io.formats import WRITERS, output_patterns
     from blensor_addon.jobs.pipeline import Pipeline, WholeResult
@@ -114,6 +123,10 @@ def replay(cache: Path, scan_ms: float) -> dict:
     with open(cache, "rb") as f:
         kept = pickle.load(f)
     results = kept["results"]
+    if length:
+        first = results[0][0].index
+        results = [(Packet(p.kind, first + k), dataclasses.replace(r, frame=first + k), rec)
+                   for k, (p, r, rec) in enumerate(results[k % len(results)] for k in range(length))]
 
     class Plan:
         packets = [p for p, _, _ in results]
@@ -165,7 +178,8 @@ def replay(cache: Path, scan_ms: float) -> dict:
         return path
     outdir.OutputFolder.write_manifest = write_manifest
     objects = kept["objects"]
-    with tempfile.TemporaryDirectory(dir=ROOT.parent if os.access(ROOT.parent, os.W_OK) else None) as tmp:
+    where = out_dir or (ROOT.parent if os.access(ROOT.parent, os.W_OK) else None)
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
         folder = outdir.OutputFolder(Path(tmp) / "run", manifest="manifest.json",
                                      patterns=output_patterns(list(FORMATS)), listed=outdir.range_run_files)
         folder.open()
@@ -185,13 +199,18 @@ def replay(cache: Path, scan_ms: float) -> dict:
         pipe.finish("complete")
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         main_cpu = time.thread_time() - main0
-        size = sum(p.stat().st_size for p in folder.path.rglob("*") if p.is_file())
+        files = sorted(p for p in folder.path.rglob("*") if p.is_file() and p.name != outdir.LOCK_NAME)
+        size = sum(p.stat().st_size for p in files)
+        digest = hashlib.sha256()
+        for p in files:  # every file's name and bytes: the checkouts' outputs compared
+            digest.update(p.relative_to(folder.path).as_posix().encode() + b"\0" + p.read_bytes())
         final = (folder.path / "manifest.json").stat().st_size
         folder.release()
     n = len(results)
     points = sum(len(r) for _, r, _ in results)
     return {"sweeps": n, "points": points, "wall": wall, "cpu": cpu, "main_cpu": main_cpu,
-            "wait": steps - n * scan_ms * 1e-3, "bytes": size, "final_manifest": final, **counts}
+            "wait": steps - n * scan_ms * 1e-3, "bytes": size, "final_manifest": final,
+            "sha256": digest.hexdigest(), **counts}
 
 
 def main(argv=None) -> int:
@@ -201,12 +220,16 @@ def main(argv=None) -> int:
     ap.add_argument("--tree", action="append", type=Path,
                     help="a checkout of BlenSor to measure (repeatable; the first is the reference)")
     ap.add_argument("--scan-ms", type=float, default=0.0)
+    ap.add_argument("--length", type=int, default=0,
+                    help="sweeps to write: the prepared ones over and over, renumbered (default: each once)")
+    ap.add_argument("--out-dir", type=Path, help="where the runs write (default: beside the checkout; "
+                    "/dev/shm: no disk)")
     ap.add_argument("--blend", type=Path, default=ROOT / "scenes" / "drive.blend")
     ap.add_argument("--cache", type=Path, help="the pickle of prepared sweeps (made if missing)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(replay(args.cache, args.scan_ms)))
+        print(json.dumps(replay(args.cache, args.scan_ms, args.length, args.out_dir)))
         return 0
     trees = [t.resolve() for t in args.tree or [ROOT]]
     cache = args.cache or Path(tempfile.gettempdir()) / f"drive_writes_{args.sweeps}.pickle"
@@ -218,8 +241,10 @@ def main(argv=None) -> int:
         for t in trees:  # interleaved: every checkout once per round
             env = {**os.environ, "PYTHONPATH": str(t)}
             out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
-                                  "--cache", str(cache), "--scan-ms", str(args.scan_ms)], env=env, check=True,
-                                 capture_output=True, text=True, cwd=str(t)).stdout
+                                  "--cache", str(cache), "--scan-ms", str(args.scan_ms),
+                                  "--length", str(args.length),
+                                  *(["--out-dir", str(args.out_dir)] if args.out_dir else [])],
+                                 env=env, check=True, capture_output=True, text=True, cwd=str(t)).stdout
             rows[t].append(json.loads(out.strip().splitlines()[-1]))
     first = rows[trees[0]][0]
     print(f"write side of the drive: {first['sweeps']} HDL-32E sweeps, {first['points']:,} points, into "
@@ -239,6 +264,9 @@ def main(argv=None) -> int:
               f"{statistics.median(ratios):6.2f}")
         print(f"    rounds: wall {', '.join('%.2f' % r['wall'] for r in rs)} s; "
               f"CPU {', '.join('%.2f' % r['cpu'] for r in rs)} s; output {best['bytes']:,} bytes")
+    same = len({r["sha256"] for t in trees for r in rows[t]}) == 1
+    print(f"  every file of every run the same bytes (sha256 of names and contents): "
+          f"{'yes' if same else 'NO'}")
     return 0
 
 

@@ -145,3 +145,83 @@ def test_a_far_world_frame_result_is_warned_about_once(capsys, tmp_path):
     w.frame_files(r)
     err = capsys.readouterr().err
     assert err.count("blensor: warning: world coordinates up to") == 1 and " in npz " in err
+
+
+def zipfile_npz(arrays, compress):
+    """The archive as numpy-style code writes it with zipfile: one writestr per member."""
+    from blensor_addon.io.formats._base import write_array
+    out = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    level = 1 if compress else None
+    with zipfile.ZipFile(out, "w", compression=method, compresslevel=level) as zf:
+        for name, arr in arrays.items():
+            buf = io.BytesIO()
+            write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = method
+            zf.writestr(info, buf.getbuffer(), compress_type=method, compresslevel=level)
+    return out.getvalue()
+
+
+ARRAYS = {"big": np.arange(40000, dtype=np.float64) % 11, "noise": np.random.default_rng(3).random(30000),
+          "small": np.arange(5, dtype=np.uint16), "empty": np.zeros((0, 3), np.float32),
+          "scalar": np.array(2.5), "text": np.array('{"é": 1}'), "grüße": np.ones(3, np.uint8)}
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_the_archive_is_zipfiles_bytes_with_or_without_the_pool(compress):
+    """Assembled here with the members deflated on the pool, on this thread, or every
+    member on the pool: the bytes zipfile writes (non-ASCII member name included)."""
+    from blensor_addon.io.formats import npz
+    expected = zipfile_npz(ARRAYS, compress)
+    assert npz_bytes_of(ARRAYS, compress) == expected
+    assert npz_bytes_of(ARRAYS, compress, pool=None) == expected
+    assert npz_bytes_of({}, compress) == zipfile_npz({}, compress)
+    old = npz.POOL_MIN_BYTES
+    try:
+        npz.POOL_MIN_BYTES = 0
+        assert npz_bytes_of(ARRAYS, compress) == expected
+    finally:
+        npz.POOL_MIN_BYTES = old
+    with zipfile.ZipFile(io.BytesIO(expected)) as zf:
+        assert zf.testzip() is None and zf.getinfo("grüße.npy").flag_bits & 0x800
+
+
+def test_the_large_members_go_to_the_pool_at_once():
+    """Deflate runs on the pool's threads for every member of 64 KiB or more in one
+    map (all in flight together); the small ones on the calling thread."""
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from blensor_addon.io.formats import npz
+    calls = []
+
+    class Recording(ThreadPoolExecutor):
+        def map(self, fn, *iterables, **kw):
+            items = [list(it) for it in iterables]
+            calls.append([len(x) for x in items[0]])
+            return super().map(fn, *items, **kw)
+    with Recording(2) as pool:
+        assert npz_bytes_of(ARRAYS, True, pool=lambda: pool) == zipfile_npz(ARRAYS, True)
+    assert calls == [[40000 * 8 + 128, 30000 * 8 + 128]] and npz.POOL_MIN_BYTES == 1 << 16
+    assert npz.POOL_THREADS == max(1, min(4, os.cpu_count() or 1))
+    npz_bytes_of(ARRAYS, True)
+    assert npz.deflate_pool() is npz.deflate_pool()
+    assert any(t.name.startswith("blensor-deflate") for t in threading.enumerate())
+
+
+def test_an_archive_that_needs_zip64_records_is_zipfiles(monkeypatch):
+    """Past the ZIP64 limit (2 GiB: lowered here) or 65,535 members zipfile writes the
+    archive, ZIP64 records and all."""
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 200_000)
+    data = npz_bytes_of(ARRAYS, True)
+    assert data == zipfile_npz(ARRAYS, True) and b"PK\x06\x06" in data  # the ZIP64 end record
+    assert np.array_equal(members(data)["noise"], ARRAYS["noise"])
+    monkeypatch.undo()
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", len(ARRAYS) - 1)  # (65,535 members)
+    data = npz_bytes_of(ARRAYS, False)
+    assert data == zipfile_npz(ARRAYS, False) and b"PK\x06\x06" in data
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", len(ARRAYS))
+    assert b"PK\x06\x06" not in npz_bytes_of(ARRAYS, False)

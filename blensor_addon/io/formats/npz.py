@@ -23,6 +23,15 @@ every frame (with 10^6 instances it would dominate the file). Further per-point 
 sensor adds (``return_number``, ``number_of_returns``, ... :data:`~blensor_addon.core.result.EXTRA_FIELDS`)
 follow, when the result holds them. ``ray_index`` is absent for a sensor with no grid.
 
+The archive is assembled here, byte for byte as :mod:`zipfile` writes it (its local
+headers from :meth:`zipfile.ZipInfo.FileHeader`, the central directory and end record
+packed with zipfile's own layouts), so that the members can be deflated at once on a
+small thread pool: zlib releases the GIL while it deflates and while it sums the CRC, so
+a frame's members are compressed on the free cores while the writer thread goes on, and
+the bytes are those of one ``zipfile.ZipFile.writestr`` per member (one
+``compress(data) + flush()`` of a raw deflate stream at :data:`COMPRESS_LEVEL`).
+Members too large for a plain zip (ZIP64, from 2 GiB) are written by :mod:`zipfile`.
+
 World coordinates are float32 here; a world-frame scan far from the origin (float32
 rounding over 1 mm, from 32 km) is warned about once per run (LAS keeps 0.1 mm).
 """
@@ -31,7 +40,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
+import threading
 import zipfile
+import zlib
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,21 +94,109 @@ def npz_bytes(result: ScanResult, compress: bool = True, start_ns: int | None = 
     return npz_bytes_of(npz_members(result, start_ns), compress)
 
 
-def npz_bytes_of(arrays: dict[str, Array], compress: bool = False) -> bytes:
-    """A reproducible .npz of ``arrays`` (fixed member times, in order; members
-    deflated at :data:`COMPRESS_LEVEL` if ``compress``, else stored)."""
+#: members of at least this many bytes are deflated on the pool (:func:`deflate_pool`);
+#: smaller ones (the metadata) on the calling thread
+POOL_MIN_BYTES = 1 << 16
+#: threads of the deflate pool: the cores, at most 4
+POOL_THREADS = max(1, min(4, os.cpu_count() or 1))
+#: the zip's central directory header and end of central directory record (PKWARE's
+#: APPNOTE.TXT 4.3.12 and 4.3.16; zipfile's structCentralDir and structEndArchive)
+_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
+_END = struct.Struct("<4s4H2LH")
+_pool: tuple[int, Executor] | None = None  # (the pid that made it, the pool)
+_pool_lock = threading.Lock()
+
+
+def deflate_pool() -> Executor:
+    """The process's deflate threads (:data:`POOL_THREADS`, named ``blensor-deflate``),
+    made on first use, and again in a forked child (which has none of its parent's
+    threads: their queue would never be served)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="blensor-deflate"))
+        return _pool[1]
+
+
+def _packed(data: memoryview, compress: bool) -> tuple[bytes | memoryview, int]:
+    """``(payload, CRC-32)`` of a member's bytes ``data``: deflated as zipfile does (raw
+    deflate at :data:`COMPRESS_LEVEL`, one ``compress`` and a ``flush``) if ``compress``,
+    else ``data`` itself."""
+    crc = zlib.crc32(data)
+    if not compress:
+        return data, crc
+    co = zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15)
+    return co.compress(data) + co.flush(), crc
+
+
+def _member_info(name: str, compress: bool) -> zipfile.ZipInfo:
+    """The zip entry of member ``name``: fixed time (1980-01-01), mode 0644, the method."""
+    info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
+    info.external_attr = 0o644 << 16
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    return info
+
+
+def _zipfile_bytes(members: list[tuple[str, memoryview]], compress: bool) -> bytes:
+    """The archive of ``members`` ((name, npy bytes)) written by :mod:`zipfile`, one
+    ``writestr`` per member (what :func:`npz_bytes_of` gives, ZIP64 records included)."""
     out = io.BytesIO()
     method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
     level = COMPRESS_LEVEL if compress else None
     with zipfile.ZipFile(out, "w", compression=method, compresslevel=level) as zf:
-        for name, arr in arrays.items():
-            buf = io.BytesIO()
-            write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
-            info = zipfile.ZipInfo(name + ".npy", date_time=_EPOCH)
-            info.external_attr = 0o644 << 16
-            info.compress_type = method
-            zf.writestr(info, buf.getbuffer(), compress_type=method, compresslevel=level)
+        for name, data in members:
+            zf.writestr(_member_info(name, compress), data, compress_type=method, compresslevel=level)
     return out.getvalue()
+
+
+def npz_bytes_of(arrays: dict[str, Array], compress: bool = False,
+                 pool: Callable[[], Executor] | None = deflate_pool) -> bytes:
+    """A reproducible .npz of ``arrays`` (fixed member times, in order; members
+    deflated at :data:`COMPRESS_LEVEL` if ``compress``, else stored), byte for byte what
+    :mod:`zipfile` writes for one ``writestr`` per member. The members of at least
+    :data:`POOL_MIN_BYTES` are deflated (and CRC-summed) on ``pool()``'s threads at once
+    (None: all on this thread); an archive that needs ZIP64 records (from 2 GiB, or
+    65,535 members) is written by :mod:`zipfile`.
+
+    Raises:
+        ValueError: an array of Python objects (a pickle is never written).
+    """
+    members: list[tuple[str, memoryview]] = []
+    for name, arr in arrays.items():
+        buf = io.BytesIO()
+        write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
+        members.append((name, buf.getbuffer()))
+    if (sum(len(data) for _, data in members) * 1.05 > zipfile.ZIP64_LIMIT
+            or len(members) > zipfile.ZIP_FILECOUNT_LIMIT):
+        return _zipfile_bytes(members, compress)  # ZIP64 records (sizes, offsets, member count)
+    big = [data for _, data in members if len(data) >= POOL_MIN_BYTES] if pool is not None else []
+    done = iter(pool().map(_packed, big, [compress] * len(big)) if pool is not None and big else ())
+    out: list[bytes | memoryview] = []
+    central: list[bytes] = []
+    offset = 0
+    for name, data in members:
+        pooled = pool is not None and len(data) >= POOL_MIN_BYTES
+        payload, crc = next(done) if pooled else _packed(data, compress)
+        info = _member_info(name, compress)
+        info.flag_bits, info.CRC = 0, crc  # (seekable output: no data descriptor)
+        info.file_size, info.compress_size, info.header_offset = len(data), len(payload), offset
+        header = info.FileHeader(False)
+        try:  # (as zipfile: an ASCII name as it is, else UTF-8 and flag 0x800)
+            filename, flags = info.filename.encode("ascii"), info.flag_bits
+        except UnicodeEncodeError:
+            filename, flags = info.filename.encode("utf-8"), info.flag_bits | 0x800
+        d = info.date_time
+        central.append(_CENTRAL.pack(
+            b"PK\x01\x02", info.create_version, info.create_system,
+            info.extract_version, info.reserved, flags, info.compress_type,
+            d[3] << 11 | d[4] << 5 | d[5] // 2, (d[0] - 1980) << 9 | d[1] << 5 | d[2], crc, len(payload),
+            len(data), len(filename), len(info.extra), len(info.comment), 0, info.internal_attr,
+            info.external_attr, offset) + filename + info.extra + info.comment)
+        out += [header, payload]
+        offset += len(header) + len(payload)
+    directory = b"".join(central)
+    end = _END.pack(b"PK\x05\x06", 0, 0, len(members), len(members), len(directory), offset, 0)
+    return b"".join([*out, directory, end])
 
 
 def write_npz(result: ScanResult, path: str | os.PathLike[str], compress: bool = True) -> None:
