@@ -264,3 +264,28 @@ def test_motion_records_are_made_for_the_instances_that_move_only(monkeypatch):
     full, full_moving = motion.motion_records(m0, m1)
     assert np.array_equal(moving, full_moving) and moving.sum() == 3  # singular, NaN rows do not move
     assert np.array_equal(rec[moving].view(np.uint64), full[full_moving].view(np.uint64))
+
+
+def test_static_meshes_keep_their_material_rows_while_another_object_moves(bpy_mod, empty_scene, monkeypatch):
+    # a box driving past the wall changes the scene at every sample (each is extracted
+    # again), but the wall's and the box's meshes do not change: their triangles' material
+    # slots are concatenated and their material rows tabled once for every sample and scan
+    cam, _wall = _wall_scene(bpy_mod)
+    box = add_mesh(bpy_mod, "Box", [(-1, 5, -1), (1, 5, -1), (1, 5, 1), (-1, 5, 1)], [(0, 1, 2, 3)])
+    fc = box.driver_add("location", 0)
+    fc.driver.type = "SCRIPTED"
+    fc.driver.expression = "frame * 0.5"
+    extract.forget_scene()
+    made = []
+    real = MaterialTable._row_table
+
+    def rows(self):
+        out = real(self)
+        made.append((self.tri_material, None if out is None else out[0]))
+        return out
+
+    monkeypatch.setattr(MaterialTable, "_row_table", rows)
+    results = [blensor_addon.scan(cam, frame=f) for f in (1, 2, 3)]
+    assert all(len(r) > 100 for r in results) and len(made) >= 3  # every scan looked rows up
+    assert len({id(t) for t, _ in made}) == 1 and len({id(r) for _, r in made}) == 1
+    assert all(_same(a, b) for a, b in zip(results[::-1], [blensor_addon.scan(cam, frame=f) for f in (3, 2, 1)]))

@@ -57,6 +57,11 @@ class SceneCache:
         self.static_meshes: dict = {}
         self.static_uvs: dict = {}
         self.last: tuple | None = None
+        #: (the meshes' triangle material slot arrays, their concatenation) of the latest snapshot
+        self.tri_material: tuple | None = None
+        #: the latest snapshot's MaterialTable (its row table is shared when the next one's
+        #: rows are the same: MaterialTable.share_rows)
+        self.material_table = None
 
     def forget(self) -> None:
         """Drop everything kept and start a new epoch (every key made before differs)."""
@@ -64,7 +69,19 @@ class SceneCache:
         self.edits += 1
         self.static_meshes.clear()
         self.static_uvs.clear()
-        self.last = None
+        self.last = self.tri_material = self.material_table = None
+
+    def tri_material_of(self, parts: list) -> np.ndarray:
+        """(T,) int32 concatenation of the meshes' triangle material slots ``parts``: the
+        latest one again (read-only) when ``parts`` are the very arrays it was made of
+        (static meshes' entries are the same arrays from sample to sample)."""
+        kept = self.tri_material
+        if kept is not None and len(kept[0]) == len(parts) and all(a is b for a, b in zip(kept[0], parts)):
+            return kept[1]
+        out = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        out.flags.writeable = False
+        self.tri_material = (list(parts), out)
+        return out
 
 
 #: the process's :class:`SceneCache`
@@ -726,7 +743,7 @@ class _Builder:
             color=linear_to_srgb_u8([x[3] for x in self.materials]).reshape(-1, 3),
             names=[x[0] for x in self.materials],
             mesh_tri_offset=tri_off,
-            tri_material=np.concatenate(self.tri_mats) if self.tri_mats else np.zeros(0, np.int32),
+            tri_material=SCENE_CACHE.tri_material_of(self.tri_mats),
             inst_mesh=geometry.instance_mesh,
             inst_slot_offset=slot_off,
             slot_material=np.concatenate(flat),
@@ -735,6 +752,8 @@ class _Builder:
             alpha=alpha if optics else None,
             extra=extra,
         )
+        mtable.share_rows(SCENE_CACHE.material_table)
+        SCENE_CACHE.material_table = mtable
         return SceneSnapshot(geometry, mtable, *(np.concatenate(x) for x in ids), self.table.table, pose, origin,
                              dict(self.dropped), dict(self.bad_transforms), list(self.warnings))
 
