@@ -540,3 +540,29 @@ def test_an_echo_of_one_candidate_with_a_non_finite_weight_takes_the_general_for
     ret = beam.form_returns(settings(returns="all"), sub, hits, 100.0, np.random.default_rng(0))
     assert list(ret.beam) == [0, 1, 2, 2]
     assert ret.range[0] == 5.0 and np.isnan(ret.range[1]) and list(ret.range[2:]) == [4.0, 7.0]
+
+
+def test_the_strongest_echo_is_searched_among_the_beams_of_several_echoes_only(monkeypatch):
+    # the returns mode after detection (select_returns) on a scan where most beams have
+    # one echo: only the beams with several are searched; the others keep their one
+    searched = []
+    runs = beam._first_of_runs
+
+    def count(key, starts, counts):
+        searched.append(key.shape[0])
+        return runs(key, starts, counts)
+
+    monkeypatch.setattr(beam, "_first_of_runs", count)
+    B = 1000
+    key = np.concatenate([np.arange(B), [10, 500]])
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    r = np.linspace(5.0, 50.0, key.shape[0])
+    energy = np.random.default_rng(2).uniform(0.1, 1.0, key.shape[0])
+    chosen = beam.select_returns(settings(returns="strongest"), key, r, energy)
+    assert searched == [4]
+    assert np.array_equal(key[chosen], np.arange(B))  # one return per beam
+    for b in (10, 500):
+        two = np.flatnonzero(key == b)
+        p = energy[two] / r[two] ** 2
+        assert chosen[b] == two[np.argmax(p)]

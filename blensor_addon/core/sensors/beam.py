@@ -265,9 +265,26 @@ def _starts(keys: Array) -> I64:
 
 def _first_of_groups(key: F64, starts: I64) -> I64:
     """Index of the row with the largest ``key`` in each run of rows (``starts``, (G,)),
-    the earliest row on a tie; (G,) int64. O(rows), no sort."""
+    the earliest row on a tie; (G,) int64. O(rows), no sort. A run of one row is that
+    row: when most runs have one row (one echo per beam), only the longer runs are
+    searched."""
     n = key.shape[0]
     counts = np.diff(np.append(starts, n))
+    several = counts > 1
+    many = np.flatnonzero(several)
+    if 4 * many.size < starts.shape[0]:
+        out = np.array(starts, dtype=np.int64)
+        if many.size:
+            rows = np.flatnonzero(np.repeat(several, counts))  # the longer runs' rows
+            cm = counts[many]
+            out[many] = rows[_first_of_runs(key[rows], np.cumsum(cm) - cm, cm)]
+        return out
+    return _first_of_runs(key, starts, counts)
+
+
+def _first_of_runs(key: F64, starts: I64, counts: I64) -> I64:
+    """:func:`_first_of_groups` of every run (``counts`` rows from each of ``starts``)."""
+    n = key.shape[0]
     top = np.maximum.reduceat(key, starts)
     at = np.where(key == np.repeat(top, counts), np.arange(n), n)
     return np.minimum(np.minimum.reduceat(at, starts), starts + counts - 1)  # NaN keys: the last row
