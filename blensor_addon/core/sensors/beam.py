@@ -379,8 +379,12 @@ def _merge_extra(rng_all: F64, ok: Bool, ray: I64, beam: I64, S: int, R: int) ->
     inserted after the beam's candidates of smaller or equal range (their row indices are
     larger). About 4x faster than the lexsort for 10^6 rows."""
     key = np.where(ok[:R], rng_all[:R], np.inf).reshape(-1, S)
-    main: I64 = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
-    main = main[ok[main]]
+    main: I64
+    if S == 1:  # one sub-ray per beam: the candidates in row order (what sorting rows of one gives)
+        main = np.flatnonzero(ok[:R])
+    else:
+        main = (np.argsort(key, axis=1, kind="stable") + (np.arange(key.shape[0]) * S)[:, None]).ravel()
+        main = main[ok[main]]
     extra = R + np.flatnonzero(ok[R:])
     if extra.size == 0:
         return main
