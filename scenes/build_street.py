@@ -1,4 +1,4 @@
-"""Build ``scenes/street.blend``: the quick start's demo street, 25 s of driving through a
+"""Build ``scenes/street.blend``: the quick start's demo street, 20 s of driving through a
 few town blocks, reproducibly.
 
 The streets (world +Z up, metres): a main street along y = 0 crossed by three streets
@@ -6,8 +6,8 @@ The streets (world +Z up, metres): a main street along y = 0 crossed by three st
 is 12 m of asphalt (two 3.5 m lanes, a 2.5 m parking strip on each side) with a 2 %
 crossfall (camber: the crown on the centre line 12 cm above the gutters), granite kerbs
 (2 m stones) and 3.5 m pavements 12 cm above the gutter. The ground is one 1 m grid over
-280 x 190 m: the slopes and long waves of ``build_drive.height`` plus a seeded roughness
-(1.5 cm sigma on roads and pavements, 3 cm on the lawns).
+280 x 190 m: a gentle slope and one long wave (:func:`terrain`, grades within 0.6 %) plus
+a seeded roughness (1.5 cm sigma on roads and pavements, 3 cm on the lawns).
 
 Along every street: buildings of 2-8 floors (ground floor 3.5 m, upper floors 3 m), 9-20 m
 wide, with setbacks of 0.5-5 m and gaps, each with facade relief on its street side: piers
@@ -22,24 +22,28 @@ rows at the junctions, benches and bins; trees on the pavements every 9-15 m (tw
 prototypes in a collection, instanced by empties, scaled and turned); parked cars in the
 parking strips.
 
-Motion (Bezier keys on every frame from -10 to 260): the ego car drives east on the main
-street's right-hand lane from x = -118 m at 8 m/s (up to 10 m/s), turns left at the x = 70
-junction (10 m radius, about 5 m/s) and drives north; 224 m in 25 s, rolling with the
-camber and its turn and pitching with the grade and its acceleration (``build_drive``'s
-``poses_along``). Other cars: one ahead on its lane, two oncoming, one crossing the main
-street at x = 0 and one that comes down the x = 70 street and stops at the junction; a
-cyclist rides west on the main street and eight pedestrians walk along the pavements
-(two stand). Every moving object stays on the road or pavement surface (camber included).
+Motion (Bezier keys on every frame, :data:`KEY_PAD` frames beyond both ends): the ego car
+drives east on the main street's right-hand lane from x = :data:`EGO_X0` at 7 m/s (up to
+8.5 m/s), turns left at the x = 70 junction (10 m radius, about 5 m/s) and drives north;
+155 m in 20 s, rolling with the camber and its turn and pitching with the grade and its
+acceleration (``build_drive.poses_along`` on :func:`terrain`). Other cars: one ahead on
+its lane, two oncoming, one crossing the main street at x = 0 and one that comes down the
+x = 70 street and stops at the junction; a cyclist rides west on the main street and eight
+pedestrians walk along the pavements (two stand). Every moving object stays on the road or
+pavement surface (camber included).
 
-The sensor is the camera ``Lidar`` (Velodyne HDL-32E preset at 10 Hz, continuous time:
-every ray at its own firing time) parented to the ego car 2.4 m above the ground, high
-enough that the lowest laser (-30.67 deg) clears the car's bonnet, roof and tailgate; camera
-convention (local +Y = up, looking down -Z = the driving direction). Scene: 10 fps, frames
-0-250 (t = frame / 10 s: 0-25 s). Materials come from
-``blensor_addon/core/tables/reflectance.json`` (``build_crossing.make_materials``), every
-object carries a ``blensor_label`` (SemanticKITTI class names), the camera too
-(``unlabeled``). Every random draw comes from ``numpy.random.default_rng(SEED)``: the same
-script gives the same scene.
+The sensor is the camera ``Lidar``: an Ouster OS1-128 (preset ``os1_128``) in its 512x10
+lidar mode (128 beams 0.35 deg apart over 43 deg, 512 columns, 10 Hz: 65,536 rays a
+sweep), continuous time (every ray at its own firing time), parented to the ego car 2.4 m
+above the ground, high enough that the lowest beam clears the car's bonnet, roof and
+tailgate; camera convention (local +Y = up, looking down -Z = the driving direction).
+KISS-ICP tilts on sparse rings (docs/performance.md, *Odometry benchmark*): the HDL-32E and
+the VLP-16 drift 2-6 % here, the OS1-128's dense rings stay within 1 %. Scene: 10 fps, frames
+0-199 (t = frame / 10 s: 0-20 s, 200 sweeps). Materials come from
+``blensor_addon/core/tables/reflectance.json`` (``build_crossing.make_materials``; the shop
+pane ``build_crossing.glass_material``), every object carries a ``blensor_label``
+(SemanticKITTI class names), the camera too (``unlabeled``). Every random draw comes from
+``numpy.random.default_rng(SEED)``: the same script gives the same scene.
 
 Usage: ``python scenes/build_street.py [OUT.blend]`` (pip ``bpy``), default
 ``scenes/street.blend`` (committed: the quick start scans it).
@@ -71,8 +75,10 @@ from build_drive import (  # noqa: E402  (the drive's terrain, mesh and motion h
 
 SEED = 20342
 FPS = 10
-DURATION = 25.0                      # s of scene (frames 0..250)
-FRAME_END = int(round(DURATION * FPS)) - 1   # 250 sweeps at 10 Hz: t = 0 .. 25 s
+DURATION = 20.0                      # s of scene (frames 0..199)
+FRAME_END = int(round(DURATION * FPS)) - 1   # 200 sweeps at 10 Hz: t = 0 .. 20 s
+EGO_X0 = -65.0                       # the ego car starts here on the main street
+EGO_V = (7.0, 8.5)                    # the ego car: speed at the start, top speed (m/s)
 KEY_PAD = 10                         # keys this many frames beyond both ends (smooth subframes)
 SENSOR_HEIGHT = 2.4                  # m above the ground under the car
 
@@ -570,16 +576,16 @@ def build(out: Path) -> dict:
            for a in np.linspace(0, math.pi / 2, 80)]
     route = np.vstack([route, arc, resample([(xl, -LANE + TURN_R), (xl, Y_EXT + 10)])[1:]])
     ego_path = Path2D(route, False)
-    start = -118.0 - (-X_EXT + 5)
-    ego_s = drive(ego_path, 10.0, 8.0, times, s0=start)
+    start = EGO_X0 - (-X_EXT + 5)
+    ego_s = drive(ego_path, EGO_V[1], EGO_V[0], times, s0=start)
     ego_loc, ego_rot, ego_v = poses_on_road(ego_path, ego_s, times)
-    lead = drive(ego_path, 10.0, 8.0, times + 2.5, s0=start)  # the ego car's profile, 2.5 s ahead
+    lead = drive(ego_path, EGO_V[1], EGO_V[0], times + 2.5, s0=start)  # the ego car's profile, 2.5 s ahead
     movers = {"Car.Lead": ("Sedan", "car_paint_blue", ego_path, lead)}
     west = Path2D(resample([(X_EXT + 10, LANE), (-X_EXT - 10, LANE)]), False)
     movers["Car.Oncoming1"] = ("Van", "car_paint_white", west, drive(west, 10.0, 9.0, times, s0=40.0))
     movers["Car.Oncoming2"] = ("Sedan", "car_paint_red", west, drive(west, 11.0, 9.0, times, s0=5.0))
     north = Path2D(resample([(LANE, -Y_EXT - 10), (LANE, Y_EXT + 10)]), False)
-    movers["Car.Crossing"] = ("Sedan", "car_paint_silver", north, drive(north, 9.0, 8.5, times, s0=45.0))
+    movers["Car.Crossing"] = ("Sedan", "car_paint_silver", north, drive(north, 9.0, 8.5, times, s0=55.0))
     south = Path2D(resample([(TURN_X - LANE, Y_EXT + 10), (TURN_X - LANE, ROAD_HALF + 6.0)]), False)
     movers["Car.Stopping"] = ("Van", "car_paint_black", south,
                               drive(south, 9.0, 8.0, times, v_end=0.0, s0=10.0))
@@ -643,7 +649,7 @@ def build(out: Path) -> dict:
         s = cam_data.blensor
         s.preset = "os1_128"
         s.angle_resolution = 360.0 / 512  # the 512x10 lidar mode
-        s.time_model = "frame"
+        s.time_model = "continuous"  # every ray at its own time while the cars move
         s.axes = "ros"
         s.formats = {"npz"}
 
