@@ -19,8 +19,11 @@ least disturbed); the ratio column divides by the first row's minimum. The inden
 split the fastest call of each case into its stages (``ScanContext.cast``: the scene
 layer's cast, native kernel included, which is also shown on its own: every
 ``NativeBackend.intersect`` call, glass paths included; ``footprint``; ``form_returns``;
-the rest: detection, noise, assembly), to show where the cost goes. Nothing here asserts a time; the issue's
-bound is a ratio of at most 3 for S = 7.
+the rest: detection, noise, assembly), to show where the cost goes. The row ``raw kernel,
+same rays`` of each case replays the very ``NativeBackend.intersect`` calls of one of its
+scans on the extracted geometry (``benchmarks/overhead.py``'s ``record_calls``), min of
+``--repeat``: the ratio of those rows is the floor the kernel alone sets on the case's
+ratio. Nothing here asserts a time; the issue's bound is a ratio of at most 3 for S = 7.
 """
 from __future__ import annotations
 
@@ -65,6 +68,31 @@ def _min_time(fn, repeat: int) -> tuple[float, dict]:
     return best, stages
 
 
+def _kernel_replay(scan, repeat: int) -> tuple[int, float]:
+    """(rays, seconds): the ``NativeBackend.intersect`` calls of one ``scan()`` replayed on
+    their step's geometry (a backend per geometry, built before timing), fastest of
+    ``repeat``."""
+    from overhead import record_calls
+
+    from blensor_addon.raycast.native import NativeBackend
+    backends: dict = {}
+    calls = []
+    for geometry, o, d, tmax, ts, bundle in record_calls(scan):
+        if id(geometry) not in backends:
+            backends[id(geometry)] = NativeBackend()
+            backends[id(geometry)].set_geometry(geometry)
+        calls.append((backends[id(geometry)], o, d, tmax, ts, bundle))
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for b, o, d, tmax, ts, bundle in calls:
+            b.intersect(o, d, tmax, time=ts, bundle=bundle)
+        best = min(best, time.perf_counter() - t0)
+    for b in backends.values():
+        b.close()
+    return sum(c[1].shape[0] for c in calls), best
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=7)
@@ -98,7 +126,7 @@ def main(argv=None) -> int:
     if args.unbundled:
         cases.append((f"{S} sub-rays, {D * 1e3:g} mrad, strongest, no bundles",
                       {"samples_per_beam": S, "beam_divergence": D, "_unbundled": True}))
-    rows = []
+    rows, kernels = [], []
     bundled_cast = TimelineContext.cast
     for name, ov in cases:
         ov = dict(ov)
@@ -114,6 +142,10 @@ def main(argv=None) -> int:
             rows.append((f"  {label}", t, ""))
         rows.append(("  rest (detection, noise, assembly)",
                      sec - sum(t for k, t in stages.items() if k not in NESTED), ""))
+        if args.backend == "native":
+            rays, kernel = _kernel_replay(scan, args.repeat)
+            rows.append(("  raw kernel, same rays (replayed)", kernel, f"{rays:,} rays cast"))
+            kernels.append(kernel)
     base = rows[0][1]
     load = os.getloadavg()[0]
     print(f"beam divergence, HDL-64E S2 revolution (133,312 beams) of scenes/crossing.blend, backend "
@@ -122,6 +154,9 @@ def main(argv=None) -> int:
     print(f"  {'case':52s} {'seconds':>8s} {'ratio':>6s}  note")
     for name, sec, note in rows:
         print(f"  {name:52s} {sec:8.3f} {sec / base:6.2f}  {note}")
+    if len(kernels) > 1:
+        print("  raw kernel alone, each case / the first: "
+              + ", ".join(f"{k / kernels[0]:.2f}x" for k in kernels[1:]))
     blensor_addon.unregister()
     return 0
 
