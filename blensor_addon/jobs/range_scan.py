@@ -325,6 +325,28 @@ class RangeScanJob(SteppedJob):
         if member is None:
             self.start()
 
+    # What the job was asked, as the Python API's callers read it (``scan_range(...).frames``):
+    # the spec's, read-only.
+    @property
+    def frames(self) -> Iterable[int] | None:
+        """The frames asked for (None: a ``time`` interval was)."""
+        return self.spec.frames
+
+    @property
+    def time(self) -> tuple[float, float] | None:
+        """The time interval asked for, s (None: frames were)."""
+        return self.spec.time
+
+    @property
+    def out_dir(self) -> str | os.PathLike[str]:
+        """The output folder as given."""
+        return self.spec.out_dir
+
+    @property
+    def formats(self) -> Sequence[str]:
+        """The formats written."""
+        return self.spec.formats
+
     def _guard(self, fn: Callable[[], None]) -> None:
         """Run a set-up phase; on failure undo the set-up (nothing of the run is left)."""
         try:
