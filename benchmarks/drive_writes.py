@@ -20,11 +20,15 @@ N sweeps, the K kept ones over and over, renumbered (a long run's manifest);
 ``--out-dir /dev/shm`` writes to memory (no disk: syncs cost nothing there).
 
 Per checkout: sweeps/s and CPU-s per sweep of the whole process (every thread), the
-main thread's wait for the writer per sweep, fsync calls per sweep, manifest writes and
-the bytes they wrote (summed over the run). Minimum over the rounds, and per round the
-ratio of each checkout's wall time to the first's; whether every run wrote the same
-files, byte for byte. Prints the CPU model and the load
-average before and after (the machine is shared). Nothing here asserts a time.
+main thread's wait for the writer per sweep (blocked handing a packet over, and in
+``finish`` for the last ones), fsync calls per sweep, manifest writes and
+the bytes they wrote (summed over the run), the CPU of one rewrite of the final manifest
+(``json.dumps`` and, where the checkout has it, ``ManifestText``). Minimum over the
+rounds, and per round the ratio of each checkout's wall time to the first's; whether
+every run wrote the same files, byte for byte. Last, this checkout's npz of one sweep
+with its members deflated on the pool and on one thread, interleaved. Prints the CPU
+model and the load average before and after (the machine is shared). Nothing here
+asserts a time.
 """
 from __future__ import annotations
 
@@ -177,6 +181,15 @@ def replay(cache: Path, scan_ms: float, length: int = 0, out_dir: Path | None = 
         counts["manifest_bytes"] += path.stat().st_size
         return path
     outdir.OutputFolder.write_manifest = write_manifest
+    from blensor_addon.jobs import pipeline
+    blocked = [0.0]
+    real_submit = pipeline.WriterThread.submit
+
+    def submit(self, job):  # the main thread waits here while the writer is a packet behind
+        t = time.perf_counter()
+        real_submit(self, job)
+        blocked[0] += time.perf_counter() - t
+    pipeline.WriterThread.submit = submit
     objects = kept["objects"]
     where = out_dir or (ROOT.parent if os.access(ROOT.parent, os.W_OK) else None)
     with tempfile.TemporaryDirectory(dir=where) as tmp:
@@ -191,12 +204,11 @@ def replay(cache: Path, scan_ms: float, length: int = 0, out_dir: Path | None = 
                         manifest, {}, lambda: objects)
         cpu0, wall0, main0 = time.process_time(), time.perf_counter(), time.thread_time()
         manifest.start()
-        steps = 0.0
         while pipe.remaining:
-            t = time.perf_counter()
             pipe.step()
-            steps += time.perf_counter() - t
+        t = time.perf_counter()
         pipe.finish("complete")
+        blocked[0] += time.perf_counter() - t  # the last packets written
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         main_cpu = time.thread_time() - main0
         files = sorted(p for p in folder.path.rglob("*") if p.is_file() and p.name != outdir.LOCK_NAME)
@@ -205,12 +217,55 @@ def replay(cache: Path, scan_ms: float, length: int = 0, out_dir: Path | None = 
         for p in files:  # every file's name and bytes: the checkouts' outputs compared
             digest.update(p.relative_to(folder.path).as_posix().encode() + b"\0" + p.read_bytes())
         final = (folder.path / "manifest.json").stat().st_size
+        rewrite = manifest_rewrite(json.loads((folder.path / "manifest.json").read_text()))
         folder.release()
     n = len(results)
     points = sum(len(r) for _, r, _ in results)
     return {"sweeps": n, "points": points, "wall": wall, "cpu": cpu, "main_cpu": main_cpu,
-            "wait": steps - n * scan_ms * 1e-3, "bytes": size, "final_manifest": final,
-            "sha256": digest.hexdigest(), **counts}
+            "wait": blocked[0], "bytes": size, "final_manifest": final,
+            "sha256": digest.hexdigest(), **rewrite, **counts}
+
+
+def manifest_rewrite(doc: dict, repeat: int = 5) -> dict:
+    """CPU-s of one rewrite of the manifest ``doc`` (its text; the least of ``repeat``):
+    ``json.dumps`` of the whole doc, and :class:`~blensor_addon.io.outdir.ManifestText`
+    with every entry added already (where the checkout has it)."""
+    from blensor_addon.io import outdir
+    dumps, text = [], []
+    for _ in range(repeat):
+        t = time.process_time()
+        json.dumps(doc, indent=2, sort_keys=True)
+        dumps.append(time.process_time() - t)
+        if hasattr(outdir, "ManifestText"):
+            mt = outdir.ManifestText()
+            for e in doc["frames"]:
+                mt.add(e)
+            mt.encode(doc)  # (the object table's text kept from here)
+            t = time.process_time()
+            mt.encode(doc)
+            text.append(time.process_time() - t)
+    return {"rewrite_json": min(dumps), "rewrite_text": min(text) if text else None}
+
+
+def npz_table(cache: Path, rounds: int) -> None:
+    """One sweep's npz (this checkout): members deflated on the pool and on the calling
+    thread, interleaved; least wall and CPU seconds."""
+    from blensor_addon.io.formats import npz
+    with open(cache, "rb") as f:
+        kept = pickle.load(f)
+    r = kept["results"][0][1]
+    arrays = npz.npz_members(r, kept["run"].start_ns)
+    times: dict[str, list[tuple[float, float]]] = {"pool": [], "one thread": []}
+    for _ in range(rounds):
+        for label, pool in (("pool", npz.deflate_pool), ("one thread", None)):
+            w, c = time.perf_counter(), time.process_time()
+            data = npz.npz_bytes_of(arrays, True, pool=pool)
+            times[label].append((time.perf_counter() - w, time.process_time() - c))
+    print(f"npz of one sweep ({len(r):,} points, {len(data):,} bytes), this checkout, {rounds} interleaved "
+          f"rounds, {npz.POOL_THREADS} pool threads; load average {load()}")
+    for label, ts in times.items():
+        print(f"  members deflated {label:10s}: wall {min(t[0] for t in ts) * 1e3:6.1f} ms, "
+              f"CPU {min(t[1] for t in ts) * 1e3:6.1f} ms")
 
 
 def main(argv=None) -> int:
@@ -264,9 +319,13 @@ def main(argv=None) -> int:
               f"{statistics.median(ratios):6.2f}")
         print(f"    rounds: wall {', '.join('%.2f' % r['wall'] for r in rs)} s; "
               f"CPU {', '.join('%.2f' % r['cpu'] for r in rs)} s; output {best['bytes']:,} bytes")
+        rw = best["rewrite_text"]
+        print(f"    one rewrite of the final manifest: json.dumps {best['rewrite_json'] * 1e3:.1f} ms CPU"
+              + (f", ManifestText {rw * 1e3:.1f} ms CPU" if rw is not None else ""))
     same = len({r["sha256"] for t in trees for r in rows[t]}) == 1
     print(f"  every file of every run the same bytes (sha256 of names and contents): "
           f"{'yes' if same else 'NO'}")
+    npz_table(cache, max(5, args.rounds))
     return 0
 
 
