@@ -139,3 +139,20 @@ def test_a_chain_of_takes_copies_no_field_it_does_not_read():
     part.weight = np.asarray(part.weight).view(Untouchable)
     final = part.take(np.arange(0, 500, 2)).take(np.arange(250) < 100).take(np.arange(0, 100, 4))
     assert np.array_equal(final.range, part.range[np.arange(0, 500, 2)][:100][::4])
+
+
+def test_a_scattered_field_is_held_once():
+    # a field read in ray order (form_returns reads seven) is held by the hits alone: the
+    # steps' parts drop their rows of it, and views still read it, from the hits
+    rng = np.random.default_rng(8)
+    snap = CountingSnap(20, rng)
+    rows = [np.arange(0, 300), np.arange(300, 700)]
+    parts = [cast_part(len(r), snap, rng) for r in rows]
+    want = np.concatenate([p.normal for p in parts])
+    hits = CastHits.scatter(parts, rows, 700)
+    view = hits.take(np.arange(0, 700, 5))
+    assert np.array_equal(hits.normal, want)
+    held = hits._scatter.parts  # the scatter's own parts (the caller's stay as they were)
+    assert all("normal" not in p.__dict__ for p in held) and all("normal" in p.__dict__ for p in parts)
+    assert all("range" in p.__dict__ for p in held)  # not read: still the parts'
+    assert np.array_equal(view.normal, want[::5]) and np.array_equal(view.object_id.shape, (140,))

@@ -169,6 +169,7 @@ class CastHits:
             raise AttributeError(name)
         value = sc.field(name)
         setattr(self, name, value)
+        sc.release(name)
         return value
 
 
@@ -240,7 +241,8 @@ class _Scatter:
     moved as slices."""
 
     def __init__(self, parts: list[CastHits], rows: list, n: int) -> None:
-        self.parts, self.rows, self.n = parts, rows, n
+        self.parts = [_alias(p) for p in parts]  # its own: :meth:`release` drops fields from them
+        self.rows, self.n = rows, n
         self.runs = [_runs(np.asarray(r)) for r in rows]
 
     def field(self, name: str) -> np.ndarray:
@@ -259,6 +261,12 @@ class _Scatter:
             v = self.parts[0]._rows(name, slice(0, 0))
             out = np.empty((self.n, *v.shape[1:]), v.dtype)
         return out
+
+    def release(self, name: str) -> None:
+        """Drop field ``name`` from the parts: the hits hold it in ray order now (and
+        views read it from there), so the parts' rows of it are not read again."""
+        for p in self.parts:
+            p.__dict__.pop(name, None)
 
     @staticmethod
     def _put(out, m: int, dst, v: np.ndarray) -> np.ndarray:
@@ -302,6 +310,13 @@ class _Scatter:
             v = self.parts[0]._rows(name, slice(0, 0))
             out = np.empty((k, *v.shape[1:]), v.dtype)
         return out
+
+
+def _alias(hits: CastHits) -> CastHits:
+    """Another :class:`CastHits` holding the same arrays (and labels' source) as ``hits``."""
+    out = CastHits.__new__(CastHits)
+    out.__dict__.update(hits.__dict__)
+    return out
 
 
 def _as_slice(idx):

@@ -62,6 +62,14 @@ def echo_hits(hits: Hits, ret: Returns) -> EchoHits:
     return echo
 
 
+def _own_rows(hits: Hits) -> Hits:
+    """``hits`` in arrays of their own (``concat`` of it alone): the hits a chunk keeps
+    may be rows taken from its whole cast (the scene layer's takes copy a field when it is
+    first read), which would hold every ray of the chunk while the next one is cast; a
+    scan's memory is to grow with the returns it keeps, not with its chunks."""
+    return type(hits).concat([hits])
+
+
 def _beam_chunks(patterns: Iterable[RayPattern], per_beam: int) -> Iterator[RayPattern]:
     """The chunks of ``patterns`` (an iterable of :class:`RayPattern`) cut into pieces of
     at most ``CHUNK_RAYS // per_beam`` beams (whole chunks when they fit, as with one
@@ -309,6 +317,8 @@ class Sensor(Generic[S]):
         parts: list[tuple[RayPattern, Hits]] = []
         rays = 0
         for pattern in self.patterns(s, frame, frame_time, mode, ctx.camera):
+            if parts:  # a further chunk: the kept hits of the last one in arrays of their own
+                parts[-1] = (parts[-1][0], _own_rows(parts[-1][1]))
             o = None if pattern.origins is None else pattern.origins.astype(np.float64)
             hits = ctx.cast(o, pattern.directions.astype(np.float64), self.max_range(s), s.max_bounces,
                             times=pattern.timestamp)
@@ -339,6 +349,8 @@ class Sensor(Generic[S]):
         rays, several = 0, False
         for k, pattern in enumerate(_beam_chunks(self.patterns(s, frame, frame_time, mode, ctx.camera),
                                                  beam.sub_rays_per_beam(s))):
+            if parts:  # a further chunk: the kept hits of the last one in arrays of their own
+                parts[-1] = (parts[-1][0], _own_rows(parts[-1][1]), parts[-1][2])
             sub = beam.footprint(s, pattern)
             cast_hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times,
                                  split=True, rng=stage_rng(s.seed, frame, k, STAGE_CAST),
