@@ -46,6 +46,15 @@ def native_env(lib=None, *, no_avx=False, preload=None) -> dict:
 
 
 @pytest.fixture(scope="session")
+def readme_checkout(tmp_path_factory):
+    """A folder laid out as the repository after the README's quick start, its scan run once a
+    session (``test_docs.after_quick_start``): the README's examples, the outside tools and the
+    bag readers all read that one run's ``out/``."""
+    from test_docs import after_quick_start
+    return after_quick_start(tmp_path_factory.mktemp("readme"))
+
+
+@pytest.fixture(scope="session")
 def bpy_mod():
     import bpy
 

@@ -87,19 +87,25 @@ PYTHON_BLOCKS = [(code, line) for lang, code, line in BLOCKS if lang == "python"
 BASH_BLOCKS = [(code, line) for lang, code, line in BLOCKS if lang == "bash"]
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    """A folder laid out as the repository after the quick start: ``scenes/``, ``examples/``
-    and the sample config files ``tests/data/configs/`` copied, this environment as ``.venv``,
-    the quick start's scan run."""
+@pytest.fixture
+def workdir(readme_checkout):
+    """The repository after the quick start (conftest's session fixture ``readme_checkout``,
+    made by :func:`after_quick_start`, shared with the outside tools' and the bag readers'
+    tests: the quick start runs once a session)."""
+    return readme_checkout
+
+
+def after_quick_start(d: Path) -> Path:
+    """Lay out the folder ``d`` as the repository after the quick start: ``scenes/``,
+    ``examples/`` and the sample config files ``tests/data/configs/`` copied, this environment
+    as ``.venv``, the quick start's scan run (the README's first command, as it spells it)."""
     if not (Path(sys.prefix) / "bin" / "blensor").is_file():
         pytest.skip(f"{sys.prefix} has no bin/blensor: run the suite in the environment of tools/setup.sh")
-    d = tmp_path_factory.mktemp("readme")
     for name in ("scenes", "examples", "tests/data/configs"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, d / name, ignore=shutil.ignore_patterns("__pycache__", "*.blend1"))
     (d / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
-    res = run(COMMANDS[0], d)
+    res = run(COMMANDS[0], d, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
     missing = [f for f in QUICK_START_FILES if not (d / "out" / f).is_file()]
     assert not missing, missing
