@@ -147,8 +147,9 @@ def test_a_far_world_frame_result_is_warned_about_once(capsys, tmp_path):
     assert err.count("blensor: warning: world coordinates up to") == 1 and " in npz " in err
 
 
-def zipfile_npz(arrays, compress):
-    """The archive as numpy-style code writes it with zipfile: one writestr per member."""
+def zipfile_npz(arrays, compress, date_time=(1980, 1, 1, 0, 0, 0)):
+    """The archive as numpy-style code writes it with zipfile: one writestr per member
+    (each stamped ``date_time``)."""
     from blensor_addon.io.formats._base import write_array
     out = io.BytesIO()
     method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
@@ -157,7 +158,7 @@ def zipfile_npz(arrays, compress):
         for name, arr in arrays.items():
             buf = io.BytesIO()
             write_array(buf, np.require(arr, requirements="C"), allow_pickle=False)
-            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info = zipfile.ZipInfo(name + ".npy", date_time=date_time)
             info.external_attr = 0o644 << 16
             info.compress_type = method
             zf.writestr(info, buf.getbuffer(), compress_type=method, compresslevel=level)
@@ -225,3 +226,89 @@ def test_an_archive_that_needs_zip64_records_is_zipfiles(monkeypatch):
     assert data == zipfile_npz(ARRAYS, False) and b"PK\x06\x06" in data
     monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", len(ARRAYS))
     assert b"PK\x06\x06" not in npz_bytes_of(ARRAYS, False)
+
+
+def test_the_deflate_pool_has_pool_threads_workers():
+    """At most 4 threads (the cores): not ThreadPoolExecutor's default of cores + 4, which
+    would compete with the scan's own threads."""
+    from blensor_addon.io.formats import npz
+    assert npz.deflate_pool()._max_workers == npz.POOL_THREADS  # (CPython's ThreadPoolExecutor)
+    assert npz.POOL_THREADS <= 4
+
+
+def test_zipfile_writes_the_archive_exactly_past_the_zip64_thresholds(monkeypatch):
+    """zipfile writes a member with ZIP64 records when its size x 1.05 exceeds ZIP64_LIMIT,
+    and the end record when members exceed ZIP_FILECOUNT_LIMIT: the archive goes to zipfile
+    just past each threshold (total npy bytes x 1.05 > ZIP64_LIMIT; more members than
+    ZIP_FILECOUNT_LIMIT), and is assembled here at it, the bytes zipfile's either way."""
+    from blensor_addon.io.formats import npz
+    real, used = npz._zipfile_bytes, []
+
+    def spy(members, compress):
+        used.append(len(members))
+        return real(members, compress)
+    monkeypatch.setattr(npz, "_zipfile_bytes", spy)
+    one = {"a": np.arange(992, dtype=np.uint8)}  # 1,120 bytes of npy; x 1.05 = 1,176 exactly
+    with zipfile.ZipFile(io.BytesIO(zipfile_npz(one, False))) as zf:
+        total = zf.getinfo("a.npy").file_size
+    assert total == 1120 and total * 1.05 == 1176
+    for limit, by_zipfile in [(1176, False), (1175, True), (1120, True), (2000, False)]:
+        monkeypatch.setattr(zipfile, "ZIP64_LIMIT", limit)
+        used.clear()
+        for compress in (True, False):
+            assert npz_bytes_of(one, compress) == zipfile_npz(one, compress)
+        assert used == ([1, 1] if by_zipfile else []), limit
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", (1 << 31) - 1)
+    for count_limit, by_zipfile in [(len(ARRAYS), False), (len(ARRAYS) - 1, True)]:
+        monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", count_limit)
+        used.clear()
+        assert npz_bytes_of(ARRAYS, False, pool=None) == zipfile_npz(ARRAYS, False)
+        assert used == ([len(ARRAYS)] if by_zipfile else [])
+
+
+def test_each_member_is_packed_once_from_pool_min_bytes_on_the_pool(monkeypatch):
+    """A member of POOL_MIN_BYTES or more is deflated (and CRC-summed) once, on the pool's
+    threads; a smaller one once, on the calling thread; with pool=None all on the calling
+    thread. The member exactly at the threshold (before a larger one) goes to the pool."""
+    import threading
+
+    from blensor_addon.io.formats import npz
+    arrays = {"edge": np.arange(992, dtype=np.uint8), "big": np.arange(3000, dtype=np.uint16) % 7,
+              "small": np.arange(3, dtype=np.uint8)}
+    monkeypatch.setattr(npz, "POOL_MIN_BYTES", 1120)  # the npy bytes of "edge"
+    real, calls = npz._packed, []
+
+    def spy(data, compress):
+        calls.append((len(data), threading.current_thread().name.startswith("blensor-deflate")))
+        return real(data, compress)
+    monkeypatch.setattr(npz, "_packed", spy)
+    for compress in (True, False):
+        calls.clear()
+        assert npz_bytes_of(arrays, compress) == zipfile_npz(arrays, compress)
+        assert sorted(calls) == [(131, False), (1120, True), (6128, True)]
+        calls.clear()
+        assert npz_bytes_of(arrays, compress, pool=None) == zipfile_npz(arrays, compress)
+        assert sorted(calls) == [(131, False), (1120, False), (6128, False)]
+
+
+def test_an_archive_of_small_members_never_starts_the_pool():
+    """No member of POOL_MIN_BYTES: the pool is not asked for (no threads are started)."""
+    def no_pool():
+        raise AssertionError("the deflate pool was asked for")
+    arrays = {"small": np.arange(3, dtype=np.uint8), "text": np.array("ros")}
+    for compress in (True, False):
+        assert npz_bytes_of(arrays, compress, pool=no_pool) == zipfile_npz(arrays, compress)
+
+
+def test_the_central_directory_packs_the_member_time_as_zipfile_does(monkeypatch):
+    """The members' fixed time (_EPOCH) goes into the local headers (ZipInfo.FileHeader) and
+    the central directory packed here: with another time than 1980-01-01 00:00:00 (whose
+    DOS time is 0), every field in its bits as zipfile packs them (seconds halved)."""
+    from blensor_addon.io.formats import npz
+    when = (2024, 5, 17, 13, 45, 59)
+    monkeypatch.setattr(npz, "_EPOCH", when)
+    for compress in (True, False):
+        data = npz_bytes_of(ARRAYS, compress)
+        assert data == zipfile_npz(ARRAYS, compress, date_time=when)
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            assert {i.date_time for i in zf.infolist()} == {(2024, 5, 17, 13, 45, 58)}
