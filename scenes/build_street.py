@@ -46,8 +46,10 @@ pane ``build_crossing.glass_material``), every object carries a ``blensor_label`
 (SemanticKITTI class names), the camera too (``unlabeled``). Every random draw comes from
 ``numpy.random.default_rng(SEED)``: the same script gives the same scene.
 
-Usage: ``python scenes/build_street.py [OUT.blend]`` (pip ``bpy``), default
-``scenes/street.blend`` (committed: the quick start scans it).
+Usage: ``python scenes/build_street.py [OUT.blend]`` (pip ``bpy``; the committed file is built
+with bpy 4.2.23, ``.venv-bpy4.2.23/bin/python``, so that Blender 4.2 opens it; bpy 5.0 builds
+the same geometry, ``tests/test_street.py``), default ``scenes/street.blend`` (committed: the
+quick start scans it).
 """
 from __future__ import annotations
 
