@@ -689,44 +689,14 @@ def build(out: Path) -> dict:
 
     # the ego car: a low hatchback (roof at 1.4 m) with a mast, so the sensor 1.9 m above
     # the ground sees over it but for narrow sectors over the bonnet and the tailgate
-    b = Builder()
-    b.box(0.0, 0.0, 0.3, 4.4, 1.8, 0.7)
-    b.box(-0.2, 0.0, 1.0, 2.0, 1.4, 0.4)
-    b.cylinder(0.0, 0.0, 1.4, 0.06, SENSOR_HEIGHT - 1.4 - 0.1, seg=8)
-    nb = len(b.faces)
-    for wx in (-1.45, 1.45):
-        for wy in (-0.85, 0.85):
-            b.box(wx, wy, 0.0, 0.66, 0.2, 0.66)
-    ego_mesh = bpy.data.meshes.new("EgoMesh")
-    ego_mesh.from_pydata(b.verts, [], b.faces)
-    ego_mesh.materials.append(M["car_paint_white"])
-    ego_mesh.materials.append(M["tyre_rubber"])
-    ego_mesh.polygons.foreach_set("material_index", [0] * nb + [1] * (len(b.faces) - nb))
-    ego_mesh.update()
-    ego = car_object("EgoCar", ego_mesh, "car_paint_white", M)
-    key_object(ego, frames, ego_loc, ego_rot)
-    cam_data = bpy.data.cameras.new("Lidar")
-    cam = bpy.data.objects.new("Lidar", cam_data)
-    scene.collection.objects.link(cam)
-    cam.parent = ego
-    # in the car's frame (+X forward, +Z up): camera -Z looks forward, +Y up, on the roof
-    cam.location = (0.0, 0.0, SENSOR_HEIGHT)
-    cam.rotation_euler = (math.pi / 2, 0.0, -math.pi / 2)
-    scene.camera = cam
+    cam_data = ego_car_with_lidar(scene, M, frames, ego_loc, ego_rot, SENSOR_HEIGHT, 0.1).data
     if registered:
         s = cam_data.blensor
         s.preset = "hdl32e"
         s.formats = {"npz"}
 
     # ---- statistics
-    dg = bpy.context.evaluated_depsgraph_get()
-    tris = 0
-    for inst in dg.object_instances:
-        ob = inst.object
-        if ob.type == "MESH":
-            me = ob.data
-            me.calc_loop_triangles()
-            tris += len(me.loop_triangles)
+    tris = triangle_count()
     sel = (frames >= 0) & (frames <= FRAME_END)
     route = float(np.linalg.norm(np.diff(ego_loc[sel], axis=0), axis=1).sum())
     stats = {
@@ -738,9 +708,58 @@ def build(out: Path) -> dict:
         "max_roll_deg": round(math.degrees(float(np.abs(ego_rot[sel, 0]).max())), 2),
         "min_distance_to_ego_m": {k: round(v, 1) for k, v in min_gap.items()},
     }
+    return save_and_report(out, registered, stats)
+
+
+def ego_car_with_lidar(scene, M, frames, loc, rot, sensor_height: float, mast_gap: float):
+    """The ego car (a low hatchback: body, cabin, four wheels, a mast of radius 6 cm) keyed
+    along ``loc`` (F, 3) m and ``rot`` (F, 3) rad (XYZ Euler) at ``frames``, and on it the
+    sensor camera ``Lidar`` ``sensor_height`` m above the ground (the mast's top ``mast_gap``
+    m below it), camera convention in the car's frame (+X forward, +Z up: camera -Z looks
+    forward, +Y up). Sets it as the scene's camera; returns the camera object."""
+    b = Builder()
+    b.box(0.0, 0.0, 0.3, 4.4, 1.8, 0.7)
+    b.box(-0.2, 0.0, 1.0, 2.0, 1.4, 0.4)
+    b.cylinder(0.0, 0.0, 1.4, 0.06, sensor_height - 1.4 - mast_gap, seg=8)
+    nb = len(b.faces)
+    for wx in (-1.45, 1.45):
+        for wy in (-0.85, 0.85):
+            b.box(wx, wy, 0.0, 0.66, 0.2, 0.66)
+    ego_mesh = bpy.data.meshes.new("EgoMesh")
+    ego_mesh.from_pydata(b.verts, [], b.faces)
+    ego_mesh.materials.append(M["car_paint_white"])
+    ego_mesh.materials.append(M["tyre_rubber"])
+    ego_mesh.polygons.foreach_set("material_index", [0] * nb + [1] * (len(b.faces) - nb))
+    ego_mesh.update()
+    ego = car_object("EgoCar", ego_mesh, "car_paint_white", M)
+    key_object(ego, frames, loc, rot)
+    cam = bpy.data.objects.new("Lidar", bpy.data.cameras.new("Lidar"))
+    scene.collection.objects.link(cam)
+    cam.parent = ego
+    cam.location = (0.0, 0.0, sensor_height)
+    cam.rotation_euler = (math.pi / 2, 0.0, -math.pi / 2)
+    scene.camera = cam
+    return cam
+
+
+def triangle_count() -> int:
+    """Triangles of every mesh instance of the evaluated scene (instances counted each)."""
+    tris = 0
+    for inst in bpy.context.evaluated_depsgraph_get().object_instances:
+        ob = inst.object
+        if ob.type == "MESH":
+            me = ob.data
+            me.calc_loop_triangles()
+            tris += len(me.loop_triangles)
+    return tris
+
+
+def save_and_report(out: Path, registered: bool, stats: dict) -> dict:
+    """Save the scene compressed to ``out``, unregister the add-on if it was registered (bpy
+    4.2/4.5 crash or hang at exit while its classes are), print and return ``stats``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)
-    if registered:  # bpy 4.2/4.5 crash or hang at exit while add-on classes are registered
+    if registered:
         import blensor_addon
         blensor_addon.unregister()
     print(f"wrote {out}")

@@ -69,11 +69,14 @@ from build_drive import (  # noqa: E402  (the drive's terrain, mesh and motion h
     car_meshes,
     car_object,
     drive,
+    ego_car_with_lidar,
     grid_mesh,
     key_object,
     poses_along,
     resample,
     road_distance,
+    save_and_report,
+    triangle_count,
 )
 
 SEED = 20342
@@ -624,30 +627,9 @@ def build(out: Path) -> dict:
         walkers += v != 0.0
 
     # the ego car: a low hatchback; the sensor on a mast 2.4 m above the ground
-    b = Builder()
-    b.box(0.0, 0.0, 0.3, 4.4, 1.8, 0.7)
-    b.box(-0.2, 0.0, 1.0, 2.0, 1.4, 0.4)
-    b.cylinder(0.0, 0.0, 1.4, 0.06, SENSOR_HEIGHT - 1.4 - 0.15, seg=8)
-    nb = len(b.faces)
-    for wx in (-1.45, 1.45):
-        for wy in (-0.85, 0.85):
-            b.box(wx, wy, 0.0, 0.66, 0.2, 0.66)
-    ego_mesh = bpy.data.meshes.new("EgoMesh")
-    ego_mesh.from_pydata(b.verts, [], b.faces)
-    ego_mesh.materials.append(M["car_paint_white"])
-    ego_mesh.materials.append(M["tyre_rubber"])
-    ego_mesh.polygons.foreach_set("material_index", [0] * nb + [1] * (len(b.faces) - nb))
-    ego_mesh.update()
-    ego = car_object("EgoCar", ego_mesh, "car_paint_white", M)
-    key_object(ego, frames, ego_loc, ego_rot)
-    cam_data = bpy.data.cameras.new("Lidar")
-    cam = bpy.data.objects.new("Lidar", cam_data)
-    scene.collection.objects.link(cam)
-    cam.parent = ego
-    cam.location = (0.0, 0.0, SENSOR_HEIGHT)
-    cam.rotation_euler = (math.pi / 2, 0.0, -math.pi / 2)
+    cam = ego_car_with_lidar(scene, M, frames, ego_loc, ego_rot, SENSOR_HEIGHT, 0.15)
     cam["blensor_label"] = "unlabeled"
-    scene.camera = cam
+    cam_data = cam.data
     if registered:
         s = cam_data.blensor
         s.preset = "os1_128"
@@ -661,14 +643,7 @@ def build(out: Path) -> dict:
         s.formats = {"npz"}
 
     # ---- statistics
-    dg = bpy.context.evaluated_depsgraph_get()
-    tris = 0
-    for inst in dg.object_instances:
-        ob = inst.object
-        if ob.type == "MESH":
-            me = ob.data
-            me.calc_loop_triangles()
-            tris += len(me.loop_triangles)
+    tris = triangle_count()
     sel = (frames >= 0) & (frames <= FRAME_END)
     stats = {
         "objects": len(bpy.data.objects), "triangles": tris, "buildings": n_build,
@@ -682,15 +657,7 @@ def build(out: Path) -> dict:
         "special": special,
         "min_distance_to_ego_m": {k: round(v, 1) for k, v in min_gap.items()},
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    bpy.ops.wm.save_as_mainfile(filepath=str(out), compress=True)
-    if registered:  # bpy 4.2/4.5 crash or hang at exit while add-on classes are registered
-        import blensor_addon
-        blensor_addon.unregister()
-    print(f"wrote {out}")
-    for k, v in stats.items():
-        print(f"  {k}: {v}")
-    return stats
+    return save_and_report(out, registered, stats)
 
 
 if __name__ == "__main__":
