@@ -47,22 +47,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import raycast  # benchmarks/raycast.py (this script's folder is first on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 FORMATS = "npz,pcd,kitti,rosbag2"
 SUMMARY = re.compile(r"(\d+) sweeps, (\d+) points, ([0-9.]+) s")
 
 
 def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``) and the cores this process may use."""
-    name = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name}, {len(os.sched_getaffinity(0))} cores"
+    """The CPU's model name (benchmarks/raycast.py's) and the cores this process may use."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{raycast.cpu_model()}, {cores} cores"
 
 
 def load() -> str:

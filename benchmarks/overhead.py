@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import os
-import platform
 import pstats
 import statistics
 import tempfile
@@ -48,19 +47,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from raycast import cpu_model  # benchmarks/raycast.py (this script's folder is first on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def record_calls(scan) -> list:
