@@ -208,6 +208,21 @@ class Builder:
         for i in range(seg):
             self.faces.append((last + i, last + (i + 1) % seg, top))
 
+    def mesh(self, name, materials, starts=()):
+        """A mesh of the faces added so far with material slots ``materials`` (one
+        ``bpy.types.Material`` each): faces from ``starts[k - 1]`` (face index, the count of
+        faces when that part began) take slot k, the faces before ``starts[0]`` slot 0."""
+        mesh = bpy.data.meshes.new(name)
+        mesh.from_pydata(self.verts, [], self.faces)
+        for m in materials:
+            mesh.materials.append(m)
+        if starts:
+            bounds = [0, *starts, len(self.faces)]
+            mesh.polygons.foreach_set("material_index", [k for k in range(len(bounds) - 1)
+                                                         for _ in range(bounds[k + 1] - bounds[k])])
+        mesh.update()
+        return mesh
+
     def build(self, name, material, label, collection=None):
         mesh = bpy.data.meshes.new(name)
         mesh.from_pydata(self.verts, [], self.faces)
@@ -368,13 +383,7 @@ def car_meshes(M):
         for wx in (-1.5, 1.5):
             for wy in (-0.85, 0.85):
                 b.box(wx, wy, 0.0, 0.66, 0.2, 0.66)
-        mesh = bpy.data.meshes.new(name + "Mesh")
-        mesh.from_pydata(b.verts, [], b.faces)
-        mesh.materials.append(M["car_paint_white"])
-        mesh.materials.append(M["tyre_rubber"])
-        mesh.polygons.foreach_set("material_index", [0] * nb + [1] * (len(b.faces) - nb))
-        mesh.update()
-        out[name] = mesh
+        out[name] = b.mesh(name + "Mesh", (M["car_paint_white"], M["tyre_rubber"]), (nb,))
     return out
 
 
@@ -399,16 +408,7 @@ def straights():
 
 def build(out: Path) -> dict:
     rng = np.random.default_rng(SEED)
-    registered = empty_file_with_addon()
-    prefs = bpy.context.preferences.edit
-    prefs.keyframe_new_interpolation_type = "BEZIER"
-    prefs.keyframe_new_handle_type = "AUTO_CLAMPED"
-    scene = bpy.context.scene
-    scene.name = "Drive"
-    scene.render.fps = FPS
-    scene.render.fps_base = 1.0
-    scene.frame_start, scene.frame_end = 0, FRAME_END
-    scene.frame_current = 0
+    registered, scene = keyed_scene("Drive", FPS, FRAME_END)
     M = make_materials(registered)
 
     # ---- ground: one 1 m grid, split by surface into road / pavement / lawn
@@ -711,6 +711,23 @@ def build(out: Path) -> dict:
     return save_and_report(out, registered, stats)
 
 
+def keyed_scene(name: str, fps: int, frame_end: int):
+    """An empty file with the add-on (``build_crossing.empty_file_with_addon``), new keys
+    Bezier with auto-clamped handles, its scene named ``name`` at ``fps`` frames/s over frames
+    0..``frame_end``, at frame 0. Returns (add-on registered, scene)."""
+    registered = empty_file_with_addon()
+    prefs = bpy.context.preferences.edit
+    prefs.keyframe_new_interpolation_type = "BEZIER"
+    prefs.keyframe_new_handle_type = "AUTO_CLAMPED"
+    scene = bpy.context.scene
+    scene.name = name
+    scene.render.fps = fps
+    scene.render.fps_base = 1.0
+    scene.frame_start, scene.frame_end = 0, frame_end
+    scene.frame_current = 0
+    return registered, scene
+
+
 def ego_car_with_lidar(scene, M, frames, loc, rot, sensor_height: float, mast_gap: float):
     """The ego car (a low hatchback: body, cabin, four wheels, a mast of radius 6 cm) keyed
     along ``loc`` (F, 3) m and ``rot`` (F, 3) rad (XYZ Euler) at ``frames``, and on it the
@@ -725,12 +742,7 @@ def ego_car_with_lidar(scene, M, frames, loc, rot, sensor_height: float, mast_ga
     for wx in (-1.45, 1.45):
         for wy in (-0.85, 0.85):
             b.box(wx, wy, 0.0, 0.66, 0.2, 0.66)
-    ego_mesh = bpy.data.meshes.new("EgoMesh")
-    ego_mesh.from_pydata(b.verts, [], b.faces)
-    ego_mesh.materials.append(M["car_paint_white"])
-    ego_mesh.materials.append(M["tyre_rubber"])
-    ego_mesh.polygons.foreach_set("material_index", [0] * nb + [1] * (len(b.faces) - nb))
-    ego_mesh.update()
+    ego_mesh = b.mesh("EgoMesh", (M["car_paint_white"], M["tyre_rubber"]), (nb,))
     ego = car_object("EgoCar", ego_mesh, "car_paint_white", M)
     key_object(ego, frames, loc, rot)
     cam = bpy.data.objects.new("Lidar", bpy.data.cameras.new("Lidar"))

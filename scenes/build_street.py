@@ -62,7 +62,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_crossing import empty_file_with_addon, glass_material, make_materials  # noqa: E402
+from build_crossing import glass_material, make_materials  # noqa: E402
 from build_drive import (  # noqa: E402  (the drive's terrain, mesh and motion helpers)
     Builder,
     Path2D,
@@ -72,6 +72,7 @@ from build_drive import (  # noqa: E402  (the drive's terrain, mesh and motion h
     ego_car_with_lidar,
     grid_mesh,
     key_object,
+    keyed_scene,
     poses_along,
     resample,
     road_distance,
@@ -256,14 +257,7 @@ def person_mesh(M):
     b.box(0.0, 0.0, 0.85, 0.25, 0.42, 0.62)
     n_torso = len(b.faces)
     b.sphere(0.0, 0.0, 1.62, 0.12, rings=5, seg=8)
-    mesh = bpy.data.meshes.new("PersonMesh")
-    mesh.from_pydata(b.verts, [], b.faces)
-    for m in ("fabric_dark", "fabric_cotton", "skin"):
-        mesh.materials.append(M[m])
-    idx = [0] * n_dark + [1] * (n_torso - n_dark) + [2] * (len(b.faces) - n_torso)
-    mesh.polygons.foreach_set("material_index", idx)
-    mesh.update()
-    return mesh
+    return b.mesh("PersonMesh", [M[m] for m in ("fabric_dark", "fabric_cotton", "skin")], (n_dark, n_torso))
 
 
 def cyclist_mesh(M):
@@ -282,14 +276,7 @@ def cyclist_mesh(M):
     b.box(0.0, 0.0, 1.0, 0.25, 0.38, 0.6)
     n_body = len(b.faces)
     b.sphere(0.15, 0.0, 1.72, 0.12, rings=5, seg=8)
-    mesh = bpy.data.meshes.new("CyclistMesh")
-    mesh.from_pydata(b.verts, [], b.faces)
-    for m in ("plastic_black", "fabric_dark", "skin"):
-        mesh.materials.append(M[m])
-    idx = [0] * n_bike + [1] * (n_body - n_bike) + [2] * (len(b.faces) - n_body)
-    mesh.polygons.foreach_set("material_index", idx)
-    mesh.update()
-    return mesh
+    return b.mesh("CyclistMesh", [M[m] for m in ("plastic_black", "fabric_dark", "skin")], (n_bike, n_body))
 
 
 def poses_on_road(path, s_t, times):
@@ -337,16 +324,7 @@ def build(out: Path) -> dict:
     """Build the street and save it (compressed) to ``out``; returns its statistics (counts,
     route length, speeds)."""
     rng = np.random.default_rng(SEED)
-    registered = empty_file_with_addon()
-    prefs = bpy.context.preferences.edit
-    prefs.keyframe_new_interpolation_type = "BEZIER"
-    prefs.keyframe_new_handle_type = "AUTO_CLAMPED"
-    scene = bpy.context.scene
-    scene.name = "Street"
-    scene.render.fps = FPS
-    scene.render.fps_base = 1.0
-    scene.frame_start, scene.frame_end = 0, FRAME_END
-    scene.frame_current = 0
+    registered, scene = keyed_scene("Street", FPS, FRAME_END)
     M = make_materials(registered)
     M["glass"] = glass_material("shop_glass")
 
