@@ -122,7 +122,7 @@ def test_every_unit_has_a_range_figure_of_its_own_or_one_derived_from_a_named_un
         assert own or derived, unit
 
 
-def test_the_issue_figures_of_the_hdl64e_s2_and_the_os1():
+def test_the_hdl64e_s2_marks_and_the_first_os1_datasheet_figures():
     """The HDL-64E S2's datasheet marks (seed 000 section 3.2) and the OS1's, 40 m at 10 % and
     120 m at 80 % at 100 klx in the revision the OS1-64 preset's unit belongs to."""
     units = _units()
