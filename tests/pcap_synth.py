@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from blensor_addon.core.capabilities import Capabilities, Device, Timing
-from blensor_addon.core.result import ScanResult
+from blensor_addon.core.result import ScanResult, register_field
 from blensor_addon.core.sensors.calibration import LaserTable
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -94,12 +94,16 @@ def ouster_device(rotation_speed: float = 10.0) -> Device:
 
 
 def synthetic_result(device: Device, col0: int, ncols: int, frame: int = 0, seed: int = 0,
-                     psi0: float = 0.3, hole: int = 7, continuous: bool = True) -> ScanResult:
+                     psi0: float = 0.3, hole: int = 7, continuous: bool = True,
+                     radiometric: bool = False) -> ScanResult:
     """A scan of ``ncols`` columns of ``device`` starting at global column ``col0``: column c
     fires at ``t = c * period`` (period = 1 / (rotation_speed * columns)) at encoder azimuth
     ``psi0 - 2 pi rotation_speed t`` (clockwise); laser k at ``t + firing_s[k]`` along
     ``psi - a_k - 2 pi rotation_speed firing_s[k]``; range a smooth function of azimuth and
-    laser in [2, 40] m plus noise, no return where ``(c + 3 k) % hole == 0`` (``hole`` 0: none)."""
+    laser in [2, 40] m plus noise, no return where ``(c + 3 k) % hole == 0`` (``hole`` 0: none).
+    ``radiometric``: the returns carry the radiometric model's received power ``extra["signal"]``
+    of Lambertian targets of their reflectivity rho at a random incidence theta (0-85 deg):
+    ``rho cos(theta) / r^2``."""
     t = device.table
     L = t.lasers
     period = 1.0 / (device.rotation_speed * device.columns)
@@ -129,10 +133,15 @@ def synthetic_result(device: Device, col0: int, ncols: int, frame: int = 0, seed
     lk, ck = lk[order], ck[order]
     refl = refl[order]
     xyz, dirs = xyz[order], dirs[order]
+    extra = {}
+    if radiometric:
+        register_field("signal", "<f4")  # (core/result.py registers it: the same dtype)
+        cos = np.cos(np.radians(gen.uniform(0.0, 85.0, n)))
+        extra["signal"] = refl * cos / rng[lk, ck] ** 2
     return ScanResult(
         timestamp=ts[lk, ck], azimuth=az[lk, ck], elevation=el[lk, ck], range=rng[lk, ck],
         range_noisy=noisy[lk, ck], xyz=xyz, xyz_noisy=xyz, object_id=np.ones(n), semantic=np.zeros(n),
         instancer_id=np.zeros(n), instance_id=np.zeros(n), channel=lk, ring=ring[lk],
         ray_index=lk * ncols + ck,
         reflectivity=refl, intensity=refl * 0.5, color=np.zeros((n, 3)), normal=-dirs,
-        frame=frame, grid_shape=(L, ncols), capabilities=caps)
+        frame=frame, grid_shape=(L, ncols), capabilities=caps, extra=extra)

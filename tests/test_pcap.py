@@ -23,6 +23,8 @@ from blensor_addon.core.errors import SettingsError
 from blensor_addon.core.timebase import parse_start_time
 from blensor_addon.io.formats import WRITERS, RunInfo, make_options
 from blensor_addon.io.packets import velodyne as vpk
+from blensor_addon.io.packets.reported import compensated_reflectivity, ouster_signal_photons
+from blensor_addon.io.packets.reported import unit_reflectivity
 
 DECODERS = ROOT / ".venv-decoders" / "bin" / "python"
 #: the default time base (2020-01-01T00:00:00Z) in UNIX s: the captures' stamps count from it
@@ -66,9 +68,29 @@ def write_pcap(folder, results, start_ns=None, **options) -> object:
 
 
 def truth_of(results) -> dict:
-    """The results' per-point fields a decoder can be compared with, concatenated."""
-    keys = ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel", "reflectivity")
-    return {k: np.concatenate([getattr(r, k) for r in results]) for k in keys}
+    """The results' per-point fields a decoder can be compared with, concatenated, with the
+    reflectivity the unit reports (``unit_reflectivity``: range-compensated under the
+    radiometric return model, else the material's, io/packets/reported.py) and, where the
+    results carry it, the received power ``signal``."""
+    keys = ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel", "reflectivity",
+            "intensity")
+    out = {k: np.concatenate([getattr(r, k) for r in results]) for k in keys}
+    out["unit_reflectivity"] = np.concatenate([unit_reflectivity(r) for r in results])
+    if all("signal" in r.extra for r in results):
+        out["signal"] = np.concatenate([r.extra["signal"] for r in results])
+    return out
+
+
+def reported_reflectivity(truth: dict) -> np.ndarray:
+    """The reflectivity the unit reports of ``truth``'s returns (1 = 100 % diffuse): its
+    ``unit_reflectivity``, else the range-compensated reflectivity of its received power
+    ``signal`` (an npz of the radiometric return model: ``signal x range^2``), else its
+    material ``reflectivity`` (io/packets/reported.py)."""
+    if "unit_reflectivity" in truth:
+        return truth["unit_reflectivity"]
+    if "signal" in truth:
+        return compensated_reflectivity(truth["signal"], truth["range"])
+    return truth["reflectivity"]
 
 
 def compare_velodyne(device, truth: dict, dec: dict, bundled: bool = False) -> dict:
@@ -106,7 +128,9 @@ def compare_velodyne(device, truth: dict, dec: dict, bundled: bool = False) -> d
     de = np.zeros(1) if bundled else np.abs(np.arcsin(zb / r) - truth["elevation"][b])
     assert de.max() < 1e-5, de.max()
     # Velodyne's calibrated reflectivity byte: round(100 x reflectivity), of the stored float32 value
-    assert np.array_equal(dec["intensity"][a], np.round(100 * truth["reflectivity"][b].astype(np.float64)))
+    # (range-compensated under the radiometric model: signal x r^2)
+    refl = reported_reflectivity(truth)
+    assert np.array_equal(dec["intensity"][a], np.round(100 * refl[b].astype(np.float64)))
     out = {"points": n, "range_m": float(dr.max()), "azimuth_deg": float(daz.max()),
            "time_s": float(dt.max()), "elevation_rad": float(de.max())}
     if "xyz_noisy" in truth:  # REP-103 sensor-frame points: the driver's, within the range unit and
@@ -156,8 +180,13 @@ def compare_ouster(device, truth: dict, dec: dict) -> dict:
     exp += l2s
     dxyz = np.linalg.norm(dec["xyz"][f, k, m] - exp, axis=1)
     assert dxyz.max() < 0.0006, dxyz.max()  # the 1 mm range unit
-    refl = np.round(100 * truth["reflectivity"].astype(np.float64))
+    refl = np.round(100 * reported_reflectivity(truth).astype(np.float64))
     assert np.array_equal(dec["reflectivity"][f, k, m], refl)
+    # SIGNAL: the signal photons of the received power (radiometric model), else round(100 x intensity)
+    if "signal" in truth or "intensity" in truth:
+        sig = (ouster_signal_photons(truth["signal"], device.model) if "signal" in truth
+               else np.round(100 * truth["intensity"].astype(np.float64)))
+        assert np.array_equal(dec["signal"][f, k, m], sig)
     out = {"points": int(want.size), "range_m": float(dr.max()), "azimuth_deg": float(daz.max()),
            "time_s": float(dt.max()) * 1e-9, "elevation_rad": float(de.max()), "xyz_m": float(dxyz.max())}
     if "xyz_noisy" in truth:  # REP-103 sensor-frame points: ouster-sdk's, less the lidar origin's height
@@ -176,10 +205,11 @@ def two_frames(device, **kw):
 
 # -- Velodyne --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model", ["VLP-16", "HDL-32E", "VLP-32C"])
-def test_velodyne_pcap_decodes_to_the_scan(tmp_path, model):
+@pytest.mark.parametrize("model,radiometric", [("VLP-16", False), ("HDL-32E", False), ("VLP-32C", False),
+                                               ("VLP-32C", True)])
+def test_velodyne_pcap_decodes_to_the_scan(tmp_path, model, radiometric):
     dev = velodyne_device(model)
-    results = two_frames(dev)
+    results = two_frames(dev, radiometric=radiometric)
     w = write_pcap(tmp_path, results)
     per_packet = vpk.BLOCKS * vpk.MODELS[model].sequences
     cols = sum(r.grid_shape[1] for r in results)
@@ -262,11 +292,12 @@ def test_pcap_is_byte_reproducible(tmp_path):
 
 # -- Ouster -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("profile", ["LEGACY", "RNG19_RFL8_SIG16_NIR16"])
-def test_ouster_pcap_decodes_to_the_scan(tmp_path, profile):
+@pytest.mark.parametrize("profile,radiometric", [("LEGACY", False), ("RNG19_RFL8_SIG16_NIR16", False),
+                                                 ("RNG19_RFL8_SIG16_NIR16", True)])
+def test_ouster_pcap_decodes_to_the_scan(tmp_path, profile, radiometric):
     dev = ouster_device()
     # column azimuths on the unit's 1024-column encoder grid, as every preset has them
-    results = two_frames(dev, psi0=2 * math.pi * 100 / 1024)
+    results = two_frames(dev, psi0=2 * math.pi * 100 / 1024, radiometric=radiometric)
     w = write_pcap(tmp_path, results, ouster_profile=profile)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.json", "scan.pcap"]
     dec = decode("ouster", tmp_path / "scan.pcap", tmp_path / "scan.json", tmp_path / "dec.npz")
@@ -410,7 +441,7 @@ def test_a_real_scan_decodes_to_its_npz(bpy_mod, crossing, tmp_path, preset):
         with np.load(f) as z:
             first = z["return_number"] == 1 if "return_number" in z.files else slice(None)
             keys = ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel", "reflectivity",
-                    "xyz_noisy")
+                    "intensity", "xyz_noisy") + (("signal",) if "signal" in z.files else ())
             parts.append({k: z[k][first] for k in keys})
     assert len(parts) == 2
     truth = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}

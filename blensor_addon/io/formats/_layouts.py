@@ -17,7 +17,11 @@ capabilities (``capabilities.device.vendor``), never from the settings.
   do (:func:`~..packets.velodyne.columns_per_packet`, :func:`~..packets.velodyne.packet_first_column`).
   ``intensity``: a Velodyne unit's is the packet's calibrated reflectivity byte, which
   velodyne_pointcloud publishes as it is (``round(100 x reflectivity)``, 0-100 for diffuse
-  targets: :func:`~..packets.velodyne.velodyne_reflectivity_byte`); any other sensor's the
+  targets: :func:`~..packets.velodyne.velodyne_reflectivity_byte`); under the radiometric
+  return model the byte of the range-compensated reflectivity (``signal x r^2``, so incidence
+  shows) and a Hesai unit's its Reflectivity byte (:func:`unit_intensity`,
+  :mod:`..packets.reported`), with the received power as a ``signal`` float32 field
+  (:data:`SIGNAL`) after the others (not on a Velodyne unit's cloud); any other sensor's the
   0..1 intensity x 255, rounded.
   Other devices (generic) keep the message stamp at the packet's start, ``time`` >= 0.
 - **ouster-ros Point** (ouster-lidar/ouster-ros ``include/ouster_ros/os_point.h``,
@@ -32,9 +36,11 @@ capabilities (``capabilities.device.vendor``), never from the settings.
   reflectivity, intensity (``is_dense`` false). ``t`` = ns since the scan's first column
   (``ts = timestamp[col] - scan_ts``, 0 if earlier), the message stamp. Values, those of
   the unit's packets (:mod:`..packets.ouster`): intensity = the packets' signal,
-  ``round(100 x intensity)`` (:func:`~..packets.ouster.ouster_signal`, no photon model);
+  ``round(100 x intensity)`` (:func:`~..packets.ouster.ouster_signal`), or under the
+  radiometric return model the signal photons (:func:`~..packets.reported.ouster_signal_photons`);
   reflectivity = Ouster's calibrated reflectivity, ``round(100 x reflectivity)``, 0-100 for
-  a diffuse target (:func:`~..packets.ouster.ouster_reflectivity`); ambient 0 (no ambient
+  a diffuse target (:func:`~..packets.ouster.ouster_reflectivity`; range-compensated under the
+  radiometric model); ambient the ambient photons of ``extra["near_ir"]``, else 0 (no ambient
   light model); range = the range in mm (:func:`~..packets.ouster.ouster_range_mm`). The
   shifts are the metadata's
   (:func:`~..packets.ouster.pixel_shift_by_row`), so the cloud is ouster-sdk's destaggered
@@ -53,6 +59,14 @@ from ...core.ndtypes import F32, F64, I64, Floating, Integer
 from ...core.result import ScanResult
 from ..packets import has_returns, strongest_per_beam
 from ..packets.ouster import ouster_range_mm, ouster_reflectivity, ouster_signal, pixel_shift_by_row
+from ..packets.reported import (
+    has_signal,
+    hesai_reflectivity_byte,
+    ouster_near_ir,
+    ouster_signal_photons,
+    unit_reflectivity,
+    velodyne_full_scale,
+)
 from ..packets.velodyne import is_dual, packet_first_column, velodyne_reflectivity_byte
 from ._base import Records, capabilities_of
 
@@ -76,20 +90,26 @@ LABELS = (("object_id", UINT32), ("instancer_id", UINT32), ("instance_id", UINT3
 #: (``returns`` dual, dual_ouster, all): the return's 1-based rank along its beam and the
 #: beam's returns (LAS's terms)
 RETURNS = (("return_number", UINT8), ("number_of_returns", UINT8))
+#: the received power of each return (relative units: 1 = a 100 % Lambertian target at normal
+#: incidence at 1 m), appended to the XYZIRT layout of a result of the radiometric return model
+#: that is not a Velodyne unit's (whose XYZIRT stays velodyne_pointcloud's)
+SIGNAL = (("signal", FLOAT32),)
 
 
 def layout(fields: Iterable[PointField], step: int, labels: bool = False,
-           returns: bool = False) -> tuple[tuple[PointField, ...], np.dtype[np.void]]:
+           returns: bool = False, signal: bool = False) -> tuple[tuple[PointField, ...], np.dtype[np.void]]:
     """``(fields, dtype)``: the PointField triples (name, offset, datatype) and the numpy
     record dtype of a layout of ``step`` bytes, with :data:`RETURNS` (two uint8 at
-    ``step`` and ``step + 1``) when ``returns``, then :data:`LABELS` appended after it
-    (packed; the step rounded up to 4 bytes when either is appended)."""
+    ``step`` and ``step + 1``) when ``returns``, then :data:`SIGNAL` (float32) when
+    ``signal``, then :data:`LABELS` appended after them (packed; the step rounded up to 4
+    bytes when any is appended)."""
     fields = list(fields)
     off = step
-    for name, dt in (RETURNS if returns else ()) + (LABELS if labels else ()):
+    for name, dt in ((RETURNS if returns else ()) + (SIGNAL if signal else ())
+                     + (LABELS if labels else ())):
         fields.append((name, off, dt))
         off += _SIZE[dt]
-    if returns or labels:
+    if returns or labels or signal:
         step = -(-off // 4) * 4
     dtype = np.dtype({"names": [f[0] for f in fields], "formats": [_NP[f[2]] for f in fields],
                       "offsets": [f[1] for f in fields], "itemsize": step})
@@ -154,14 +174,38 @@ def is_velodyne(result: ScanResult) -> bool:
     return dev is not None and dev.vendor == "velodyne"
 
 
+def unit_intensity(result: ScanResult) -> F32 | None:
+    """(N,) float32: the intensity a unit's driver publishes of each return, or None for a
+    sensor whose driver layout BlenSor does not write (its float intensity is written):
+
+    - a Velodyne unit: its calibrated reflectivity byte, the byte in its packets
+      (:func:`~..packets.velodyne.velodyne_reflectivity_byte` of
+      :func:`~..packets.reported.unit_reflectivity`: ``round(100 x reflectivity)`` of the
+      material's reflectivity, or under the radiometric return model of the range-compensated
+      one, on the model's scale, :func:`~..packets.reported.velodyne_full_scale`);
+    - a Hesai unit under the radiometric model: its Reflectivity byte (default linear
+      mapping, :func:`~..packets.reported.hesai_reflectivity_byte` of the range-compensated
+      reflectivity), which its ROS driver publishes as the point's intensity."""
+    dev = device_of(result)
+    if dev is None:
+        return None
+    radiometric = has_signal(result)
+    if dev.vendor == "velodyne":
+        scale = velodyne_full_scale(dev.model, radiometric)
+        return velodyne_reflectivity_byte(unit_reflectivity(result), scale).astype(np.float32)
+    if dev.vendor == "hesai" and radiometric:
+        return hesai_reflectivity_byte(unit_reflectivity(result)).astype(np.float32)
+    return None
+
+
 def xyzirt_intensity(result: ScanResult) -> F32:
     """(N,) float32 ``intensity`` of the XYZIRT points (and of the PCD points of a
-    Velodyne unit): a Velodyne unit's calibrated reflectivity byte as its driver publishes
-    it (:func:`~..packets.velodyne.velodyne_reflectivity_byte`: ``round(100 x
-    reflectivity)``, the byte in its packets); any other sensor's 0..1 intensity x 255,
-    rounded (an 8-bit value)."""
-    if is_velodyne(result):
-        return velodyne_reflectivity_byte(result.reflectivity).astype(np.float32)
+    Velodyne unit, or of a Hesai unit under the radiometric return model): the unit's byte
+    as its driver publishes it (:func:`unit_intensity`); any other sensor's 0..1 intensity
+    x 255, rounded (an 8-bit value)."""
+    unit = unit_intensity(result)
+    if unit is not None:
+        return unit
     scaled: Floating = np.round(np.clip(result.intensity, 0.0, 1.0) * 255.0)
     return scaled.astype(np.float32)
 
@@ -175,13 +219,17 @@ def xyzirt(result: ScanResult, noisy: bool, stamp: float,
     ``number_of_returns`` (uint8 at offsets 22 and 23, 24 bytes a point, the labels after
     them); a Velodyne unit's keeps velodyne_pointcloud's 22-byte XYZIRT, which has no return
     field: every return is a point of its own, as the driver publishes both blocks of a dual
-    return pair (module docstring)."""
+    return pair (module docstring). A result of the radiometric return model (``signal``) that
+    is not a Velodyne unit's gets :data:`SIGNAL` after them (float32)."""
     returns = has_returns(result) and not is_velodyne(result)
-    fields, dtype = layout(XYZIRT, 22, labels, returns)
+    signal = result.extra.get("signal") if not is_velodyne(result) else None
+    fields, dtype = layout(XYZIRT, 22, labels, returns, signal is not None)
     rec = np.zeros(len(result), dtype)
     if returns:
         rec["return_number"] = result.return_number
         rec["number_of_returns"] = result.number_of_returns
+    if signal is not None:
+        rec["signal"] = signal
     p = sensor_points(result, noisy, "ros")
     rec["x"], rec["y"], rec["z"] = p[:, 0], p[:, 1], p[:, 2]
     rec["intensity"] = xyzirt_intensity(result)
@@ -259,8 +307,17 @@ def ouster_cloud(result: ScanResult, points: F64, stamp: float, noisy: bool, lab
     cell = r * cols + c
     points = points[pick]
     rec["x"][cell], rec["y"][cell], rec["z"][cell] = points[:, 0], points[:, 1], points[:, 2]
-    rec["intensity"][cell] = ouster_signal(result.intensity[pick])
-    rec["reflectivity"][cell] = ouster_reflectivity(result.reflectivity[pick])
+    signal = result.extra.get("signal")
+    if signal is None:
+        rec["intensity"][cell] = ouster_signal(result.intensity[pick])
+    else:
+        dev = device_of(result)
+        assert dev is not None  # an Ouster unit's result (is_ouster)
+        rec["intensity"][cell] = ouster_signal_photons(signal[pick], dev.model)
+    rec["reflectivity"][cell] = ouster_reflectivity(unit_reflectivity(result)[pick])
+    near_ir = result.extra.get("near_ir")
+    if near_ir is not None:
+        rec["ambient"][cell] = ouster_near_ir(near_ir[pick], len(cell))
     rng = result.range_noisy if noisy else result.range
     rec["range"][cell] = ouster_range_mm(rng[pick])
     if labels:
@@ -268,6 +325,6 @@ def ouster_cloud(result: ScanResult, points: F64, stamp: float, noisy: bool, lab
     return fields, rec, rows, cols
 
 
-__all__ = ["XYZIRT", "OUSTER", "LABELS", "RETURNS", "has_returns", "strongest_per_beam", "layout",
-           "is_ouster", "is_velodyne", "device_of", "first_column",
-           "velodyne_stamp", "xyzirt", "xyzirt_intensity", "pixel_shifts", "column_times", "ouster_cloud"]
+__all__ = ["XYZIRT", "OUSTER", "LABELS", "RETURNS", "SIGNAL", "has_returns", "strongest_per_beam", "layout",
+           "is_ouster", "is_velodyne", "device_of", "first_column", "velodyne_stamp", "xyzirt",
+           "xyzirt_intensity", "unit_intensity", "pixel_shifts", "column_times", "ouster_cloud"]

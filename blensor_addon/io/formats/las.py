@@ -20,7 +20,9 @@ pole, traffic-sign, other-object), named in a Classification Lookup VLR (LAS 1.4
 section 2.5.5); ``point_source_id`` = instance index (low 16 bits). Extra bytes:
 ``object_id``, ``instancer_id`` (uint32), ``semantic`` (uint16, the SemanticKITTI id,
 moving-* classes included), ``ring`` (uint16), ``range`` and ``reflectivity``
-(float32). The header's global encoding sets bit 0 (adjusted standard GPS time) and the WKT
+(float32), and ``signal`` (float32, the received power: 1 = a 100 % Lambertian target at
+normal incidence at 1 m) for a result of the radiometric return model. The header's global
+encoding sets bit 0 (adjusted standard GPS time) and the WKT
 bit (bit 4), which LAS 1.4 requires for point formats 6-10 (no CRS is written: coordinates
 are the scene's metres); the
 generating software is ``BlenSor <version>``. Coordinates are the result's (sensor or
@@ -131,7 +133,9 @@ def _build(result: ScanResult, noisy: bool, other: LasFile | None = None, start_
     # column by column: numpy's min(axis=0) of an (N, 3) array is 20x slower (1.2 ms a 50k-point cloud)
     offsets = np.floor([float(xyz[:, k].min()) for k in range(3)]) if len(xyz) else np.zeros(3)
     header.offsets = offsets
-    header.add_extra_dims([laspy.ExtraBytesParams(name=n, type=t) for n, t in EXTRA])
+    signal = result.extra.get("signal")
+    extra = EXTRA + ((("signal", np.float32),) if signal is not None else ())
+    header.add_extra_dims([laspy.ExtraBytesParams(name=n, type=t) for n, t in extra])
     order = np.argsort(result.ring, kind="stable")  # radix sort of uint16: 0.2 ms for 124k points
     if other is not None:
         # copied as bytes: numpy copies a packed record dtype field by field (4.5 ms, not 0.3)
@@ -154,6 +158,8 @@ def _build(result: ScanResult, noisy: bool, other: LasFile | None = None, start_
         rec["point_source_id"] = result.instance_id & 0xFFFF
         for name in ("object_id", "instancer_id", "semantic", "ring", "reflectivity"):
             rec[name] = getattr(result, name)
+        if signal is not None:
+            rec["signal"] = signal
         rec = rec.take(order)  # one gather of whole records (fancy indexing a structured array is 30x slower)
     for k, name in enumerate("XYZ"):
         q = np.round((xyz[:, k] - offsets[k]) / SCALE)

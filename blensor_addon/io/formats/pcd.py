@@ -20,7 +20,11 @@ returned (PCL's convention); other results (and sensors with no grid) unorganize
 A result with several returns per beam (settings ``returns`` dual, dual_ouster or
 all) adds ``return_number number_of_returns`` (uint8, SIZE 1, TYPE U: the return's 1-based
 rank along its beam, nearest first, and the beam's returns, LAS's terms) after ``rgb``;
-every return is a point. Without them the file is as before (9 fields, 32 bytes a point).
+every return is a point. A result of the radiometric return model adds ``signal`` (float32,
+SIZE 4, TYPE F: the received power, 1 = a 100 % Lambertian target at normal incidence at 1 m)
+after them, and a Hesai unit's intensity is then its Reflectivity byte, as its driver
+publishes it (:func:`._layouts.unit_intensity`). Without them the file is as before (9
+fields, 32 bytes a point).
 Ouster units (``capabilities.device.vendor == "ouster"``) write ouster-ros's point
 layout instead (:mod:`._layouts`: ``x y z intensity t reflectivity ring ambient range``,
 packed; then ``label semantic``), organized as the driver publishes it: WIDTH = the
@@ -47,7 +51,7 @@ from ...core.result import ScanResult
 from ...core.settings import setting
 from ._base import Float32Warning, Records, RunInfo, Writer, clean_and_noisy
 from ..packets import has_returns
-from ._layouts import is_ouster, is_velodyne, ouster_cloud, xyzirt_intensity
+from ._layouts import is_ouster, ouster_cloud, unit_intensity
 
 PCD_DTYPE = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"),
                       ("ring", "<u2"), ("time", "<f4"), ("label", "<u4"), ("semantic", "<u2"), ("rgb", "<f4")])
@@ -59,13 +63,20 @@ def pcd_records(result: ScanResult, noisy: bool = False) -> Records:
     """Structured (N,) array of dtype :data:`PCD_DTYPE` (:data:`PCD_RETURNS_DTYPE` for a
     result with several returns per beam)."""
     returns = has_returns(result)
-    rec = np.empty(len(result), dtype=PCD_RETURNS_DTYPE if returns else PCD_DTYPE)
+    signal = result.extra.get("signal")
+    dtype = PCD_RETURNS_DTYPE if returns else PCD_DTYPE
+    if signal is not None:
+        dtype = np.dtype(dtype.descr + [("signal", "<f4")])
+    rec = np.empty(len(result), dtype=dtype)
     if returns:
         rec["return_number"] = result.return_number
         rec["number_of_returns"] = result.number_of_returns
+    if signal is not None:
+        rec["signal"] = signal
     pts = result.xyz_noisy if noisy else result.xyz
     rec["x"], rec["y"], rec["z"] = pts[:, 0], pts[:, 1], pts[:, 2]
-    rec["intensity"] = xyzirt_intensity(result) if is_velodyne(result) else result.intensity
+    unit = unit_intensity(result)
+    rec["intensity"] = unit if unit is not None else result.intensity
     rec["ring"] = result.ring
     rec["time"] = result.timestamp - result.frame * result.frame_time
     rec["label"] = result.object_id
@@ -117,6 +128,8 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
         if has_returns(result):
             names += ["return_number", "number_of_returns"]
             sizes, types = sizes + ["1", "1"], types + ["U", "U"]
+        if "signal" in result.extra:
+            names, sizes, types = names + ["signal"], sizes + ["4"], types + ["F"]
         width, height = (result.grid_shape[1], result.grid_shape[0]) if result.is_organized else (len(rec), 1)
     if result.frame_of_reference == "world":
         T = result.sensor_to_world
@@ -156,6 +169,9 @@ def pcd_bytes(result: ScanResult, noisy: bool = False, binary: bool = True) -> b
     if "return_number" in (rec.dtype.names or ()):
         fmt += " %d %d"
         more = [rec["return_number"].tolist(), rec["number_of_returns"].tolist()]
+    if "signal" in (rec.dtype.names or ()):
+        fmt += " %.9g"
+        more.append(rec["signal"].tolist())
     fmt += "\n"
     for row in zip(*(c.tolist() for c in cols), rgb_bits.view(np.float32).tolist(), *more):
         buf.write(fmt % row)

@@ -10,7 +10,9 @@ Value scales: one function per vendor and field (:func:`.velodyne.velodyne_refle
 :func:`.ouster.ouster_reflectivity`, :func:`.ouster.ouster_signal`; their modules' docstrings
 cite the vendors' definitions), used by the packet encoders and by the driver point layouts
 (:mod:`..formats._layouts`: rosbag2 PointCloud2 and PCD), so the vendor's decoder reading
-the pcap gives the intensities BlenSor's own driver-layout clouds hold.
+the pcap gives the intensities BlenSor's own driver-layout clouds hold. Under the radiometric
+return model (a result with ``extra["signal"]``) the values come from the received power
+(:mod:`.reported`: range-compensated reflectivity, Ouster's signal photons, Hesai's byte).
 
 Everything about the unit comes from ``result.capabilities.device``
 (:class:`~blensor_addon.core.capabilities.Device`), and the return mode and intensity model
@@ -35,6 +37,7 @@ import numpy as np
 from ...core.capabilities import Capabilities, Device, Timing
 from ...core.errors import SettingsError
 from ...core.sensors.intensity import received_power
+from .reported import NEAR_IR, SIGNAL, unit_reflectivity
 
 if TYPE_CHECKING:
     from ...core.ndtypes import F32, F64, I64, Array
@@ -109,11 +112,18 @@ class FiringColumns:
         range: (L, C) float64 m, the range each laser measured, 0 where it had no return
             (single return: each beam's strongest; dual: the strongest, or the second
             strongest when the strongest is the last return).
-        reflectivity: (L, C) float32 >= 0 (above 1: retro-reflectors); intensity: (L, C) float32 (0 where no return).
+        reflectivity: (L, C) float32 >= 0 (above 1: retro-reflectors), what the unit's
+            calibrated mode reports (:func:`.reported.unit_reflectivity`: range-compensated
+            under the radiometric model, else the material's); intensity: (L, C) float32 (0
+            where no return).
         range2, reflectivity2, intensity2: (L, C) the second return of a dual return mode
             (else None): Velodyne's dual mode the last return of each beam (the same as
             ``range`` where the beam gave one return); Ouster's dual profile the second
             strongest (0 where the beam gave one return).
+        signal, signal2: (L, C) float32 received power of the returns (relative,
+            :mod:`.reported`) when the result has ``extra["signal"]``, else None.
+        near_ir: (L, C) float32 ambient photons when the result has ``extra["near_ir"]``
+            (the ambient light model's hook), else None.
     """
 
     time: F64
@@ -124,6 +134,9 @@ class FiringColumns:
     range2: F64 | None = None
     reflectivity2: F32 | None = None
     intensity2: F32 | None = None
+    signal: F32 | None = None
+    signal2: F32 | None = None
+    near_ir: F32 | None = None
 
     def __len__(self) -> int:
         return int(self.time.shape[0])
@@ -320,17 +333,28 @@ def firing_columns(result: ScanResult, device: Device, clean: bool = False,
     inten = np.zeros(shape, dtype=np.float32)
     rvals = (result.range if clean else result.range_noisy)[first].astype(np.float64)
     rng[ch, col] = np.maximum(rvals, 0.0)
-    refl[ch, col] = result.reflectivity[first]
+    unit_refl = unit_reflectivity(result)
+    refl[ch, col] = unit_refl[first]
     inten[ch, col] = result.intensity[first]
     out = FiringColumns(times, psi, rng, refl, inten)
+    signal, near_ir = result.extra.get(SIGNAL), result.extra.get(NEAR_IR)
+    if signal is not None:
+        out.signal = np.zeros(shape, dtype=np.float32)
+        out.signal[ch, col] = signal[first]
+    if near_ir is not None:
+        out.near_ir = np.zeros(shape, dtype=np.float32)
+        out.near_ir[ch, col] = near_ir[first]
     if last is not None:  # the second returns (the pair's other row, or a beam's second strongest)
         out.range2, out.reflectivity2 = np.zeros(shape), np.zeros(shape, dtype=np.float32)
         out.intensity2 = np.zeros(shape, dtype=np.float32)
         ch2 = result.channel.astype(np.int64)[last]
         col2 = (_rays(result).astype(np.int64) % cols)[last]
         out.range2[ch2, col2] = np.maximum((result.range if clean else result.range_noisy)[last], 0.0)
-        out.reflectivity2[ch2, col2] = result.reflectivity[last]
+        out.reflectivity2[ch2, col2] = unit_refl[last]
         out.intensity2[ch2, col2] = result.intensity[last]
+        if signal is not None:
+            out.signal2 = np.zeros(shape, dtype=np.float32)
+            out.signal2[ch2, col2] = signal[last]
     return out
 
 

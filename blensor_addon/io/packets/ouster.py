@@ -44,9 +44,13 @@ Scales (one per field, the packets' and ouster-ros's alike, :func:`ouster_reflec
 :func:`ouster_signal`): ``reflectivity`` is Ouster's calibrated reflectivity, 0-100 for
 Lambertian targets of 0-100 % reflectivity, 101-255 for retro-reflectors (Ouster "Sensor
 Data" documentation, "Calibrated Reflectivity"): ``round(100 * reflectivity)`` of BlenSor's
-material reflectivity, clipped to 0..255; ``signal`` (photons; BlenSor has no photon model)
-is ``round(100 * intensity)`` of BlenSor's intensity (reflectivity x |cos incidence|),
-clipped to 0..65535; near-infrared: 0. ouster-ros publishes the signal as the point's
+material reflectivity, clipped to 0..255; ``signal`` (photons) is ``round(100 * intensity)``
+of BlenSor's intensity (reflectivity x |cos incidence|), clipped to 0..65535; near-infrared:
+0. Under the radiometric return model (a result with ``extra["signal"]``, :mod:`.reported`)
+reflectivity is range-compensated (``signal x r^2``: incidence shows, range does not), signal
+the signal photons falling as 1 / r^2 (:func:`.reported.ouster_signal_photons`, a derived
+per-unit scale) and near-infrared the ambient photons of ``extra["near_ir"]`` where a result
+has them, else 0. ouster-ros publishes the signal as the point's
 ``intensity`` and the reflectivity as its ``reflectivity`` (``point_cloud_compose.h``), so
 BlenSor's ouster-ros clouds (:mod:`..formats._layouts`) carry these same numbers.
 
@@ -68,6 +72,7 @@ from numpy.typing import ArrayLike
 from ...core.errors import SettingsError
 from ...core.sensors.rotating_presets import OUSTER_LIDAR_MODES
 from . import Endpoint, FiringColumns
+from .reported import ouster_near_ir, ouster_signal_photons
 
 if TYPE_CHECKING:
     from ...core.capabilities import Device
@@ -264,13 +269,18 @@ class OusterEncoder:
         ids = self.measurement_ids(cols)
         rng_mm: Integer  # uint32 (the reflectivity ORed into its high byte in the dual profile)
         rng2: Integer
-        rng_mm, refl, sig = self._fields(cols.range, cols.reflectivity, cols.intensity)
+        rng_mm, refl, sig = self._fields(cols.range, cols.reflectivity, cols.intensity, cols.signal)
+        nir = np.zeros(rng_mm.shape, np.uint16)  # NEAR_IR: 0 without an ambient light model
+        if cols.near_ir is not None:
+            ambient = ouster_near_ir(cols.near_ir.ravel(), rng_mm.size).reshape(rng_mm.shape)
+            nir = np.where(rng_mm > 0, ambient, 0).astype(np.uint16)
         if self.profile == DUAL:  # the reflectivity in the range word's high byte; the second return
             rng_mm = rng_mm | (refl.astype(np.uint32) << 24)
             if cols.range2 is None or cols.reflectivity2 is None or cols.intensity2 is None:  # (set together)
                 rng2, sig2 = np.zeros_like(rng_mm), np.zeros_like(sig)
             else:
-                rng2, refl2, sig2 = self._fields(cols.range2, cols.reflectivity2, cols.intensity2)
+                rng2, refl2, sig2 = self._fields(cols.range2, cols.reflectivity2, cols.intensity2,
+                                                 cols.signal2)
                 rng2 = rng2 | (refl2.astype(np.uint32) << 24)
         # integer ns: a float64 UNIX time holds 238 ns, not the packets' 1 ns
         stamps = np.uint64(self.start_ns) + np.round(cols.time * 1e9).astype(np.uint64)
@@ -289,19 +299,26 @@ class OusterEncoder:
                 px["range2"], px["signal2"] = rng2[:, c], sig2[:, c]
             else:
                 px["range"], px["reflectivity"], px["signal"] = rng_mm[:, c], refl[:, c], sig[:, c]
+            px["near_ir"] = nir[:, c]
             rec["px"] = px
             self._cols[slot] = rec
             self._last_time = float(cols.time[c])
         return out
 
-    def _fields(self, rng: ArrayLike, refl: ArrayLike, inten: ArrayLike) -> tuple[U32, Integer, U16]:
+    def _fields(self, rng: ArrayLike, refl: ArrayLike, inten: ArrayLike,
+                signal: ArrayLike | None = None) -> tuple[U32, Integer, U16]:
         """(range mm uint32, reflectivity, signal uint16) of (L, C) ranges (m; 0: no return),
-        reflectivities and intensities: 0 where there is no return or the range exceeds the
-        profile's bits."""
+        reflectivities (the unit's, :func:`.reported.unit_reflectivity`) and intensities: 0
+        where there is no return or the range exceeds the profile's bits. SIGNAL: the signal
+        photons of the received powers ``signal`` (L, C) when given
+        (:func:`.reported.ouster_signal_photons`), else :func:`ouster_signal` of the
+        intensities."""
         rng_mm = ouster_range_mm(rng)
         rng_mm = np.where(rng_mm < self.range_max, rng_mm, 0).astype(np.uint32)
         r = np.where(rng_mm > 0, ouster_reflectivity(refl), 0)
-        sig = np.where(rng_mm > 0, ouster_signal(inten), 0).astype(np.uint16)
+        photons = (ouster_signal(inten) if signal is None
+                   else ouster_signal_photons(signal, self.device.model))
+        sig = np.where(rng_mm > 0, photons, 0).astype(np.uint16)
         return rng_mm, r.astype(np.uint16 if self.profile == "LEGACY" else np.uint8), sig
 
     def _start(self, p: int) -> None:

@@ -28,7 +28,9 @@ Reflectivity scale (:func:`velodyne_reflectivity_byte`, the one scale of every o
 Velodyne unit): the byte is Velodyne's calibrated reflectivity, 0-100 for diffuse targets of
 0-100 % reflectivity, 101-255 for retro-reflectors (VLP-16 manual section 6.1 "Calibrated
 Reflectivity"): ``round(100 * reflectivity)`` of BlenSor's material reflectivity, clipped to
-0..255. velodyne_pointcloud publishes that byte as the point's ``intensity``
+0..255; under the radiometric return model, of the reflectivity compensated for range from the
+received power (``signal x r^2``, so incidence shows: :mod:`.reported`). velodyne_pointcloud
+publishes that byte as the point's ``intensity``
 (rawdata.cc: ``intensity = raw->blocks[i].data[k + 2]``), so the XYZIRT PointCloud2 and
 the PCD of a Velodyne unit carry the same number (:mod:`..formats._layouts`).
 
@@ -101,14 +103,17 @@ assert BLOCK_DTYPE.itemsize == 100
 RECORDS_PER_PACKET = BLOCKS * RECORDS
 
 
-def velodyne_reflectivity_byte(reflectivity: ArrayLike) -> U8:
+def velodyne_reflectivity_byte(reflectivity: ArrayLike, full_scale: float = 100.0) -> U8:
     """(N,) uint8: Velodyne's calibrated reflectivity byte of BlenSor reflectivities
-    ``reflectivity`` (N,) float >= 0 (material reflectivity, 1 = a 100 % diffuse
-    target, above 1 a retro-reflector): ``round(100 * reflectivity)`` clipped to 0..255 (VLP-16 manual section 6.1: 0-100
-    diffuse, 101-255 retro-reflectors). The packets' reflectivity byte and the intensity
-    velodyne_pointcloud publishes (XYZIRT, PCD)."""
+    ``reflectivity`` (N,) float >= 0 (1 = a 100 % diffuse target, above 1 a retro-reflector:
+    the material's, or under the radiometric return model the range-compensated reflectivity
+    of :func:`.reported.unit_reflectivity`): ``round(full_scale * reflectivity)`` clipped to
+    0..255 (VLP-16 User Manual 63-9243 Rev. E section 6.1 "Calibrated Reflectivity": 0-100
+    diffuse, 101-255 retro-reflectors; ``full_scale`` 110 for the VLS-128, whose manual maps
+    0-100 % to 0-110: :func:`.reported.velodyne_full_scale`). The packets' reflectivity byte
+    and the intensity velodyne_pointcloud publishes (XYZIRT, PCD)."""
     r = np.asarray(reflectivity, dtype=np.float64)
-    byte: U8 = np.clip(np.round(r * 100.0), 0, 255).astype(np.uint8)
+    byte: U8 = np.clip(np.round(r * float(full_scale)), 0, 255).astype(np.uint8)
     return byte
 
 
