@@ -128,8 +128,10 @@ def test_importing_a_vlp16_yaml_keeps_the_presets_model_and_firing_and_writes_pc
         for f in sorted(out.glob("scan*.npz")):
             with np.load(f) as z:
                 first = z["return_number"] == 1 if "return_number" in z.files else slice(None)
-                parts.append({k: z[k][first] for k in ("timestamp", "azimuth", "elevation", "range",
-                                                       "range_noisy", "channel", "reflectivity")})
+                keys = ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel",
+                        "reflectivity")
+                # the radiometric model's received power: the packets' byte is its range-compensated value
+                parts.append({k: z[k][first] for k in keys + (("signal",) if "signal" in z.files else ())})
         truth = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         dec = test_pcap.decode("velodyne", pcap, out / "scan.yaml", tmp_path / "dec.npz")
         stats = test_pcap.compare_velodyne(Device("velodyne", t.model, t, 10.0), truth, dec)
