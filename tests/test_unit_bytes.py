@@ -201,3 +201,32 @@ def test_writers_hold_the_signal_field():
     fields, rec = _layouts.xyzirt(plate(vlp16(), 0.5, 20.0), True, 0.0)
     assert [f[0] for f in fields] == ["x", "y", "z", "intensity", "ring", "time"]
     assert rec.dtype.itemsize == 22
+
+
+def test_the_ouster_photon_scales_follow_the_calibration_table():
+    # SIGNAL's per-unit scale (derived: SNR = sqrt(photons)) holds the weakest return each unit's
+    # entry of core/tables/radiometry.json names (its lowest reflectivity at > 90 % or without a
+    # probability) at the OS1 datasheet's lowest SNR, 12: 144 photons
+    import json
+    from pathlib import Path
+
+    from blensor_addon.core.sensors.rotating_presets import preset_table
+    from blensor_addon.io.packets import reported
+    path = Path(reported.__file__).resolve().parents[2] / "core" / "tables" / "radiometry.json"
+    units = json.loads(path.read_text())["units"]
+    seen = set()
+    for preset, unit in units.items():
+        table = preset_table(preset)
+        if table.vendor != "ouster":
+            continue
+        low = min(r["reflectivity"] for r in unit["ranges"])
+        fig = [r for r in unit["ranges"] if r["reflectivity"] == low and (r["probability"] or 0.9) >= 0.9]
+        assert len(fig) == 1, preset
+        assert reported.OUSTER_WEAKEST_RETURN[table.model] == (low, fig[0]["range_m"])
+        assert min(p["snr"] for p in unit["precision"] if p["snr"]) == reported.OUSTER_WEAKEST_SNR
+        photons = reported.ouster_signal_photons(np.array([low / fig[0]["range_m"] ** 2]), table.model)
+        assert photons.tolist() == [144]
+        seen.add(table.model)
+    assert seen == set(reported.OUSTER_PHOTONS_AT_1M) == {"OS0-128", "OS1-64", "OS1-128", "OS2-128"}
+    assert reported.OUSTER_PHOTONS_AT_1M["OS1-64"] == 2_304_000
+    assert reported.ouster_photon_scale("OS1-32") == reported.OUSTER_PHOTONS_AT_1M["OS1-64"]

@@ -27,8 +27,9 @@ it, each unit's bytes (docs/physics.md, "What each unit reports"):
 - **Ouster**: REFLECTIVITY the range-compensated reflectivity on the calibrated scale, 0-100
   for Lambertian targets of 0-100 % (:func:`~.ouster.ouster_reflectivity`); SIGNAL the
   signal photons, :func:`ouster_signal_photons` (``signal x`` :data:`OUSTER_PHOTONS_AT_1M`,
-  falling as 1 / r^2); NEAR_IR the ambient photons of ``extra["near_ir"]`` where a result
-  has them (the ambient light model's hook), else 0 (night, no ambient model).
+  a per-unit scale derived from the datasheet's weakest return, falling as 1 / r^2); NEAR_IR
+  the ambient photons of ``extra["near_ir"]`` where a result has them (the ambient light
+  model's hook), else 0 (night, no ambient model).
 - **Hesai** (:func:`hesai_reflectivity_byte`): the Reflectivity byte, "0 to 255", whose
   default Linear Mapping "linearly represents target reflectivity (0 to 255%)" (Hesai
   Pandar64 User Manual 640-en-240410, section 3.1.2.2 "Body" and Appendix D "Nonlinear
@@ -60,16 +61,28 @@ NEAR_IR = "near_ir"
 #: ``Device.model``; every other model 100 (module docstring)
 VELODYNE_DIFFUSE_FULL_SCALE = {"VLS-128": 110.0}
 
+#: the lowest signal-to-noise ratio of the OS1 datasheet's range repeatability (+-10 cm at SNR 12;
+#: the first OS1 datasheet, "Optical performance", as core/tables/radiometry.json's ``os1_64``
+#: entry cites it; the rev06 OS0, OS1-128 and OS2 entries derive it from the OS1-64)
+OUSTER_WEAKEST_SNR = 12.0
+#: each Ouster model's weakest published return: (reflectivity, range m) of its datasheet's
+#: lowest reflectivity at > 90 % detection (or the figure without a probability), as
+#: core/tables/radiometry.json holds it (OS0-128 rev06 15 m, OS1-64 first datasheet 40 m,
+#: OS1-128 rev06 45 m, OS2-128 rev06 80 m, all at 10 %)
+OUSTER_WEAKEST_RETURN = {"OS0-128": (0.1, 15.0), "OS1-64": (0.1, 40.0), "OS1-128": (0.1, 45.0),
+                         "OS2-128": (0.1, 80.0)}
+
+
+def _photons_at_1m(reflectivity: float, range_m: float) -> float:
+    return OUSTER_WEAKEST_SNR ** 2 * range_m ** 2 / reflectivity
+
+
 #: Ouster signal photons of a 100 % Lambertian target at normal incidence at 1 m (``signal``
-#: 1.0), by model line (``Device.model[:3]``). DERIVED, no photon count is published: the
-#: OS1 datasheet (OS1 High Resolution Imaging Lidar, the revision of 16, 64 and 128 beams,
-#: "Optical performance") gives its range limit, 40 m at 10 % Lambertian, and its lowest
-#: range-repeatability SNR, 12 (+-10 cm); a photon-counting receiver limited by the signal's
-#: shot noise has SNR = sqrt(N), so the weakest return the datasheet names holds N = 12^2 =
-#: 144 photons: 144 x 40^2 / 0.1 = 2,304,000 at 1 m. OS0 and OS2: the OS1's (derived from
-#: the nearest unit: their datasheets give no SNR figure)
-OUSTER_PHOTONS_AT_1M = {"OS1": 144.0 * 40.0 ** 2 / 0.1, "OS0": 144.0 * 40.0 ** 2 / 0.1,
-                        "OS2": 144.0 * 40.0 ** 2 / 0.1}
+#: 1.0), by ``Device.model``. DERIVED (no photon count is published): a photon-counting receiver
+#: limited by the signal's shot noise has SNR = sqrt(N), so the weakest return a datasheet names
+#: (:data:`OUSTER_WEAKEST_RETURN`, read at :data:`OUSTER_WEAKEST_SNR`) holds N = 12^2 = 144
+#: photons: ``144 r^2 / rho`` at 1 m (OS1-64: 144 x 40^2 / 0.1 = 2,304,000)
+OUSTER_PHOTONS_AT_1M = {model: _photons_at_1m(*fig) for model, fig in OUSTER_WEAKEST_RETURN.items()}
 
 
 def has_signal(result: ScanResult) -> bool:
@@ -117,8 +130,12 @@ def hesai_reflectivity_byte(reflectivity: ArrayLike) -> U8:
 
 def ouster_photon_scale(model: str) -> float:
     """Signal photons of ``signal`` 1.0 for Ouster ``model`` (``OS0-128``, ``OS1-64``, ...):
-    :data:`OUSTER_PHOTONS_AT_1M` of its line, the OS1's for another name."""
-    return OUSTER_PHOTONS_AT_1M.get(model[:3], OUSTER_PHOTONS_AT_1M["OS1"])
+    :data:`OUSTER_PHOTONS_AT_1M` of the model, else of the first model of its line (``OS0``,
+    ``OS1``, ``OS2``: an imported unit of another beam count), else the OS1-64's."""
+    if model in OUSTER_PHOTONS_AT_1M:
+        return OUSTER_PHOTONS_AT_1M[model]
+    line = [v for k, v in OUSTER_PHOTONS_AT_1M.items() if k[:3] == model[:3]]
+    return line[0] if line else OUSTER_PHOTONS_AT_1M["OS1-64"]
 
 
 def ouster_signal_photons(signal: ArrayLike, model: str) -> U16:
@@ -141,6 +158,7 @@ def ouster_near_ir(near_ir: ArrayLike | None, n: int) -> U16:
     return out
 
 
-__all__ = ["SIGNAL", "NEAR_IR", "VELODYNE_DIFFUSE_FULL_SCALE", "OUSTER_PHOTONS_AT_1M", "has_signal",
+__all__ = ["SIGNAL", "NEAR_IR", "VELODYNE_DIFFUSE_FULL_SCALE", "OUSTER_WEAKEST_SNR", "OUSTER_WEAKEST_RETURN",
+           "OUSTER_PHOTONS_AT_1M", "has_signal",
            "compensated_reflectivity", "unit_reflectivity", "velodyne_full_scale", "hesai_reflectivity_byte",
            "ouster_photon_scale", "ouster_signal_photons", "ouster_near_ir"]
