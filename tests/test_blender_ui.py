@@ -213,7 +213,7 @@ def test_old_scenes_keep_blensor_axes_and_new_cameras_get_ros(bpy_mod, tmp_path)
     # saved before REP-103 became the default: upgraded, keeping the axes it scanned with
     bpy_mod.ops.wm.open_mainfile(filepath=str(data))
     p = bpy_mod.data.objects["Lidar"].data.blensor
-    assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 3  # 2: cw spin; 3: ToF 30 MHz
+    assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 4  # 2: cw spin; 3: ToF 30 MHz; 4: radiometric
     # the demo scene, built by its script with the current settings version: REP-103
     bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))
     p = bpy_mod.data.objects["Velodyne"].data.blensor
@@ -247,7 +247,7 @@ def test_upgrade_turns_typed_format_strings_into_sets(bpy_mod, empty_scene):
     p = cam.data.blensor
     assert upgrade_camera(cam.data) is True  # before anything reads them (Blender drops a mistyped value)
     assert p.depth_formats == {"npy", "pfm"} and p.motion_formats == {"tum"} and p.axes == "blensor"
-    assert p.time_model == "frame" and p.settings_version == 3  # version 3: the ToF camera at 30 MHz
+    assert p.time_model == "frame" and p.settings_version == 4  # version 4: the radiometric model
     assert upgrade_camera(cam.data) is False  # once
 
 

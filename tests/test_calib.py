@@ -236,12 +236,13 @@ def test_firing_tables_of_the_drivers():
                                atol=1e-12)
 
 
-def test_ouster_presets_use_the_linear_return_model_of_their_datasheets():
+def test_ouster_presets_carry_the_linear_return_model_of_their_datasheets():
+    # the radiometric model by default (tests/test_radiometry.py); return_model=linear takes these values
     sensor = SENSORS["rotating"]
     for name, (rng, ref) in {"os0_128": (50.0, 0.8), "os1_64": (120.0, 0.8), "os1_128": (120.0, 0.8),
                              "os2_128": (240.0, 0.8)}.items():
         s = sensor.settings(sensor.preset_values(name))
-        assert (s.return_model, s.max_range, s.ref_max, s.min_range) == ("linear", rng, ref, 0.3), name
+        assert (s.return_model, s.max_range, s.ref_max, s.min_range) == ("radiometric", rng, ref, 0.3), name
         assert s.ref_slope * s.max_range == pytest.approx(s.ref_max)  # the limit model agrees (without cos)
         assert s.angle_resolution == 360.0 / 1024 and preset_table(name).extra["lidar_mode"] == "1024x10"
 
@@ -478,7 +479,7 @@ def test_cameras_stored_before_version_3_keep_vlp16_beams_without_offsets(bpy_mo
     import blensor_addon
     from blensor_addon.ui.props import SETTINGS_VERSION
     from conftest import add_camera, add_mesh
-    assert SETTINGS_VERSION == 3
+    assert SETTINGS_VERSION == 4
     bpy_mod.ops.wm.read_factory_settings(use_empty=True)
     add_mesh(bpy_mod, "Wall", [(-50, 10, -50), (50, 10, -50), (50, 10, 50), (-50, 10, 50)], [(0, 1, 2, 3)])
     for name, version in (("Old", 2), ("New", None)):

@@ -232,7 +232,7 @@ def test_line_and_kinect_groups_saved_before_version_2_keep_their_2011_behaviour
         ("ibeo_lux_2011", 90.0, 0.0, 0.0)
     assert (line.mirror, line.sweep_timing, line.rotation_direction) == ("inclined", "period", "ccw")
     p = objects["Old"].data.blensor
-    assert p.kinect.noise_sigma == 0.0 and p.settings_version == 3
+    assert p.kinect.noise_sigma == 0.0 and p.settings_version == 4
     line = objects["Stored"].data.blensor.line  # its stored values kept: the preset's values not applied
     assert (line.preset, line.max_range, line.mirror, line.sweep_timing) == \
         ("ibeo_lux_2011", 60.0, "vertical", "period")
@@ -343,7 +343,7 @@ def test_tof_defaults_to_the_sr4000_standard_30_mhz_ambiguity_range_of_5_m(bpy_m
 
 def test_tof_groups_saved_before_version_3_keep_their_10_m_ambiguity_range(bpy_mod, empty_scene, tmp_path):
     from blensor_addon.ui.props import SETTINGS_VERSION
-    assert SETTINGS_VERSION == 3
+    assert SETTINGS_VERSION == 4
     add_mesh(bpy_mod, "Wall", [(-50, 8, -50), (50, 8, -50), (50, 8, 50), (-50, 8, 50)], [(0, 1, 2, 3)])
     for name, stored in (("Old", None), ("Stored", 7.5), ("New", None)):
         cam = add_camera(bpy_mod, name, rotation=UP)
@@ -360,7 +360,7 @@ def test_tof_groups_saved_before_version_3_keep_their_10_m_ambiguity_range(bpy_m
     objects = bpy_mod.data.objects
     got = {n: (objects[n].data.blensor.tof.ambiguity_range, objects[n].data.blensor.settings_version)
            for n in ("Old", "Stored", "New")}
-    assert got == {"Old": (10.0, 3), "Stored": (7.5, 3), "New": (5.0, 3)}
+    assert got == {"Old": (10.0, 4), "Stored": (7.5, 4), "New": (5.0, 4)}
     folded = {n: float(blensor_addon.scan(objects[n]).image("range_noisy")[72, 88]) for n in got}
     assert folded == {"Old": pytest.approx(8.0, abs=1e-3), "Stored": pytest.approx(0.5, abs=1e-3),
                       "New": pytest.approx(3.0, abs=1e-3)}

@@ -123,21 +123,21 @@ def test_rep103_yaw_falls_with_time_in_a_scan(bpy_mod, empty_scene):
 
 def test_scenes_saved_before_version_2_keep_ccw_and_new_cameras_spin_cw(bpy_mod, tmp_path):
     from blensor_addon.ui.props import SETTINGS_VERSION
-    assert SETTINGS_VERSION == 3
+    assert SETTINGS_VERSION == 4
     bpy_mod.ops.wm.open_mainfile(filepath=str(ROOT / "tests" / "data" / "v01_scene.blend"))  # version 0
     p = bpy_mod.data.objects["Lidar"].data.blensor
-    assert (p.rotation_direction, p.axes, p.settings_version) == ("ccw", "blensor", 3)
+    assert (p.rotation_direction, p.axes, p.settings_version) == ("ccw", "blensor", 4)
     # the demo scene, rebuilt at version 2, spins cw; stored as a version-1 camera that
     # never stored a direction (as every file saved before version 2), it loads ccw
     bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))
     p = bpy_mod.data.objects["Velodyne"].data.blensor
-    assert (p.rotation_direction, p.settings_version) == ("cw", 3)
+    assert (p.rotation_direction, p.settings_version) == ("cw", 4)
     p.property_unset("rotation_direction")
     p.settings_version = 1
     bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "v1.blend"))
     bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "v1.blend"))
     p = bpy_mod.data.objects["Velodyne"].data.blensor
-    assert (p.rotation_direction, p.axes, p.time_model, p.settings_version) == ("ccw", "ros", "continuous", 3)
+    assert (p.rotation_direction, p.axes, p.time_model, p.settings_version) == ("ccw", "ros", "continuous", 4)
     # a new camera spins cw, kept through save and load
     bpy_mod.ops.wm.read_factory_settings(use_empty=True)
     cam = add_camera(bpy_mod, "New")
@@ -145,13 +145,13 @@ def test_scenes_saved_before_version_2_keep_ccw_and_new_cameras_spin_cw(bpy_mod,
     bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "new.blend"))
     bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "new.blend"))
     p = bpy_mod.data.objects["New"].data.blensor
-    assert (p.rotation_direction, p.settings_version) == ("cw", 3)
+    assert (p.rotation_direction, p.settings_version) == ("cw", 4)
     # a version-1 camera that stored a direction keeps it
     from blensor_addon.ui.props import upgrade_camera
     p.rotation_direction = "cw"
     p.settings_version = 1
     assert upgrade_camera(bpy_mod.data.objects["New"].data) is True
-    assert (p.rotation_direction, p.settings_version) == ("cw", 3)
+    assert (p.rotation_direction, p.settings_version) == ("cw", 4)
 
 
 # ---------------------------------------------------------------------------------------

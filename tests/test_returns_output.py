@@ -593,7 +593,7 @@ def test_a_file_saved_before_issue_22_loads_with_the_defaults_and_scans_as_befor
     from blensor_addon.ui.props import SETTINGS_VERSION
     cam = bpy_mod.data.objects["Velodyne"]
     p = cam.data.blensor
-    assert SETTINGS_VERSION == 3 and p.settings_version == 3  # (3: the ToF camera's 30 MHz, loaded upgraded)
+    assert SETTINGS_VERSION == 4 and p.settings_version == 4  # (4: the radiometric model, loaded upgraded)
     assert not any(p.is_property_set(n) for n in RETURN_SETTINGS)  # the file never stored them
     _, s = read_sensor(cam)
     defaults = {f.name: f.default for f in dataclasses.fields(ReturnSettings) if f.name in RETURN_SETTINGS}

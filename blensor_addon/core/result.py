@@ -51,6 +51,9 @@ EXTRA_FIELDS: dict[str, tuple[str, tuple[int, ...], object]] = {
     "xyz_noisy_deskewed": ("<f4", (3,), None),
     "xyz_sensor": ("<f4", (3,), None),
     "xyz_noisy_sensor": ("<f4", (3,), None),
+    #: received power (relative: 1.0 for a 100 % Lambertian target at normal incidence at 1 m),
+    #: return_model="radiometric" only (core/sensors/radiometry.py)
+    "signal": ("<f4", (), None),
 }
 
 #: world coordinates of this magnitude (m) or more are kept in float64 besides the

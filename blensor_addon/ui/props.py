@@ -33,6 +33,9 @@ Version 3 made the ToF camera's ``ambiguity_range`` 5 m (the SR4000's standard 3
 ToF group stored before it that never stored one keeps the 10 m (15 MHz) it scanned with
 (:data:`TOF_BEFORE_V3`); it also gave the VLP-16 and HDL-32E presets their manuals' vertical
 beam offsets: a camera stored before it that never stored ``vertical_offsets`` keeps them off.
+Version 4 gave the rotating LiDAR the radiometric return model (``return_model="radiometric"``, the
+real presets' default): a camera stored before it that never stored a ``return_model`` keeps the
+reflectivity limit it scanned with (``limit``).
 Cameras made since are stamped with the current version when the file is saved.
 """
 from __future__ import annotations
@@ -50,8 +53,9 @@ from ..core.sensors import COMMON, SENSORS, SensorSettings
 #: version of the settings a camera stores (``settings_version``); 0 = stored before
 #: versions (before REP-103 became the default axes); 1: before the rotating LiDAR spun
 #: clockwise (as the real Velodyne, Ouster and Hesai units do); 2: before the ToF camera's ambiguity
-#: range became the SR4000's standard 5 m (30 MHz) and the VLP-16 / HDL-32E beams had vertical offsets
-SETTINGS_VERSION = 3
+#: range became the SR4000's standard 5 m (30 MHz) and the VLP-16 / HDL-32E beams had vertical offsets;
+#: 3: before the radiometric return model (the real presets' default since)
+SETTINGS_VERSION = 4
 
 #: line-scanner values a camera stored before version 2 scanned with where it stored none
 #: (the defaults then, BlenSor 2011's LUX: reference 6.2); its preset becomes ``ibeo_lux_2011``
@@ -359,7 +363,8 @@ def upgrade_camera(cam) -> bool:
     ``rotation_direction`` it never stored is stored as ``"ccw"``, the line and Kinect
     groups keep their 2011 behaviour (:func:`_upgrade_line_v2`, :data:`KINECT_BEFORE_V2`); below
     3: the ToF group keeps the ambiguity range it never stored, :data:`TOF_BEFORE_V3`, and the
-    rotating LiDAR the beams without vertical offsets, ``vertical_offsets = False``).
+    rotating LiDAR the beams without vertical offsets, ``vertical_offsets = False``; below 4: a
+    ``return_model`` it never stored is stored as ``"limit"``, the model it scanned with).
     Returns whether it changed anything; a camera already at the version (or newer) is
     left as it is."""
     from ..io.formats import MOTION_FORMATS, WRITERS
@@ -388,6 +393,8 @@ def upgrade_camera(cam) -> bool:
             p.vertical_offsets = False  # the VLP-16 / HDL-32E beams it scanned with: from the origin
         if isinstance(getattr(p, "tof", None), bpy.types.PropertyGroup):
             _store_unset(p.tof, TOF_BEFORE_V3)
+    if version < 4 and not p.is_property_set("return_model"):
+        p.return_model = "limit"  # the reflectivity limit it scanned with (radiometric: version 4's presets)
     p.settings_version = SETTINGS_VERSION
     return True
 

@@ -141,10 +141,10 @@ def returns_mask(hits: Hits, s: SensorSettings) -> Bool:
     ``max_range`` whose reflectivity is above 0 and exceeds the limit at the accumulated
     range (seed 000 Eq. 1, section 3.5). ``s`` needs ``max_range``, ``ref_dist``,
     ``ref_limit``, ``ref_slope``; with ``return_model == "linear"`` (seed 002 Eq. 4-5,
-    decided at the measured range by :func:`linear_return_mask`) only the first two
-    tests apply here. Echo hits (:func:`~.sensor.echo_hits`) are judged by the
-    reflectivity that comes back (``hits.returned``: glass, footprint share, atmosphere)
-    instead of the surface's.
+    decided at the measured range by :func:`linear_return_mask`) or ``"radiometric"``
+    (decided by the receiver, :mod:`.radiometry`) only the first two tests apply here.
+    Echo hits (:func:`~.sensor.echo_hits`) are judged by the reflectivity that comes back
+    (``hits.returned``: glass, footprint share, atmosphere) instead of the surface's.
 
     A surface of reflectivity 0 sends nothing back, whatever the model: below
     ``ref_dist`` Eq. 1's limit is -1, so the original BlenSor returned it.
@@ -152,7 +152,7 @@ def returns_mask(hits: Hits, s: SensorSettings) -> Bool:
     returned = hits.returned  # echo hits (EchoHits) carry it, others None
     refl = hits.reflectivity if returned is None else returned
     ok: Bool = hits.hit & (hits.range <= setting_value(s, "max_range")) & (refl > 0.0)
-    if setting_value(s, "return_model") == "linear":
+    if setting_value(s, "return_model") in ("linear", "radiometric"):  # decided at the receiver
         return ok
     ok &= refl > reflectivity_limit(hits.range, setting_value(s, "ref_dist"), setting_value(s, "ref_limit"),
                                     setting_value(s, "ref_slope"))

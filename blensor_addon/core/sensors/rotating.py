@@ -98,17 +98,19 @@ from ..settings import MIN_SWEEP_RATE, setting
 from .budget import CHUNK_RAYS, ray_limit
 from .calibration import MAX_LASERS, LaserTable
 from .raypattern import ROTATION_DIRECTIONS, CameraFrame, RayPattern, sweep_column_count
-from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, linear_return_mask, min_range_mask,
-                      min_range_setting, noise_mu_setting, noise_sigma_setting, ref_dist_setting,
-                      ref_limit_setting, ref_slope_setting, returns_mask)
+from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, frame_rng, linear_return_mask,
+                      min_range_mask, min_range_setting, noise_mu_setting, noise_sigma_setting,
+                      ref_dist_setting, ref_limit_setting, ref_slope_setting, returns_mask)
+from . import radiometry
 from .protocols import Hits
 from .returns import ReturnSettings
 from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, VLS128_SEQUENCE_S, preset_bias_table, preset_table
-from .sensor import Sensor
+from .sensor import Sensor, Traced
 
 BIAS_DISTRIBUTIONS = ("table", "gaussian", "laplace")
-#: ``limit``: seed 000 Eq. 1; ``linear``: seed 002 Eq. 4-5
-RETURN_MODELS = ("limit", "linear")
+#: ``limit``: seed 000 Eq. 1; ``linear``: seed 002 Eq. 4-5; ``radiometric``: the signal chain of
+#: :mod:`.radiometry` (received power, SNR, detection and range noise per unit)
+RETURN_MODELS = ("limit", "linear", "radiometric")
 #: VLS-128 firmware: ``old`` before 5.2.3.0 (53.3 us firing sequence), ``new`` 5.2.3.0 and later (57.8 us)
 VLS128_FIRMWARES = tuple(VLS128_SEQUENCE_S)
 
@@ -140,8 +142,12 @@ class LidarSettings(ReturnSettings):
         rotation_direction: ``cw`` (Velodyne, Ouster, Hesai; psi falls with time) or
             ``ccw`` (BlenSor before settings version 2).
         min_range: nearest measured range reported (m), in [0, max_range).
-        return_model: ``limit`` (seed 000 Eq. 1 above) or ``linear`` (seed 002 Eq. 4-5:
-            ``R0 cos(theta) >= ref_max * d / max_range`` at the measured depth d).
+        return_model: ``limit`` (seed 000 Eq. 1 above), ``linear`` (seed 002 Eq. 4-5:
+            ``R0 cos(theta) >= ref_max * d / max_range`` at the measured depth d) or
+            ``radiometric`` (:mod:`.radiometry`: received power, detection with a probability
+            rising through the unit's threshold, range noise from the SNR, calibrated from
+            ``core/tables/radiometry.json``; ``noise_sigma`` is then the floor of a unit whose
+            figures give none, ``ref_*`` are not used; the real presets' default).
         ref_max: R_L,max of seed 002 Eq. 5, in (0, 1].
         calibration: an imported :class:`~.calibration.LaserTable` as JSON; empty: the
             preset's table (:attr:`table`).
@@ -187,8 +193,10 @@ class LidarSettings(ReturnSettings):
                                       choices=ROTATION_DIRECTIONS)
     min_range: float = min_range_setting()
     return_model: str = setting("limit", "Return model", "Which returns are detected: limit (seed 000 Eq. 1, "
-                                "reflectivity limit by range) or linear (seed 002 Eq. 4-5: R0 cos(theta) >= "
-                                "ref_max * d / max_range at the measured range)", choices=RETURN_MODELS)
+                                "reflectivity limit by range), linear (seed 002 Eq. 4-5: R0 cos(theta) >= "
+                                "ref_max * d / max_range at the measured range) or radiometric (received "
+                                "power, SNR and range noise calibrated from the unit's datasheet)",
+                                choices=RETURN_MODELS)
     ref_max: float = setting(0.8, "Reflectance at max range", "Linear return model: the target reflectance "
                              "detected at max_range (seed 002 Eq. 5 R_L,max)", lo=0.0, hi=1.0, lo_open=True)
     calibration: str = setting("", "Calibration", "A unit's imported calibration (LaserTable JSON; blensor "
@@ -691,12 +699,57 @@ class Rotating(Sensor[LidarSettings]):
             keep = lin if keep is None else keep & lin
         return keep
 
+    def calibration(self, s: LidarSettings) -> radiometry.Calibration:
+        """The unit's :class:`~.radiometry.Calibration` for ``return_model="radiometric"``:
+        the preset's figures in ``core/tables/radiometry.json``, else 80 % at ``max_range``
+        (:func:`~.radiometry.unit_calibration`; ``noise_sigma`` the floor where the figures
+        give none)."""
+        return radiometry.unit_calibration(s.preset, float(s.max_range), float(s.noise_sigma))
+
+    def receive(self, s: LidarSettings, traced: Traced, frame: int) -> Traced:
+        """With ``return_model="radiometric"`` (else ``traced`` itself), the first stage of
+        :meth:`~.sensor.Sensor.detect_and_assemble`: the receiver (:mod:`.radiometry`) on the
+        N returns of ``traced``:
+        ``signal`` (N,) = ``energy xi(r) / r^2`` (the return's ``energy``: rho cos(theta)
+        over the footprint with the paths' and the atmosphere's transmission), its SNR at
+        the clean range under :meth:`calibration`, the measured range ``r + bias[laser] +
+        noise_mu + sigma(SNR) z1`` (seed 000 Eq. 2 with the SNR's sigma; the per-laser
+        bias table stays) and the detection ``SNR + z2 >= tau``; z1, z2 (N,) standard
+        normal draws, in that order, from the frame's generator
+        (:func:`~.physics.frame_rng`: the same seed gives the same returns). Returns the
+        detected rows with ``measured`` set and ``extra["signal"]`` (float32); the
+        returns mode then chooses among them (:meth:`Sensor.detect_and_assemble`)."""
+        if s.return_model != "radiometric" or traced.measured is not None:
+            return traced
+        hits, ret = traced.hits, traced.returns
+        r = np.asarray(hits.range, dtype=np.float64)
+        if ret is not None:
+            energy = np.asarray(ret.energy, dtype=np.float64)
+        else:
+            energy = np.asarray(hits.reflectivity, np.float64) * np.asarray(hits.cos_incidence, np.float64)
+        cal = self.calibration(s)
+        signal = radiometry.received_power(energy, r)
+        snr = cal.snr(signal, r)
+        rng = frame_rng(s.seed, frame)
+        n = r.shape[0]
+        noise = rng.standard_normal(n) * cal.sigma(snr) + s.noise_mu
+        measured = r + s.laser_bias()[traced.pattern.channel.astype(np.int64)] + noise
+        seen = radiometry.detect(snr, rng.standard_normal(n))
+        rows = np.flatnonzero(seen)
+        extra = {k: v[rows] for k, v in traced.extra.items()}
+        extra["signal"] = signal[rows].astype(np.float32)
+        return dataclasses.replace(traced, pattern=traced.pattern.take(rows), hits=hits.take(rows),
+                                   returns=None if ret is None else ret.take(rows), measured=measured[rows],
+                                   extra=extra)
+
     def capabilities(self, s: LidarSettings, camera: CameraFrame | None = None) -> Capabilities:
         """The sensor's capabilities with :class:`~..capabilities.Device` for a table of a
         real unit's vendor (None for ``generic``): ``columns`` is the grid actually cast,
         ``360 / angle_resolution`` columns a turn (float; 2170.14 for the HDL-32E preset's
         0.165888 deg), whatever the table's ``cycle_s``."""
         caps = super().capabilities(s, camera)
+        if s.return_model == "radiometric":
+            caps = dataclasses.replace(caps, fields=(*caps.fields, "signal"))
         table = s.table
         if table.vendor == "generic":
             return dataclasses.replace(caps, column_angles=laser_scan_angles(s))

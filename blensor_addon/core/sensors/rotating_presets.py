@@ -51,11 +51,14 @@ velodyne_pointcloud ``launch/VLP16_points.launch``, ``32e_points.launch``,
 ``VLP-32C_points.launch``, ``VLS128_points.launch``, ``64e_S3.launch``); Ouster 0.3 m (the
 minimum range of Rev 6 and earlier sensors, Ouster firmware user manual, "Minimum Range
 Threshold"); Hesai: tier4/nebula ``pandar_64.hpp`` (0.3 m), ``pandar_xt32.hpp`` (0.05 m).
-Ouster and Hesai presets detect with seed 002's linear model (Eq. 4-5: ``R0 cos(theta) >=
-ref_max * d / max_range``): OS0-128 50 m at 80 % (seed 002 section III, OS0 datasheet rev05),
-OS1 120 m at 80 % (OS1 datasheet), OS2 240 m at 80 % (OS2 datasheet); their ``ref_dist``,
-``ref_limit``, ``ref_slope`` give the same threshold under the limit model (without the
-cosine). Velodyne presets keep seed 000's limit model (Eq. 1).
+Every real preset detects with the radiometric return model (:mod:`.radiometry`: received
+power, detection probability and range noise from the unit's figures in
+``core/tables/radiometry.json``). The older models stay selectable with the preset's values:
+Ouster and Hesai presets carry seed 002's linear model (Eq. 4-5: ``R0 cos(theta) >= ref_max *
+d / max_range``): OS0-128 50 m at 80 % (seed 002 section III, OS0 datasheet rev05), OS1 120 m at
+80 % (OS1 datasheet), OS2 240 m at 80 % (OS2 datasheet); their ``ref_dist``, ``ref_limit``,
+``ref_slope`` give the same threshold under the limit model (without the cosine). Velodyne
+presets carry seed 000's limit model (Eq. 1: 10 % at 50 m, +0.01 per metre).
 
 Azimuth sign of the tables (:mod:`blensor_addon.io.calib`): ``azimuth_deg[k]`` is the column's
 yaw minus laser k's yaw (deg, counter-clockwise seen from above): Velodyne ``-rot_correction``,
@@ -94,7 +97,7 @@ HDL64E_S2_BIAS_M = (
 #: the full turn 0..360 deg: choosing a Velodyne preset after an Ouster one (-180..180) resets the sector
 _VELODYNE = {"noise_mu": 0.0, "noise_sigma": 0.01, "bias_distribution": "table", "bias_sigma": 0.078,
              "ref_dist": 50.0, "ref_limit": 0.1, "ref_slope": 0.01, "rotation_direction": "cw",
-             "min_range": 0.4, "return_model": "limit", "start_angle": 0.0, "end_angle": 360.0,
+             "min_range": 0.4, "return_model": "radiometric", "start_angle": 0.0, "end_angle": 360.0,
              "wavelength": 903.0, "returns": "strongest"}
 _VELODYNE_SOURCE = ("min_range: velodyne_pointcloud launch default (the datasheet gives none); "
                     "noise: seed 000; return modes: strongest, last, dual (the user manuals' Laser Return "
@@ -107,9 +110,11 @@ def _step(cycle_s: float, hz: float = 10.0) -> float:
 
 
 def _linear(max_range: float, ref_max: float, min_range: float, noise_sigma: float) -> dict[str, object]:
-    """Seed 002's linear return model (Eq. 5) for a unit that sees ``ref_max`` at
-    ``max_range``; the limit model's values give the same threshold (without cos)."""
-    return {"max_range": max_range, "min_range": min_range, "return_model": "linear", "ref_max": ref_max,
+    """The unit's values with the radiometric return model, and those of seed 002's linear
+    return model (Eq. 5) for a unit that sees ``ref_max`` at ``max_range`` (used when
+    ``return_model=linear`` is chosen); the limit model's values give the same threshold
+    (without cos)."""
+    return {"max_range": max_range, "min_range": min_range, "return_model": "radiometric", "ref_max": ref_max,
             "ref_dist": 0.0, "ref_limit": 0.0, "ref_slope": round(ref_max / max_range, 9),
             "noise_mu": 0.0, "noise_sigma": noise_sigma, "bias_distribution": "gaussian", "bias_sigma": 0.0,
             "rotation_direction": "cw", "start_angle": 0.0, "end_angle": 360.0}

@@ -264,6 +264,13 @@ class Sensor(Generic[S]):
         (:func:`~.physics.min_range_mask`; None if the settings have none or it is 0)."""
         return min_range_mask(s, r_noisy)
 
+    def receive(self, s: S, traced: Traced, frame: int) -> Traced:
+        """The receiver's stage of :meth:`detect_and_assemble`, first on its path: a sensor
+        that decides detection and the measured ranges from the returns' received power
+        gives the detected rows with ``measured`` set (the rotating LiDAR's
+        ``return_model="radiometric"``, :mod:`.radiometry`). Default: ``traced`` itself."""
+        return traced
+
     def finish(self, s: S, result: ScanResult) -> ScanResult:
         """Last changes to the result (default none)."""
         return result
@@ -379,13 +386,14 @@ class Sensor(Generic[S]):
     def detect_and_assemble(self, s: S, ctx: ScanContext, traced: Traced, *, frame: int,
                             frame_time: float) -> ScanResult:
         """The one path from every variant's :class:`Traced` rays to the result: the
-        measured ranges (:meth:`measure` from the frame's generator, unless the cast
+        receiver (:meth:`receive`), the measured ranges (:meth:`measure` from the frame's generator, unless the cast
         measured them, plus the weather's range noise), :meth:`detected` at the reported
         measured range (:meth:`range_offset` added), the returns mode among the detected
         echoes (``traced.select``: :func:`~.beam.select_returns`, so a beam whose strongest
         echo is not detected reports the strongest that is), ``return_number`` counted
         again, the intensity of the return physics (:func:`~.intensity.intensity`), then
         :func:`~.physics.assemble` (rings from :meth:`channel_rings`)."""
+        traced = self.receive(s, traced, frame)
         pattern, hits, ret = traced.pattern, traced.hits, traced.returns
         extra = traced.extra
         if ret is not None:  # take and concat keep the protocol's fields only
