@@ -230,3 +230,63 @@ def test_the_ouster_photon_scales_follow_the_calibration_table():
     assert seen == set(reported.OUSTER_PHOTONS_AT_1M) == {"OS0-128", "OS1-64", "OS1-128", "OS2-128"}
     assert reported.OUSTER_PHOTONS_AT_1M["OS1-64"] == 2_304_000
     assert reported.ouster_photon_scale("OS1-32") == reported.OUSTER_PHOTONS_AT_1M["OS1-64"]
+
+
+# -- through a real scan ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("preset", ["vlp16", "os1_64"])
+def test_a_real_radiometric_scan_reports_the_plates_bytes(bpy_mod, empty_scene, tmp_path, preset):
+    """Real Blender: 50 % Lambertian walls 10 m ahead and 40 m behind a unit of a real preset
+    (the radiometric model, its default); its npz holds ``signal``, its bytes read 50 on the
+    walls at normal incidence and fall with incidence as cos(theta), Ouster's SIGNAL falls as
+    1/r^2, and the vendor's decoder reads the pcap's bytes as the npz's received power gives
+    them (tests/test_pcap.py)."""
+    import test_pcap
+    from conftest import add_camera, add_mesh, quad
+
+    from blensor_addon.core.capabilities import Device
+    from blensor_addon.core.sensors.rotating_presets import preset_table
+    from blensor_addon.io.packets.reported import compensated_reflectivity, ouster_signal_photons
+    from blensor_addon.jobs.range_scan import scan_range
+    grey = bpy_mod.data.materials.new("Grey")
+    grey.blensor.reflectivity = 0.5
+    for name, z in (("Near", -10.0), ("Far", 40.0)):  # the sensor looks down -z, y up
+        v, f = quad(-60, 60, -15, 15, z)
+        add_mesh(bpy_mod, name, v, f, grey)
+    cam = add_camera(bpy_mod)
+    cam.data.blensor.preset = preset
+    assert cam.data.blensor.return_model == "radiometric"
+    job = scan_range(cam, None, tmp_path, ("npz", "pcap"), seed=3, time=(0.1, 0.2), axes="ros",
+                     frame_of_reference="sensor")
+    assert job.status == "complete"
+    with np.load(next(tmp_path.glob("scan*.npz"))) as z:
+        truth = {k: z[k] for k in ("timestamp", "azimuth", "elevation", "range", "range_noisy", "channel",
+                                   "reflectivity", "intensity", "signal", "xyz_noisy")}
+    refl = compensated_reflectivity(truth["signal"], truth["range"])
+    # the incidence on a wall normal to the view: cos = cos(elevation) |cos(azimuth)|
+    cos = np.cos(truth["elevation"]) * np.abs(np.cos(truth["azimuth"]))
+    az = np.degrees(truth["azimuth"]) % 180.0  # (azimuth in [0, 360) deg: 0 ahead, 180 behind)
+    inner = (az < 40) | (az > 140)  # off the walls' side edges
+    byte = np.round(100 * refl.astype(np.float64))
+    normal = inner & (cos > 0.99)
+    near, far = normal & (truth["range"] < 12), normal & (truth["range"] > 39)
+    assert near.sum() > 10 and far.sum() > 10
+    assert np.abs(byte[near | far] - 50).max() <= 5
+    slant = inner & (cos < 0.8)
+    assert slant.sum() > 10
+    np.testing.assert_allclose(byte[slant], 50 * cos[slant], atol=1.5)
+    table = preset_table(preset)
+    device = Device(table.vendor, table.model, table, 10.0)
+    if table.vendor == "ouster":
+        photons = ouster_signal_photons(truth["signal"], table.model).astype(np.float64)
+        ratio = np.median(photons[near] / cos[near]) / np.median(photons[far] / cos[far])
+        mean_r = np.median(truth["range"][far]) / np.median(truth["range"][near])
+        assert ratio == pytest.approx(mean_r ** 2, rel=0.02)
+        kind, meta = "ouster", "scan.json"
+    else:
+        kind, meta = "velodyne", "scan.yaml"
+    dec = test_pcap.decode(kind, tmp_path / "scan.pcap", tmp_path / meta, tmp_path / "dec.npz")
+    compare = test_pcap.compare_ouster if kind == "ouster" else test_pcap.compare_velodyne
+    stats = compare(device, truth, dec)
+    print(f"{preset}: {int(near.sum())} near, {int(far.sum())} far, {int(slant.sum())} slanted; {stats}")
+    assert stats["points"] == len(truth["range"])
