@@ -213,7 +213,7 @@ def test_old_scenes_keep_blensor_axes_and_new_cameras_get_ros(bpy_mod, tmp_path)
     # saved before REP-103 became the default: upgraded, keeping the axes it scanned with
     bpy_mod.ops.wm.open_mainfile(filepath=str(data))
     p = bpy_mod.data.objects["Lidar"].data.blensor
-    assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 4  # 2: cw spin; 3: ToF 30 MHz; 4: radiometric
+    assert p.axes == "blensor" and p.settings_version == SETTINGS_VERSION == 4  # 4: the radiometric model
     # the demo scene, built by its script with the current settings version: REP-103
     bpy_mod.ops.wm.open_mainfile(filepath=str(CROSSING))
     p = bpy_mod.data.objects["Velodyne"].data.blensor

@@ -23,7 +23,8 @@ FIXTURE = {"schema": 1, "units": {
         {"reflectivity": 0.1, "range_m": 50.0, "probability": None, "condition": "", "source": "HDL-64E"},
         {"reflectivity": 0.8, "range_m": 120.0, "probability": None, "condition": "", "source": "HDL-64E"}],
         "precision": [{"sigma_m": 0.02, "kind": "accuracy", "range_m": None, "snr": None,
-                       "reflectivity": None, "source": "HDL-64E S2"}], "ambient_klx": None, "derived": [], "notes": ""},
+                       "reflectivity": None, "source": "HDL-64E S2"}],
+        "ambient_klx": None, "derived": [], "notes": ""},
     "os1_64": {"wavelength_nm": 865.0, "ranges": [
         {"reflectivity": 0.1, "range_m": 40.0, "probability": 0.9, "condition": "100 klx", "source": "OS1"},
         {"reflectivity": 0.8, "range_m": 120.0, "probability": 0.9, "condition": "100 klx", "source": "OS1"}],
@@ -149,7 +150,8 @@ def test_detection_probability_at_the_datasheet_ranges(preset):
     for f in figs:
         p = 0.9 if f.probability is None else f.probability
         assert fraction(s, 0.9 * f.range_m, f.reflectivity) >= p, (preset, f)
-        assert fraction(s, f.range_m, f.reflectivity, frames=(0, 1)) == pytest.approx(p, abs=0.03), (preset, f)
+        at = fraction(s, f.range_m, f.reflectivity, frames=(0, 1))
+        assert at == pytest.approx(p, abs=0.03), (preset, f, at)
         if f.range_m == farthest[f.reflectivity]:
             got = fraction(s, 1.2 * f.range_m, f.reflectivity)
             if preset not in SLOW_FALL:
@@ -331,8 +333,8 @@ def test_cameras_stored_before_version_4_keep_the_return_model_they_scanned_with
     assert chosen.return_model == "radiometric"
     bpy_mod.ops.wm.save_as_mainfile(filepath=str(tmp_path / "v3.blend"))
     bpy_mod.ops.wm.open_mainfile(filepath=str(tmp_path / "v3.blend"))
-    got = {n: (bpy_mod.data.objects[n].data.blensor.return_model,
-               bpy_mod.data.objects[n].data.blensor.is_property_set("return_model"),
-               bpy_mod.data.objects[n].data.blensor.settings_version) for n in ("Old", "Linear", "New", "Chosen")}
+    stored = {n: bpy_mod.data.objects[n].data.blensor for n in ("Old", "Linear", "New", "Chosen")}
+    got = {n: (p.return_model, p.is_property_set("return_model"), p.settings_version)
+           for n, p in stored.items()}
     assert got == {"Old": ("limit", True, 4), "Linear": ("linear", True, 4), "New": ("limit", False, 4),
                    "Chosen": ("radiometric", True, 4)}
