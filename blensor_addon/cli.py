@@ -227,6 +227,8 @@ def _start_cluster(args, configs=None):
     Raises:
         SettingsError (``--workers``/``--scheduler``): out of range, Dask missing, or
         not a .blend (checked before the workers are asked to open it)."""
+    if type(args.workers) is int and args.workers == 1 and args.scheduler is None:
+        return None  # the default: one process (jobs.cluster not imported, as check_workers would say)
     from .jobs.cluster import Cluster, check_workers
     if check_workers(args.workers, args.scheduler) == 1 and args.scheduler is None:
         return None

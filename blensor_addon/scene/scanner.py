@@ -311,23 +311,29 @@ class Scanner:
         try:
             for f in frames:
                 self.scene.frame_set(int(f))
+                checked, sensors, mats = [], [], []  # the frame's matrices tested at once (one array)
                 for ob in bpy.context.evaluated_depsgraph_get().objects:
                     orig = ob.original
                     sensor = orig.name in names
                     if not sensor and (ob.type not in GEOMETRY_TYPES or (render and orig.hide_render)):
                         continue
-                    m = np.array(ob.matrix_world, dtype=np.float64)[:3]
-                    if not np.isfinite(m).all():
-                        if sensor or self.continuous:
-                            raise non_finite_transform(orig.name, int(f) * ft, int(f))
-                        continue
-                    big = float(np.abs(m).max())
-                    if big > MAX_WORLD_COORDINATE:
-                        raise SettingsError(
-                            f"transform of object '{orig.name}'",
-                            f"finite and within +-{MAX_WORLD_COORDINATE:g} (m, every entry of its world "
-                            "matrix) at every time scanned",
-                            f"{big:g} at t = {int(f) * ft:.6g} s (frame {int(f)})")
+                    checked.append(orig)
+                    sensors.append(sensor)
+                    mats.append(ob.matrix_world)
+                m = np.array(mats, dtype=np.float64).reshape(-1, 4, 4)[:, :3]
+                finite = np.isfinite(m).all(axis=(1, 2))
+                big = np.abs(np.where(finite[:, None, None], m, 0.0)).max(axis=(1, 2), initial=0.0)
+                refused = (~finite & (np.array(sensors, dtype=bool) | self.continuous)) | \
+                    (finite & (big > MAX_WORLD_COORDINATE))
+                if refused.any():  # the first in the depsgraph's order, as one by one
+                    i = int(np.argmax(refused))
+                    if not finite[i]:
+                        raise non_finite_transform(checked[i].name, int(f) * ft, int(f))
+                    raise SettingsError(
+                        f"transform of object '{checked[i].name}'",
+                        f"finite and within +-{MAX_WORLD_COORDINATE:g} (m, every entry of its world "
+                        "matrix) at every time scanned",
+                        f"{float(big[i]):g} at t = {int(f) * ft:.6g} s (frame {int(f)})")
         finally:
             self.scene.frame_set(old, subframe=old_sub)
 
