@@ -338,3 +338,44 @@ def test_cameras_stored_before_version_4_keep_the_return_model_they_scanned_with
            for n, p in stored.items()}
     assert got == {"Old": ("limit", True, 4), "Linear": ("linear", True, 4), "New": ("limit", False, 4),
                    "Chosen": ("radiometric", True, 4)}
+
+
+#: sha256 (first 16 hex digits) of each preset's plate scans under the older models
+#: (:func:`older_model_digest`), computed by the code before the radiometric model existed
+#: (commit 3825bbe): the older models' bytes stay the papers' whatever the presets default to
+OLDER_MODEL_DIGESTS = {
+    ("hdl64e_s2", "limit"): "e1f1d588e35cd81a", ("hdl64e_s2", "linear"): "dc62625258933952",
+    ("hdl32e", "limit"): "643b9ba70699351e", ("hdl32e", "linear"): "45a7e52c41b82235",
+    ("vlp16", "limit"): "20bae8ec4d1e50cb", ("vlp16", "linear"): "7040a6f5b677a885",
+    ("os0_128", "limit"): "2259a5d9804099f8", ("os0_128", "linear"): "9781f8c490b2020b",
+    ("vlp32c", "limit"): "887a1ff65b090328", ("vlp32c", "linear"): "b767b75fdcc2476b",
+    ("vls128", "limit"): "42626064f0249b3f", ("vls128", "linear"): "42626064f0249b3f",
+    ("os1_64", "limit"): "06df654c45ae973b", ("os1_64", "linear"): "060f43a0296fd1fd",
+    ("os1_128", "limit"): "a08fd6d3fda998e5", ("os1_128", "linear"): "2485650b5b67c917",
+    ("os2_128", "limit"): "060e81fdcda5e970", ("os2_128", "linear"): "83229538b9f0a961",
+    ("pandar64", "limit"): "9ba3944be023cf22", ("pandar64", "linear"): "9ba3944be023cf22",
+    ("pandarxt32", "limit"): "addd29eaf7f6883b", ("pandarxt32", "linear"): "addd29eaf7f6883b",
+}
+
+
+def older_model_digest(preset, model):
+    """sha256 of ray_index, range, range_noisy, intensity and xyz_noisy of five plate scans
+    (frame 3; near, mid-range at 40 deg, beyond range, 0.9x max_range, 0.3x max_range at 60 deg)."""
+    import hashlib
+    vals = {**ROT.preset_values(preset), "return_model": model}
+    vals.update(end_angle=vals.get("start_angle", 0.0) + 12.0)
+    s = ROT.settings(vals)
+    h = hashlib.sha256()
+    cases = ((10.0, 0.8, 0.0), (45.0, 0.3, 40.0), (90.0, 0.8, 10.0), (0.9 * s.max_range, 0.5, 0.0),
+             (0.3 * s.max_range, 0.3, 60.0))
+    for dist, refl, inc in cases:
+        res = ROT.scan(s, PlateContext(dist, refl, inc), frame=3, frame_time=0.1, mode="single")
+        for a in (res.ray_index, res.range, res.range_noisy, res.intensity, res.xyz_noisy):
+            h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("model", ["limit", "linear"])
+def test_the_older_models_scan_byte_for_byte_as_before(model):
+    got = {p: older_model_digest(p, model) for p in REAL}
+    assert got == {p: OLDER_MODEL_DIGESTS[(p, model)] for p in REAL}
