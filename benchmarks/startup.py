@@ -397,25 +397,28 @@ os._exit(0)
 '''
 
 
-def run_memory(counts: list[float]) -> None:
+def run_memory(counts: list[float], before: Path | None) -> None:
     print("\n== peak memory per 10^6 rays: HDL-64E S2 revolution of scenes/street.blend (target <= 200 MB)")
-    print(f"{'rays':>10} {'points':>10} {'RSS before':>10} {'RSS peak':>9} {'growth/1e6':>10} "
-          f"{'traced peak/1e6':>15} {'held/1e6':>9} {'CPU s/1e6':>9}   (MB, MiB traced)")
+    trees = {"this": None} if before is None else {"before": before, "this": None}
+    print(f"{'tree':>6} {'rays':>10} {'points':>10} {'RSS before':>10} {'RSS peak':>9} {'growth/1e6':>10} "
+          f"{'traced peak/1e6':>15} {'held/1e6':>9} {'CPU s/1e6':>9}   (MB; MiB traced)")
     for n in counts:
-        res = {}
-        for traced in (False, True):
-            cmd = [sys.executable, "-c", MEMORY, str(STREET), repr(n), "1" if traced else "0"]
-            proc = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=600)
-            line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-            if not line:
-                raise SystemExit(f"the memory case failed:\n{proc.stderr[-2000:]}")
-            res[traced] = json.loads(line[0][7:])
-        a, t = res[False], res[True]
-        m = a["rays"] / 1e6
-        print(f"{a['rays']:>10,} {a['points']:>10,} {a['rss_before_mb']:>10.0f} {a['rss_peak_mb']:>9.0f} "
-              f"{(a['rss_peak_mb'] - a['rss_before_mb']) / m:>10.0f} {t['traced_peak_mb'] / m:>15.0f} "
-              f"{t['traced_held_mb'] / m:>9.0f} {a['cpu_s'] / m:>9.2f}")
+        for label, tree in trees.items():
+            res = {}
+            for traced in (False, True):
+                cmd = [sys.executable, "-c", MEMORY, str(STREET), repr(n), "1" if traced else "0"]
+                with tempfile.TemporaryDirectory(prefix="startup-") as d:
+                    proc = subprocess.run(cmd, env=child_env(tree), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True, timeout=600, cwd=d)
+                line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+                if not line:
+                    raise SystemExit(f"the memory case failed:\n{proc.stderr[-2000:]}")
+                res[traced] = json.loads(line[0][7:])
+            a, t = res[False], res[True]
+            m = a["rays"] / 1e6
+            print(f"{label:>6} {a['rays']:>10,} {a['points']:>10,} {a['rss_before_mb']:>10.0f} "
+                  f"{a['rss_peak_mb']:>9.0f} {(a['rss_peak_mb'] - a['rss_before_mb']) / m:>10.0f} "
+                  f"{t['traced_peak_mb'] / m:>15.0f} {t['traced_held_mb'] / m:>9.0f} {a['cpu_s'] / m:>9.2f}")
 
 
 def run_profile(top: int) -> None:
@@ -463,7 +466,7 @@ def main() -> None:
     if args.only in (None, "imports"):
         run_imports()
     if args.only in (None, "memory"):
-        run_memory([float(x) for x in args.rays.split(",")])
+        run_memory([float(x) for x in args.rays.split(",")], args.before)
     print(f"load average after {load()}")
 
 

@@ -104,3 +104,34 @@ def test_every_cast_variant_ends_in_the_one_detect_and_assemble(name, monkeypatc
     else:
         assert np.abs(result.xyz_noisy[:, 2] - WALL_Z).max() < 0.2
     assert result.ring.dtype == np.uint16
+
+
+def test_the_cast_s_rows_are_freed_before_the_result_is_assembled(monkeypatch):
+    """One copy of a scan's returns at a time: the receiver's detected rows (the presets'
+    radiometric model) replace the cast's, which nothing holds once assembly begins (the
+    cast's pattern and returns freed; benchmarks/startup.py measures the peak per 10^6 rays)."""
+    import gc
+    import weakref
+
+    from blensor_addon.core.sensors import sensor as sensor_module
+    sensor = SENSORS["rotating"]
+    s = sensor.settings({**sensor.preset_values("hdl64e_s2"), "angle_resolution": 2.0})
+    assert s.return_model == "radiometric"
+    cast_rows: list = []
+    alive_at_assembly: list = []
+    cast_returns, assemble = Sensor.cast_returns, sensor_module.assemble
+
+    def spy_cast(self, *args, **kw):
+        traced = cast_returns(self, *args, **kw)
+        cast_rows.extend([weakref.ref(traced.pattern), weakref.ref(traced.returns)])
+        return traced
+
+    def spy_assemble(*args, **kw):
+        gc.collect()
+        alive_at_assembly.extend(ref() is not None for ref in cast_rows)
+        return assemble(*args, **kw)
+    monkeypatch.setattr(Sensor, "cast_returns", spy_cast)
+    monkeypatch.setattr(sensor_module, "assemble", spy_assemble)
+    result = sensor.scan(s, WallContext(), frame=1, frame_time=0.1, mode="single")
+    assert len(result) > 1000
+    assert alive_at_assembly == [False, False]  # (the cast's pattern and returns)

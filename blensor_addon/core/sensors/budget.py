@@ -12,12 +12,15 @@ from ..errors import SettingsError
 #: Most rays one scan (a single scan, or one frame of a range scan) may cast. Rays are
 #: cast in chunks of :data:`CHUNK_RAYS`, so memory grows with the returns kept; a scan
 #: in which every ray returns needs about :data:`BYTES_PER_RETURN` per ray, so the cap
-#: keeps the worst case near 6 GB. (An HDL-64E S2 turn at 0.01 deg is 2.3 M rays.)
+#: keeps the worst case near 11 GB. (An HDL-64E S2 turn at 0.01 deg is 2.3 M rays.)
 MAX_RAYS = 20_000_000
 #: Rays generated and cast at once.
 CHUNK_RAYS = 1 << 18
-#: Peak bytes per kept return while a result is assembled (measured upper bound).
-BYTES_PER_RETURN = 300
+#: Peak bytes per kept return while a result is assembled (an upper bound of the peak of
+#: numpy's allocations: 432-492 bytes per return on HDL-64E S2 turns of a closed box and of
+#: the demo street, 0.06-4 M rays, tests/test_scan_memory.py and benchmarks/startup.py;
+#: the scan's whole returns are held several times over while detected and assembled).
+BYTES_PER_RETURN = 550
 #: Largest image side of the pixel-grid sensors (ToF, Kinect, depth camera).
 MAX_PIXELS_SIDE = 16384
 

@@ -215,10 +215,11 @@ def assemble(pattern: RayPattern, hits: Hits, r: F64, r_noisy: F64, ctx: ScanCon
     Points: ``origin + unit(direction) * r`` (``r_noisy`` for the noisy points) in the
     sensor frame, then in the output frame.
     """
+    surf = ctx.surface(pattern, hits)  # first: its rotations' temporaries do not meet the points'
     u = pattern.directions.astype(np.float64)
     o = pattern.origins
 
-    def points(rng: F64) -> F64:  # origin + unit direction * range
+    def points(u: F64, rng: F64) -> F64:  # origin + unit direction * range
         p: F64 = u * rng[:, None] if o is None else u * rng[:, None] + o
         return p
 
@@ -227,8 +228,9 @@ def assemble(pattern: RayPattern, hits: Hits, r: F64, r_noisy: F64, ctx: ScanCon
     if range_offset:  # the reported ranges
         r = r + float(range_offset)
         r_noisy = r if noiseless else r_noisy + float(range_offset)
-    xyz = points(path)
-    xyz_n = xyz if noiseless else points(path_n)  # noiseless: the same points
+    xyz = points(u, path)
+    xyz_n = xyz if noiseless else points(u, path_n)  # noiseless: the same points
+    del u  # (float64 directions, (N, 3): not held while the rest is assembled)
 
     def to(frame: str, world: tuple[F64, F64] | None = None) -> tuple[F64, F64]:
         """Both sensor-frame clouds in ``frame``; noiseless: once."""
@@ -249,7 +251,6 @@ def assemble(pattern: RayPattern, hits: Hits, r: F64, r_noisy: F64, ctx: ScanCon
             extra["xyz_sensor"] = xyz.astype(np.float32)
             extra["xyz_noisy_sensor"] = xyz_n.astype(np.float32)
         xyz, xyz_n = world
-    surf = ctx.surface(pattern, hits)
     return ScanResult(
         timestamp=pattern.timestamp,
         azimuth=pattern.azimuth,

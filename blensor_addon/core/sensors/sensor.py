@@ -306,8 +306,10 @@ class Sensor(Generic[S]):
     def trace(self, s: S, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> ScanResult:
         """The scan's returns: :meth:`cast_returns` (the variant's rays and hits), then the one
         detection and assembly path, :meth:`detect_and_assemble`."""
-        traced = self.cast_returns(s, ctx, frame=frame, frame_time=frame_time, mode=mode)
-        return self.detect_and_assemble(s, ctx, traced, frame=frame, frame_time=frame_time)
+        # (no name kept here: the cast's rows are freed once detection replaces them, one copy held)
+        return self.detect_and_assemble(
+            s, ctx, self.cast_returns(s, ctx, frame=frame, frame_time=frame_time, mode=mode), frame=frame,
+            frame_time=frame_time)
 
     def cast_returns(self, s: S, ctx: ScanContext, *, frame: int, frame_time: float, mode: str) -> Traced:
         """The rays that come back, before noise and detection. A sensor with
@@ -374,10 +376,16 @@ class Sensor(Generic[S]):
             del sub, cast_hits, ret, echo  # one chunk's rays alive at a time
         if len(parts) == 1:
             pattern, hits, ret = parts[0]
-        else:
-            pattern = RayPattern.concat([p for p, _, _ in parts])
-            hits = type(parts[0][1]).concat([h for _, h, _ in parts])
-            ret = Returns.concat([r for _, _, r in parts], [0] * len(parts), [0] * len(parts))
+        else:  # each kind of part dropped once joined: the chunks' copy and the whole's not both held
+            patterns, hit_parts, ret_parts = [p for p, _, _ in parts], [h for _, h, _ in parts], \
+                [r for _, _, r in parts]
+            parts.clear()
+            pattern = RayPattern.concat(patterns)
+            del patterns
+            hits = type(hit_parts[0]).concat(hit_parts)
+            del hit_parts
+            ret = Returns.concat(ret_parts, [0] * len(ret_parts), [0] * len(ret_parts))
+            del ret_parts
         extra: dict[str, Array] = {}
         if rs.multi_return:
             extra = {"return_number": ret.return_number, "number_of_returns": ret.number_of_returns}
@@ -395,15 +403,19 @@ class Sensor(Generic[S]):
         :func:`~.physics.assemble` (rings from :meth:`channel_rings`)."""
         traced = self.receive(s, traced, frame)
         pattern, hits, ret = traced.pattern, traced.hits, traced.returns
-        extra = traced.extra
+        extra, measured, select = traced.extra, traced.measured, traced.select
+        num_rays, grid = traced.num_rays, traced.grid
+        del traced  # the rows taken below replace these: one copy of the returns held at a time
         if ret is not None:  # take and concat keep the protocol's fields only
             echo = cast(EchoHits, hits)
             echo.returned, echo.energy = ret.returned, ret.energy
+            del echo
         r = np.asarray(hits.range, dtype=np.float64)
-        if traced.measured is None:
+        if measured is None:
             r_noisy = self.measure(s, pattern, r, frame_rng(s.seed, frame))
         else:
-            r_noisy = traced.measured
+            r_noisy = measured
+        del measured
         if ret is not None and ret.range_noise is not None:
             r_noisy = r_noisy + ret.range_noise
         offset = float(self.range_offset(s))
@@ -414,7 +426,7 @@ class Sensor(Generic[S]):
             if ret is not None:
                 ret = ret.take(seen)
                 extra = {k: v[seen] for k, v in extra.items()}
-        if traced.select and ret is not None:  # the returns mode, among the echoes detected
+        if select and ret is not None:  # the returns mode, among the echoes detected
             chosen = beam.select_returns(s, pattern.ray_index, r, ret.energy)
             if chosen is not None and chosen.shape[0] < r.shape[0]:
                 pattern, hits, r = pattern.take(chosen), hits.take(chosen), r[chosen]
@@ -423,14 +435,16 @@ class Sensor(Generic[S]):
                 extra = {k: v[chosen] for k, v in extra.items()}
                 echo = cast(EchoHits, hits)
                 echo.returned, echo.energy = ret.returned, ret.energy
+                del echo
         if "return_number" in extra:  # count the returns kept, not formed
             numbers = beam.rank_returns(pattern.ray_index, hits.range)
             extra["return_number"], extra["number_of_returns"] = numbers
         value = None
         if ret is not None:
             value = intensity.intensity(s, ret, r, self.capabilities(s, ctx.camera).device)
+        del ret  # (what the result keeps of the returns is in hits and value: not held while assembling)
         return assemble(pattern, hits, r, r_noisy, ctx, s, frame=frame, frame_time=frame_time,
-                        num_rays=traced.num_rays, grid_shape=traced.grid,
+                        num_rays=num_rays, grid_shape=grid,
                         channel_elevations=self.channel_elevations(s), channel_rings=self.channel_rings(s),
                         range_offset=offset, intensity=value, extra=extra)
 
