@@ -64,7 +64,7 @@ import numpy as np
 
 from ..ndtypes import F64, Bool, Floating
 
-#: the calibration table (R1's, one entry per preset name of :mod:`.rotating_presets`)
+#: the calibration table (one entry per preset name of :mod:`.rotating_presets`)
 TABLE_PATH = Path(__file__).resolve().parents[1] / "tables" / "radiometry.json"
 SCHEMA = 1
 #: range (m) from which the receiver sees the whole beam: Hahner et al. 2021's R_2 (the
