@@ -102,7 +102,8 @@ class PoseSegment:
         if self.theta == 0:
             return v @ self.R0 if inverse else v @ self.R0.T
         if inverse:
-            return _rodrigues(self.axis, -self.theta * s, v @ self.R0)
+            v = v @ self.R0  # (the rows given are not held while they are turned)
+            return _rodrigues(self.axis, -self.theta * s, v)
         c, sn = self.turn(s) if turn is None else turn
         return rodrigues_cs(self.axis, c, sn, v) @ self.R0.T
 
