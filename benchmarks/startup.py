@@ -25,11 +25,11 @@ wall time and least CPU time (the process's, every thread: what the other tenant
 shared machine change least) over the rounds, the median of the whole, and the peak RSS at
 the first packet. ``--before DIR``: a source tree of the add-on (``git archive`` of an
 earlier commit, or a copy with a change reverted) timed in the same rounds, alternating
-with this checkout, with the ratios this / before. The children's bytecode is cached in a
-temporary folder (PYTHONPYCACHEPREFIX, filled by one untimed run first), as an installed
-add-on's is; ``--compile`` keeps the shell's PYTHONDONTWRITEBYTECODE instead. ``--profile
-N``: instead, cProfile of one such run from the driver's start to the first packet (top N
-entries by own and by cumulative time).
+with this checkout (or the tree given by ``--this DIR``), with the ratios this / before. The
+children's bytecode is cached in a temporary folder (PYTHONPYCACHEPREFIX, filled by one
+untimed run first), as an installed add-on's is; ``--compile`` keeps the shell's
+PYTHONDONTWRITEBYTECODE instead. ``--profile N``: instead, cProfile of one such run from
+the driver's start to the first packet (top N entries by own and by cumulative time).
 
 ``imports``: one run of the same command under ``python -X importtime`` (its overhead
 makes it a separate run), the import time by owner: Blender (``bpy`` and the modules of
@@ -196,6 +196,8 @@ os._exit(3)
 #: installed add-on has its .pyc files; a run with PYTHONDONTWRITEBYTECODE set compiles
 #: every module again (bpy sets ``sys.dont_write_bytecode`` too). Set by main().
 PYCACHE: dict[str, str] = {}
+#: the add-on's source tree timed as "this" (None: this checkout; ``--this DIR``)
+THIS: Path | None = None
 
 
 def child_env(tree: Path | None = None, **extra: str) -> dict[str, str]:
@@ -263,7 +265,7 @@ def phases(run: dict, cpu: bool = False) -> dict[str, float]:
 def run_start(rounds: int, before: Path | None) -> None:
     print(f"\n== process start to the first packet file: {' '.join(['blensor', *QUICK_START])} "
           f"--out OUT ({rounds} rounds, interleaved; least wall and least CPU seconds of each part)")
-    trees = {"this": None} if before is None else {"before": before, "this": None}
+    trees = {"this": THIS} if before is None else {"before": before, "this": THIS}
     rows: dict[str, dict[tuple[str, str], list[float]]] = {}
     totals: dict[str, list[float]] = {t: [] for t in trees}
     rss: dict[str, list[float]] = {t: [] for t in trees}
@@ -399,7 +401,7 @@ os._exit(0)
 
 def run_memory(counts: list[float], before: Path | None) -> None:
     print("\n== peak memory per 10^6 rays: HDL-64E S2 revolution of scenes/street.blend (target <= 200 MB)")
-    trees = {"this": None} if before is None else {"before": before, "this": None}
+    trees = {"this": THIS} if before is None else {"before": before, "this": THIS}
     print(f"{'tree':>6} {'rays':>10} {'points':>10} {'RSS before':>10} {'RSS peak':>9} {'growth/1e6':>10} "
           f"{'traced peak/1e6':>15} {'held/1e6':>9} {'CPU s/1e6':>9}   (MB; MiB traced)")
     for n in counts:
@@ -443,16 +445,21 @@ def main() -> None:
                     "(top N entries) instead of the timed cases")
     ap.add_argument("--before", type=Path, metavar="DIR", help="a source tree of the add-on to time in "
                     "alternation with this one (e.g. git archive of an earlier commit): ratios this / before")
+    ap.add_argument("--this", type=Path, metavar="DIR", help="time the add-on of this source tree as "
+                    "'this' instead of the checkout's (git archive of HEAD while the working tree is being "
+                    "edited)")
     ap.add_argument("--compile", action="store_true", help="keep the shell's PYTHONDONTWRITEBYTECODE (every "
                     "module compiled from source at each start) instead of a bytecode cache")
     args = ap.parse_args()
+    global THIS
+    THIS = args.this
     cache = tempfile.TemporaryDirectory(prefix="startup-pyc-")
     if args.compile:
         PYCACHE.update({k: v for k, v in os.environ.items() if k == "PYTHONDONTWRITEBYTECODE"})
     else:
         PYCACHE["PYTHONPYCACHEPREFIX"] = cache.name
         with tempfile.TemporaryDirectory(prefix="startup-") as d:  # the cache filled: one untimed run
-            first_packet(Path(d), 0)
+            first_packet(Path(d), 0, THIS)
             if args.before is not None:
                 first_packet(Path(d), 1, args.before)
     print(f"CPU: {cpu_model()} ({os.cpu_count()} cores); load average before {load()}; "
