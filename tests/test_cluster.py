@@ -1079,3 +1079,36 @@ def test_a_scheduler_file_dated_in_the_future_is_refused_after_the_wait(tmp_path
     t.start()
     t.join(60)  # (a hang bound, not a timing: the wait is FRESH_S)
     assert not t.is_alive() and out["error"].endswith(f"got '{path} (empty)'"), out
+
+
+UNPICKLE_AFTER_PREPARE = """
+import pickle, sys
+from blensor_addon.jobs import cluster
+cluster._prepare_worker()
+before = {m for m in sys.modules if m.startswith("blensor_addon")}
+task, packet = pickle.loads(bytes.fromhex(sys.argv[1]))
+print(sorted({m for m in sys.modules if m.startswith("blensor_addon")} - before))
+"""
+
+
+def test_a_prepared_worker_unpickles_scan_tasks_without_importing_the_add_on():
+    """A local cluster's worker imports, once and before any task, the modules a scan task
+    carries objects of: unpickling a task later (on the worker's event loop, while the
+    preload task imports the add-on on the task thread) imports nothing more, so the two
+    threads never import one package at once (a partly imported package failed the task:
+    ``KeyError: 'blensor_addon.core.sensors'``, the run failed: now and then on 2 cores)."""
+    import functools
+    import pickle
+
+    from blensor_addon import cli
+    from blensor_addon.core.packets import Packet
+    from blensor_addon.io.formats import RunInfo
+    from blensor_addon.jobs.cluster import WorkerTask
+    task = WorkerTask(key="k", open_scene=functools.partial(cli.worker_scene, "/x.blend", "Lidar", None, "t"),
+                      scanner={"seed": 1}, encode={"npz": {}}, run=RunInfo(camera="Lidar", frames=[0, 1]),
+                      folder="/tmp/o", full=False)
+    data = pickle.dumps((task, Packet("sweep", 3))).hex()
+    res = subprocess.run([sys.executable, "-c", UNPICKLE_AFTER_PREPARE, data], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "[]", res.stdout

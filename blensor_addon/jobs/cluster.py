@@ -361,7 +361,7 @@ class Cluster:
                 self._client = new_client(address, timeout="20s", set_as_default=False)
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
             if self.local:
-                self._client.register_worker_callbacks(_ignore_sigint)
+                self._client.register_worker_callbacks(_prepare_worker)
         # (TypeError: Dask's connection set-up, e.g. TLS settings of the wrong kind)
         except (OSError, TimeoutError, RuntimeError, ValueError, TypeError) as exc:
             self.close()
@@ -456,6 +456,21 @@ def usable_cores() -> int:
 def _host_of(address: str) -> str:
     """``tcp://10.0.0.5:4321`` -> ``10.0.0.5``."""
     return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def _prepare_worker(dask_worker: object = None) -> None:
+    """On a local cluster's worker process (run once by the client when the cluster starts,
+    before any task): :func:`_ignore_sigint`, and import the modules whose objects the
+    tasks carry (the writers' RunInfo, packets, the CLI's scene loader). Unpickled later,
+    a task's first import ran on the worker's event loop while the preload task
+    (:meth:`Cluster.preload`) imported the add-on on the task thread; two threads that
+    import modules of one import cycle at once get a partly imported package from Python
+    (its deadlock avoidance), and the task failed to unpickle (``KeyError:
+    'blensor_addon.core.sensors'`` from ``io.formats``' writer discovery), its worker lost."""
+    _ignore_sigint(dask_worker)
+    import importlib
+    for name in ("..core.sensors", "..core.packets", "..io.formats", "..cli"):
+        importlib.import_module(name, __package__)
 
 
 def _ignore_sigint(dask_worker: object = None) -> None:
