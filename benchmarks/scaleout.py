@@ -3,7 +3,7 @@
 against the command before scale-out was added.
 
 Usage: ``.venv/bin/python benchmarks/scaleout.py [--seconds 20] [--rounds 3] [--formats npz]
-[--workers 1,2,3] [--base 638f19d] [--no-today] [--work DIR] [--keep]``, or
+[--workers 1,2,3] [--base 638f19d] [--no-today] [--before REV] [--work DIR] [--keep]``, or
 ``.venv/bin/python benchmarks/scaleout.py --packet-order --seconds 4``
 
 Each run is the command line a user types, as a subprocess, its wall time measured from the
@@ -26,6 +26,13 @@ Rows:
   ``PYTHONPATH`` (ahead of this checkout's editable install: checked before the first run by
   printing ``blensor_addon.__file__``). The worktree is removed at the end.
 - ``--workers 1`` (no Dask imported), ``--workers 2``, ``--workers 3`` of this checkout.
+- ``--before REV``: the same ``--workers`` rows of commit REV too (a worktree made as the
+  ``today`` row's), interleaved with this checkout's: the cluster's CPU before and after a
+  change in one run.
+
+The cluster's CPU cost is printed as the least user+sys CPU seconds of each N-worker row over
+the rounds divided by the least of the ``--workers 1`` row of the same code (issue target:
+<= 1.10): CPU seconds are what other tenants of the shared machine change least.
 
 The runs are interleaved (today, 1, 2, 3, today, 1, ...) for ``--rounds`` rounds and the
 best wall time of each row is kept, so a load that comes and goes hits every row alike.
@@ -123,6 +130,55 @@ def _parent(proc: Path) -> int:
         return -1
 
 
+class Roles:
+    """User+sys CPU seconds of a running command's process tree by role, polled with psutil
+    every ``interval`` s (the last value seen of each process: a process's last
+    ``interval`` is missing): ``client`` (the command's process; a local cluster's
+    scheduler runs in it), ``workers`` (processes that loaded Blender: more than 250 MB
+    resident) and ``dask`` (the fork server and the nannies). An estimate beside the exact
+    total of :func:`cpu_seconds`."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        import threading
+        self.pid, self.interval = pid, interval
+        self.seen: dict[int, tuple[float, int]] = {}  # pid -> (cpu s, max rss)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        import psutil
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        procs = {self.pid: root}
+        while not self._stop.is_set():
+            try:
+                for child in root.children(recursive=True):
+                    procs.setdefault(child.pid, child)
+            except psutil.Error:
+                pass
+            for pid, proc in list(procs.items()):
+                try:
+                    with proc.oneshot():
+                        t, rss = proc.cpu_times(), proc.memory_info().rss
+                    cpu = t.user + t.system
+                    self.seen[pid] = (cpu, max(rss, self.seen.get(pid, (0.0, 0))[1]))
+                except psutil.Error:
+                    procs.pop(pid, None)
+            self._stop.wait(self.interval)
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        out = {"client": 0.0, "workers": 0.0, "dask": 0.0}
+        for pid, (cpu, rss) in self.seen.items():
+            role = "client" if pid == self.pid else "workers" if rss > 250 << 20 else "dask"
+            out[role] += cpu
+        return out
+
+
 def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -160,11 +216,13 @@ def remove_today(where: Path) -> None:
 class Run:
     """One row: its command line, working directory and environment."""
 
-    def __init__(self, name: str, cwd: Path, env: dict, workers: int | None) -> None:
+    def __init__(self, name: str, cwd: Path, env: dict, workers: int | None, tag: str = "") -> None:
         self.name, self.cwd, self.env, self.workers = name, cwd, env, workers
+        self.tag = tag  # "": this checkout; else the commit of --before
         self.walls: list[float] = []
         self.cpus: list[float] = []
         self.hashes: list[dict] = []
+        self.roles: list[dict[str, float]] = []
 
     def command(self, blend: Path, out: Path, seconds: float, formats: str) -> list[str]:
         return [str(BLENSOR_PY), "-m", "blensor_addon.cli", "scan", str(blend), "--time", f"0-{seconds:g}",
@@ -176,9 +234,13 @@ class Run:
         cmd = self.command(blend, out, seconds, formats)
         cpu0 = cpu_seconds()
         t0 = time.perf_counter()
-        res = subprocess.run(cmd, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+        proc = subprocess.Popen(cmd, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        roles = Roles(proc.pid)
+        stdout, stderr = proc.communicate()
         wall = time.perf_counter() - t0
+        res = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+        self.roles.append(roles.stop())
         left = reap_orphans()
         cpu = cpu_seconds() - cpu0
         if res.returncode != 0:
@@ -252,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,2,3", help="comma-separated --workers rows (1 first)")
     ap.add_argument("--base", default=BASE, help="commit of the 'today' row (before scale-out)")
     ap.add_argument("--no-today", action="store_true", help="leave out the 'today' row")
+    ap.add_argument("--before", default=None, help="also the --workers rows of this commit (a worktree)")
     ap.add_argument("--blend", default=str(DRIVE), help="the scene (the drive scene built when missing)")
     ap.add_argument("--work", default=None, help="folder for the outputs (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder and the worktree")
@@ -272,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BLENSOR_NATIVE_LIB")}
     runs = []
-    today = None
+    today = before = None
     try:
         if not args.no_today:
             today = make_today(args.base, work / "worktree-today")
@@ -283,6 +346,15 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(where).resolve().is_relative_to(today.resolve()):
                 raise SystemExit(f"scaleout: the 'today' row would import {where}, not the worktree {today}")
             runs.append(Run(f"today ({args.base}), one process", today, tenv, None))
+        if args.before:
+            before = make_today(args.before, work / "worktree-before")
+            benv = dict(env, PYTHONPATH=str(before))
+            probe = [str(BLENSOR_PY), "-c", "import blensor_addon; print(blensor_addon.__file__)"]
+            where = subprocess.run(probe, cwd=before, env=benv, capture_output=True, text=True,
+                                   check=True).stdout.strip()
+            if not Path(where).resolve().is_relative_to(before.resolve()):
+                raise SystemExit(f"scaleout: the --before rows would import {where}, not {before}")
+            runs += [Run(f"{args.before} --workers {w}", before, benv, w, tag=args.before) for w in workers]
         runs += [Run(f"--workers {w}", ROOT, env, w) for w in workers]
         for r in range(args.rounds):
             for run in runs:
@@ -290,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{run.name} {run.walls[-1]:.2f} s"
                                                                for run in runs), flush=True)
     finally:
-        if today is not None and not args.keep:
-            remove_today(today)
+        for tree in (today, before):
+            if tree is not None and not args.keep:
+                remove_today(tree)
         if not args.keep and not args.work:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -303,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
           f"--formats {args.formats}; best of {args.rounds} interleaved rounds; wall = the command's process "
           "end to end; CPU = user+sys of it and every descendant"
           + ("" if reaper else " (no subreaper: Dask's worker processes may be missing)"))
-    one = next((run for run in runs if run.workers == 1), None)
+    one = next((run for run in runs if run.workers == 1 and not run.tag), None)
     print()
     print("| run | wall s, best | wall s, every round | user+sys CPU s | cores busy | ratio | target |")
     print("|---|---|---|---|---|---|---|")
@@ -324,6 +397,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {run.name} | {run.best:.2f} | {rounds} | {run.best_cpu:.1f} "
               f"| {run.best_cpu / run.best:.2f} | {ratio} | {target} |")
         prev = run
+    print()
+    print("CPU of the cluster: least user+sys CPU s of each row over the rounds (every round's in brackets) "
+          "against --workers 1 of the same code; target <= 1.10")
+    for tag in dict.fromkeys(run.tag for run in runs if run.workers is not None):
+        group = [run for run in runs if run.workers is not None and run.tag == tag]
+        base = next((run for run in group if run.workers == 1), None)
+        for run in group:
+            ratio = f" = {min(run.cpus) / min(base.cpus):.3f}x of 1 worker" if base is not None else ""
+            print(f"  {tag or 'this checkout'}, --workers {run.workers}: {min(run.cpus):.1f} CPU s{ratio} "
+                  f"({' / '.join(f'{c:.1f}' for c in run.cpus)})")
+            least = run.roles[run.cpus.index(min(run.cpus))]
+            print("    by role in that round (psutil, polled): "
+                  + ", ".join(f"{role} {cpu:.1f} s" for role, cpu in least.items()))
     cores = os.cpu_count() or 1
     if one is not None and any(run.workers and run.workers > 1 for run in runs):
         print()

@@ -256,16 +256,19 @@ class _InProcessCluster:
     (what :class:`~blensor_addon.jobs.cluster.RemoteScanner` asks of a Dask client)."""
 
     workers = 1
+    local = True
 
     def __init__(self):
         from types import SimpleNamespace
         self.client = SimpleNamespace(submit=self._submit, cancel=lambda futures: None)
         self.submitted = []
+        self.answers = []
 
-    def _submit(self, fn, *args, key=None, priority=0, pure=True, retries=0):
+    def _submit(self, fn, *args, key=None, priority=0, pure=True, retries=0, **where):
         self.submitted.append(key)
         try:
-            return _FakeFuture(fn(*args))
+            self.answers.append(fn(*args))
+            return _FakeFuture(self.answers[-1])
         except Exception as exc:  # sent back as the worker's error
             return _FakeFuture(error=exc)
 
@@ -274,6 +277,9 @@ class _InProcessCluster:
 
     def workers_now(self):
         return 1
+
+    def addresses(self):
+        return ["inproc"]
 
     def threads_by_host(self):
         return {}
@@ -744,6 +750,9 @@ class _FakeCluster:
     def workers_now(self):
         return 2
 
+    def addresses(self):
+        return ["tcp://a:1", "tcp://b:2"]
+
 
 def _remote(answers):
     """A RemoteScanner whose 'client' hands out ``answers`` (futures) in order."""
@@ -759,6 +768,7 @@ def _remote(answers):
     r.task = WorkerTask(key="k", open_scene=None, scanner={}, encode={}, run=None, folder="", full=False,
                         versions=("1", "5.0"))
     r.lookahead, r._futures, r._printed, r._table, r._size = 4, {}, set(), 1, 2
+    r.staging = ""
     return r
 
 
@@ -1079,6 +1089,112 @@ def test_a_scheduler_file_dated_in_the_future_is_refused_after_the_wait(tmp_path
     t.start()
     t.join(60)  # (a hang bound, not a timing: the wait is FRESH_S)
     assert not t.is_alive() and out["error"].endswith(f"got '{path} (empty)'"), out
+
+
+# -- the cluster's CPU: files staged in the shared output folder, consecutive packets per worker ----
+
+
+def _scan_in_process(cam, out, formats, sees=True):
+    """``scan_range`` of frames 1-4 through :class:`_InProcessCluster`; ``sees``: the worker
+    sees the staging folder (else it is told it does not and sends the bytes). Returns the
+    job and the cluster (its ``answers``: the worker's Scanned of each packet)."""
+    from blensor_addon.jobs import cluster as cluster_mod
+    from blensor_addon.jobs.range_scan import scan_range
+    fake = _InProcessCluster()
+    seen = cluster_mod._sees_staging
+    if not sees:
+        cluster_mod._sees_staging = lambda task: False
+    try:
+        job = scan_range(cam, [1, 2, 3, 4], out, formats, seed=4, cluster=fake, open_scene=lambda: cam)
+    finally:
+        cluster_mod._sees_staging = seen
+        state = cluster_mod._STATE.pop("scanner", None)
+        cluster_mod._STATE.clear()
+        if state is not None:
+            state.close()
+    return job, fake
+
+
+def test_a_worker_that_sees_the_output_folder_sends_names_sizes_and_hashes_not_bytes(bpy_mod, crossing,
+                                                                                        tmp_path):
+    """A worker that sees the client's output folder (the probe in the staging folder)
+    writes each packet's per-frame files there and answers with their names, sizes and
+    sha256 only: the pickled answer stays under 4 KiB a packet (a worker that does not see
+    it sends every file's bytes, tens of KB a packet here); the client renames the staged
+    files into place, the bytes of one process, and removes the staging folder."""
+    import pickle
+
+    from blensor_addon.jobs.cluster import STAGING_PREFIX
+    from blensor_addon.jobs.range_scan import scan_range
+    cam = bpy_mod.data.objects["Velodyne"]
+    formats = ("npz", "pcd")  # (a multi-frame format would have the whole result sent as well)
+    scan_range(cam, [1, 2, 3, 4], tmp_path / "one", formats, seed=4)
+    job, fake = _scan_in_process(cam, tmp_path / "staged", formats)
+    sent, sent_bytes = _scan_in_process(cam, tmp_path / "sent", formats, sees=False)
+    assert job.status == sent.status == "complete" and len(fake.answers) == len(job.done) >= 2
+    one = tree(tmp_path / "one")
+    for name in ("staged", "sent"):
+        other = tree(tmp_path / name)
+        assert other.keys() == one.keys(), set(other) ^ set(one)  # (no staging folder left)
+        assert all(one[n] == other[n] for n in one if n != "manifest.json")
+    assert not list((tmp_path / "staged").glob(STAGING_PREFIX + "*"))
+    for staged, plain in zip(fake.answers, sent_bytes.answers):
+        files = sum(size for items in staged.staged.values() for _, _, size in items)
+        assert staged.files == {} and set(staged.staged) == {"npz", "pcd"} and files > 20_000
+        assert plain.staged == {} and set(plain.files) == {"npz", "pcd"}
+        assert len(pickle.dumps(staged)) < 4096 < files < len(pickle.dumps(plain))
+        assert {n for items in staged.staged.values() for n, _, _ in items} == set(staged.checks)
+
+
+def test_a_worker_gets_blocks_of_consecutive_packets():
+    """Packets go to the workers in blocks of BLOCK consecutive indices, the blocks to the
+    workers in turn, as loose restrictions (another worker may take them): a worker's next
+    packet starts where its last one ended (its timeline keeps that scene sample)."""
+    from types import SimpleNamespace
+
+    from blensor_addon.core.packets import Packet
+    from blensor_addon.jobs.cluster import AHEAD_PER_WORKER, BLOCK
+    r = _remote([])
+    calls = []
+    r.client = SimpleNamespace(submit=lambda fn, *a, **k: calls.append((a[1].index, k))
+                               or _FakeFuture(_scanned()))
+    r.expect([Packet("sweep", i) for i in range(4 * BLOCK)])
+    assert all(k["allow_other_workers"] is True for _, k in calls)
+    by_worker = {}
+    for index, k in calls:
+        by_worker.setdefault(k["workers"][0], []).append(index)
+    a, b = r.cluster.addresses()
+    assert by_worker == {a: [*range(0, BLOCK), *range(2 * BLOCK, 3 * BLOCK)],
+                         b: [*range(BLOCK, 2 * BLOCK), *range(3 * BLOCK, 4 * BLOCK)]}
+    assert r.lookahead == AHEAD_PER_WORKER * BLOCK * 2  # (both workers have a block ahead)
+
+
+def test_a_staged_file_of_another_size_fails_the_packet_and_nothing_is_left(tmp_path):
+    """The client checks each staged file (a regular file of the size the worker wrote)
+    before it renames the packet's files: a mismatch is a write error, nothing of the
+    packet appears and the staged files are removed."""
+    from blensor_addon.io.atomic import Staged, commit_files, stage_bytes
+    (tmp_path / "s").mkdir()
+    (tmp_path / "out").mkdir()
+    part = stage_bytes(tmp_path / "s" / "a.npz", b"12345")
+    with pytest.raises(OSError, match="not the regular file of 6 bytes"):
+        commit_files(tmp_path / "out", [("a.npz", Staged(part, 6)), ("t.txt", b"x")])
+    assert not part.exists() and not (tmp_path / "out" / "a.npz").exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+    part = stage_bytes(tmp_path / "s" / "a.npz", b"12345")
+    written = commit_files(tmp_path / "out", [("a.npz", Staged(part, 5)), ("t.txt", b"x")])
+    assert [p.name for p in written] == ["a.npz", "t.txt"]
+    assert (tmp_path / "out" / "a.npz").read_bytes() == b"12345"
+
+
+def test_staging_folders_of_a_killed_run_are_removed_when_the_next_run_starts(tmp_path):
+    from blensor_addon.jobs.cluster import PROBE, STAGED, STAGING_PREFIX, _make_staging
+    old = tmp_path / f"{STAGING_PREFIX}dead" / STAGED
+    old.mkdir(parents=True)
+    (old / ".a.npz.1.0123456789abcdef.part").write_bytes(b"x")
+    made = Path(_make_staging(str(tmp_path), "k1"))
+    assert [p.name for p in tmp_path.iterdir()] == [f"{STAGING_PREFIX}k1"] and made.parent == tmp_path
+    assert (made / PROBE).read_bytes() == b"k1" and (made / STAGED).is_dir()
 
 
 UNPICKLE_AFTER_PREPARE = """

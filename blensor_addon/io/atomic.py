@@ -30,6 +30,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -336,13 +337,40 @@ def ensure_folder(path: StrPath) -> Path:
     return path
 
 
-def commit_files(folder: StrPath, files: Iterable[tuple[str, bytes]],
+@dataclass(frozen=True)
+class Staged:
+    """A file's data written already by another process (a cluster's worker) at ``path``,
+    a temporary name on the file system of the folder it goes to, ``size`` bytes long;
+    ``synced``: that process made it durable (else :func:`commit_files` syncs it with the
+    files it stages itself)."""
+
+    path: Path
+    size: int
+    synced: bool = False
+
+
+def _check_staged(staged: Staged) -> Path:
+    """``staged.path`` if it is a regular file (not a link) of ``staged.size`` bytes.
+
+    Raises:
+        OSError: it is missing, not a regular file, or of another size (``EIO``)."""
+    st = os.lstat(staged.path)
+    if not stat.S_ISREG(st.st_mode) or st.st_size != staged.size:
+        raise OSError(errno.EIO, f"a staged file is {kind_of(st.st_mode)} of {st.st_size} bytes, not the "
+                      f"regular file of {staged.size} bytes written there", str(staged.path))
+    return staged.path
+
+
+def commit_files(folder: StrPath, files: Iterable[tuple[str, bytes | Staged]],
                  before_rename: Callable[[], object] | None = None) -> list[Path]:
     """Write ``files`` (iterable of (name, bytes)) into ``folder`` so they appear
     together or not at all: each is staged under a temporary name (:func:`stage_bytes`),
     the data of all of them is made durable (one ``syncfs`` per file system on Linux,
     else one ``fsync`` per file: :func:`sync_file_systems`), ``before_rename()`` (if
-    given) runs, then all are renamed. Returns the final paths.
+    given) runs, then all are renamed. Returns the final paths. A :class:`Staged` in
+    place of the bytes is a file written already (a cluster's worker wrote it into the
+    shared output folder): it is checked (a regular file of its size), synced with the
+    others unless ``synced``, and renamed with them; on failure it is removed too.
 
     Raises:
         NotRegularError: something other than a regular file is at one of the paths
@@ -350,15 +378,24 @@ def commit_files(folder: StrPath, files: Iterable[tuple[str, bytes]],
         OSError (or what ``before_rename`` raises): nothing of this call is left.
     """
     staged: list[tuple[Path, Path]] = []
+    unsynced: list[Path] = []
+    items = list(files)
     try:
-        for name, data in files:
+        for name, data in items:
             target = Path(folder) / name
             if target.parent != Path(folder):
                 ensure_folder(target.parent)
             check_target(target)
+            if isinstance(data, Staged):
+                staged.append((_check_staged(data), target))
+                if not data.synced:
+                    unsynced.append(data.path)
+                continue
             staged.append((stage_bytes(target, data, sync=_syncfs is None), target))
-        if _syncfs is not None and staged:
-            sync_file_systems([tmp for tmp, _ in staged])
+            if _syncfs is not None:
+                unsynced.append(staged[-1][0])
+        if unsynced:
+            sync_file_systems(unsynced)
         if before_rename is not None:
             before_rename()
         for _, final in staged:
@@ -366,6 +403,9 @@ def commit_files(folder: StrPath, files: Iterable[tuple[str, bytes]],
     except BaseException:
         for tmp, _ in staged:
             remove_quietly(tmp)
+        for _, data in items:
+            if isinstance(data, Staged):
+                remove_quietly(data.path)
         raise
     for tmp, final in staged:
         os.replace(tmp, final)

@@ -22,9 +22,20 @@ run writes, whatever the number of workers and the order in which they finish:
   order, and the pipeline's one writer thread commits every packet's files, the
   multi-frame files (EVD, KITTI's poses, rosbag2, pcap: encoded on the client from the
   full result the worker sends back), the trajectory and the manifest, exactly as in one
-  process. The output folder is the client's alone: workers never write files, so it
-  needs no shared filesystem; only the .blend (with its linked libraries and textures)
-  must be readable at the same path on every worker.
+  process. A worker that sees the output folder (a local cluster's always do; another
+  host's do where the folder is shared at the same path: the client writes a probe file
+  with the run's key into a staging folder there, :data:`STAGING_PREFIX`) writes each
+  packet's per-frame files into that staging folder under temporary names and sends the
+  client only their names, sizes and sha256; the client checks them and renames them into
+  place with the packet's other files (:class:`~blensor_addon.io.atomic.Staged`, the same
+  staged-then-renamed group as one process writes), instead of receiving their bytes
+  (3.2 MB of npz a sweep of the drive scene). Workers that do not see it send the bytes,
+  so the output folder needs no shared file system; only the .blend (with its linked
+  libraries and textures) must be readable at the same path on every worker.
+- **Consecutive packets per worker.** Packets go to the workers in blocks of
+  :data:`BLOCK` consecutive ones (a loose Dask restriction: another worker takes them
+  if that one is gone or idle work is stolen), so a worker's next packet mostly starts
+  where its last ended and the scene sample at that time is kept, not taken again.
 - **Faults.** A worker that dies (killed, out of memory) loses its tasks; Dask runs them
   again on another worker (a local cluster's nanny also restarts the process) and the
   run's files are the same. A packet that kills its workers (Dask's ``allowed-failures``)
@@ -63,7 +74,7 @@ if TYPE_CHECKING:
     from ..core.result import ScanResult
     from ..io.formats import RunInfo, Writer
     from ..scene.scanner import Scanner
-    from .pipeline import PacketResult
+    from .pipeline import Encoded, PacketResult
 
 _T = TypeVar("_T")
 _T_co = TypeVar("_T_co", covariant=True)
@@ -121,8 +132,19 @@ class _Security(Protocol):
 DASK_HINT = "pip install 'blensor[dask]' (dask[distributed])"
 #: the largest --workers of a local cluster
 MAX_WORKERS = 256
-#: packets submitted ahead of the one the pipeline waits for, per worker
+#: packets submitted ahead of the one the pipeline waits for, per worker and block
 AHEAD_PER_WORKER = 2
+#: consecutive packets given to one worker: its scanner keeps the scene's samples of the
+#: recent scene frames (:class:`~blensor_addon.scene.timeline.Timeline`), so a packet that
+#: starts where its last one ended samples the scene once instead of twice
+BLOCK = 8
+#: the staging folder's name in the output folder (then the run's key): workers that see
+#: it write the packets' per-frame files there, the client renames them into place
+STAGING_PREFIX = ".blensor-staging-"
+#: the file in the staging folder holding the run's key (a worker that reads it sees the folder);
+#: the files go into its subfolder :data:`STAGED` (a format's names cannot meet the probe's)
+PROBE = "probe"
+STAGED = "files"
 #: at most this many packets in flight (their results wait in memory until written in order)
 MAX_AHEAD = 128
 #: seconds ``--scheduler FILE.json`` waits for the file to appear
@@ -314,7 +336,7 @@ class Cluster:
         self._preloads: list[_Future[None]] = []
         #: the run's token for the workers' scene cache (the CLI's ``worker_scene``)
         self.token = ""
-        self._counted: tuple[float, int] | None = None  # (monotonic s, workers) of the last count
+        self._counted: tuple[float, list[str]] | None = None  # (monotonic s, workers) of the last look
         self._path: list[str] = []  # sys.path when a local cluster started (before bpy)
 
     @property
@@ -426,10 +448,15 @@ class Cluster:
     def workers_now(self) -> int:
         """Workers of the cluster now (0: none). A round trip to the scheduler that lists
         every worker, so asked at most once a second (the range job asks per packet)."""
+        return len(self.addresses())
+
+    def addresses(self) -> list[str]:
+        """The sorted addresses of the cluster's workers now (asked of the scheduler at
+        most once a second, as :meth:`workers_now`)."""
         import time
         now = time.monotonic()
         if self._counted is None or now - self._counted[0] >= 1.0:
-            self._counted = (now, len(self.client.scheduler_info(n_workers=-1)["workers"]))
+            self._counted = (now, sorted(self.client.scheduler_info(n_workers=-1)["workers"]))
         return self._counted[1]
 
     def close(self) -> None:
@@ -502,6 +529,11 @@ class WorkerTask:
         versions: (blensor, Blender) versions of the client.
         drop_paths: ``sys.path`` entries a worker removes before it imports bpy
             (:meth:`Cluster.added_paths`).
+        staging: the staging folder in the output folder (:data:`STAGING_PREFIX`) that a
+            worker which sees it writes the per-frame files to; "": none (send the bytes).
+        sync_staged: the worker makes its staged files durable (one ``syncfs``); False on
+            a local cluster, whose client syncs the file system they share with each
+            packet's group of files.
     """
 
     key: str
@@ -514,6 +546,8 @@ class WorkerTask:
     threads: dict[str, int] = field(default_factory=dict)
     versions: tuple[str, ...] = ()
     drop_paths: tuple[str, ...] = ()
+    staging: str = ""
+    sync_staged: bool = True
 
 
 @dataclass
@@ -521,7 +555,10 @@ class Scanned:
     """A worker's answer for one packet: the packet's record and numbers, its per-frame
     files (format -> [(name, bytes)]) with their records (name -> size, sha256), the
     whole :class:`ScanResult` if ``full``, the object table when it grew past the
-    client's, what the scan printed on stderr, and the worker's versions and backend."""
+    client's, what the scan printed on stderr, and the worker's versions and backend.
+    ``staged``: format -> [(name, absolute path, size)] of the files the worker wrote
+    into the staging folder instead of sending them (``synced``: it made them durable);
+    their records are in ``checks`` too."""
 
     record: PacketRecord
     frame: int
@@ -535,6 +572,8 @@ class Scanned:
     stderr: str = ""
     versions: tuple[str, ...] = ()
     backend: str = ""
+    staged: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
+    synced: bool = False
 
 
 class _WorkerState(TypedDict):
@@ -545,6 +584,7 @@ class _WorkerState(TypedDict):
     writers: list[Writer]
     versions: tuple[str, str]
     table: int  # objects in the scanner's table when it was made
+    shared: bool  # the worker sees the client's staging folder (:func:`_sees_staging`)
 
 
 #: the worker's :class:`_WorkerState`, or empty (a plain dict: cleared when a run's state is dropped)
@@ -575,9 +615,55 @@ def _worker_state(task: WorkerTask) -> _WorkerState:
     writers = [WRITERS[f](Path(task.folder), options, task.run) for f, options in task.encode.items()]
     state: _WorkerState = {"key": task.key, "scanner": scanner, "writers": writers,
                            "versions": (__version__, bpy.app.version_string),
-                           "table": len(scanner.extractor.table.table)}
+                           "table": len(scanner.extractor.table.table), "shared": _sees_staging(task)}
     _STATE.update(state)
     return state
+
+
+def _sees_staging(task: WorkerTask) -> bool:
+    """Whether this worker sees the client's staging folder: the probe file there holds
+    the run's key (another host's folder at the same path does not)."""
+    if not task.staging:
+        return False
+    try:
+        with open(os.path.join(task.staging, PROBE), "rb") as f:
+            return f.read(len(task.key) + 1) == task.key.encode()
+    except OSError:
+        return False
+
+
+def _stage(task: WorkerTask,
+           files: dict[str, list[tuple[str, bytes]]]) -> dict[str, list[tuple[str, str, int]]]:
+    """Write ``files`` (format -> [(name, bytes)]) into the staging folder's :data:`STAGED`
+    subfolder under temporary names (:func:`~blensor_addon.io.atomic.stage_bytes`: created
+    exclusively, so a packet scanned twice never shares one) and, if ``task.sync_staged``,
+    make them durable.
+    Subfolders are made below the staging folder only: once the client removed it (the
+    run ended), nothing is written. Returns format -> [(name, absolute path, size)].
+
+    Raises:
+        OSError: a write or the sync failed (the files written are removed)."""
+    from pathlib import Path
+
+    from ..io.atomic import remove_quietly, stage_bytes, sync_file_systems
+    root = Path(task.staging) / STAGED
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    written: list[Path] = []
+    try:
+        for fmt, items in files.items():
+            for name, data in items:
+                target = root / name
+                for folder in reversed(target.relative_to(root).parents[:-1]):
+                    (root / folder).mkdir(exist_ok=True)  # (no parents: the staging folder must be there)
+                written.append(stage_bytes(target, data, sync=False))
+                out.setdefault(fmt, []).append((name, str(written[-1]), len(data)))
+        if task.sync_staged and written:
+            sync_file_systems(written)
+    except BaseException:
+        for tmp in written:
+            remove_quietly(tmp)
+        raise
+    return out
 
 
 def _worker_address() -> str:
@@ -626,12 +712,16 @@ def _scan_packet(task: WorkerTask, packet: Packet) -> Scanned:
             with single_blas_thread():
                 files = {w.name: w.frame_files(result) for w in state["writers"]}
         checks = {n: file_record(data) for items in files.values() for n, data in items}
+        staged: dict[str, list[tuple[str, str, int]]] = {}
+        if state["shared"]:  # the files go into the shared folder, not to the client
+            staged, files = _stage(task, files), {}
         table = state["scanner"].extractor.table.table
         grown = list(table) if len(table) != state["table"] else None
         return Scanned(record=record, frame=int(result.frame), points=len(result), rays=result.num_rays,
                        sensor_to_world=result.sensor_to_world, files=files, checks=checks,
                        result=result if task.full else None, objects=grown, stderr=err.getvalue(),
-                       versions=state["versions"], backend=state["scanner"].backend.name)
+                       versions=state["versions"], backend=state["scanner"].backend.name,
+                       staged=staged, synced=task.sync_staged)
 
 
 # -- the client's side ------------------------------------------------------------------------
@@ -640,8 +730,8 @@ def _scan_packet(task: WorkerTask, packet: Packet) -> Scanned:
 class PacketSummary:
     """The :class:`~blensor_addon.jobs.pipeline.PacketResult` of a packet scanned by a
     worker when no format needs the whole result: ``frame``, ``sensor_to_world``,
-    ``num_rays``, ``len()`` and every format's pre-encoded ``encoded`` files with their
-    ``file_checks``; ``whole`` is None."""
+    ``num_rays``, ``len()`` and every format's pre-encoded ``encoded`` files (bytes, or
+    staged by the worker) with their ``file_checks``; ``whole`` is None."""
 
     whole = None
 
@@ -650,11 +740,24 @@ class PacketSummary:
         self.sensor_to_world = scanned.sensor_to_world
         self.num_rays = scanned.rays
         self._points = scanned.points
-        self.encoded = scanned.files
+        self.encoded = encoded_files(scanned)
         self.file_checks = scanned.checks
 
     def __len__(self) -> int:
         return self._points
+
+
+def encoded_files(scanned: Scanned) -> dict[str, Encoded]:
+    """A worker's per-frame files as the pipeline takes them: format -> [(name, bytes)]
+    for the files sent, [(name, :class:`~blensor_addon.io.atomic.Staged`)] for those it
+    wrote into the staging folder."""
+    from pathlib import Path
+
+    from ..io.atomic import Staged
+    out: dict[str, Encoded] = {fmt: list(items) for fmt, items in scanned.files.items()}
+    for fmt, staged in scanned.staged.items():
+        out[fmt] = [(name, Staged(Path(path), size, scanned.synced)) for name, path, size in staged]
+    return out
 
 
 class RemoteScanner:
@@ -666,34 +769,45 @@ class RemoteScanner:
         cluster: a started :class:`Cluster`.
         local: the client's :class:`~blensor_addon.scene.scanner.Scanner` (validation,
             packet hashes, the object table it starts from).
-        task: the run's :class:`WorkerTask` (``threads`` filled in here).
+        task: the run's :class:`WorkerTask` (``threads`` and ``staging`` filled in here:
+            the staging folder is made in ``task.folder``, the output folder, locked by
+            this run; staging folders of a killed run found there are removed).
     """
 
     def __init__(self, cluster: Cluster, local: Scanner, task: WorkerTask) -> None:
         self.cluster, self.local = cluster, local
         self.client = cluster.client
-        self.task = dataclasses.replace(task, threads=cluster.threads_by_host(),
-                                        drop_paths=cluster.added_paths())
-        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * cluster.size())
+        threads, drop = cluster.threads_by_host(), cluster.added_paths()
+        self.staging = _make_staging(task.folder, task.key)
+        self.task = dataclasses.replace(task, threads=threads, drop_paths=drop, staging=self.staging,
+                                        sync_staged=not cluster.local)
+        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * BLOCK * cluster.size())
         self._futures: dict[tuple[str, int], _Future[Scanned]] = {}
         self._printed: set[str] = set()
         self._table = len(local.extractor.table.table)
         self._size = cluster.size()
 
     def expect(self, packets: Iterable[Packet]) -> None:
-        """Submit the packets not submitted yet (in the order given: earlier ones first);
-        the look-ahead, and the native threads of a worker that starts on the run, follow
-        the workers now in the cluster (a ``--scheduler`` cluster's may join later)."""
+        """Submit the packets not submitted yet (in the order given: earlier ones first),
+        each block of :data:`BLOCK` consecutive packet indices to one worker, the blocks
+        to the workers in turn (a loose restriction: any worker runs it if that one is
+        gone); the look-ahead, and the native threads of a worker that starts on the run,
+        follow the workers now in the cluster (a ``--scheduler`` cluster's may join later)."""
         size = self.cluster.size()
         if size != self._size:  # workers joined or left: threads per worker on each host anew
             self._size = size
             self.task = dataclasses.replace(self.task, threads=self.cluster.threads_by_host())
-        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * size)
+        self.lookahead = min(MAX_AHEAD, AHEAD_PER_WORKER * BLOCK * size)
+        workers = self.cluster.addresses()
         for p in packets:
             if (p.kind, p.index) not in self._futures:
+                where: dict[str, Any] = {}
+                if len(workers) > 1:
+                    where = {"workers": [workers[int(p.index) // BLOCK % len(workers)]],
+                             "allow_other_workers": True}
                 self._futures[(p.kind, p.index)] = self.client.submit(
                     scan_packet, self.task, p, key=f"blensor-{self.task.key}-{p.kind}-{p.index}",
-                    priority=-int(p.index), pure=False, retries=0)
+                    priority=-int(p.index), pure=False, retries=0, **where)
 
     def scan(self, packet: Packet) -> tuple[PacketResult, PacketRecord]:
         """The result of ``packet`` (submitted now if it was not): a
@@ -738,7 +852,7 @@ class RemoteScanner:
                 print(line, file=sys.stderr)
         if scanned.result is not None:
             from .pipeline import WholeResult
-            return WholeResult(scanned.result, scanned.files, scanned.checks), scanned.record
+            return WholeResult(scanned.result, encoded_files(scanned), scanned.checks), scanned.record
         return PacketSummary(scanned), scanned.record
 
     def _result(self, fut: _Future[Scanned], packet: Packet) -> Scanned:
@@ -795,11 +909,43 @@ class RemoteScanner:
         return table
 
     def close(self) -> None:
-        """Cancel the packets still submitted (a stopped run), idempotent."""
+        """Cancel the packets still submitted (a stopped run) and remove the staging
+        folder with the files of packets not committed, idempotent."""
         futures, self._futures = list(self._futures.values()), {}
         if futures:
             with contextlib.suppress(Exception):
                 self.client.cancel(futures)
+        staging, self.staging = self.staging, ""
+        if staging:
+            import shutil
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _make_staging(folder: str, key: str) -> str:
+    """The run's staging folder in the output folder ``folder`` (:data:`STAGING_PREFIX`
+    and ``key``) with the :data:`PROBE` file holding ``key``, made now; staging folders of
+    a killed run (the folder is locked by this run) are removed first. Returns its path,
+    or "" when it cannot be made (the workers send the files' bytes then)."""
+    if not folder:
+        return ""
+    import shutil
+    from pathlib import Path
+
+    from ..io.atomic import atomic_write_bytes
+    root = Path(folder)
+    with contextlib.suppress(OSError):
+        for old in root.glob(STAGING_PREFIX + "*"):
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+    staging = root / f"{STAGING_PREFIX}{key}"
+    try:
+        staging.mkdir()
+        (staging / STAGED).mkdir()
+        atomic_write_bytes(staging / PROBE, key.encode())
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        return ""
+    return str(staging)
 
 
 __all__ = ["Cluster", "ClusterError", "RemoteScanner", "WorkerTask", "Scanned", "scan_packet",

@@ -30,7 +30,7 @@ from ..core.ndtypes import F64
 from ..core.packets import Packet, PacketRecord
 from ..core.result import ScanResult
 from ..process.blas import single_blas_thread
-from ..io.atomic import commit_files
+from ..io.atomic import Staged, commit_files
 from ..io.formats import Writer
 from ..io.outdir import OutputFolder, file_record, verify_file
 from .failures import RunFailed, RunInterrupted, writer_failure
@@ -44,6 +44,9 @@ _T = TypeVar("_T")
 
 #: a format's files of one packet: (name relative to the output folder, bytes)
 Files = list[tuple[str, bytes]]
+#: a format's files of one packet that a cluster's worker encoded: their bytes, or where the
+#: worker wrote them into the shared output folder already (:class:`~blensor_addon.io.atomic.Staged`)
+Encoded = list[tuple[str, "bytes | Staged"]]
 
 
 class PacketResult(PacketPose, Protocol):
@@ -53,7 +56,8 @@ class PacketResult(PacketPose, Protocol):
         frame, sensor_to_world: as :class:`~.run_files.PacketPose` (the trajectory's line).
         num_rays: rays cast. ``len()``: points (returns).
         encoded: format -> the packet's files a cluster's worker encoded already (their
-            writers are not called here); empty: none.
+            writers are not called here): their bytes, or the :class:`Staged` files the
+            worker wrote into the output folder (renamed here); empty: none.
         file_checks: file name -> its record (:func:`~blensor_addon.io.outdir.file_record`)
             for the ``encoded`` files.
         whole: the :class:`ScanResult`, for the writers that encode or append it here;
@@ -66,7 +70,7 @@ class PacketResult(PacketPose, Protocol):
     def __len__(self) -> int: ...
 
     @property
-    def encoded(self) -> Mapping[str, Files]: ...
+    def encoded(self) -> Mapping[str, Encoded]: ...
 
     @property
     def file_checks(self) -> Mapping[str, dict[str, Any]]: ...
@@ -101,7 +105,7 @@ class WholeResult:
     files a cluster's worker encoded already (none in one process)."""
 
     whole: ScanResult
-    encoded: Mapping[str, Files] = field(default_factory=dict)
+    encoded: Mapping[str, Encoded] = field(default_factory=dict)
     file_checks: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -364,11 +368,11 @@ class Pipeline:
         with single_blas_thread():
             if result is not None:
                 encoded, whole = result.encoded, result.whole
-                files = [item for w in self.writers
-                         for item in (encoded[w.name] if w.name in encoded
-                                      else self._call(w, w.frame_files, _whole(whole, w.name)))]
+                files: Encoded = [item for w in self.writers
+                                  for item in (encoded[w.name] if w.name in encoded
+                                               else self._call(w, w.frame_files, _whole(whole, w.name)))]
                 known = result.file_checks
-                checks = {name: known.get(name) or file_record(data) for name, data in files}
+                checks = {name: known.get(name) or _record(data) for name, data in files}
                 files += self.trajectory.frame_files(result)
 
                 def append() -> None:  # multi-frame files (EVD): the packet, once its files are staged
@@ -487,6 +491,17 @@ class Pipeline:
                 self._call(w, w.discard)
             except OSError:  # clean-up after an end already reported: the rest is still discarded
                 pass
+
+
+def _record(data: bytes | Staged) -> dict[str, Any]:
+    """:func:`~blensor_addon.io.outdir.file_record` of bytes encoded here.
+
+    Raises:
+        RuntimeError: a staged file without the worker's record (a programming error:
+        the cluster's task records every file it writes)."""
+    if isinstance(data, Staged):
+        raise RuntimeError(f"a worker's staged file {data.path} without its record")
+    return file_record(data)
 
 
 def _whole(result: ScanResult | None, fmt: str) -> ScanResult:
