@@ -155,19 +155,14 @@ def test_ouster_signal_falls_as_the_inverse_square_of_range_and_near_ir_is_0():
 
 
 def test_near_ir_carries_the_ambient_photons_an_ambient_model_adds():
-    # the hook for an ambient light model: a result holding "near_ir" (ambient photons a return)
-    # gets them in NEAR_IR (packets) and ambient (ouster-ros cloud); the field is registered here
-    # only for this test
-    from blensor_addon.core.result import EXTRA_FIELDS
-    register_field("near_ir", "<f4")
-    try:
-        o = plate(os1(64), 0.5, 10.0)
-        o = dataclasses.replace(o, extra={**o.extra, "near_ir": np.resize([0.0, 7.4, 300.0], len(o))})
-        assert sorted(set(ouster_fields(o)["ambient"].tolist())) == [0, 7, 300]
-        pk = ouster_packet_fields(o)
-        assert sorted(set(pk["near_ir"][pk["range"] > 0].tolist())) == [0, 7, 300]
-    finally:
-        EXTRA_FIELDS.pop("near_ir", None)
+    # the ambient light model's field (core/sensors/ambient.py, registered in core/result.py): a
+    # result holding "near_ir" (ambient photons a return) gets them in NEAR_IR (packets) and
+    # ambient (ouster-ros cloud)
+    o = plate(os1(64), 0.5, 10.0)
+    o = dataclasses.replace(o, extra={**o.extra, "near_ir": np.resize([0.0, 7.4, 300.0], len(o))})
+    assert sorted(set(ouster_fields(o)["ambient"].tolist())) == [0, 7, 300]
+    pk = ouster_packet_fields(o)
+    assert sorted(set(pk["near_ir"][pk["range"] > 0].tolist())) == [0, 7, 300]
 
 
 # -- nothing changes without signal ----------------------------------------------------------------

@@ -389,7 +389,9 @@ class TimelineContext:
             whatever its time; None: each ray in the step holding its time.
 
     ``sensor_to_world`` is the pose at ``t_start``; ``sensor_to_world_end`` the pose at
-    ``t_end`` in continuous time (None for a held step or a frozen timeline).
+    ``t_end`` in continuous time (None for a held step or a frozen timeline). ``lights``:
+    the scene's ambient light at ``t_start`` (:class:`~blensor_addon.core.sensors.ambient.Lights`,
+    read with that step's snapshot), which the radiometric receiver reads.
     """
 
     def __init__(self, backend, timeline: Timeline, t_start: float, t_end: float, frame_of_reference: str,
@@ -409,6 +411,7 @@ class TimelineContext:
             self.objects = timeline.step_at(t_start).snap.objects
             self.sensor_to_world = timeline.pose_at(t_start)
             self.sensor_to_world_end = timeline.pose_at(t_end) if timeline.continuous else None
+        self.lights = getattr((held if held is not None else timeline.step_at(t_start)).snap, "lights", None)
         self._current = None  # the step whose geometry the backend holds
         self._segments: list = []  # PoseSegment of every step cast so far
         self._segment_of: dict = {}  # step t0 -> index in _segments

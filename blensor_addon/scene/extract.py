@@ -25,7 +25,9 @@ import numpy as np
 
 from .. import compat
 from ..core.materials import DEFAULT_REFLECTIVITY, MaterialTable, Texture
+from ..core.sensors.ambient import Lights
 from ..raycast.base import MeshData, SceneGeometry
+from .lights import read_lights
 from .objects import GEOMETRY_TYPES, ObjectTable, instance_index, sensor_pose
 from .shading import ImageCache, MaterialEval, evaluate_material, linear_to_srgb_u8, triangle_uvs
 
@@ -250,6 +252,8 @@ class SceneSnapshot:
             transform (also counted in ``dropped``); continuous time refuses them.
         warnings: (key, line) of the materials whose node tree, image or UV map could not
             be used (the extractor prints each key's line once per scan).
+        lights: the scene's ambient light (:func:`~blensor_addon.scene.lights.read_lights`,
+            read with the geometry, kept with it), or None (not read).
     """
 
     geometry: SceneGeometry
@@ -263,6 +267,7 @@ class SceneSnapshot:
     dropped: dict = field(default_factory=dict)
     bad_transforms: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    lights: Lights | None = None
 
     def labels(self, instance: np.ndarray, semantic: np.ndarray) -> tuple:
         """Ground-truth labels of hits on ``instance`` (N,) int32 (-1: a miss):
@@ -476,7 +481,11 @@ class SceneExtractor:
                 finally:
                     ob.to_mesh_clear()
             b.add_instance(mi, matrix_world, rows, orig, parent, pid)
-        return [b.snapshot(pose, pose[:3, 3].copy()) for pose in poses], b
+        snaps = [b.snapshot(pose, pose[:3, 3].copy()) for pose in poses]
+        lights = read_lights(depsgraph, render)
+        for snap in snaps:
+            snap.lights = lights
+        return snaps, b
 
     @staticmethod
     def _instances(depsgraph, plans: dict):

@@ -47,8 +47,8 @@ per unit from the published figures of ``core/tables/radiometry.json``.
    deviation).
 
 Ambient light: the figures hold at the datasheet's condition (Ouster: 100 klx sunlight);
-``noise_ratio`` (the noise variance relative to that condition, 1.0) is the hook a sun
-model will set; nothing else reads the scene's light yet. No retroreflector gain.
+``noise_ratio`` (the noise variance relative to that condition, 1.0) follows the scene's
+sun and sky (:mod:`.ambient`). No retroreflector gain.
 """
 from __future__ import annotations
 
@@ -224,11 +224,13 @@ class Calibration:
         out: F64 = np.exp(np.interp(lr, self.log_r, self.log_n))
         return out
 
-    def snr(self, signal: Floating, r: Floating, noise_ratio: float = 1.0) -> F64:
+    def snr(self, signal: Floating, r: Floating, noise_ratio: float | Floating = 1.0) -> F64:
         """(N,) float64 SNR of returns of ``signal`` (N,) at ranges ``r`` (N,) m:
-        ``signal / (N(r) sqrt(noise_ratio))``; ``noise_ratio``: the noise variance
-        relative to the datasheet's condition (ambient light; 1.0: that condition)."""
-        out: F64 = np.asarray(signal, dtype=np.float64) / (self.noise_power(r) * math.sqrt(noise_ratio))
+        ``signal / (N(r) sqrt(noise_ratio))``; ``noise_ratio`` (a number or (N,)): the noise
+        variance relative to the datasheet's condition (ambient light,
+        :func:`~.ambient.noise_ratio`; 1.0: that condition)."""
+        ratio = np.sqrt(np.asarray(noise_ratio, dtype=np.float64))
+        out: F64 = np.asarray(signal, dtype=np.float64) / (self.noise_power(r) * ratio)
         return out
 
     def sigma(self, snr: Floating) -> F64:

@@ -101,8 +101,8 @@ from .raypattern import ROTATION_DIRECTIONS, CameraFrame, RayPattern, sweep_colu
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, frame_rng, linear_return_mask,
                       min_range_mask, min_range_setting, noise_mu_setting, noise_sigma_setting,
                       ref_dist_setting, ref_limit_setting, ref_slope_setting, returns_mask)
-from . import radiometry
-from .protocols import Hits
+from . import ambient, radiometry
+from .protocols import Hits, ScanContext
 from .returns import ReturnSettings
 from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, VLS128_SEQUENCE_S, preset_bias_table, preset_table
 from .sensor import Sensor, Traced
@@ -706,7 +706,7 @@ class Rotating(Sensor[LidarSettings]):
         give none)."""
         return radiometry.unit_calibration(s.preset, float(s.max_range), float(s.noise_sigma))
 
-    def receive(self, s: LidarSettings, traced: Traced, frame: int) -> Traced:
+    def receive(self, s: LidarSettings, traced: Traced, frame: int, ctx: ScanContext | None = None) -> Traced:
         """With ``return_model="radiometric"`` (else ``traced`` itself), the first stage of
         :meth:`~.sensor.Sensor.detect_and_assemble`: the receiver (:mod:`.radiometry`) on the
         N returns of ``traced``:
@@ -718,7 +718,11 @@ class Rotating(Sensor[LidarSettings]):
         normal draws, in that order, from the frame's generator
         (:func:`~.physics.frame_rng`: the same seed gives the same returns). Returns the
         detected rows with ``measured`` set and ``extra["signal"]`` (float32); the
-        returns mode then chooses among them (:meth:`Sensor.detect_and_assemble`)."""
+        returns mode then chooses among them (:meth:`Sensor.detect_and_assemble`).
+        Where ``ctx`` carries the scene's light (``ctx.lights``, :mod:`.ambient`; a context
+        without it scans at the datasheet's condition), the SNR's noise variance follows
+        the ambient illuminance at each hit and ``extra["near_ir"]`` (float32, ambient
+        photons) is added; the draws are the same."""
         if s.return_model != "radiometric" or traced.measured is not None:
             return traced
         hits, ret = traced.hits, traced.returns
@@ -729,7 +733,22 @@ class Rotating(Sensor[LidarSettings]):
             energy = np.asarray(hits.reflectivity, np.float64) * np.asarray(hits.cos_incidence, np.float64)
         cal = self.calibration(s)
         signal = radiometry.received_power(energy, r)
-        snr = cal.snr(signal, r)
+        lights = getattr(ctx, "lights", None)  # the scene layer's contexts carry it
+        near: F64 | None = None
+        if isinstance(lights, ambient.Lights) and ctx is not None:
+            unit = radiometry.load_table().get(s.preset)
+            ref = None if unit is None else unit.ambient_klx
+            if lights.dark:
+                ratio: float | F64 = 1.0 - ambient.AMBIENT_SHARE
+                near = np.zeros(r.shape[0])
+            else:
+                ray: Floating = hits.last_dir if hits.last_dir is not None else (
+                    traced.pattern.directions @ np.asarray(ctx.sensor_to_world)[:3, :3].T)
+                e_klx = ambient.klx(ambient.irradiance(lights, hits.normal, ray))
+                ratio, near = ambient.noise_ratio(e_klx, ref), ambient.near_ir(hits.reflectivity, e_klx, ref)
+            snr = cal.snr(signal, r, ratio)
+        else:
+            snr = cal.snr(signal, r)
         rng = frame_rng(s.seed, frame)
         n = r.shape[0]
         noise = rng.standard_normal(n) * cal.sigma(snr) + s.noise_mu
@@ -738,6 +757,8 @@ class Rotating(Sensor[LidarSettings]):
         rows = np.flatnonzero(seen)
         extra = {k: v[rows] for k, v in traced.extra.items()}
         extra["signal"] = signal[rows].astype(np.float32)
+        if near is not None:
+            extra["near_ir"] = near[rows].astype(np.float32)
         return dataclasses.replace(traced, pattern=traced.pattern.take(rows), hits=hits.take(rows),
                                    returns=None if ret is None else ret.take(rows), measured=measured[rows],
                                    extra=extra)

@@ -264,11 +264,12 @@ class Sensor(Generic[S]):
         (:func:`~.physics.min_range_mask`; None if the settings have none or it is 0)."""
         return min_range_mask(s, r_noisy)
 
-    def receive(self, s: S, traced: Traced, frame: int) -> Traced:
+    def receive(self, s: S, traced: Traced, frame: int, ctx: ScanContext | None = None) -> Traced:
         """The receiver's stage of :meth:`detect_and_assemble`, first on its path: a sensor
         that decides detection and the measured ranges from the returns' received power
         gives the detected rows with ``measured`` set (the rotating LiDAR's
-        ``return_model="radiometric"``, :mod:`.radiometry`). Default: ``traced`` itself."""
+        ``return_model="radiometric"``, :mod:`.radiometry`; ``ctx`` the scan's context, for
+        the scene's ambient light). Default: ``traced`` itself."""
         return traced
 
     def finish(self, s: S, result: ScanResult) -> ScanResult:
@@ -401,7 +402,7 @@ class Sensor(Generic[S]):
         echo is not detected reports the strongest that is), ``return_number`` counted
         again, the intensity of the return physics (:func:`~.intensity.intensity`), then
         :func:`~.physics.assemble` (rings from :meth:`channel_rings`)."""
-        traced = self.receive(s, traced, frame)
+        traced = self.receive(s, traced, frame, ctx)
         pattern, hits, ret = traced.pattern, traced.hits, traced.returns
         extra, measured, select = traced.extra, traced.measured, traced.select
         num_rays, grid = traced.num_rays, traced.grid
