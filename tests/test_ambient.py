@@ -85,6 +85,25 @@ def test_a_scene_without_light_reads_near_ir_0(bpy_mod, empty_scene):
         assert (near == 0.0).all()
 
 
+def test_a_sun_the_scan_does_not_see_does_not_light(bpy_mod, empty_scene):
+    """A Sun hidden from render lights nothing in a render-visibility scan (the default) and
+    lights in a viewport one; a Sun hidden in the viewport the other way round."""
+    import blensor_addon
+    add_mesh(bpy_mod, "Floor", *quad(-30, 30, -30, 30, -10.0), material(bpy_mod, "Grey", 0.5))
+    set_world(bpy_mod, None)
+    sun = add_sun(bpy_mod, 90.0)
+    cam = sensor(bpy_mod)
+    lit = photons(0.5, SUN_100KLX)
+    sun.hide_render = True
+    assert (blensor_addon.scan(cam, seed=1).extra["near_ir"] == 0.0).all()
+    np.testing.assert_allclose(blensor_addon.scan(cam, seed=1, visibility="viewport").extra["near_ir"], lit,
+                               rtol=1e-5)
+    sun.hide_render = False
+    sun.hide_set(True)
+    np.testing.assert_allclose(blensor_addon.scan(cam, seed=1).extra["near_ir"], lit, rtol=1e-5)
+    assert (blensor_addon.scan(cam, seed=1, visibility="viewport").extra["near_ir"] == 0.0).all()
+
+
 def test_near_ir_on_a_sunlit_plate_follows_the_sine_of_the_sun_elevation(bpy_mod, empty_scene):
     """A horizontal 50 % plate under a sun of 100 klx at 10-90 deg elevation, no sky: NEAR_IR
     = 720 x 0.5 x sin(elevation) on every return, to float32 rounding (a flat plate's normal
