@@ -42,7 +42,7 @@ class WallContext:
     camera = None
 
     def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
-             wavelength=None, bundle=1, acceptance=None):
+             wavelength=None, bundle=1, acceptance=None, lobes=False):
         d = np.asarray(directions, dtype=np.float64)
         n = d.shape[0]
         o = np.zeros((n, 3)) if origins is None else np.asarray(origins, dtype=np.float64)

@@ -71,7 +71,7 @@ class PlateContext:
         self.cos = float(np.cos(np.radians(incidence_deg)))
 
     def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
-             wavelength=None, bundle=1, acceptance=None):
+             wavelength=None, bundle=1, acceptance=None, lobes=False):
         d = np.asarray(directions, dtype=np.float64)
         n = d.shape[0]
         hit = np.full(n, self.distance <= max_range)

@@ -68,6 +68,9 @@ class LibraryEntry:
     color: tuple[float, ...]
     mirror: bool
     source: str
+    #: coefficient of retroreflection R_A (cd lx^-1 m^-2 = sr^-1) at entrance 0 and 30 deg
+    #: (:func:`retro_lobe`); (0, 0): not a retroreflector
+    retro: tuple[float, float] = (0.0, 0.0)
 
     def at(self, wavelength: float | None) -> float:
         """Reflectance at ``wavelength`` nm (None: :data:`DEFAULT_WAVELENGTH`), linear
@@ -95,8 +98,127 @@ def library(path: str | None = None) -> dict[str, LibraryEntry]:
         if not (np.isfinite(r).all() and (r >= 0).all() and r.size):
             raise ValueError(f"reflectance library entry {name!r}: reflectance must be finite values >= 0")
         out[name] = LibraryEntry(name, wl, r, tuple(spec.get("color", (0.8, 0.8, 0.8))),
-                                 bool(spec.get("mirror", False)), str(spec.get("source", "")))
+                                 bool(spec.get("mirror", False)), str(spec.get("source", "")),
+                                 _retro_of(name, spec.get("retroreflection")))
     return out
+
+
+def _retro_of(name: str, spec: dict[str, float] | None) -> tuple[float, float]:
+    """(R_A at 0 deg, R_A at 30 deg) sr^-1 of a library entry's ``retroreflection``:
+    ``{"R_A_0": .., "R_A_30": ..}`` (sheeting, cd lx^-1 m^-2) or ``{"R_L": ..}`` (road
+    markings, cd m^-2 lx^-1, converted by :func:`retro_from_rl`); (0, 0) without one."""
+    if not spec:
+        return (0.0, 0.0)
+    if "R_L" in spec:
+        return retro_from_rl(float(spec["R_L"]))
+    ra0, ra30 = float(spec["R_A_0"]), float(spec["R_A_30"])
+    if not (0.0 <= ra30 <= ra0 < 1e6):
+        raise ValueError(f"reflectance library entry {name!r}: retroreflection needs 0 <= R_A_30 <= R_A_0")
+    return (ra0, ra30)
+
+
+def retro_from_rl(r_l: float) -> tuple[float, float]:
+    """(R_A at 0 deg, at 30 deg) sr^-1 of a road marking's coefficient of retroreflected
+    luminance ``r_l`` (cd m^-2 lx^-1, EN 1436 / ASTM E1710, the 30 m geometry). R_L is
+    luminance over the illuminance on the marking's plane, i.e. the BRDF itself (sr^-1);
+    :func:`retro_lobe`'s BRDF is ``R_A(beta) / cos^2 beta``, so a BRDF constant in the
+    entrance angle is ``R_A(beta) = R_L cos^2 beta``: (R_L, 0.75 R_L). DERIVED: R_L is
+    measured at entrance 88.76 deg and observation 1.05 deg; BlenSor uses it at every
+    entrance angle and at the lidar's observation angle of about 0 deg."""
+    return (float(r_l), float(r_l) * 0.75)
+
+
+#: Schlick's Fresnel reflectance at normal incidence of a dielectric coat of IOR 1.5 (0.04),
+#: the Principled BSDF's default (Specular IOR Level 0.5)
+DIELECTRIC_F0 = 0.04
+
+
+def specular_lobe(cos_theta: Floating, f0: Floating, alpha: Floating) -> F64:
+    """(N,) float64 equivalent reflectance ``pi f_s(theta)`` of a microfacet specular lobe
+    seen in backscatter (source and receiver in one direction, so the half vector is the
+    ray: theta_h = theta_i = theta_o = theta) at ``cos_theta`` (N,) in (0, 1], for Fresnel
+    reflectance at normal incidence ``f0`` (N,) and GGX roughness ``alpha`` (N,) > 0
+    (Blender's Roughness squared). Cook-Torrance (Cook and Torrance, ACM TOG 1(1), 1982,
+    Eq. 'R_s = F D G / (pi (N.L)(N.V))' written with the 1/4 of Walter et al.,
+    'Microfacet models for refraction through rough surfaces', EGSR 2007, Eq. 20):
+    ``f_s = F(theta) D(theta) G(theta) / (4 cos^2 theta)`` with the GGX distribution
+    ``D = alpha^2 / (pi (cos^2 theta (alpha^2 - 1) + 1)^2)`` (Walter et al. Eq. 33), Smith's
+    separable masking ``G = G1^2``, ``G1 = 2 / (1 + sqrt(1 + alpha^2 tan^2 theta))``
+    (Walter et al. Eq. 34) and Schlick's Fresnel ``F = f0 + (1 - f0)(1 - cos theta)^5``
+    (Schlick, Computer Graphics Forum 13(3), 1994, Eq. 24). Multiplied by ``cos theta`` as
+    the Lambertian ``rho`` is, it is the received power's material term."""
+    c = np.clip(np.asarray(cos_theta, dtype=np.float64), 1e-6, 1.0)
+    return _specular(c, schlick(c, f0), alpha)
+
+
+def _specular(c: F64, fresnel: F64, alpha: Floating) -> F64:
+    """:func:`specular_lobe` at cosines ``c`` (clipped already) with Fresnel ``fresnel``."""
+    a2 = np.square(np.maximum(np.asarray(alpha, dtype=np.float64), 1e-4))
+    c2 = c * c
+    k = c2 * (a2 - 1.0) + 1.0
+    g1 = 2.0 / (1.0 + np.sqrt(1.0 + a2 * (1.0 - c2) / c2))
+    # pi F D G / (4 c^2) with D = a2 / (pi k^2): the pi cancels
+    out: F64 = fresnel * a2 * g1 * g1 / (4.0 * c2 * k * k)
+    return out
+
+
+def schlick(cos_theta: Floating, f0: Floating) -> F64:
+    """(N,) float64 Schlick's Fresnel reflectance ``f0 + (1 - f0)(1 - cos theta)^5``
+    (Schlick 1994, Eq. 24) at ``cos_theta`` (N,) for ``f0`` (N,)."""
+    f0 = np.asarray(f0, dtype=np.float64)
+    m = 1.0 - np.asarray(cos_theta, dtype=np.float64)
+    m2 = m * m
+    out: F64 = f0 + (1.0 - f0) * (m2 * m2 * m)
+    return out
+
+
+def retro_lobe(cos_beta: Floating, ra0: Floating, ra30: Floating) -> F64:
+    """(N,) float64 equivalent reflectance ``pi f_r(beta)`` of a retroreflector at entrance
+    angle beta (``cos_beta`` (N,) in (0, 1]) seen from its source (observation 0 deg), from
+    its coefficient of retroreflection R_A (sr^-1) at entrance 0 deg ``ra0`` (N,) and 30 deg
+    ``ra30`` (N,). CIE 54.2-2001 section 2: ``R_A = I / (E_perp A)`` (returned intensity
+    over the illuminance normal to the beam and the sample's area); with the radiance
+    ``L = I / (A cos beta)`` and the illuminance on the surface ``E_perp cos beta`` the
+    BRDF is ``f_r = R_A / cos^2 beta``. ``R_A(beta)`` is linear in beta from ``ra0`` to
+    ``ra30`` at 30 deg (the two entrance angles ASTM D4956 tabulates, -4 deg read as 0),
+    and beyond 30 deg ``ra30 cos^2 beta / cos^2 30 deg`` (a constant BRDF). DERIVED: the
+    standards tabulate R_A at observation 0.2 deg; the lidar's observation angle is about
+    0 deg (a few cm between emitter and receiver at tens of m), and the 0.2 deg value is
+    used there (a retroreflector's R_A grows towards 0 deg, so this is a lower bound); the
+    shape beyond 30 deg is an assumption, not a standard's figure."""
+    c = np.clip(np.asarray(cos_beta, dtype=np.float64), 1e-6, 1.0)
+    beta = np.degrees(np.arccos(c))
+    r0 = np.asarray(ra0, dtype=np.float64)
+    r30 = np.asarray(ra30, dtype=np.float64)
+    ra = np.where(beta <= 30.0, r0 + (r30 - r0) * beta / 30.0, r30 * c * c / 0.75)
+    out: F64 = np.pi * ra / (c * c)
+    return out
+
+
+def lobe_reflectance(rho: Floating, cos_theta: Floating, lobe: Floating) -> F32:
+    """(N,) float32 equivalent reflectance of hits whose diffuse reflectivity is ``rho``
+    (N,) at incidence ``cos_theta`` (N,) on materials of lobe rows ``lobe`` (N, 4) float32
+    (:attr:`MaterialTable.lobe`: f0, GGX alpha, R_A at 0 deg, R_A at 30 deg): what
+    multiplies ``cos theta`` in the received power in place of the Lambertian ``rho``.
+    With a specular coat (f0 > 0): the diffuse base seen through the coat twice,
+    ``rho (1 - F(theta))^2``, plus :func:`specular_lobe` (a layered dielectric: the light
+    the coat reflects does not reach the base; Weidlich and Wilkie, 'Arbitrarily layered
+    micro-facet surfaces', GRAPHITE 2007, section 4); with R_A > 0 :func:`retro_lobe`
+    added. Rows without either keep ``rho``: a Lambertian surface."""
+    r = np.asarray(rho, dtype=np.float64)
+    c = np.asarray(cos_theta, dtype=np.float64)
+    lb = np.asarray(lobe, dtype=np.float64).reshape(-1, 4)
+    f0, alpha, ra0, ra30 = lb[:, 0], lb[:, 1], lb[:, 2], lb[:, 3]
+    coat = f0 > 0.0
+    out = r.copy()
+    if coat.any():
+        cc = np.clip(c[coat], 1e-6, 1.0)
+        f = schlick(cc, f0[coat])
+        out[coat] = r[coat] * np.square(1.0 - f) + _specular(cc, f, alpha[coat])
+    retro = ra0 > 0.0
+    if retro.any():
+        out[retro] += retro_lobe(c[retro], ra0[retro], ra30[retro])
+    return out.astype(np.float32)
 
 
 #: the largest reflectivity BlenSor accepts (retro-reflectors are > 1: equivalent Lambertian
@@ -265,6 +387,10 @@ class MaterialTable:
     transmission: F32 | None = None
     ior: F32 | None = None
     alpha: F32 | None = None
+    #: (M, 4) float32 per material: specular coat f0, its GGX alpha, R_A (sr^-1) at entrance
+    #: 0 and 30 deg (:func:`lobe_reflectance`; zeros: Lambertian); None: every material
+    #: Lambertian. Applied under the radiometric return model only.
+    lobe: F32 | None = None
     #: extra per-material data of the material evaluator (textures, UVs, spectra)
     extra: MaterialExtra = field(default_factory=lambda: MaterialExtra())
     #: (I,) bool cache of :meth:`_instance_has_mirror` (None until first asked)
@@ -317,6 +443,30 @@ class MaterialTable:
             uv = uv @ tex.mapping[:, :2].T + tex.mapping[:, 2]
             texel = sample_image(tex.luminance, uv, tex.interpolation, tex.extension)
             out[sel[grp]] = np.float32(tex.offset) + np.float32(tex.scale) * texel
+        return out
+
+    def lobed(self, refl: Floating, rows: Integer, normal: Floating, direction: Floating) -> F32:
+        """(N,) float32: reflectivities ``refl`` (N,) of hits on material rows ``rows`` (N,)
+        int32 with their materials' lobes (:func:`lobe_reflectance`) at the incidence of
+        each hit, ``|normal . direction|`` (unit normals (N, 3), the final ray segments' unit
+        directions (N, 3)); ``refl`` itself (as float32) where no material has a lobe. Only
+        the hits on lobed materials are computed (their cosines included)."""
+        out = np.asarray(refl, dtype=np.float32)
+        lobe = self.lobe
+        if lobe is None or out.size == 0:
+            return out
+        has: Bool | None = self.__dict__.get("_has_lobe")
+        if has is None:
+            has = self._has_lobe = lobe.any(axis=1)
+        rows = np.asarray(rows)
+        sel = np.flatnonzero(has[rows])
+        if sel.size == 0:
+            return out
+        n = np.asarray(normal)[sel].astype(np.float64)
+        d = np.asarray(direction)[sel].astype(np.float64)
+        cos = np.abs(np.einsum("ij,ij->i", n, d))
+        out = out.copy()
+        out[sel] = lobe_reflectance(out[sel], cos, lobe[rows[sel]])
         return out
 
     def _reflectivity_for(self, wavelength: float | None) -> F32:

@@ -54,6 +54,10 @@ EXTRA_FIELDS: dict[str, tuple[str, tuple[int, ...], object]] = {
     #: received power (relative: 1.0 for a 100 % Lambertian target at normal incidence at 1 m),
     #: return_model="radiometric" only (core/sensors/radiometry.py)
     "signal": ("<f4", (), None),
+    #: 1 where the return is a saturated retroreflector's halo (blooming: its measured range is
+    #: the retroreflector's, its clean range its own surface's), return_model="radiometric"
+    #: only (core/sensors/bloom.py)
+    "bloom": ("u1", (), 0),
     #: ambient photons (the scene's sun and sky reflected by the hit surface; 0 in the dark),
     #: return_model="radiometric" in a scene's scan only (core/sensors/ambient.py)
     "near_ir": ("<f4", (), None),

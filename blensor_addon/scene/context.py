@@ -355,6 +355,9 @@ class CastOptions:
             materials' plain ``reflectivity``.
         bundle: sub-rays per beam (>= 1): consecutive rows of one beam share its time.
         acceptance: rad, the half-angle within which glass reflects back into the sensor.
+        lobes: each hit's reflectivity is its material's equivalent reflectance at the hit's
+            incidence (:meth:`~blensor_addon.core.materials.MaterialTable.lobed`: glossy
+            coats, retroreflectors); False: the Lambertian reflectivity.
     """
 
     split: bool = False
@@ -362,16 +365,18 @@ class CastOptions:
     wavelength: float | None = None
     bundle: int = 1
     acceptance: float = SPECULAR_ACCEPTANCE
+    lobes: bool = False
 
     @classmethod
     def of(cls, split: bool = False, rng: np.random.Generator | None = None,
            wavelength: float | None = None, bundle: int = 1,
-           acceptance: float | None = None) -> CastOptions:
+           acceptance: float | None = None, lobes: bool = False) -> CastOptions:
         """The options of :meth:`TimelineContext.cast`'s keywords: ``split`` as a bool,
         ``bundle`` an int of at least 1, ``acceptance`` None for
         :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`."""
         return cls(split=bool(split), rng=rng, wavelength=wavelength, bundle=max(1, int(bundle)),
-                   acceptance=SPECULAR_ACCEPTANCE if acceptance is None else float(acceptance))
+                   acceptance=SPECULAR_ACCEPTANCE if acceptance is None else float(acceptance),
+                   lobes=bool(lobes))
 
 
 class TimelineContext:
@@ -450,7 +455,7 @@ class TimelineContext:
         return self._by_segment(hits, lambda sg, s, i: sg.position(s))
 
     def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
-             wavelength=None, bundle=1, acceptance=None) -> CastHits:
+             wavelength=None, bundle=1, acceptance=None, lobes=False) -> CastHits:
         """:meth:`ScanContext.cast <blensor_addon.core.sensors.protocols.ScanContext.cast>`
         with ``times`` (N,) float64 s: the firing time of each ray (default: the packet's
         start); each ray is cast in the step holding its time (the held step: all), from
@@ -461,8 +466,9 @@ class TimelineContext:
         from ``rng``, step after step) and the extra path ends come after the N rays'
         rows, in ray order. Without glass or alpha the hits are those of ``split=False``,
         byte for byte. ``acceptance``: rad, the half-angle within which glass reflects back
-        into the sensor (None: :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`)."""
-        opts = CastOptions.of(split, rng, wavelength, bundle, acceptance)
+        into the sensor (None: :data:`~blensor_addon.raycast.trace.SPECULAR_ACCEPTANCE`).
+        ``lobes``: see :class:`CastOptions`."""
+        opts = CastOptions.of(split, rng, wavelength, bundle, acceptance, lobes)
         d_s = np.asarray(directions, dtype=np.float64).reshape(-1, 3)
         n = d_s.shape[0]
         t = np.full(n, self.t_start) if times is None else np.asarray(times, dtype=np.float64)
@@ -564,6 +570,8 @@ class TimelineContext:
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
             refl = np.multiply(np.asarray(refl, dtype=np.float32), tr.diffuse)  # float32, as before
             refl += tr.specular
+        if opts.lobes and mats.lobe is not None and tr.last_dir is not None:
+            refl = mats.lobed(refl, mat, tr.normal, tr.last_dir)
         # labels and colour when read, of the rows read (most sub-rays never become returns)
         return CastHits(source=_Labels(snap, self.semantic, mats.color, tr.instance, mat),
                         range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,

@@ -741,6 +741,7 @@ class _Builder:
         transmission = np.array([e.transmission for e in evals], np.float32)
         alpha = np.array([e.alpha for e in evals], np.float32)
         optics = bool((transmission > 0).any() or (alpha < 1).any())
+        lobe = np.array([getattr(e, "lobe", (0.0,) * 4) for e in evals], np.float32).reshape(-1, 4)
         extra = {}
         if self.textures:
             extra["textures"], extra["uv"] = dict(self.textures), dict(self.uvs)
@@ -759,6 +760,7 @@ class _Builder:
             transmission=transmission if optics else None,
             ior=np.array([e.ior for e in evals], np.float32) if optics else None,
             alpha=alpha if optics else None,
+            lobe=lobe if lobe.any() else None,
             extra=extra,
         )
         mtable.share_rows(SCENE_CACHE.material_table)

@@ -94,6 +94,9 @@ class MaterialEval:
     entry: object = None
     texture: dict | None = None
     warning: str | None = None
+    #: (f0, GGX alpha, R_A at 0 deg, R_A at 30 deg): the material's non-Lambertian lobes
+    #: (:func:`~blensor_addon.core.materials.lobe_reflectance`; zeros: Lambertian)
+    lobe: tuple = (0.0, 0.0, 0.0, 0.0)
 
 
 class _NotUnderstood(Exception):
@@ -293,6 +296,42 @@ def _shader(node, depth: int = 0, notes: list | None = None) -> _Closure:
     raise _NotUnderstood(f"shader node {_node_name(node)}")
 
 
+def _principled_lobe(mat) -> tuple[float, float]:
+    """(f0, GGX alpha) of the specular coat of a material whose Surface is a Principled BSDF
+    itself (a mix of shaders: (0, 0), Lambertian). Blender's Principled BSDF (4.x manual,
+    'Principled BSDF': Roughness, IOR, Specular IOR Level, Metallic): alpha = Roughness^2
+    (the GGX roughness of Cycles' microfacet closures), the dielectric's Fresnel at normal
+    incidence ``((IOR - 1) / (IOR + 1))^2 x 2 x Specular IOR Level`` (3.x: ``0.08 x
+    Specular``), mixed towards the Base Color's luminance by Metallic. Roughness 0 is taken
+    as 0.01 (a perfect mirror is the ``mirror`` model's)."""
+    if not compat.material_uses_nodes(mat):
+        return (0.0, 0.0)
+    try:
+        out = mat.node_tree.get_output_node("CYCLES") or mat.node_tree.get_output_node("ALL")
+        src = _from_socket(out.inputs["Surface"]) if out is not None else None
+    except (TypeError, ValueError, AttributeError, KeyError, _NotUnderstood):
+        return (0.0, 0.0)
+    if src is None or src[0].type != "BSDF_PRINCIPLED":
+        return (0.0, 0.0)
+    node = src[0]
+    try:
+        rough = min(max(_constant(node, "Roughness"), 0.01), 1.0)
+        metal = min(max(_constant(node, "Metallic"), 0.0), 1.0)
+        if _input(node, "Specular IOR Level") is not None:
+            ior = min(max(_constant(node, "IOR"), 1.0), MAX_IOR)
+            f0 = ((ior - 1.0) / (ior + 1.0)) ** 2 * 2.0 * _constant(node, "Specular IOR Level")
+        else:
+            f0 = 0.08 * _constant(node, "Specular")
+        rgb, _tex = _color(node, "Base Color")
+    except (_NotUnderstood, KeyError, TypeError, ValueError):
+        return (0.0, 0.0)
+    base = float(luminance(rgb)) if rgb is not None else 0.0
+    f0 = (1.0 - metal) * min(max(f0, 0.0), 1.0) + metal * base
+    if not (f0 == f0 and rough == rough) or f0 <= 0.0:
+        return (0.0, 0.0)
+    return (float(f0), float(rough * rough))
+
+
 def _surface_closure(mat, notes: list | None = None):
     """The :class:`_Closure` of the material's surface, None if the material has no node
     tree (Blender 4.2 with ``use_nodes`` off) or nothing is linked to the output; inputs
@@ -376,6 +415,8 @@ def evaluate_material(mat) -> MaterialEval:
         else:
             ev.reflectivity = closure.refl / opaque
         ev.source = "nodes"
+        if not ev.mirror and closure.trans <= 1e-9:
+            ev.lobe = (*_principled_lobe(mat), 0.0, 0.0)
     elif closure is not None:  # fully transparent: nothing to reflect
         ev.alpha = 0.0
         ev.source = "nodes"
@@ -384,12 +425,14 @@ def evaluate_material(mat) -> MaterialEval:
         name = str(getattr(props, "library", "") or "")
         if props.is_property_set("reflectivity"):
             ev.reflectivity, ev.source, ev.texture = float(props.reflectivity), "override", None
+            ev.lobe = (0.0, 0.0, 0.0, 0.0)
         elif name:
             entry = library().get(name)
             if entry is None:
                 warning = (warning + "; " if warning else "") + f"library entry '{name}' does not exist"
             else:
                 ev.reflectivity, ev.source, ev.entry, ev.texture = entry.at(None), "library", entry, None
+                ev.lobe = (0.0, 0.0, *entry.retro)
                 ev.mirror = ev.mirror or entry.mirror
         if props.is_property_set("mirror"):
             ev.mirror = bool(props.mirror)

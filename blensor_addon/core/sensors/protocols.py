@@ -91,7 +91,10 @@ class ScanContext(Protocol):
             of this many sub-rays of one beam (same origin region, time and nearly the
             same direction), which the caster may traverse together; acceptance: rad,
             the half-angle of incidence within which a glass surface reflects back into
-            the sensor (None: the caster's default).
+            the sensor (None: the caster's default); lobes: each hit's reflectivity is its
+            material's equivalent reflectance at the hit's incidence (glossy coats,
+            retroreflectors: :meth:`~..materials.MaterialTable.lobed`; the rotating LiDAR
+            asks for it under the radiometric return model only).
         sensor_points_to(frame, xyz, hits, world=None) -> (N, 3) float64: points given
             in the sensor frame at each ray's firing time, in ``"world"`` or in the sensor
             frame at the packet's start (``"start"``, deskewed); ``world``: the same
@@ -111,7 +114,8 @@ class ScanContext(Protocol):
 
     def cast(self, origins: F64 | None, directions: F64, max_range: float, max_bounces: int,
              times: F64 | None = None, split: bool = False, rng: np.random.Generator | None = None,
-             wavelength: float | None = None, bundle: int = 1, acceptance: float | None = None) -> Hits: ...
+             wavelength: float | None = None, bundle: int = 1, acceptance: float | None = None,
+             lobes: bool = False) -> Hits: ...
 
     def sensor_points_to(self, frame: str, xyz: F64, hits: Hits, world: F64 | None = None) -> F64: ...
 

@@ -48,7 +48,9 @@ per unit from the published figures of ``core/tables/radiometry.json``.
 
 Ambient light: the figures hold at the datasheet's condition (Ouster: 100 klx sunlight);
 ``noise_ratio`` (the noise variance relative to that condition, 1.0) follows the scene's
-sun and sky (:mod:`.ambient`). No retroreflector gain.
+sun and sky (:mod:`.ambient`). Glossy coats and retroreflectors enter through ``energy`` (the
+cast's ``lobes``: each hit's equivalent reflectance at its incidence, core/materials.py
+``lobe_reflectance``); saturation and blooming: :mod:`.bloom`.
 """
 from __future__ import annotations
 

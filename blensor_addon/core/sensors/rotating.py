@@ -101,7 +101,7 @@ from .raypattern import ROTATION_DIRECTIONS, CameraFrame, RayPattern, sweep_colu
 from .physics import (NOISE_LIMIT, check_min_range, elevation_rank, frame_rng, linear_return_mask,
                       min_range_mask, min_range_setting, noise_mu_setting, noise_sigma_setting,
                       ref_dist_setting, ref_limit_setting, ref_slope_setting, returns_mask)
-from . import ambient, radiometry
+from . import ambient, bloom, radiometry
 from .protocols import Hits, ScanContext
 from .returns import ReturnSettings
 from .rotating_presets import OUSTER_LIDAR_MODES, PRESETS, VLS128_SEQUENCE_S, preset_bias_table, preset_table
@@ -205,6 +205,13 @@ class LidarSettings(ReturnSettings):
     vertical_offsets: bool = setting(True, "Vertical beam offsets", "VLP-16, HDL-32E: each beam leaves "
                                      "from its laser's vertical offset up the spin axis (the manual's "
                                      "vertical correction); off: from the origin (before settings version 3)")
+    bloom_beams: int = setting(1, "Bloom beams", "Radiometric return model: the halo of a saturated "
+                               "return (a retroreflector) reaches this many lasers above and below "
+                               "(core/sensors/bloom.py; derived default, no datasheet figure); 0: none",
+                               lo=0, hi=16, show_if=("return_model", "radiometric"))
+    bloom_columns: int = setting(2, "Bloom columns", "Radiometric return model: the halo of a saturated "
+                                 "return reaches this many columns left and right (derived default); 0: none",
+                                 lo=0, hi=64, show_if=("return_model", "radiometric"))
     vls128_firmware: str = setting("old", "VLS-128 firmware", "old: before 5.2.3.0 (53.3 us firing sequence, "
                                    "0.19188 deg at 10 Hz); new: 5.2.3.0 and later (57.8 us, 0.20808 deg)",
                                    choices=VLS128_FIRMWARES, show_if=("preset", "vls128"))
@@ -706,6 +713,23 @@ class Rotating(Sensor[LidarSettings]):
         give none)."""
         return radiometry.unit_calibration(s.preset, float(s.max_range), float(s.noise_sigma))
 
+    def bloom(self, s: LidarSettings, traced: Traced, signal: F64) -> I64 | None:
+        """The halo source of each of the N returns of ``traced`` of received power
+        ``signal`` (N,) (:func:`~.bloom.bloom_sources`, -1: none) within ``bloom_beams`` x
+        ``bloom_columns`` of a saturated return, on the scan's grid (beams by elevation rank,
+        the column of the reported azimuth, as the units' images show it, Ouster's
+        destaggered, wrapping around a full turn); None when nothing saturates or the
+        halo is off (no allocation: the common case)."""
+        if not (signal >= bloom.SATURATION_SIGNAL).any() or (s.bloom_beams <= 0 and s.bloom_columns <= 0):
+            return None
+        cols = int(round(360.0 / float(s.angle_resolution)))
+        az = np.asarray(traced.pattern.azimuth, dtype=np.float64)
+        column = np.round(az * (cols / (2.0 * np.pi))).astype(np.int64) % cols
+        full = abs(float(s.end_angle) - float(s.start_angle)) >= 360.0
+        rank = elevation_rank(s.elevations_deg)[np.asarray(traced.pattern.channel, dtype=np.int64)]
+        return bloom.bloom_sources(rank, column, signal, int(s.bloom_beams),
+                                   int(s.bloom_columns), cols if full else 0)
+
     def receive(self, s: LidarSettings, traced: Traced, frame: int, ctx: ScanContext | None = None) -> Traced:
         """With ``return_model="radiometric"`` (else ``traced`` itself), the first stage of
         :meth:`~.sensor.Sensor.detect_and_assemble`: the receiver (:mod:`.radiometry`) on the
@@ -719,6 +743,9 @@ class Rotating(Sensor[LidarSettings]):
         (:func:`~.physics.frame_rng`: the same seed gives the same returns). Returns the
         detected rows with ``measured`` set and ``extra["signal"]`` (float32); the
         returns mode then chooses among them (:meth:`Sensor.detect_and_assemble`).
+        Saturation and blooming (:meth:`bloom`, no draws): a return in a saturated return's
+        halo takes its measured range, ``fraction`` x its signal and is detected;
+        ``extra["bloom"]`` (uint8) marks it.
         Where ``ctx`` carries the scene's light (``ctx.lights``, :mod:`.ambient`; a context
         without it scans at the datasheet's condition), the SNR's noise variance follows
         the ambient illuminance at each hit and ``extra["near_ir"]`` (float32, ambient
@@ -754,8 +781,14 @@ class Rotating(Sensor[LidarSettings]):
         noise = rng.standard_normal(n) * cal.sigma(snr) + s.noise_mu
         measured = r + s.laser_bias()[traced.pattern.channel.astype(np.int64)] + noise
         seen = radiometry.detect(snr, rng.standard_normal(n))
+        halo = self.bloom(s, traced, signal)
+        if halo is not None:  # saturated returns' halos: at their range, detected (module bloom)
+            b = halo >= 0
+            signal, seen[b], measured[b] = bloom.bloom_signal(signal, halo), True, measured[halo[b]]
         rows = np.flatnonzero(seen)
         extra = {k: v[rows] for k, v in traced.extra.items()}
+        extra["bloom"] = (np.zeros(rows.shape[0], np.uint8) if halo is None
+                          else (halo[rows] >= 0).astype(np.uint8))
         extra["signal"] = signal[rows].astype(np.float32)
         if near is not None:
             extra["near_ir"] = near[rows].astype(np.float32)
@@ -770,7 +803,7 @@ class Rotating(Sensor[LidarSettings]):
         0.165888 deg), whatever the table's ``cycle_s``."""
         caps = super().capabilities(s, camera)
         if s.return_model == "radiometric":
-            caps = dataclasses.replace(caps, fields=(*caps.fields, "signal"))
+            caps = dataclasses.replace(caps, fields=(*caps.fields, "signal", "bloom"))
         table = s.table
         if table.vendor == "generic":
             return dataclasses.replace(caps, column_angles=laser_scan_angles(s))

@@ -84,6 +84,13 @@ def _beam_chunks(patterns: Iterable[RayPattern], per_beam: int) -> Iterator[RayP
             yield pattern.take(np.arange(i, min(n, i + step)))
 
 
+def uses_lobes(s: SensorSettings) -> bool:
+    """The cast's ``lobes`` for settings ``s``: True under ``return_model="radiometric"``
+    (glossy and retroreflective materials' lobes, :class:`~.protocols.ScanContext`), False
+    for every other model (the Lambertian reflectivity of the limit and linear models)."""
+    return bool(setting_value(s, "return_model") == "radiometric")
+
+
 @dataclass
 class Traced:
     """What a sensor's cast step (:meth:`Sensor.cast_returns`) gives the one detection and
@@ -331,7 +338,7 @@ class Sensor(Generic[S]):
                 parts[-1] = (parts[-1][0], _own_rows(parts[-1][1]))
             o = None if pattern.origins is None else pattern.origins.astype(np.float64)
             hits = ctx.cast(o, pattern.directions.astype(np.float64), self.max_range(s), s.max_bounces,
-                            times=pattern.timestamp)
+                            times=pattern.timestamp, lobes=uses_lobes(s))
             keep = self.returns(s, pattern, hits)
             rays += len(pattern)
             parts.append((pattern.take(keep), hits.take(keep)))
@@ -365,7 +372,7 @@ class Sensor(Generic[S]):
             cast_hits = ctx.cast(sub.origins, sub.directions, max_range, s.max_bounces, times=sub.times,
                                  split=True, rng=stage_rng(s.seed, frame, k, STAGE_CAST),
                                  wavelength=float(rs.wavelength), bundle=sub.per_beam,
-                                 acceptance=beam.specular_acceptance(s))
+                                 acceptance=beam.specular_acceptance(s), lobes=uses_lobes(s))
             ret = beam.form_returns(s, sub, cast_hits, max_range, stage_rng(s.seed, frame, k, STAGE_BEAM),
                                     select=False)
             ret = weather.apply(s, ret, sub, stage_rng(s.seed, frame, k, STAGE_WEATHER))
