@@ -213,3 +213,36 @@ def test_a_glossy_principled_plate_shows_its_lobe_and_a_lambertian_one_the_cosin
     assert qg[near].size >= 4 and qg[cg < 0.25].size > 10
     assert np.median(qg[near] / cg[near]) > 0.5 * 1.5
     assert np.median(qg[cg < 0.25] / cg[cg < 0.25]) < 0.5 * 0.9
+
+
+def test_the_material_setting_makes_any_material_a_retroreflector(bpy_mod, empty_scene):
+    """``Material.blensor.retroreflection`` (R_A at entrance 0 deg, cd/lx/m^2; 0: none) flags a
+    material whatever its reflectivity source: the node tree's or an override's; its lobe at
+    30 deg is the Type III sheeting's ratio (150 / 250, derived) of it; unset, the material
+    keeps its own lobes."""
+    from blensor_addon.scene.shading import evaluate_material
+    m = bpy_mod.data.materials.new("Plate")
+    m.blensor.reflectivity = 0.3
+    assert evaluate_material(m).lobe == (0.0, 0.0, 0.0, 0.0)
+    m.blensor.retroreflection = 500.0
+    ev = evaluate_material(m)
+    assert ev.reflectivity == pytest.approx(0.3)
+    assert ev.lobe[2:] == pytest.approx((500.0, 300.0))
+    m.blensor.library = "retroreflective_sheeting_type_i"
+    m.blensor.property_unset("reflectivity")
+    assert evaluate_material(m).lobe[2:] == pytest.approx((500.0, 300.0))  # the setting wins
+    m.blensor.retroreflection = 0.0
+    assert evaluate_material(m).lobe[2:] == (70.0, 30.0)  # the entry's
+
+
+def test_a_sign_flagged_by_its_material_setting_saturates(bpy_mod, empty_scene):
+    import blensor_addon
+    bpy_mod.ops.wm.read_factory_settings(use_empty=True)
+    cam = _sign_scene(bpy_mod, False)
+    bpy_mod.data.materials["Sign"].blensor.retroreflection = 250.0
+    res = blensor_addon.scan(cam, preset="vlp16", seed=1)
+    assert res.sensor["return_model"] == "radiometric"
+    on_sign = np.abs(np.asarray(res.range) - 20.0) < 0.5
+    refl = np.asarray(res.extra["signal"], np.float64) * np.asarray(res.range, np.float64) ** 2
+    assert on_sign.sum() >= 4 and refl[on_sign & ~res.extra["bloom"].astype(bool)].min() > 2.55
+    assert res.extra["bloom"].any()

@@ -128,6 +128,17 @@ def retro_from_rl(r_l: float) -> tuple[float, float]:
     return (float(r_l), float(r_l) * 0.75)
 
 
+#: R_A at 30 deg over R_A at 0 deg of a retroreflector given by one coefficient (the material
+#: setting): ASTM D4956-01 Type III white's 150 / 250 (DERIVED: one sheeting's shape for all)
+RETRO_RATIO_30 = 0.6
+
+
+def retro_from_ra(r_a: float) -> tuple[float, float]:
+    """(R_A at 0 deg, at 30 deg) sr^-1 of a retroreflector given by its coefficient of
+    retroreflection ``r_a`` (cd lx^-1 m^-2) at entrance 0 deg: (r_a, :data:`RETRO_RATIO_30` r_a)."""
+    return (float(r_a), float(r_a) * RETRO_RATIO_30)
+
+
 #: Schlick's Fresnel reflectance at normal incidence of a dielectric coat of IOR 1.5 (0.04),
 #: the Principled BSDF's default (Specular IOR Level 0.5)
 DIELECTRIC_F0 = 0.04

@@ -25,6 +25,7 @@ from ..core.materials import (
     GLASS_ENTRY,
     library,
     luminance,
+    retro_from_ra,
     sanitize_texels,
 )
 
@@ -436,6 +437,9 @@ def evaluate_material(mat) -> MaterialEval:
                 ev.mirror = ev.mirror or entry.mirror
         if props.is_property_set("mirror"):
             ev.mirror = bool(props.mirror)
+        r_a = float(getattr(props, "retroreflection", 0.0) or 0.0)
+        if r_a > 0.0:  # the material setting: a retroreflector whatever the reflectivity's source
+            ev.lobe = (*ev.lobe[:2], *retro_from_ra(r_a))
     if ev.source == "default":
         ev.reflectivity = DEFAULT_REFLECTIVITY
     if notes:  # inputs clipped to their range, in the material's one warning

@@ -152,6 +152,7 @@ class BLENSOR_PT_material(bpy.types.Panel):
         if m.is_property_set("reflectivity"):
             row.operator("blensor.material_unset", text="", icon="X").prop = "reflectivity"
         layout.prop(m, "library")
+        layout.prop(m, "retroreflection")
         row = layout.row(align=True)
         row.prop(m, "mirror")
         if m.is_property_set("mirror"):

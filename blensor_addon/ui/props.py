@@ -300,7 +300,8 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
     on material reflectance). Where the reflectivity comes from (docs/physics.md):
     ``reflectivity`` when it was set (``is_property_set``), else the ``library`` entry, else
     the material's node tree (:func:`blensor_addon.scene.shading.evaluate_material`);
-    ``mirror`` when set, else the node tree's Metallic >= 0.5."""
+    ``mirror`` when set, else the node tree's Metallic >= 0.5; ``retroreflection`` > 0 makes it
+    a retroreflector (:func:`blensor_addon.core.materials.retro_lobe`)."""
 
     reflectivity: FloatProperty(name="Reflectivity",
                                 description="Diffuse reflectivity at the laser wavelength; once set it "
@@ -313,6 +314,12 @@ class BLENSOR_PG_material(bpy.types.PropertyGroup):
                             description="Entry of the reflectance library (reflectance per laser "
                             "wavelength); empty: none. Used unless Reflectivity was set", default="",
                             search=_library_names)
+    retroreflection: FloatProperty(name="Retroreflection",
+                                   description="Coefficient of retroreflection R_A (cd/lx/m^2) at "
+                                   "entrance 0 deg: a retroreflector (sheeting, plate) under the "
+                                   "radiometric return model, e.g. 250 for ASTM D4956 Type III white; "
+                                   "0: none (the library entry's, if any)",
+                                   default=0.0, min=0.0, max=100000.0, soft_max=1000.0)
 
 
 NESTED_BY_TYPE: dict = {}
