@@ -135,6 +135,8 @@ def test_a_retroreflective_sign_saturates_and_blooms_within_the_configured_width
     assert sign.sum() >= 4
     byte = ouster_reflectivity(unit_reflectivity(res))
     assert (byte[sign] == 255).all()
+    # the float reflectivity stays the material's diffuse 0.3 (the lobe is in the received power)
+    np.testing.assert_allclose(np.asarray(res.reflectivity)[sign], 0.3, rtol=1e-6)
     assert halo.sum() > 0
     # the halo: clean range on the wall, measured at the sign
     assert (np.abs(r[halo] - 40.0) < 2.0).all()

@@ -456,29 +456,41 @@ class MaterialTable:
             out[sel[grp]] = np.float32(tex.offset) + np.float32(tex.scale) * texel
         return out
 
-    def lobed(self, refl: Floating, rows: Integer, normal: Floating, direction: Floating) -> F32:
-        """(N,) float32: reflectivities ``refl`` (N,) of hits on material rows ``rows`` (N,)
-        int32 with their materials' lobes (:func:`lobe_reflectance`) at the incidence of
-        each hit, ``|normal . direction|`` (unit normals (N, 3), the final ray segments' unit
-        directions (N, 3)); ``refl`` itself (as float32) where no material has a lobe. Only
-        the hits on lobed materials are computed (their cosines included)."""
+    def lobed(self, refl: Floating, weight: Floating, rows: Integer, normal: Floating,
+              direction: Floating) -> tuple[F32, F32]:
+        """(reflectivity, weight) (N,) float32 of hits on material rows ``rows`` (N,) int32 with
+        their materials' lobes at each hit's incidence ``|normal . direction|`` (unit normals
+        (N, 3), final ray segments' unit directions (N, 3)): the equivalent reflectance ``q``
+        (:func:`lobe_reflectance`) enters the received power through the path weight, ``weight
+        x sqrt(q / refl)`` (the energy is ``share x weight^2 x refl x cos``, core/sensors/beam.py),
+        so ``refl`` stays the material's reflectivity (the result's ``reflectivity`` field);
+        a hit of reflectivity 0 whose lobe returns light takes ``q`` as its reflectivity.
+        ``refl`` and ``weight`` (``refl`` (N,), ``weight`` (N,) in [0, 1], the path's one-way
+        transmission) themselves where no material has a lobe. Only the hits on lobed
+        materials are computed."""
         out = np.asarray(refl, dtype=np.float32)
+        w = np.asarray(weight, dtype=np.float32)
         lobe = self.lobe
         if lobe is None or out.size == 0:
-            return out
+            return out, w
         has: Bool | None = self.__dict__.get("_has_lobe")
         if has is None:
             has = self._has_lobe = lobe.any(axis=1)
         rows = np.asarray(rows)
         sel = np.flatnonzero(has[rows])
         if sel.size == 0:
-            return out
+            return out, w
         n = np.asarray(normal)[sel].astype(np.float64)
         d = np.asarray(direction)[sel].astype(np.float64)
         cos = np.abs(np.einsum("ij,ij->i", n, d))
-        out = out.copy()
-        out[sel] = lobe_reflectance(out[sel], cos, lobe[rows[sel]])
-        return out
+        r = out[sel].astype(np.float64)
+        q = lobe_reflectance(r, cos, lobe[rows[sel]]).astype(np.float64)
+        pos = r > 0.0
+        gain = np.where(pos, np.sqrt(q / np.where(pos, r, 1.0)), 1.0)
+        out, w = out.copy(), w.copy()
+        w[sel] = (w[sel] * gain).astype(np.float32)
+        out[sel] = np.where(pos, r, q).astype(np.float32)
+        return out, w
 
     def _reflectivity_for(self, wavelength: float | None) -> F32:
         """(M,) float32 reflectivity per material at ``wavelength`` nm (cached per value):

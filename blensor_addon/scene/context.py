@@ -355,9 +355,10 @@ class CastOptions:
             materials' plain ``reflectivity``.
         bundle: sub-rays per beam (>= 1): consecutive rows of one beam share its time.
         acceptance: rad, the half-angle within which glass reflects back into the sensor.
-        lobes: each hit's reflectivity is its material's equivalent reflectance at the hit's
-            incidence (:meth:`~blensor_addon.core.materials.MaterialTable.lobed`: glossy
-            coats, retroreflectors); False: the Lambertian reflectivity.
+        lobes: each hit's path weight carries its material's lobe at the hit's incidence
+            (:meth:`~blensor_addon.core.materials.MaterialTable.lobed`: glossy coats,
+            retroreflectors), so its energy is that of the equivalent reflectance; False:
+            Lambertian.
     """
 
     split: bool = False
@@ -570,13 +571,14 @@ class TimelineContext:
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
             refl = np.multiply(np.asarray(refl, dtype=np.float32), tr.diffuse)  # float32, as before
             refl += tr.specular
+        weight = tr.weight
         if opts.lobes and mats.lobe is not None and tr.last_dir is not None:
-            refl = mats.lobed(refl, mat, tr.normal, tr.last_dir)
+            refl, weight = mats.lobed(refl, weight, mat, tr.normal, tr.last_dir)
         # labels and colour when read, of the rows read (most sub-rays never become returns)
         return CastHits(source=_Labels(snap, self.semantic, mats.color, tr.instance, mat),
                         range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
                         last_dir=tr.last_dir, time=time, segment=np.full(time.shape[0], seg, np.int32),
-                        ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=tr.weight)
+                        ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=weight)
 
     def surface(self, pattern, hits) -> dict:
         n_world, cos_inc = facing_normals(hits.normal, hits.last_dir)

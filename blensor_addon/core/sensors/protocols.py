@@ -30,7 +30,8 @@ class Hits(Protocol):
         ray (N,) int64: the ray of each row (``arange(N)`` for the first N rows).
         weight (N,) float32 in [0, 1]: the path's one-way transmission (product of the
             Fresnel shares along it; 1 without glass; a material's alpha lets a path pass
-            by a seeded draw and leaves it unchanged).
+            by a seeded draw and leaves it unchanged); a cast with ``lobes`` multiplies it by
+            the square root of the material's lobe gain (then above 1 for a retroreflector).
         last_dir (N, 3) float32 world: the final ray segment's direction (with ``normal``
             it gives ``cos_incidence`` row by row), or None where the hits do not keep it.
         returned, energy (N,) float64: an echo's returned reflectivity and R0 cos(theta)
@@ -91,10 +92,12 @@ class ScanContext(Protocol):
             of this many sub-rays of one beam (same origin region, time and nearly the
             same direction), which the caster may traverse together; acceptance: rad,
             the half-angle of incidence within which a glass surface reflects back into
-            the sensor (None: the caster's default); lobes: each hit's reflectivity is its
-            material's equivalent reflectance at the hit's incidence (glossy coats,
-            retroreflectors: :meth:`~..materials.MaterialTable.lobed`; the rotating LiDAR
-            asks for it under the radiometric return model only).
+            the sensor (None: the caster's default); lobes: each hit's ``weight`` carries
+            its material's lobe at the hit's incidence, ``x sqrt(q / reflectivity)`` with
+            ``q`` the equivalent reflectance (glossy coats, retroreflectors:
+            :meth:`~..materials.MaterialTable.lobed`), so an echo's energy is ``q cos``
+            while ``reflectivity`` stays the material's; the rotating LiDAR asks for it
+            under the radiometric return model only.
         sensor_points_to(frame, xyz, hits, world=None) -> (N, 3) float64: points given
             in the sensor frame at each ray's firing time, in ``"world"`` or in the sensor
             frame at the packet's start (``"start"``, deskewed); ``world``: the same
