@@ -126,14 +126,18 @@ def test_a_retroreflective_sign_saturates_and_blooms_within_the_configured_width
     (their clean range is the wall's), and the same plate without the flag: no saturated
     byte, no halo."""
     from blensor_addon.io.packets.ouster import ouster_reflectivity
-    from blensor_addon.io.packets.reported import unit_reflectivity
+    from blensor_addon.io.packets.reported import unit_reflectivity, velodyne_full_scale
+    from blensor_addon.io.packets.velodyne import velodyne_reflectivity_byte
     res = _scan(bpy_mod, empty_scene, preset, True, bloom_beams=1, bloom_columns=2)
     r = np.asarray(res.range)
     on_sign = np.abs(r - 20.0) < 0.5
     halo = res.extra["bloom"].astype(bool)
     sign = on_sign & ~halo
     assert sign.sum() >= 4
-    byte = ouster_reflectivity(unit_reflectivity(res))
+    # the unit's own byte: Ouster REFLECTIVITY, or Velodyne's calibrated reflectivity byte
+    velodyne = preset.startswith("vlp")
+    byte = (velodyne_reflectivity_byte(unit_reflectivity(res), velodyne_full_scale("VLP-16", True))
+            if velodyne else ouster_reflectivity(unit_reflectivity(res)))
     assert (byte[sign] == 255).all()
     # the float reflectivity stays the material's diffuse 0.3 (the lobe is in the received power)
     np.testing.assert_allclose(np.asarray(res.reflectivity)[sign], 0.3, rtol=1e-6)
@@ -155,7 +159,8 @@ def test_a_retroreflective_sign_saturates_and_blooms_within_the_configured_width
     plain = _scan(bpy_mod, empty_scene, preset, False, bloom_beams=1, bloom_columns=2)
     assert not plain.extra["bloom"].any()
     pr = np.asarray(plain.range)
-    pb = ouster_reflectivity(unit_reflectivity(plain))
+    pb = (velodyne_reflectivity_byte(unit_reflectivity(plain)) if velodyne
+          else ouster_reflectivity(unit_reflectivity(plain)))
     assert (np.abs(pr - 20.0) < 0.5).sum() >= 1 and (pb < 255).all()
 
 
