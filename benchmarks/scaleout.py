@@ -3,7 +3,8 @@
 against the command before scale-out was added.
 
 Usage: ``.venv/bin/python benchmarks/scaleout.py [--seconds 20] [--rounds 3] [--formats npz]
-[--workers 1,2,3] [--base 638f19d] [--no-today] [--before REV] [--work DIR] [--keep]``, or
+[--workers 1,2,3] [--base 638f19d] [--no-today] [--before REV] [--after REV] [--work DIR] [--keep]``,
+or
 ``.venv/bin/python benchmarks/scaleout.py --packet-order --seconds 4``
 
 Each run is the command line a user types, as a subprocess, its wall time measured from the
@@ -28,7 +29,8 @@ Rows:
 - ``--workers 1`` (no Dask imported), ``--workers 2``, ``--workers 3`` of this checkout.
 - ``--before REV``: the same ``--workers`` rows of commit REV too (a worktree made as the
   ``today`` row's), interleaved with this checkout's: the cluster's CPU before and after a
-  change in one run.
+  change in one run. ``--after REV``: this checkout's rows from a worktree of REV instead
+  (a working tree that others edit meanwhile).
 
 The cluster's CPU cost is printed as the least user+sys CPU seconds of each N-worker row over
 the rounds divided by the least of the ``--workers 1`` row of the same code (issue target:
@@ -315,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default=BASE, help="commit of the 'today' row (before scale-out)")
     ap.add_argument("--no-today", action="store_true", help="leave out the 'today' row")
     ap.add_argument("--before", default=None, help="also the --workers rows of this commit (a worktree)")
+    ap.add_argument("--after", default=None, help="this checkout's rows from a worktree of this commit")
     ap.add_argument("--blend", default=str(DRIVE), help="the scene (the drive scene built when missing)")
     ap.add_argument("--work", default=None, help="folder for the outputs (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder and the worktree")
@@ -335,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BLENSOR_NATIVE_LIB")}
     runs = []
-    today = before = None
+    today = before = after = None
     try:
         if not args.no_today:
             today = make_today(args.base, work / "worktree-today")
@@ -346,23 +349,28 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(where).resolve().is_relative_to(today.resolve()):
                 raise SystemExit(f"scaleout: the 'today' row would import {where}, not the worktree {today}")
             runs.append(Run(f"today ({args.base}), one process", today, tenv, None))
-        if args.before:
-            before = make_today(args.before, work / "worktree-before")
-            benv = dict(env, PYTHONPATH=str(before))
+        for rev, name in ((args.before, "before"), (args.after, "after")):
+            if not rev:
+                continue
+            tree = make_today(rev, work / f"worktree-{name}")
+            before, after = (tree, after) if name == "before" else (before, tree)
+            tenv = dict(env, PYTHONPATH=str(tree))
             probe = [str(BLENSOR_PY), "-c", "import blensor_addon; print(blensor_addon.__file__)"]
-            where = subprocess.run(probe, cwd=before, env=benv, capture_output=True, text=True,
+            where = subprocess.run(probe, cwd=tree, env=tenv, capture_output=True, text=True,
                                    check=True).stdout.strip()
-            if not Path(where).resolve().is_relative_to(before.resolve()):
-                raise SystemExit(f"scaleout: the --before rows would import {where}, not {before}")
-            runs += [Run(f"{args.before} --workers {w}", before, benv, w, tag=args.before) for w in workers]
-        runs += [Run(f"--workers {w}", ROOT, env, w) for w in workers]
+            if not Path(where).resolve().is_relative_to(tree.resolve()):
+                raise SystemExit(f"scaleout: the {rev} rows would import {where}, not {tree}")
+            runs += [Run(f"{rev} --workers {w}", tree, tenv, w, tag=rev if name == "before" else "")
+                     for w in workers]
+        if not args.after:
+            runs += [Run(f"--workers {w}", ROOT, env, w) for w in workers]
         for r in range(args.rounds):
             for run in runs:
                 run.once(blend, work / "out", args.seconds, args.formats)
             print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{run.name} {run.walls[-1]:.2f} s"
                                                                for run in runs), flush=True)
     finally:
-        for tree in (today, before):
+        for tree in (today, before, after):
             if tree is not None and not args.keep:
                 remove_today(tree)
         if not args.keep and not args.work:

@@ -1228,3 +1228,27 @@ def test_a_prepared_worker_unpickles_scan_tasks_without_importing_the_add_on():
                          timeout=120, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "[]", res.stdout
+
+
+def test_a_worker_that_cannot_write_the_staging_folder_sends_the_bytes(bpy_mod, crossing, tmp_path):
+    """A worker that sees the staging folder but cannot write there (a read-only mount, a
+    full disk) sends the files' bytes from then on: the run completes with the bytes of
+    one process, as if it had not seen the folder."""
+    from blensor_addon.jobs import cluster as cluster_mod
+    from blensor_addon.jobs.range_scan import scan_range
+    cam = bpy_mod.data.objects["Velodyne"]
+    calls = []
+
+    def full(task, files):
+        calls.append(task.staging)
+        raise OSError(28, "No space left on device")
+    scan_range(cam, [1, 2, 3, 4], tmp_path / "one", ("npz",), seed=4)
+    stage, cluster_mod._stage = cluster_mod._stage, full
+    try:
+        job, fake = _scan_in_process(cam, tmp_path / "cluster", ("npz",))
+    finally:
+        cluster_mod._stage = stage
+    assert job.status == "complete" and len(calls) == 1  # (tried once, then the bytes)
+    assert all(a.staged == {} and set(a.files) == {"npz"} for a in fake.answers)
+    one, two = tree(tmp_path / "one"), tree(tmp_path / "cluster")
+    assert one.keys() == two.keys() and all(one[n] == two[n] for n in one if n != "manifest.json")

@@ -617,7 +617,7 @@ def _worker_state(task: WorkerTask) -> _WorkerState:
                            "versions": (__version__, bpy.app.version_string),
                            "table": len(scanner.extractor.table.table), "shared": _sees_staging(task)}
     _STATE.update(state)
-    return state
+    return cast(_WorkerState, _STATE)  # (the one dict: a change by a task stays for the run)
 
 
 def _sees_staging(task: WorkerTask) -> bool:
@@ -714,7 +714,10 @@ def _scan_packet(task: WorkerTask, packet: Packet) -> Scanned:
         checks = {n: file_record(data) for items in files.values() for n, data in items}
         staged: dict[str, list[tuple[str, str, int]]] = {}
         if state["shared"]:  # the files go into the shared folder, not to the client
-            staged, files = _stage(task, files), {}
+            try:
+                staged, files = _stage(task, files), {}
+            except OSError:  # (a folder this worker sees but cannot write: read-only, full)
+                state["shared"] = False  # its bytes go to the client, which writes them or fails the run
         table = state["scanner"].extractor.table.table
         grown = list(table) if len(table) != state["table"] else None
         return Scanned(record=record, frame=int(result.frame), points=len(result), rays=result.num_rays,
