@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fake_context import FakeContext, one_object_hits
 
 from blensor_addon.core.sensors import SENSORS
 from blensor_addon.core.sensors.sensor import Sensor, Traced
@@ -13,33 +14,8 @@ from blensor_addon.core.sensors.sensor import Sensor, Traced
 WALL_Z = -5.0  # the wall: the plane z = -5 m of the sensor frame, facing the sensor
 
 
-class WallHits:
-    """The Hits protocol's fields for rays cast at the wall."""
-
-    FIELDS = ("range", "hit", "reflectivity", "cos_incidence", "normal", "last_dir", "color", "object_id",
-              "instancer_id", "instance_id", "semantic", "ray", "weight")
-    returned = energy = None  # set on echo hits only
-
-    def __init__(self, **arrays):
-        for k in self.FIELDS:
-            setattr(self, k, arrays[k])
-
-    def take(self, idx):
-        return WallHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
-
-    @classmethod
-    def concat(cls, parts):
-        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
-
-
-class WallContext:
+class WallContext(FakeContext):
     """A ScanContext of one wall, sensor frame = world frame."""
-
-    sensor_to_world = np.eye(4)
-    sensor_to_world_end = None
-    frame_of_reference = "sensor"
-    objects: list = []
-    camera = None
 
     def cast(self, origins, directions, max_range, max_bounces, times=None, split=False, rng=None,
              wavelength=None, bundle=1, acceptance=None, lobes=False):
@@ -49,20 +25,8 @@ class WallContext:
         with np.errstate(divide="ignore", invalid="ignore"):
             t = (WALL_Z - o[:, 2]) / d[:, 2]
         hit = (d[:, 2] < 0) & (t <= max_range)
-        return WallHits(range=np.where(hit, t, np.inf), hit=hit, reflectivity=np.full(n, 0.8, np.float32),
-                        cos_incidence=np.abs(d[:, 2]), normal=np.tile(np.float32([0, 0, 1]), (n, 1)),
-                        last_dir=d.astype(np.float32), color=np.zeros((n, 3), np.uint8),
-                        object_id=np.ones(n, np.uint32), instancer_id=np.zeros(n, np.uint32),
-                        instance_id=np.zeros(n, np.uint32), semantic=np.zeros(n, np.uint16),
-                        ray=np.arange(n, dtype=np.int64), weight=np.ones(n, np.float32))
-
-    def sensor_points_to(self, frame, xyz, hits, world=None):
-        return xyz
-
-    def surface(self, pattern, hits):
-        return {"object_id": hits.object_id, "semantic": hits.semantic, "instancer_id": hits.instancer_id,
-                "instance_id": hits.instance_id, "cos_inc": hits.cos_incidence, "color": hits.color,
-                "normal": hits.normal.astype(np.float64)}
+        return one_object_hits(np.where(hit, t, np.inf), hit, 0.8, np.abs(d[:, 2]),
+                               np.tile(np.float32([0, 0, 1]), (n, 1)), d.astype(np.float32))
 
 
 VARIANTS = {  # sensor type -> (settings, the cast method its type takes)

@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from fake_context import FakeContext, one_object_hits
 
 from blensor_addon.core.sensors import SENSORS, radiometry
 from blensor_addon.core.sensors.rotating_presets import PRESETS
@@ -34,37 +35,10 @@ FIXTURE = {"schema": 1, "units": {
         "ambient_klx": 100.0, "derived": [], "notes": ""}}}
 
 
-class PlateHits:
-    """The Hits protocol's fields of rays that all end on one Lambertian plate."""
-
-    FIELDS = ("range", "hit", "reflectivity", "cos_incidence", "normal", "last_dir", "color", "object_id",
-              "instancer_id", "instance_id", "semantic", "ray", "weight")
-    returned = energy = None
-
-    def __init__(self, **arrays):
-        for k in self.FIELDS:
-            setattr(self, k, arrays[k])
-
-    def take(self, idx):
-        return PlateHits(**{k: None if getattr(self, k) is None else getattr(self, k)[idx]
-                            for k in self.FIELDS})
-
-    @classmethod
-    def concat(cls, parts):
-        return cls(**{k: None if getattr(parts[0], k) is None
-                      else np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
-
-
-class PlateContext:
+class PlateContext(FakeContext):
     """A ScanContext in which every ray hits a plate of ``reflectivity`` at ``distance`` m
     at incidence ``incidence_deg`` (a synthetic target: the range and angle are the same
     for every ray, the quantities the signal chain reads)."""
-
-    sensor_to_world = np.eye(4)
-    sensor_to_world_end = None
-    frame_of_reference = "sensor"
-    objects: list = []
-    camera = None
 
     def __init__(self, distance, reflectivity, incidence_deg=0.0):
         self.distance, self.reflectivity = float(distance), float(reflectivity)
@@ -75,21 +49,8 @@ class PlateContext:
         d = np.asarray(directions, dtype=np.float64)
         n = d.shape[0]
         hit = np.full(n, self.distance <= max_range)
-        return PlateHits(range=np.where(hit, self.distance, np.inf), hit=hit,
-                         reflectivity=np.full(n, self.reflectivity, np.float32),
-                         cos_incidence=np.full(n, self.cos), normal=-d.astype(np.float32),
-                         last_dir=None, color=np.zeros((n, 3), np.uint8),
-                         object_id=np.ones(n, np.uint32), instancer_id=np.zeros(n, np.uint32),
-                         instance_id=np.zeros(n, np.uint32), semantic=np.zeros(n, np.uint16),
-                         ray=np.arange(n, dtype=np.int64), weight=np.ones(n, np.float32))
-
-    def sensor_points_to(self, frame, xyz, hits, world=None):
-        return xyz
-
-    def surface(self, pattern, hits):
-        return {"object_id": hits.object_id, "semantic": hits.semantic, "instancer_id": hits.instancer_id,
-                "instance_id": hits.instance_id, "cos_inc": hits.cos_incidence, "color": hits.color,
-                "normal": hits.normal.astype(np.float64)}
+        return one_object_hits(np.where(hit, self.distance, np.inf), hit, self.reflectivity, self.cos,
+                               -d.astype(np.float32), None)
 
 
 def lidar(preset, **kw):
