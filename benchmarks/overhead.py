@@ -93,6 +93,20 @@ def baked_triangles(geometry) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(verts), np.concatenate(tris)
 
 
+def crossing_velodyne():
+    """The add-on registered, ``scenes/crossing.blend`` open and its camera ``Velodyne``
+    (HDL-64E S2) set to the full turn, 0..360 deg: the scan the benchmarks of a warm
+    revolution time."""
+    import bpy
+
+    import blensor_addon
+    blensor_addon.register()
+    blensor_addon.open_blend(ROOT / "scenes" / "crossing.blend")
+    cam = bpy.data.objects["Velodyne"]
+    cam.data.blensor.end_angle = 360.0
+    return cam
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -105,10 +119,7 @@ def main(argv=None) -> int:
     import blensor_addon
     from blensor_addon.io.formats.pcd import PcdWriter
     from blensor_addon.raycast.native import NativeBackend
-    blensor_addon.register()
-    blensor_addon.open_blend(ROOT / "scenes" / "crossing.blend")
-    cam = bpy.data.objects["Velodyne"]
-    cam.data.blensor.end_angle = 360.0
+    cam = crossing_velodyne()
 
     def scan():
         return blensor_addon.scan(cam, frame=12)

@@ -31,11 +31,9 @@ import argparse
 import math
 import os
 import time
-from pathlib import Path
 
-from raycast import cpu_model  # benchmarks/raycast.py (this script's folder is first on sys.path)
-
-ROOT = Path(__file__).resolve().parent.parent
+from overhead import crossing_velodyne  # benchmarks/overhead.py (this script's folder is first on sys.path)
+from raycast import cpu_model
 
 
 def main(argv=None) -> int:
@@ -46,10 +44,7 @@ def main(argv=None) -> int:
     import bpy
 
     import blensor_addon
-    blensor_addon.register()
-    blensor_addon.open_blend(ROOT / "scenes" / "crossing.blend")
-    cam = bpy.data.objects["Velodyne"]
-    cam.data.blensor.end_angle = 360.0
+    cam = crossing_velodyne()
     scene = bpy.context.scene
 
     def add_sun() -> None:
