@@ -1252,3 +1252,40 @@ def test_a_worker_that_cannot_write_the_staging_folder_sends_the_bytes(bpy_mod, 
     assert all(a.staged == {} and set(a.files) == {"npz"} for a in fake.answers)
     one, two = tree(tmp_path / "one"), tree(tmp_path / "cluster")
     assert one.keys() == two.keys() and all(one[n] == two[n] for n in one if n != "manifest.json")
+
+
+LOCAL_SETTINGS = """
+import dask, distributed, json
+from blensor_addon.jobs import cluster
+seen = {}
+class FakeLocalCluster:
+    def __init__(self, **kw):
+        seen.update({k: dask.config.get(k) for k in cluster.LOCAL_DASK})
+    def close(self):
+        pass
+class FakeClient:
+    def __init__(self, *a, **k):
+        pass
+    def register_worker_callbacks(self, fn):
+        pass
+    def close(self, timeout=None):
+        pass
+distributed.LocalCluster, distributed.Client = FakeLocalCluster, FakeClient
+c = cluster.Cluster(2).start()
+c.close()
+print(json.dumps([seen, dask.config.get("distributed.worker.profile.enabled")]))
+"""
+
+
+@dask_cluster
+def test_a_local_cluster_starts_without_dasks_profiler_and_with_slower_health_checks():
+    """A local cluster's processes are made with the worker's statistical profiler off and
+    the event loop's health check and system monitor at 1 s and 5 s (Dask's periodic work
+    in every process); the settings are the cluster's only, not left in this process."""
+    res = subprocess.run([sys.executable, "-c", LOCAL_SETTINGS], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    seen, after = json.loads(res.stdout.strip().splitlines()[-1])
+    assert seen == {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+                    "distributed.admin.system-monitor.interval": "5s"}
+    assert after is True

@@ -145,6 +145,12 @@ STAGING_PREFIX = ".blensor-staging-"
 #: the files go into its subfolder :data:`STAGED` (a format's names cannot meet the probe's)
 PROBE = "probe"
 STAGED = "files"
+#: Dask settings of a local cluster's processes: no statistical profiler in the workers (a
+#: thread sampling every 10 ms for Dask's dashboard, which a local cluster does not serve), and
+#: the event loop's health check and the system monitor less often (every 20 ms and 500 ms by
+#: default in each process: their warnings are silenced here and no memory limit is set)
+LOCAL_DASK = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+              "distributed.admin.system-monitor.interval": "5s"}
 #: at most this many packets in flight (their results wait in memory until written in order)
 MAX_AHEAD = 128
 #: seconds ``--scheduler FILE.json`` waits for the file to appear
@@ -370,7 +376,7 @@ class Cluster:
         try:
             if self.local:
                 method = "spawn" if sys.platform == "win32" else "forkserver"
-                with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+                with dask.config.set({"distributed.worker.multiprocessing-method": method, **LOCAL_DASK}):
                     self._local = new_cluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                                dashboard_address=None, worker_dashboard_address=None,
                                                memory_limit=0, silence_logs=logging.CRITICAL,
