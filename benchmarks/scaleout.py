@@ -427,20 +427,30 @@ def main(argv: list[str] | None = None) -> int:
                   for run in runs if run.workers and run.workers > 1)
               + f"; with no cost added by the cluster {min(cores, one.best / (one.best_cpu / cores)):.2f}x")
     print()
-    dask_runs = [run for run in runs if run.workers is not None]
-    ref = dask_runs[0].hashes[0] if dask_runs else {}
-    same = all(h == ref for run in dask_runs for h in run.hashes)
-    size = len(ref)
-    names = ", ".join(str(run.workers) for run in dask_runs)
-    if same:
-        print(f"bytes: --workers {names}, every round: identical ({size} files, sha256 of each)")
-    else:
+    same = True
+    for tag in dict.fromkeys(run.tag for run in runs if run.workers is not None):  # each code's rows
+        dask_runs = [run for run in runs if run.workers is not None and run.tag == tag]
+        ref = dask_runs[0].hashes[0]
+        names = ", ".join(str(run.workers) for run in dask_runs)
+        if all(h == ref for run in dask_runs for h in run.hashes):
+            print(f"bytes: {tag or 'this checkout'}, --workers {names}, every round: identical "
+                  f"({len(ref)} files, sha256 of each)")
+            continue
+        same = False
         for run in dask_runs:
             for i, h in enumerate(run.hashes):
                 diff = sorted(k for k in set(h) | set(ref) if h.get(k) != ref.get(k))
                 if diff:
                     print(f"bytes: {run.name} round {i + 1} DIFFERS from --workers {dask_runs[0].workers} "
                           f"round 1 in {len(diff)} files: {', '.join(diff[:5])}")
+    if args.before:
+        b, t = (next(run.hashes[0] for run in runs if run.workers is not None and run.tag == tag)
+                for tag in (args.before, ""))
+        diff = sorted(k for k in set(b) | set(t) if b.get(k) != t.get(k))
+        print(f"bytes: {args.before} vs {args.after or 'this checkout'}: "
+              + ("identical" if not diff else f"{len(diff)} of {len(t)} files differ (changes between them)"))
+    dask_runs = [run for run in runs if run.workers is not None and not run.tag]
+    ref = dask_runs[0].hashes[0] if dask_runs else {}
     if today is not None and runs[0].hashes:
         t = runs[0].hashes[0]
         diff = sorted(k for k in set(t) | set(ref) if t.get(k) != ref.get(k))
