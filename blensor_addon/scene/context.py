@@ -417,7 +417,7 @@ class TimelineContext:
             self.objects = timeline.step_at(t_start).snap.objects
             self.sensor_to_world = timeline.pose_at(t_start)
             self.sensor_to_world_end = timeline.pose_at(t_end) if timeline.continuous else None
-        self.lights = getattr((held if held is not None else timeline.step_at(t_start)).snap, "lights", None)
+        self.lights = (held if held is not None else timeline.step_at(t_start)).snap.lights
         self._current = None  # the step whose geometry the backend holds
         self._segments: list = []  # PoseSegment of every step cast so far
         self._segment_of: dict = {}  # step t0 -> index in _segments
