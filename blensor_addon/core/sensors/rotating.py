@@ -708,10 +708,14 @@ class Rotating(Sensor[LidarSettings]):
 
     def calibration(self, s: LidarSettings) -> radiometry.Calibration:
         """The unit's :class:`~.radiometry.Calibration` for ``return_model="radiometric"``:
-        the preset's figures in ``core/tables/radiometry.json``, else 80 % at ``max_range``
+        the preset's figures in ``core/tables/radiometry.json`` within the preset's own
+        ``max_range`` (the unit's datasheet range), else 80 % at ``max_range``
         (:func:`~.radiometry.unit_calibration`; ``noise_sigma`` the floor where the figures
         give none)."""
-        return radiometry.unit_calibration(s.preset, float(s.max_range), float(s.noise_sigma))
+        preset = PRESETS.get(s.preset)
+        reach = preset.values.get("max_range") if preset is not None else None
+        return radiometry.unit_calibration(s.preset, float(s.max_range), float(s.noise_sigma),
+                                           reach=None if reach is None else float(reach))
 
     def bloom(self, s: LidarSettings, traced: Traced, signal: F64) -> I64 | None:
         """The halo source of each of the N returns of ``traced`` of received power
