@@ -60,7 +60,8 @@ def test_the_library_has_retroreflective_entries_citing_their_standard():
         assert e.retro[0] > 0 and 0 < e.retro[1] <= e.retro[0]
         assert "ASTM D4956" in e.source or "EN 1436" in e.source
     assert lib["retroreflective_sheeting_type_iii"].retro == (250.0, 150.0)
-    assert lib["road_marking_beads"].retro == materials.retro_from_rl(0.15)
+    # R_L = L / E_perp at entrance 88.76 deg: BRDF 0.15 / cos(88.76 deg) = 6.93 sr^-1, R_A(30) = 0.75 of it
+    assert lib["road_marking_beads"].retro == pytest.approx((6.9315, 5.1986), rel=1e-4)
     assert "DERIVED" in lib["licence_plate"].source
     # the plain entries stay Lambertian
     assert lib["asphalt"].retro == (0.0, 0.0) and lib["retroreflective_sheeting"].retro == (0.0, 0.0)
@@ -139,6 +140,8 @@ def test_a_retroreflective_sign_saturates_and_blooms_within_the_configured_width
     byte = (velodyne_reflectivity_byte(unit_reflectivity(res), velodyne_full_scale("VLP-16", True))
             if velodyne else ouster_reflectivity(unit_reflectivity(res)))
     assert (byte[sign] == 255).all()
+    # a bloom return reports its own (weak) power at the range it measured, the sign's: not saturated
+    assert (byte[halo] < 255).all()
     # the float reflectivity stays the material's diffuse 0.3 (the lobe is in the received power)
     np.testing.assert_allclose(np.asarray(res.reflectivity)[sign], 0.3, rtol=1e-6)
     assert halo.sum() > 0

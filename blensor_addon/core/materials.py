@@ -10,6 +10,7 @@ a few vectorised gathers per chunk of rays.
 from __future__ import annotations
 
 import functools
+import math
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,15 +118,29 @@ def _retro_of(name: str, spec: dict[str, float] | None) -> tuple[float, float]:
     return (ra0, ra30)
 
 
+#: entrance angle (deg from the marking's normal) of EN 1436's 30 m geometry: the light
+#: arrives 1.24 deg above the road surface
+RL_ENTRANCE_DEG = 88.76
+
+
 def retro_from_rl(r_l: float) -> tuple[float, float]:
     """(R_A at 0 deg, at 30 deg) sr^-1 of a road marking's coefficient of retroreflected
-    luminance ``r_l`` (cd m^-2 lx^-1, EN 1436 / ASTM E1710, the 30 m geometry). R_L is
-    luminance over the illuminance on the marking's plane, i.e. the BRDF itself (sr^-1);
-    :func:`retro_lobe`'s BRDF is ``R_A(beta) / cos^2 beta``, so a BRDF constant in the
-    entrance angle is ``R_A(beta) = R_L cos^2 beta``: (R_L, 0.75 R_L). DERIVED: R_L is
-    measured at entrance 88.76 deg and observation 1.05 deg; BlenSor uses it at every
-    entrance angle and at the lidar's observation angle of about 0 deg."""
-    return (float(r_l), float(r_l) * 0.75)
+    luminance ``r_l`` (cd m^-2 lx^-1, EN 1436 / ASTM E1710, the 30 m geometry). R_L is the
+    luminance over the illuminance on a plane perpendicular to the incident light (CIE
+    54.2's definitions), so the BRDF at the measuring entrance angle beta_L
+    (:data:`RL_ENTRANCE_DEG`) is ``f = R_L / cos beta_L`` (the illuminance on the marking's
+    plane is ``E_perp cos beta_L``); :func:`retro_lobe`'s BRDF is ``R_A(beta) / cos^2 beta``,
+    so a BRDF constant in the entrance angle is ``R_A(beta) = f cos^2 beta``: (f, 0.75 f);
+    R_L 0.15 gives f = 6.93. DERIVED: R_L is measured at entrance 88.76 deg and observation
+    1.05 deg; BlenSor uses that BRDF at every entrance angle and at the lidar's observation
+    angle of about 0 deg.
+
+    Raises:
+        ValueError: ``r_l`` not finite or outside [0, 1e6)."""
+    if not (math.isfinite(r_l) and 0.0 <= r_l < 1e6):
+        raise ValueError(f"retroreflection R_L must be in [0, 1e6) cd m^-2 lx^-1, got {r_l}")
+    f = float(r_l) / math.cos(math.radians(RL_ENTRANCE_DEG))
+    return (f, f * 0.75)
 
 
 #: R_A at 30 deg over R_A at 0 deg of a retroreflector given by one coefficient (the material

@@ -104,12 +104,18 @@ def compensated_reflectivity(signal: ArrayLike, range_m: ArrayLike) -> F32:
 def unit_reflectivity(result: ScanResult) -> F32:
     """(N,) float32: the reflectivity a unit's calibrated mode reports of each return, 1 =
     100 % diffuse: :func:`compensated_reflectivity` of ``extra["signal"]`` at the true
-    ``range`` where the result has ``signal``, else ``result.reflectivity`` itself (the
-    material's, as written before the radiometric model)."""
+    ``range`` where the result has ``signal`` (a bloom return, ``extra["bloom"]`` set, at
+    its measured ``range_noisy``: its power and range are the retroreflector's echo, not its
+    own surface's), else ``result.reflectivity`` itself (the material's, as written before
+    the radiometric model)."""
     signal = result.extra.get(SIGNAL)
     if signal is None:
         return result.reflectivity
-    return compensated_reflectivity(signal, result.range)
+    r = result.range
+    bloomed = result.extra.get("bloom")
+    if bloomed is not None and bloomed.any():
+        r = np.where(np.asarray(bloomed) > 0, result.range_noisy, r)
+    return compensated_reflectivity(signal, r)
 
 
 def velodyne_full_scale(model: str, radiometric: bool) -> float:
