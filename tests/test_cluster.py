@@ -1289,3 +1289,40 @@ def test_a_local_cluster_starts_without_dasks_profiler_and_with_slower_health_ch
     assert seen == {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
                     "distributed.admin.system-monitor.interval": "5s"}
     assert after is True
+
+
+def test_a_staged_path_outside_the_staging_folder_is_refused_and_left_alone(bpy_mod, crossing, tmp_path):
+    """The client renames or removes only files inside this run's staging folder: a worker
+    whose answer names a staged file elsewhere (a mount that differs from the client's, or
+    a bad worker) stops the run with one ClusterError line, the file named is neither moved
+    into the output folder nor deleted, and the packets finished before stay."""
+    from blensor_addon.jobs.cluster import ClusterError
+    from blensor_addon.jobs.range_scan import scan_range
+    cam = bpy_mod.data.objects["Velodyne"]
+    victim = tmp_path / "elsewhere" / "keep.npz"
+    victim.parent.mkdir()
+
+    class Tampering(_InProcessCluster):
+        def _submit(self, fn, *args, **kw):
+            fut = super()._submit(fn, *args, **kw)
+            answer = self.answers[-1]
+            if len(self.answers) == 3 and answer.staged:
+                items = answer.staged["npz"]
+                name, path, size = items[0]
+                os.replace(path, victim)
+                items[0] = (name, str(victim), size)
+            return fut
+
+    from blensor_addon.jobs import cluster as cluster_mod
+    try:
+        with pytest.raises(ClusterError, match="outside this run's staging folder"):
+            scan_range(cam, [1, 2, 3, 4], tmp_path / "out", ("npz",), seed=4, cluster=Tampering(),
+                       open_scene=lambda: cam)
+    finally:
+        state = cluster_mod._STATE.pop("scanner", None)
+        cluster_mod._STATE.clear()
+        if state is not None:
+            state.close()
+    assert victim.exists() and victim.stat().st_size > 1000
+    kept = sorted(p.name for p in (tmp_path / "out").glob("scan*.npz"))
+    assert kept and "keep.npz" not in kept and len(kept) < 4

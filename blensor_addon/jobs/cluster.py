@@ -897,7 +897,18 @@ class RemoteScanner:
         return fut.result()
 
     def _check(self, scanned: Scanned) -> None:
-        """Every answer: the worker runs the client's versions and backend."""
+        """Every answer: the worker runs the client's versions and backend, and each file it
+        staged lies in this run's staging folder (:data:`STAGED`), whose files alone the
+        client renames into the output folder or removes."""
+        if scanned.staged:
+            import os
+            root = os.path.realpath(os.path.join(self.staging, STAGED)) if self.staging else ""
+            for items in scanned.staged.values():
+                for name, path, _size in items:
+                    real = os.path.realpath(path)
+                    if not root or real == root or os.path.commonpath([real, root]) != root:
+                        raise ClusterError(f"a worker staged {name} at {path}, outside this run's staging "
+                                           f"folder {root or '(none)'}: finished packets are kept")
         if scanned.versions != self.task.versions:
             theirs, mine = scanned.versions, self.task.versions
             raise ClusterError(f"a worker runs blensor {theirs[0]} with Blender {theirs[1]}, the client "
