@@ -27,8 +27,8 @@ every case alike):
 Printed: the CPU model, the load average before and after, each case's minimum and
 median wall time over the rounds and its least CPU time (``time.process_time``: every
 thread of the process; what other tenants of a loaded machine change least), and the
-issue's two ratios from the minimum wall times (and the median of the per-round ratios,
-and the ratio of the CPU times): scan / kernel (target <= 2.0) and scan + PCD / Open3D +
+two ratios of docs/performance.md's target table from the minimum wall times (and the
+median of the per-round ratios, and the ratio of the CPU times): scan / kernel (target <= 2.0) and scan + PCD / Open3D +
 PCD (target <= 1.5). The kernel and Open3D cast on every core, the rest of a scan on
 one: on an idle machine of C cores the wall ratio is about 1 + C (CPU ratio - 1), above
 the CPU ratio. ``--profile N``:

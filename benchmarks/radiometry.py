@@ -22,8 +22,8 @@ each of which the two models' scans alternate round by round:
 Printed: the CPU model, the load average before and after, each case's least CPU time
 (``time.process_time``, every thread) and minimum wall time over the rounds, the points
 each case returns, and the ratio of each radiometric case's least CPU to the limit case
-of its state (the issue's bound: at most 1.15). Nothing here asserts a time: tests never
-time anything.
+of its state (the bound of docs/performance.md "The signal chain's cost": at most
+1.15). Nothing here asserts a time: tests never time anything.
 """
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ Rows:
   (a working tree that others edit meanwhile).
 
 The cluster's CPU cost is printed as the least user+sys CPU seconds of each N-worker row over
-the rounds divided by the least of the ``--workers 1`` row of the same code (issue target:
-<= 1.10): CPU seconds are what other tenants of the shared machine change least.
+the rounds divided by the least of the ``--workers 1`` row of the same code (target of
+docs/performance.md's table: <= 1.10): CPU seconds are what other tenants of the shared machine change least.
 
 The runs are interleaved (today, 1, 2, 3, today, 1, ...) for ``--rounds`` rounds and the
 best wall time of each row is kept, so a load that comes and goes hits every row alike.

@@ -21,8 +21,9 @@ the most common source). BlenSor's model:
   columns of a saturated return whose own echo's power is below the bloom power,
   :data:`BLOOM_FRACTION` x the saturated return's, takes a return at the saturated
   return's range with that power, labelled ``bloom = 1`` (its clean ``range`` and ``xyz``
-  stay those of its own surface: the ground truth is the scene's). The halo's width is the
-  sensor's settings ``bloom_beams`` x ``bloom_columns``. DERIVED: no datasheet gives a
+  stay those of its own surface: the ground truth is the scene's). The halo reaches
+  ``bloom_beams`` lasers and ``bloom_columns`` columns either side of the saturated return
+  (half-widths; the sensor's settings). DERIVED: no datasheet gives a
   halo's width or strength; the defaults (1 beam, 2 columns) and :data:`BLOOM_FRACTION`
   are BlenSor's assumptions, set per scan. Rays with no surface at all (sky) are not cast
   into the halo (only rays that met a surface are received).
