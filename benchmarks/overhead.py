@@ -28,12 +28,12 @@ Printed: the CPU model, the load average before and after, each case's minimum a
 median wall time over the rounds and its least CPU time (``time.process_time``: every
 thread of the process; what other tenants of a loaded machine change least), and the
 two ratios of docs/performance.md's target table from the minimum wall times (and the
-median of the per-round ratios, and the ratio of the CPU times): scan / kernel (target <= 2.0) and scan + PCD / Open3D +
-PCD (target <= 1.5). The kernel and Open3D cast on every core, the rest of a scan on
-one: on an idle machine of C cores the wall ratio is about 1 + C (CPU ratio - 1), above
-the CPU ratio. ``--profile N``:
-afterwards, cProfile of N warm scans (top entries by own time). Nothing here asserts a
-time: tests never time anything.
+median of the per-round ratios, and the ratio of the CPU times): scan / kernel (target
+<= 2.0) and scan + PCD / Open3D + PCD (target <= 1.5). The kernel and Open3D cast on
+every core, the rest of a scan on one: on an idle machine of C cores the wall ratio is
+about 1 + C (CPU ratio - 1), above the CPU ratio. ``--profile N``: afterwards, cProfile
+of N warm scans (top entries by own time). Nothing here asserts a time: tests never time
+anything.
 """
 from __future__ import annotations
 
@@ -50,8 +50,6 @@ import numpy as np
 from raycast import cpu_model  # benchmarks/raycast.py (this script's folder is first on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
 
 
 def record_calls(scan) -> list:
