@@ -1326,3 +1326,22 @@ def test_a_staged_path_outside_the_staging_folder_is_refused_and_left_alone(bpy_
     assert victim.exists() and victim.stat().st_size > 1000
     kept = sorted(p.name for p in (tmp_path / "out").glob("scan*.npz"))
     assert kept and "keep.npz" not in kept and len(kept) < 4
+
+
+@dask_cluster
+def test_a_hand_started_worker_imports_the_tasks_modules_before_its_first_task(tmp_path):
+    """A worker of a ``--scheduler`` cluster imports the modules the scan tasks carry when
+    the client connects, before any task: unpickled later, a task's first import on the
+    worker's event loop met the preload's import on the task thread, and the worker was
+    lost to ``KeyError: 'blensor_addon.core.sensors'`` (seen on hand-started workers after
+    other cluster tests); its SIGINT is left as its own terminal set it."""
+    from blensor_addon.jobs import cluster as C
+    with hand_started_cluster(tmp_path, [dask_worker]) as address:
+        assert address is not None, "the worker did not start"
+        c = C.Cluster(1, scheduler=address).start()
+        try:
+            names = ("blensor_addon.cli", "blensor_addon.core.sensors", "blensor_addon.io.formats")
+            seen = c.client.run(lambda: [m for m in names if m in sys.modules])
+        finally:
+            c.close()
+    assert list(seen.values()) == [list(names)]

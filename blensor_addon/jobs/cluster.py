@@ -388,8 +388,9 @@ class Cluster:
             else:  # (the address of a scheduler file read above: Dask reads nothing)
                 self._client = new_client(address, timeout="20s", set_as_default=False)
                 self._client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
-            if self.local:
-                self._client.register_worker_callbacks(_prepare_worker)
+            # every worker imports the tasks' modules before its first task (a local one also
+            # leaves SIGINT to the client; a hand-started worker keeps its own terminal's)
+            self._client.register_worker_callbacks(_prepare_worker if self.local else _import_task_modules)
         # (TypeError: Dask's connection set-up, e.g. TLS settings of the wrong kind)
         except (OSError, TimeoutError, RuntimeError, ValueError, TypeError) as exc:
             self.close()
@@ -501,9 +502,19 @@ def _prepare_worker(dask_worker: object = None) -> None:
     (its deadlock avoidance), and the task failed to unpickle (``KeyError:
     'blensor_addon.core.sensors'`` from ``io.formats``' writer discovery), its worker lost."""
     _ignore_sigint(dask_worker)
+    _import_task_modules(dask_worker)
+
+
+def _import_task_modules(dask_worker: object = None) -> None:
+    """On any worker process, local or started by hand (run once by the client when it
+    connects, before any task): import the modules whose objects the tasks carry, for the
+    reason :func:`_prepare_worker` gives. A worker that cannot import them (no blensor or
+    bpy there) is left as it is: its first task fails with the import's own error, named
+    in one line by the client."""
     import importlib
-    for name in ("..core.sensors", "..core.packets", "..io.formats", "..cli"):
-        importlib.import_module(name, __package__)
+    with contextlib.suppress(Exception):
+        for name in ("..core.sensors", "..core.packets", "..io.formats", "..cli"):
+            importlib.import_module(name, __package__)
 
 
 def _ignore_sigint(dask_worker: object = None) -> None:
