@@ -941,15 +941,39 @@ class RemoteScanner:
 
     def close(self) -> None:
         """Cancel the packets still submitted (a stopped run) and remove the staging
-        folder with the files of packets not committed, idempotent."""
+        folder with the files of packets not committed, idempotent.
+
+        A cancelled task already running goes on until its packet is written, so the
+        folder is first renamed (:func:`_retire_staging`): from then on a worker's writes
+        under its path fail (nothing creates the folder again), and no file can appear in
+        the renamed one while it is removed (removing it in place raced with a worker
+        still writing, and left its part files in the output folder)."""
         futures, self._futures = list(self._futures.values()), {}
         if futures:
             with contextlib.suppress(Exception):
                 self.client.cancel(futures)
         staging, self.staging = self.staging, ""
         if staging:
-            import shutil
-            shutil.rmtree(staging, ignore_errors=True)
+            _retire_staging(staging)
+
+
+def _retire_staging(staging: str) -> None:
+    """Rename the staging folder ``staging`` to a sibling of the same prefix (a later run
+    into the folder removes what is left of it) and remove that, retrying while a file
+    still being closed in it makes the removal fail."""
+    import os
+    import shutil
+    import time
+    gone = f"{staging}.closed"
+    try:
+        os.replace(staging, gone)
+    except OSError:
+        gone = staging
+    for _ in range(20):
+        shutil.rmtree(gone, ignore_errors=True)
+        if not os.path.lexists(gone):
+            return
+        time.sleep(0.05)
 
 
 def _make_staging(folder: str, key: str) -> str:
