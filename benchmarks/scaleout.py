@@ -199,6 +199,19 @@ def tree_hashes(folder: Path) -> dict[str, str]:
     return out
 
 
+def worktree_env(rev, path, env):
+    """A worktree of ``rev`` at ``path`` (:func:`make_today`) and the environment whose
+    Python imports the add-on from it; SystemExit if another copy would be imported."""
+    tree = make_today(rev, path)
+    tenv = dict(env, PYTHONPATH=str(tree))
+    probe = [str(BLENSOR_PY), "-c", "import blensor_addon; print(blensor_addon.__file__)"]
+    where = subprocess.run(probe, cwd=tree, env=tenv, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    if not Path(where).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"scaleout: the {rev} rows would import {where}, not the worktree {tree}")
+    return tree, tenv
+
+
 def make_today(base: str, where: Path) -> Path:
     """A worktree of ``base`` at ``where`` with its own native library; returns it."""
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(where), base],
@@ -341,25 +354,13 @@ def main(argv: list[str] | None = None) -> int:
     today = before = after = None
     try:
         if not args.no_today:
-            today = make_today(args.base, work / "worktree-today")
-            tenv = dict(env, PYTHONPATH=str(today))
-            probe = [str(BLENSOR_PY), "-c", "import blensor_addon; print(blensor_addon.__file__)"]
-            where = subprocess.run(probe, cwd=today, env=tenv, capture_output=True, text=True,
-                                   check=True).stdout.strip()
-            if not Path(where).resolve().is_relative_to(today.resolve()):
-                raise SystemExit(f"scaleout: the 'today' row would import {where}, not the worktree {today}")
+            today, tenv = worktree_env(args.base, work / "worktree-today", env)
             runs.append(Run(f"today ({args.base}), one process", today, tenv, None))
         for rev, name in ((args.before, "before"), (args.after, "after")):
             if not rev:
                 continue
-            tree = make_today(rev, work / f"worktree-{name}")
+            tree, tenv = worktree_env(rev, work / f"worktree-{name}", env)
             before, after = (tree, after) if name == "before" else (before, tree)
-            tenv = dict(env, PYTHONPATH=str(tree))
-            probe = [str(BLENSOR_PY), "-c", "import blensor_addon; print(blensor_addon.__file__)"]
-            where = subprocess.run(probe, cwd=tree, env=tenv, capture_output=True, text=True,
-                                   check=True).stdout.strip()
-            if not Path(where).resolve().is_relative_to(tree.resolve()):
-                raise SystemExit(f"scaleout: the {rev} rows would import {where}, not {tree}")
             runs += [Run(f"{rev} --workers {w}", tree, tenv, w, tag=rev if name == "before" else "")
                      for w in workers]
         if not args.after:

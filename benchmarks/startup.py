@@ -140,24 +140,21 @@ def replace(src, dst, *a, **k):
     return r
 os.replace = replace
 
+def between(first, then, fn):
+    """``fn`` stamping ``first`` before it runs and ``then`` after."""
+    def wrapped(*a, **k):
+        stamp(first)
+        r = fn(*a, **k)
+        stamp(then)
+        return r
+    return wrapped
+
 def patch(name, module):
     if name == "blensor_addon.cli":
         stamp("blensor_addon.cli imported")
-        opened = module._open_blend
-        def open_blend(*a, **k):
-            stamp("options checked")
-            r = opened(*a, **k)
-            stamp(".blend open")
-            return r
-        module._open_blend = open_blend
+        module._open_blend = between("options checked", ".blend open", module._open_blend)
     elif name == "blensor_addon.ui":
-        reg = module.register
-        def register(*a, **k):
-            stamp("import bpy done")
-            r = reg(*a, **k)
-            stamp("add-on registered")
-            return r
-        module.register = register
+        module.register = between("import bpy done", "add-on registered", module.register)
     elif name == "blensor_addon.scene.extract":
         module.SceneExtractor._extract = timed("extraction", module.SceneExtractor._extract)
     elif name == "blensor_addon.scene.scanner":
