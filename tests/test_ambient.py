@@ -126,7 +126,8 @@ def test_near_ir_on_a_sunlit_plate_follows_the_sine_of_the_sun_elevation(bpy_mod
 
 
 def test_a_plate_facing_away_from_the_sun_reads_the_sky_alone(bpy_mod, empty_scene):
-    """A wall 10 m along +X facing the sensor (-X), the sun beyond it (+X, 30 deg up), a white
+    """A wall 10 m along +X facing the sensor (-X), the sun beyond it and to its side (30 deg
+    up, azimuth 80 deg from +X: the wall's shadow falls beside the floor's returns), a white
     sky of strength 0.5: the wall reads the sky term (pi x 0.5 W/m^2), the floor the sun's
     sin(30 deg) share plus the sky."""
     import blensor_addon
@@ -135,7 +136,7 @@ def test_a_plate_facing_away_from_the_sun_reads_the_sky_alone(bpy_mod, empty_sce
     wall = [(10, -20, -9), (10, 20, -9), (10, 20, 20), (10, -20, 20)]
     add_mesh(bpy_mod, "Wall", wall, [(0, 1, 2, 3)], grey)
     set_world(bpy_mod, 0.5)
-    add_sun(bpy_mod, 30.0)
+    add_sun(bpy_mod, 30.0, 80.0)
     res = blensor_addon.scan(sensor(bpy_mod), seed=1)
     near = res.extra["near_ir"]
     wall, floor = on(res, "Wall"), on(res, "Floor")

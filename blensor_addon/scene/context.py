@@ -12,6 +12,7 @@ held still, casts every ray whatever its timestamp, as the original did.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -380,6 +381,20 @@ class CastOptions:
                    lobes=bool(lobes))
 
 
+#: m per m of range (at least 1 m): a shadow ray starts this far off its surface, along the
+#: normal on the sun's side, so the surface does not shadow itself: 1e-4 x max(1, r) is
+#: about 1000 x the float32 rounding of a point at range r (the hits' ranges and directions
+#: are float32: 6e-8 relative), 0.1 mm within 1 m, 1 cm at 100 m
+SHADOW_OFFSET = 1e-4
+#: m: how far a shadow ray is followed toward the sun (the sun is at infinity; a finite
+#: bound, since the native backend counts a ray of infinite tmax as a miss)
+SHADOW_RANGE = 1e6
+#: rad: a row whose final direction turned from its cast ray by more than this went
+#: through a mirror or refracting glass (no true point: not shadow-tested); above the
+#: largest off-axis angle of a footprint's sub-ray (half of returns.MAX_DIVERGENCE, 8.7 mrad)
+STRAIGHT_TOLERANCE = 1e-2
+
+
 class TimelineContext:
     """:class:`~blensor_addon.core.sensors.protocols.ScanContext` for a packet over
     ``[t_start, t_end)`` s of ``timeline``.
@@ -397,7 +412,8 @@ class TimelineContext:
     ``sensor_to_world`` is the pose at ``t_start``; ``sensor_to_world_end`` the pose at
     ``t_end`` in continuous time (None for a held step or a frozen timeline). ``lights``:
     the scene's ambient light at ``t_start`` (:class:`~blensor_addon.core.sensors.ambient.Lights`,
-    read with that step's snapshot), which the radiometric receiver reads.
+    read with that step's snapshot), which the radiometric receiver reads, with the shadow
+    rays of :meth:`sun_visible`.
     """
 
     def __init__(self, backend, timeline: Timeline, t_start: float, t_end: float, frame_of_reference: str,
@@ -420,6 +436,7 @@ class TimelineContext:
         self.lights = (held if held is not None else timeline.step_at(t_start)).snap.lights
         self._current = None  # the step whose geometry the backend holds
         self._segments: list = []  # PoseSegment of every step cast so far
+        self._steps: list = []  # the Step of each segment (its geometry, for shadow rays)
         self._segment_of: dict = {}  # step t0 -> index in _segments
 
     def _use(self, step: Step) -> int:
@@ -431,6 +448,7 @@ class TimelineContext:
         if k is None:
             k = self._segment_of[step.t0] = len(self._segments)
             self._segments.append(step.pose)
+            self._steps.append(step)
         return k
 
     def _by_segment(self, hits, fn) -> np.ndarray:
@@ -579,6 +597,57 @@ class TimelineContext:
                         range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
                         last_dir=tr.last_dir, time=time, segment=np.full(time.shape[0], seg, np.int32),
                         ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=weight)
+
+    def sun_visible(self, hits, origins, directions, sun_dirs, need) -> np.ndarray:
+        """:meth:`ScanContext.sun_visible <blensor_addon.core.sensors.protocols.ScanContext>`:
+        (N, K) bool, sun k seen from the surface point of row i of ``hits`` (N rows of
+        :meth:`cast`), by a shadow ray for each pair of ``need`` (N, K) bool (True
+        elsewhere). ``origins`` (N, 3) or None and ``directions`` (N, 3) float64, sensor
+        frame: the rows' cast rays; ``sun_dirs`` (K, 3) float64 world, toward each sun.
+
+        The point is the cast ray at the row's range, ``o(t) + d(t) r``, with the sensor's
+        pose at the row's firing time (what the output reports as the clean point); a row
+        whose final segment turned from that ray by more than :data:`STRAIGHT_TOLERANCE`
+        (a mirror, refracting glass: the range is the accumulated path, the point a virtual
+        one) is not tested (True). The shadow ray starts :data:`SHADOW_OFFSET` x max(1, r)
+        off the surface along its normal on the sun's side (which is the sensor's: the
+        pair faces the sun) and is cast through the backend (native or BVHTree, the same
+        answers) in the time step that cast the row (``segment``), at the row's time
+        within it (moving objects where they were then), up to :data:`SHADOW_RANGE`; any
+        surface it meets hides the sun (glass and alpha too). A row of a beam footprint
+        (several sub-rays) is tested at the beam's axis at the echo's mixed range, which
+        may lie off a sloped surface by more than the offset (docs/physics.md, "Ambient
+        light")."""
+        need = np.asarray(need, dtype=bool)
+        visible = np.ones(need.shape, bool)
+        rows = np.flatnonzero(need.any(axis=1))
+        if rows.size == 0 or hits.last_dir is None:
+            return visible
+        sub = hits.take(rows)
+        d = self.rotate(sub, np.asarray(directions, dtype=np.float64)[rows])
+        d /= np.linalg.norm(d, axis=1, keepdims=True)
+        last = np.asarray(sub.last_dir, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):  # (a zero direction: not straight)
+            cos_turn = np.einsum("ij,ij->i", d, last) / np.linalg.norm(last, axis=1)
+        straight = cos_turn >= math.cos(STRAIGHT_TOLERANCE)
+        r = np.asarray(sub.range, dtype=np.float64)
+        p = self.position(sub) + d * r[:, None]
+        if origins is not None:
+            p += self.rotate(sub, np.asarray(origins, dtype=np.float64)[rows])
+        normal = facing_normals(sub.normal, last)[0]  # toward the sensor: the sun's side of the pairs tested
+        p += normal * (SHADOW_OFFSET * np.maximum(1.0, r))[:, None]
+        # every (row, sun) pair to test, row-major
+        i, k = np.nonzero(need[rows] & straight[:, None])
+        sun = np.asarray(sun_dirs, dtype=np.float64)
+        segment, time = np.asarray(sub.segment)[i], np.asarray(sub.time)[i]
+        for seg, at in groups(segment):
+            step = self._steps[int(seg)]
+            self._use(step)
+            o = (p[i[at]] - step.snap.origin).astype(np.float32)
+            frac = step.pose.fraction(time[at]).astype(np.float32) if step.moving else None
+            h = self.backend.intersect(o, sun[k[at]].astype(np.float32), np.float32(SHADOW_RANGE), time=frac)
+            visible[rows[i[at]], k[at]] = np.asarray(h.instance) < 0
+        return visible
 
     def surface(self, pattern, hits) -> dict:
         n_world, cos_inc = facing_normals(hits.normal, hits.last_dir)

@@ -8,9 +8,14 @@ ambient photons (Ouster NEAR_IR) and the ambient shot noise of its detection.
    ``E_k max(0, n . l_k)``; the world's uniform background of radiance ``L_sky``
    (strength x the colour's mean, W/m^2/sr) adds ``pi L_sky`` (a uniform radiance over the
    hemisphere; Blender's world has no ground, so every orientation sees the whole
-   hemisphere). No shadows: a surface facing the sun is lit even where another object
-   stands between (a documented approximation; a shadow cast would cost a second ray per
-   return).
+   hemisphere). **Sun shadows**: a sun another object hides from the return's surface
+   point adds nothing there (``visible`` of :func:`irradiance`): the scene layer casts a
+   shadow ray from that point toward each sun that faces the surface
+   (``ScanContext.sun_visible``, core/sensors/protocols.py; scene/context.py), against
+   the scene at the ray's own time; every surface blocks it (glass and alpha surfaces
+   too: no light passes them). The sky term has no occlusion (a wall's foot or a room's
+   inside sees the whole sky), and a return whose path went through a mirror or refracting
+   glass is not shadow-tested (lit as if nothing stood between).
 2. **Illuminance**: ``E_klx = E x K / 1000`` with ``K`` = :data:`LUMINOUS_EFFICACY` lm/W,
    the global luminous efficacy of clear-sky daylight (Littlefair 1985, "The luminous
    efficacy of daylight: a review", Lighting Research & Technology 17(4), 162-182: about
@@ -43,7 +48,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ndtypes import F64, Floating
+from ..ndtypes import F64, Bool, Floating
+from .protocols import Hits
+from .raypattern import RayPattern
 
 #: lm/W: global luminous efficacy of clear-sky daylight (Littlefair 1985, module docstring)
 LUMINOUS_EFFICACY = 105.0
@@ -85,18 +92,58 @@ class Lights:
 NIGHT = Lights(np.zeros((0, 3)), np.zeros(0))
 
 
-def irradiance(lights: Lights, normal: Floating, ray_dir: Floating) -> F64:
-    """(N,) float64 ambient irradiance (W/m^2) of surfaces of normal ``normal`` (N, 3)
-    world (either orientation) hit by rays of direction ``ray_dir`` (N, 3) world (module
-    docstring, 1.): the normal is turned to face the ray's origin."""
+def sun_cosines(lights: Lights, normal: Floating, ray_dir: Floating) -> F64:
+    """(N, K) float64 cosine between each of the K suns' directions and the normal
+    ``normal`` (N, 3) world (either orientation) turned to face the origin of the ray of
+    direction ``ray_dir`` (N, 3) world: positive where sun k lights that side of surface i
+    (module docstring, 1.)."""
     n = np.asarray(normal, dtype=np.float64)
     d = np.asarray(ray_dir, dtype=np.float64)
+    facing = np.where(np.einsum("ij,ij->i", n, d) > 0.0, -1.0, 1.0)
+    out: F64 = (n @ lights.sun_dirs.T) * facing[:, None]
+    return out
+
+
+def sun_candidates(lights: Lights, normal: Floating, ray_dir: Floating) -> Bool:
+    """(N, K) bool: sun k of positive irradiance faces surface i (:func:`sun_cosines`
+    above 0): the pairs a shadow ray is cast for; elsewhere the sun adds nothing anyway."""
+    out: Bool = (sun_cosines(lights, normal, ray_dir) > 0.0) & (lights.sun_irradiance > 0.0)[None, :]
+    return out
+
+
+def irradiance(lights: Lights, normal: Floating, ray_dir: Floating, visible: Bool | None = None) -> F64:
+    """(N,) float64 ambient irradiance (W/m^2) of surfaces of normal ``normal`` (N, 3)
+    world (either orientation) hit by rays of direction ``ray_dir`` (N, 3) world (module
+    docstring, 1.): the normal is turned to face the ray's origin. ``visible`` (N, K)
+    bool: sun k is seen from surface i (False: in another object's shadow, that sun adds
+    nothing); None: every sun is seen (no shadows)."""
+    n = np.asarray(normal, dtype=np.float64)
     out = np.full(n.shape[0], math.pi * float(lights.sky_radiance))
     if lights.sun_irradiance.shape[0]:
-        facing = np.where(np.einsum("ij,ij->i", n, d) > 0.0, -1.0, 1.0)
-        cos_sun = (n @ lights.sun_dirs.T) * facing[:, None]  # (N, K)
-        out += np.maximum(cos_sun, 0.0) @ lights.sun_irradiance
+        lit = np.maximum(sun_cosines(lights, n, ray_dir), 0.0)  # (N, K)
+        if visible is not None:
+            lit = np.where(visible, lit, 0.0)
+        out += lit @ lights.sun_irradiance
     return out
+
+
+def shadows(ctx: object, hits: Hits, pattern: RayPattern, lights: Lights, ray: Floating) -> Bool | None:
+    """(N, K) bool: each of the K suns of ``lights`` is seen from the surface of each of
+    the N rows of ``hits`` (cast rays ``pattern``, sensor frame; final ray directions
+    ``ray`` (N, 3) world), by the shadow rays of ``ctx.sun_visible``
+    (:class:`~.protocols.ScanContext`) for the pairs of :func:`sun_candidates` (no ray
+    where no sun faces the surface); None (no shadows) for a context without it or where
+    no pair needs a ray."""
+    cast_shadows = getattr(ctx, "sun_visible", None)
+    if cast_shadows is None or not (lights.sun_irradiance > 0.0).any():
+        return None
+    need = sun_candidates(lights, hits.normal, ray)
+    if not need.any():
+        return None
+    origins = None if pattern.origins is None else np.asarray(pattern.origins, dtype=np.float64)
+    visible: Bool = cast_shadows(hits, origins, np.asarray(pattern.directions, dtype=np.float64),
+                                 lights.sun_dirs, need)
+    return visible
 
 
 def klx(irradiance_w: Floating) -> F64:
@@ -126,4 +173,4 @@ def near_ir(reflectivity: Floating, e_klx: Floating, reference_klx: float | None
 
 
 __all__ = ["LUMINOUS_EFFICACY", "DEFAULT_KLX", "AMBIENT_SHARE", "NEAR_IR_PHOTONS", "Lights", "NIGHT",
-           "irradiance", "klx", "noise_ratio", "near_ir"]
+           "sun_cosines", "sun_candidates", "shadows", "irradiance", "klx", "noise_ratio", "near_ir"]

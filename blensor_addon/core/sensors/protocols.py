@@ -107,6 +107,19 @@ class ScanContext(Protocol):
             ``normal`` (N, 3) float64 in the output frame, facing the ray; ``cos_inc``
             (N,); ``color`` (N, 3) uint8; ``object_id``, ``instancer_id``,
             ``instance_id`` (N,) uint32; ``semantic`` (N,) uint16.
+    Optional (read with ``getattr``; a context without them scans at the datasheet's
+    ambient condition, without shadows):
+        lights: the scene's :class:`~.ambient.Lights`.
+        sun_visible(hits, origins, directions, sun_dirs, need) -> (N, K) bool: whether
+            each of the K suns of unit directions ``sun_dirs`` (K, 3) float64 world (toward
+            the sun) is seen from the surface point of each of the N rows of ``hits`` (from
+            :meth:`cast`), for the pairs of ``need`` (N, K) bool (True elsewhere, untested):
+            a shadow ray from the point toward the sun, in the scene at the row's own time,
+            meets nothing. ``origins`` (N, 3) or None (the sensor origin) and
+            ``directions`` (N, 3) float64 sensor frame: the rows' cast rays (the point is
+            the ray at the row's range); a row whose path left that ray (a mirror,
+            refracting glass) is not tested (True). The rotating LiDAR's radiometric
+            receiver asks for it (core/sensors/ambient.py, 1.).
     """
 
     sensor_to_world: F64

@@ -753,7 +753,8 @@ class Rotating(Sensor[LidarSettings]):
         Where ``ctx`` carries the scene's light (``ctx.lights``, :mod:`.ambient`; a context
         without it scans at the datasheet's condition), the SNR's noise variance follows
         the ambient illuminance at each hit and ``extra["near_ir"]`` (float32, ambient
-        photons) is added; the draws are the same."""
+        photons) is added; the draws are the same. A sun another object hides from a
+        return's surface adds nothing there (:func:`~.ambient.shadows`)."""
         if s.return_model != "radiometric" or traced.measured is not None:
             return traced
         hits, ret = traced.hits, traced.returns
@@ -775,7 +776,8 @@ class Rotating(Sensor[LidarSettings]):
             else:
                 ray: Floating = hits.last_dir if hits.last_dir is not None else (
                     traced.pattern.directions @ np.asarray(ctx.sensor_to_world)[:3, :3].T)
-                e_klx = ambient.klx(ambient.irradiance(lights, hits.normal, ray))
+                visible = ambient.shadows(ctx, hits, traced.pattern, lights, ray)  # None: no sun to test
+                e_klx = ambient.klx(ambient.irradiance(lights, hits.normal, ray, visible=visible))
                 ratio, near = ambient.noise_ratio(e_klx, ref), ambient.near_ir(hits.reflectivity, e_klx, ref)
             snr = cal.snr(signal, r, ratio)
         else:
