@@ -48,7 +48,7 @@ def cast_part(m: int, snap: CountingSnap, rng: np.random.Generator) -> CastHits:
                     normal=rng.random((m, 3)).astype(np.float32),
                     last_dir=rng.random((m, 3)).astype(np.float32), time=rng.random(m),
                     segment=rng.integers(0, 3, m).astype(np.int32), ray=np.arange(m, dtype=np.int64),
-                    weight=rng.random(m).astype(np.float32))
+                    weight=rng.random(m).astype(np.float32), bounces=rng.integers(0, 3, m).astype(np.uint8))
 
 
 def eager(hits: CastHits) -> dict:

@@ -434,7 +434,8 @@ def test_lazily_scattered_hits_equal_the_eager_scatter(rows_of):
                          object_id=rng.integers(0, 9, m).astype(np.uint32), instancer_id=np.zeros(m, np.uint32),
                          instance_id=rng.integers(0, 9, m).astype(np.uint32), semantic=np.ones(m, np.uint16),
                          time=rng.random(m), segment=rng.integers(0, 3, m).astype(np.int32),
-                         ray=rng.integers(0, 9, m), weight=rng.random(m).astype(np.float32))
+                         ray=rng.integers(0, 9, m), weight=rng.random(m).astype(np.float32),
+                         bounces=rng.integers(0, 3, m).astype(np.uint8))
 
     parts = [part(len(r)) for r in rows]
     eager = {}

@@ -12,7 +12,6 @@ held still, casts every ray whatever its timestamp, as the original did.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +34,9 @@ class CastHits:
     segment (int32): the step it was cast in (index into the context's pose segments,
     so its pose is taken from the very step that cast it), ray (int64): the cast ray the
     row belongs to, weight (float32): the path's one-way transmission (see
-    :class:`~blensor_addon.core.sensors.protocols.Hits`).
+    :class:`~blensor_addon.core.sensors.protocols.Hits`), bounces (uint8): the path's
+    reflections and glass passes (:class:`~blensor_addon.raycast.trace.TraceResult`; 0: the
+    row's point lies on its cast ray, which :meth:`TimelineContext.sun_visible` needs).
 
     Hits made by :meth:`scatter` (rays cast in several steps) are put in ray order only
     when asked: a field is scattered when first read (a sensor reads a few, such as
@@ -55,7 +56,7 @@ class CastHits:
     """
 
     FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
-              "instance_id", "semantic", "time", "segment", "ray", "weight")
+              "instance_id", "semantic", "time", "segment", "ray", "weight", "bounces")
     #: the fields a :class:`_Labels` source makes on demand
     LAZY = ("color", "object_id", "instancer_id", "instance_id", "semantic")
     #: an echo's returned reflectivity and energy: set on the echo hits
@@ -389,10 +390,6 @@ SHADOW_OFFSET = 1e-4
 #: m: how far a shadow ray is followed toward the sun (the sun is at infinity; a finite
 #: bound, since the native backend counts a ray of infinite tmax as a miss)
 SHADOW_RANGE = 1e6
-#: rad: a row whose final direction turned from its cast ray by more than this went
-#: through a mirror or refracting glass (no true point: not shadow-tested); above the
-#: largest off-axis angle of a footprint's sub-ray (half of returns.MAX_DIVERGENCE, 8.7 mrad)
-STRAIGHT_TOLERANCE = 1e-2
 
 
 class TimelineContext:
@@ -436,7 +433,10 @@ class TimelineContext:
         self.lights = (held if held is not None else timeline.step_at(t_start)).snap.lights
         self._current = None  # the step whose geometry the backend holds
         self._segments: list = []  # PoseSegment of every step cast so far
-        self._steps: list = []  # the Step of each segment (its geometry, for shadow rays)
+        # the Step of each segment (its geometry, for the shadow rays of sun_visible): kept
+        # only under a sun of positive strength; otherwise only the small PoseSegments are
+        self._sunlit = bool((np.asarray(self.lights.sun_irradiance) > 0.0).any())
+        self._steps: list = []
         self._segment_of: dict = {}  # step t0 -> index in _segments
 
     def _use(self, step: Step) -> int:
@@ -448,7 +448,8 @@ class TimelineContext:
         if k is None:
             k = self._segment_of[step.t0] = len(self._segments)
             self._segments.append(step.pose)
-            self._steps.append(step)
+            if self._sunlit:
+                self._steps.append(step)
         return k
 
     def _by_segment(self, hits, fn) -> np.ndarray:
@@ -596,7 +597,8 @@ class TimelineContext:
         return CastHits(source=_Labels(snap, self.semantic, mats.color, tr.instance, mat),
                         range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
                         last_dir=tr.last_dir, time=time, segment=np.full(time.shape[0], seg, np.int32),
-                        ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=weight)
+                        ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=weight,
+                        bounces=tr.bounces)
 
     def sun_visible(self, hits, origins, directions, sun_dirs, need) -> np.ndarray:
         """:meth:`ScanContext.sun_visible <blensor_addon.core.sensors.protocols.ScanContext>`:
@@ -607,8 +609,8 @@ class TimelineContext:
 
         The point is the cast ray at the row's range, ``o(t) + d(t) r``, with the sensor's
         pose at the row's firing time (what the output reports as the clean point); a row
-        whose final segment turned from that ray by more than :data:`STRAIGHT_TOLERANCE`
-        (a mirror, refracting glass: the range is the accumulated path, the point a virtual
+        whose path was reflected or passed glass (``bounces`` > 0: a mirror, glass of either
+        kind, thin panes too; the range is the accumulated path, the point may be a virtual
         one) is not tested (True). The shadow ray starts :data:`SHADOW_OFFSET` x max(1, r)
         off the surface along its normal on the sun's side (which is the sensor's: the
         pair faces the sun) and is cast through the backend (native or BVHTree, the same
@@ -617,19 +619,20 @@ class TimelineContext:
         surface it meets hides the sun (glass and alpha too). A row of a beam footprint
         (several sub-rays) is tested at the beam's axis at the echo's mixed range, which
         may lie off a sloped surface by more than the offset (docs/physics.md, "Ambient
-        light")."""
+        light"). The steps' geometry is kept for this only under a sun of positive
+        strength; a step other than the one the backend holds is given to it again (a
+        deforming mesh's BVH is built again: docs/performance.md)."""
         need = np.asarray(need, dtype=bool)
         visible = np.ones(need.shape, bool)
-        rows = np.flatnonzero(need.any(axis=1))
-        if rows.size == 0 or hits.last_dir is None:
+        if hits.last_dir is None or len(self._steps) != len(self._segments):  # (no step kept: untested)
+            return visible
+        rows = np.flatnonzero(need.any(axis=1) & (np.asarray(hits.bounces) == 0))
+        if rows.size == 0:
             return visible
         sub = hits.take(rows)
         d = self.rotate(sub, np.asarray(directions, dtype=np.float64)[rows])
         d /= np.linalg.norm(d, axis=1, keepdims=True)
         last = np.asarray(sub.last_dir, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):  # (a zero direction: not straight)
-            cos_turn = np.einsum("ij,ij->i", d, last) / np.linalg.norm(last, axis=1)
-        straight = cos_turn >= math.cos(STRAIGHT_TOLERANCE)
         r = np.asarray(sub.range, dtype=np.float64)
         p = self.position(sub) + d * r[:, None]
         if origins is not None:
@@ -637,7 +640,7 @@ class TimelineContext:
         normal = facing_normals(sub.normal, last)[0]  # toward the sensor: the sun's side of the pairs tested
         p += normal * (SHADOW_OFFSET * np.maximum(1.0, r))[:, None]
         # every (row, sun) pair to test, row-major
-        i, k = np.nonzero(need[rows] & straight[:, None])
+        i, k = np.nonzero(need[rows])
         sun = np.asarray(sun_dirs, dtype=np.float64)
         segment, time = np.asarray(sub.segment)[i], np.asarray(sub.time)[i]
         for seg, at in groups(segment):

@@ -14,8 +14,9 @@ ambient photons (Ouster NEAR_IR) and the ambient shot noise of its detection.
    (``ScanContext.sun_visible``, core/sensors/protocols.py; scene/context.py), against
    the scene at the ray's own time; every surface blocks it (glass and alpha surfaces
    too: no light passes them). The sky term has no occlusion (a wall's foot or a room's
-   inside sees the whole sky), and a return whose path went through a mirror or refracting
-   glass is not shadow-tested (lit as if nothing stood between).
+   inside sees the whole sky), and a return whose path was reflected or passed glass (a
+   mirror, solid glass, a thin pane: its range is the accumulated path, its point may be a
+   virtual one) is not shadow-tested (lit as if nothing stood between).
 2. **Illuminance**: ``E_klx = E x K / 1000`` with ``K`` = :data:`LUMINOUS_EFFICACY` lm/W,
    the global luminous efficacy of clear-sky daylight (Littlefair 1985, "The luminous
    efficacy of daylight: a review", Lighting Research & Technology 17(4), 162-182: about

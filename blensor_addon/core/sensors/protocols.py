@@ -117,9 +117,9 @@ class ScanContext(Protocol):
             a shadow ray from the point toward the sun, in the scene at the row's own time,
             meets nothing. ``origins`` (N, 3) or None (the sensor origin) and
             ``directions`` (N, 3) float64 sensor frame: the rows' cast rays (the point is
-            the ray at the row's range); a row whose path left that ray (a mirror,
-            refracting glass) is not tested (True). The rotating LiDAR's radiometric
-            receiver asks for it (core/sensors/ambient.py, 1.).
+            the ray at the row's range); a row whose path was reflected or passed glass (a
+            mirror, solid glass, a thin pane) is not tested (True). The rotating LiDAR's
+            radiometric receiver asks for it (core/sensors/ambient.py, 1.).
     """
 
     sensor_to_world: F64
