@@ -122,7 +122,8 @@ def reference(scene, tmp_path_factory):
             assert res.returncode == 0, res.stderr
             made[name] = out
         return made[name]
-    return get
+    yield get
+    shutil.rmtree(base, ignore_errors=True)  # 1 GB: not kept to the session's end
 
 
 def cli(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:

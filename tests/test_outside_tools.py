@@ -24,8 +24,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -191,9 +193,11 @@ def test_kiss_icp_on_the_quick_starts_bag_drifts_at_most_one_percent(quick_start
 
 
 @pytest.fixture(scope="module")
-def ouster_pcap(tmp_path_factory) -> Path:
+def ouster_pcap(tmp_path_factory) -> Iterator[Path]:
     """The README's Ouster pcap (``out/ouster_dual``): the folder, its pcap and metadata JSON."""
-    return run_readme_scan("out/ouster_dual", tmp_path_factory.mktemp("ouster"))
+    d = tmp_path_factory.mktemp("ouster")
+    yield run_readme_scan("out/ouster_dual", d)
+    shutil.rmtree(d, ignore_errors=True)  # not kept to the session's end
 
 
 def ouster_cli(pcap: Path, *command: str) -> subprocess.CompletedProcess:
@@ -274,10 +278,11 @@ def test_open3d_reads_the_quick_starts_pcd_files_with_the_npz_points(quick_start
 
 
 @pytest.fixture(scope="module")
-def readme_points(tmp_path_factory) -> dict:
+def readme_points(tmp_path_factory) -> Iterator[dict]:
     """The README's LAS and PLY scans: out/dual (las, npz), out/mems (npz, las), out/glass (npz, ply)."""
     work = tmp_path_factory.mktemp("readme_points")
-    return {out: run_readme_scan(out, work) for out in ("out/dual", "out/mems", "out/glass")}
+    yield {out: run_readme_scan(out, work) for out in ("out/dual", "out/mems", "out/glass")}
+    shutil.rmtree(work, ignore_errors=True)  # not kept to the session's end
 
 
 @pytest.mark.slow
