@@ -430,3 +430,114 @@ def test_a_floor_seen_through_a_solid_glass_slab_is_not_shadow_tested(bpy_mod, e
     sunlit = photons(0.5, SUN_100KLX * math.sin(math.radians(20.0)) + math.pi * SKY)
     np.testing.assert_allclose(res.extra["near_ir"][through], sunlit, rtol=1e-5)
 
+
+def test_the_shadow_rays_start_in_the_step_the_backend_holds(bpy_mod, empty_scene, monkeypatch):
+    """Continuous time, a packet cast in several time steps: :meth:`TimelineContext.sun_visible`
+    casts first the shadow rays of the step whose geometry the backend already holds (the
+    last one the packet cast), so it gives the backend only the other steps' geometry."""
+    import blensor_addon
+    from mathutils import Matrix
+    real = TimelineContext.sun_visible
+    calls: list = []  # per call: (steps intersected in order, the step held at entry, set_geometry calls)
+
+    def spy(self, *args, **kwargs):
+        held, steps, sets = self._current, [], [0]
+        inner_set, inner_hit = self.backend.set_geometry, self.backend.intersect
+
+        def counting_set(geometry):
+            sets[0] += 1
+            return inner_set(geometry)
+
+        def recording_hit(*a, **kw):
+            steps.append(self._current)
+            return inner_hit(*a, **kw)
+        monkeypatch.setattr(self.backend, "set_geometry", counting_set)
+        monkeypatch.setattr(self.backend, "intersect", recording_hit)
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            monkeypatch.setattr(self.backend, "set_geometry", inner_set)
+            monkeypatch.setattr(self.backend, "intersect", inner_hit)
+            calls.append((steps, held, sets[0]))
+
+    monkeypatch.setattr(TimelineContext, "sun_visible", spy)
+    cam = build(bpy_mod)
+    # the sweep turned half a revolution about its axis (world Y): its last step sees the floor
+    cam.rotation_euler = (Matrix.Rotation(math.pi, 3, "Y") @ cam.rotation_euler.to_matrix()).to_euler()
+    res = blensor_addon.scan(cam, seed=1, frame_of_reference="world")
+    assert len(res) > 2000
+    several = [c for c in calls if len(c[0]) > 1 and any(s is c[1] for s in c[0])]
+    assert several  # a packet whose shadow rays lie in several steps, the held one among them
+    for steps, held, sets in calls:
+        assert len(set(map(id, steps))) == len(steps)  # each step once
+        tested = any(s is held for s in steps)
+        if tested:
+            assert steps[0] is held
+        assert sets == len(steps) - tested
+
+
+@pytest.fixture
+def casts(monkeypatch):
+    """The hits of every step of every cast a scan makes (a list of CastHits)."""
+    made: list = []
+    real = TimelineContext._cast_step
+
+    def spy(self, *args, **kwargs):
+        hits = real(self, *args, **kwargs)
+        made.append(hits)
+        return hits
+
+    monkeypatch.setattr(TimelineContext, "_cast_step", spy)
+    return made
+
+
+def test_the_cast_rays_pose_is_kept_only_under_a_sun_and_one_ray_per_beam(bpy_mod, empty_scene, casts):
+    """``CastHits.POSE`` (the cast rays' world pose, for the shadow rays) holds nothing
+    without a sun, nor for beam footprints (their echoes are tested at the beam's axis);
+    under a sun with one ray per beam it holds each row's ray."""
+    import blensor_addon
+    from blensor_addon.scene.context import CastHits
+    cam = build(bpy_mod, sun=False)
+    blensor_addon.scan(cam, seed=1, frame_of_reference="world")
+    assert casts and all(getattr(h, k) is None for h in casts for k in CastHits.POSE)
+    add_sun(bpy_mod, 45.0)
+    casts.clear()
+    blensor_addon.scan(cam, seed=1, frame_of_reference="world", samples_per_beam=7,
+                       beam_divergence=0.017, beam_divergence_vertical=0.017)
+    assert casts and all(getattr(h, k) is None for h in casts for k in CastHits.POSE)
+    casts.clear()
+    blensor_addon.scan(cam, seed=1, frame_of_reference="world")
+    assert casts
+    for h in casts:
+        n = h.range.shape[0]
+        assert h.ray_position.shape == h.ray_direction.shape == (n, 3)
+        assert h.ray_position.dtype == h.ray_direction.dtype == np.float64
+
+
+def test_the_kept_pose_is_the_pose_the_shadow_rays_took_from_the_timeline(bpy_mod, empty_scene, monkeypatch):
+    """Under a sun, the rows :meth:`TimelineContext.sun_visible` is given carry their cast
+    ray's world pose, bit for bit what the context's ``position`` and ``rotate`` give at the
+    rows' times (the values the shadow rays start from; a moving, turning sensor)."""
+    import blensor_addon
+    from test_continuous import drive
+    real = TimelineContext.sun_visible
+    seen: list = []
+
+    def spy(self, hits, origins, directions, sun_dirs, need):
+        rows = np.flatnonzero(np.asarray(need).any(axis=1) & (np.asarray(hits.bounces) == 0))
+        sub = hits.take(rows)
+        seen.append(rows.size)
+        np.testing.assert_array_equal(sub.ray_position, self.position(sub))
+        np.testing.assert_array_equal(sub.ray_direction, self.rotate(sub, np.asarray(directions)[rows]))
+        if origins is None:
+            assert sub.ray_offset is None
+        else:
+            np.testing.assert_array_equal(sub.ray_offset, self.rotate(sub, np.asarray(origins)[rows]))
+        return real(self, hits, origins, directions, sun_dirs, need)
+
+    monkeypatch.setattr(TimelineContext, "sun_visible", spy)
+    cam = build(bpy_mod)
+    drive(cam, "location", 0, "3 * frame / 24")  # 3 m/s along X
+    drive(cam, "rotation_euler", 2, "0.5 * frame / 24")  # turning about Z
+    res = blensor_addon.scan(cam, seed=1, frame_of_reference="world")
+    assert len(res) > 2000 and sum(seen) > 2000

@@ -57,6 +57,14 @@ class CastHits:
 
     FIELDS = ("range", "hit", "reflectivity", "normal", "last_dir", "color", "object_id", "instancer_id",
               "instance_id", "semantic", "time", "segment", "ray", "weight", "bounces")
+    #: the world pose of each row's cast ray, kept only for the shadow rays of
+    #: :meth:`TimelineContext.sun_visible` (a context under a sun, one row per cast ray: no
+    #: beam footprint; None otherwise, no memory held): ray_position (N, 3) float64 the
+    #: sensor's position (world, m) at the ray's time, ray_direction (N, 3) float64 its
+    #: direction turned to the world (as cast, not normalized), ray_offset (N, 3) float64
+    #: its origin offset turned to the world (None: the rays had no origins). Taken with the
+    #: rows like :data:`FIELDS`.
+    POSE = ("ray_position", "ray_direction", "ray_offset")
     #: the fields a :class:`_Labels` source makes on demand
     LAZY = ("color", "object_id", "instancer_id", "instance_id", "semantic")
     #: an echo's returned reflectivity and energy: set on the echo hits
@@ -70,6 +78,8 @@ class CastHits:
         for k in self.FIELDS:
             if k in arrays or source is None or k not in self.LAZY:
                 setattr(self, k, arrays[k])
+        for k in self.POSE:
+            setattr(self, k, arrays.get(k))
 
     def _rows(self, name: str, sel) -> np.ndarray:
         """Field ``name`` at rows ``sel`` (index array, mask or slice), from the source
@@ -80,6 +90,8 @@ class CastHits:
             if src is not None and name in CastHits.LAZY:
                 return src.field(name, sel)
             v = getattr(self, name)
+            if v is None:  # a POSE field not kept
+                return None
         return _rows_of(v, sel)
 
     def take(self, idx) -> "CastHits":
@@ -95,7 +107,8 @@ class CastHits:
         if base is None:  # a copy of the indices: the view owns them (its labels are made for them)
             return CastHits._view(self, np.array(idx, dtype=np.int64), {})
         # the fields this view made or was given are taken with its rows; the others read later
-        made = {k: _rows_of(v, idx) for k, v in self.__dict__.items() if k in CastHits.FIELDS}
+        made = {k: _rows_of(v, idx) for k, v in self.__dict__.items()
+                if v is not None and (k in CastHits.FIELDS or k in CastHits.POSE)}
         return CastHits._view(base, self._idx.take(idx), made)
 
     @classmethod
@@ -128,14 +141,19 @@ class CastHits:
         source sliced alike."""
         src = self.__dict__.get("_source")
         have = self.__dict__
+        pose = {k: getattr(self, k) for k in self.POSE}
+        pose = {k: None if v is None else v[idx] for k, v in pose.items()}
         if src is not None and any(k not in have for k in self.LAZY):
-            return CastHits(source=src.take(idx), **{k: have[k][idx] for k in self.FIELDS if k in have})
-        return CastHits(**{k: getattr(self, k)[idx] for k in self.FIELDS})
+            own = {k: have[k][idx] for k in self.FIELDS if k in have}
+            return CastHits(source=src.take(idx), **own, **pose)
+        return CastHits(**{k: getattr(self, k)[idx] for k in self.FIELDS}, **pose)
 
     @classmethod
     def concat(cls, parts: list["CastHits"]) -> "CastHits":
         """The rows of ``parts`` one after the other."""
-        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS})
+        pose = {k: None if any(getattr(p, k) is None for p in parts)
+                else np.concatenate([getattr(p, k) for p in parts]) for k in cls.POSE}
+        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in cls.FIELDS}, **pose)
 
     @classmethod
     def scatter(cls, parts: list["CastHits"], rows: list, n: int) -> "CastHits":
@@ -154,7 +172,7 @@ class CastHits:
         return facing_normals(self.normal, self.last_dir)[1]
 
     def __getattr__(self, name):  # only for attributes not set: a view's, a lazy or a lazily scattered field
-        if name not in CastHits.FIELDS:
+        if name not in CastHits.FIELDS and name not in CastHits.POSE:
             raise AttributeError(name)
         if self.__dict__.get("_base") is not None:
             value = self._from_base(name)
@@ -252,6 +270,8 @@ class _Scatter:
         out = None
         for p, r, runs in zip(self.parts, self.rows, self.runs):
             v = getattr(p, name)
+            if v is None:  # a POSE field not kept
+                return None
             if out is None:
                 out = np.empty((self.n, *v.shape[1:]), v.dtype)
             if runs is None:
@@ -307,7 +327,10 @@ class _Scatter:
         """Field ``name`` of the K rays planned by :meth:`locate`."""
         out = None
         for p, (at, src) in zip(self.parts, plan):
-            out = self._put(out, k, at, p._rows(name, src))
+            v = p._rows(name, src)
+            if v is None:  # a POSE field not kept
+                return None
+            out = self._put(out, k, at, v)
         if out is None:
             v = self.parts[0]._rows(name, slice(0, 0))
             out = np.empty((k, *v.shape[1:]), v.dtype)
@@ -535,6 +558,7 @@ class TimelineContext:
         seg = self._use(step)
         snap = step.snap
         pose = step.pose
+        kept = None  # the rays' world pose (CastHits.POSE) for the shadow rays: one row per ray, under a sun
         if pose.still:  # a held frame: its geometry is relative to the sensor, at the origin
             dirs = pose.rotate(None, d_s[idx])
             orig = (np.zeros(dirs.shape, np.float32) if origins is None
@@ -569,10 +593,15 @@ class TimelineContext:
                 s = pose.fraction(tt)
                 turn = pose.turn(s)  # each ray's cosine and sine once, for directions and origins
                 dirs = pose.rotate(s, _rows_of(d_s, idx), turn=turn)
-                orig = pose.position(s) - snap.origin
+                position = pose.position(s)
+                orig = position - snap.origin
+                offset = None
                 if origins is not None:
                     ob = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
-                    orig = orig + pose.rotate(s, _rows_of(ob, idx), turn=turn)
+                    offset = pose.rotate(s, _rows_of(ob, idx), turn=turn)
+                    orig = orig + offset
+                if self._sunlit and b == 1:
+                    kept = (position, dirs, offset)
         mats = snap.materials
         mirror = mats.is_mirror if mats.mirror.any() else None
         optics = opts.split and mats.has_optics()
@@ -586,6 +615,9 @@ class TimelineContext:
         time = t[idx]
         if time.shape[0] != tr.ray.shape[0]:  # extra rows of split paths: their ray's time
             time = time[tr.ray]
+            if kept is not None:  # and their ray's pose
+                kept = tuple(None if v is None else _rows_of(v, tr.ray) for v in kept)
+        pose_rows = {} if kept is None else dict(zip(CastHits.POSE, kept))
         refl = mats.reflectivity_at(mat, tr.instance, tr.primitive, tr.bary, opts.wavelength)
         if optics:  # glass: the diffuse share of the surface's reflectivity plus its specular return
             refl = np.multiply(np.asarray(refl, dtype=np.float32), tr.diffuse)  # float32, as before
@@ -598,7 +630,7 @@ class TimelineContext:
                         range=tr.range, hit=tr.hit, reflectivity=refl, normal=tr.normal,
                         last_dir=tr.last_dir, time=time, segment=np.full(time.shape[0], seg, np.int32),
                         ray=tr.ray if isinstance(idx, slice) else np.asarray(idx)[tr.ray], weight=weight,
-                        bounces=tr.bounces)
+                        bounces=tr.bounces, **pose_rows)
 
     def sun_visible(self, hits, origins, directions, sun_dirs, need) -> np.ndarray:
         """:meth:`ScanContext.sun_visible <blensor_addon.core.sensors.protocols.ScanContext>`:
@@ -620,8 +652,11 @@ class TimelineContext:
         (several sub-rays) is tested at the beam's axis at the echo's mixed range, which
         may lie off a sloped surface by more than the offset (docs/physics.md, "Ambient
         light"). The steps' geometry is kept for this only under a sun of positive
-        strength; a step other than the one the backend holds is given to it again (a
-        deforming mesh's BVH is built again: docs/performance.md)."""
+        strength; the shadow rays of the step the backend holds are cast first, and a step
+        other than that one is given to it again (a deforming mesh's BVH is built again:
+        docs/performance.md). Rows cast one per beam carry their cast ray's world pose
+        (:attr:`CastHits.POSE`, kept under a sun), which gives the point without turning the
+        rays again (the same values); a footprint's rows take the pose at their time."""
         need = np.asarray(need, dtype=bool)
         visible = np.ones(need.shape, bool)
         if hits.last_dir is None or len(self._steps) != len(self._segments):  # (no step kept: untested)
@@ -630,26 +665,59 @@ class TimelineContext:
         if rows.size == 0:
             return visible
         sub = hits.take(rows)
-        d = self.rotate(sub, np.asarray(directions, dtype=np.float64)[rows])
-        d /= np.linalg.norm(d, axis=1, keepdims=True)
-        last = np.asarray(sub.last_dir, dtype=np.float64)
+        m = rows.size
+        segment, time = np.asarray(sub.segment), np.asarray(sub.time)
+        steps = [(int(g), _as_slice(at)) for g, at in groups(segment)]
         r = np.asarray(sub.range, dtype=np.float64)
-        p = self.position(sub) + d * r[:, None]
-        if origins is not None:
-            p += self.rotate(sub, np.asarray(origins, dtype=np.float64)[rows])
-        normal = facing_normals(sub.normal, last)[0]  # toward the sensor: the sun's side of the pairs tested
-        p += normal * (SHADOW_OFFSET * np.maximum(1.0, r))[:, None]
-        # every (row, sun) pair to test, row-major
-        i, k = np.nonzero(need[rows])
-        sun = np.asarray(sun_dirs, dtype=np.float64)
-        segment, time = np.asarray(sub.segment)[i], np.asarray(sub.time)[i]
-        for seg, at in groups(segment):
-            step = self._steps[int(seg)]
+        d = sub.ray_direction
+        kept = d is not None and (origins is None) == (sub.ray_offset is None)
+        if kept:  # the cast's own values (CastHits.POSE): what position() and rotate() give
+            pos, ov = sub.ray_position, sub.ray_offset
+            d = d / np.linalg.norm(d, axis=1, keepdims=True)
+        else:  # the sensor's pose at each row's time, one fraction and turn per step (a footprint's
+            # rows: the beam's axis)
+            v = np.asarray(directions, dtype=np.float64)[rows]
+            ov = None if origins is None else np.asarray(origins, dtype=np.float64)[rows]
+            pos, d = np.empty((m, 3)), np.empty((m, 3))
+            for g, at in steps:
+                sg = self._segments[g]
+                s = sg.fraction(time[at])
+                turn = sg.turn(s)
+                pos[at] = sg.position(s)
+                d[at] = sg.rotate(s, v[at], turn=turn)
+                if ov is not None:
+                    ov[at] = sg.rotate(s, ov[at], turn=turn)
+            d /= np.linalg.norm(d, axis=1, keepdims=True)
+        # p = position + (d / |d|) r (+ the turned origin), in place: the same values
+        d *= r[:, None]
+        p = pos + d
+        if ov is not None:
+            p += ov
+        # the normal toward the sensor (the sun's side of the pairs tested) times the offset,
+        # in place (the sign flip of facing_normals is exact: the same values)
+        normal = facing_normals(sub.normal, sub.last_dir)[0]
+        normal *= (SHADOW_OFFSET * np.maximum(1.0, r))[:, None]
+        p += normal
+        del d, normal, ov
+        pairs = need[rows]
+        sun = np.asarray(sun_dirs, dtype=np.float32)
+        if pairs.shape[1] == 1:  # one sun: a pair per row, the rows' steps
+            k = np.zeros(m, np.intp)
+            i = None
+        else:  # every (row, sun) pair to test, row-major
+            i, k = np.nonzero(pairs)
+            segment, time = segment[i], time[i]
+            steps = [(int(g), at) for g, at in groups(segment)]
+        # the step the backend holds first (the packet's last cast): its geometry is not given again
+        held = None if self._current is None else self._segment_of.get(self._current.t0)
+        for g, at in sorted(steps, key=lambda st: st[0] != held):
+            step = self._steps[g]
             self._use(step)
-            o = (p[i[at]] - step.snap.origin).astype(np.float32)
+            o = p[at] if i is None else p[i[at]]
+            o -= step.snap.origin  # (each row's point once: in place where it is a view of p)
             frac = step.pose.fraction(time[at]).astype(np.float32) if step.moving else None
-            h = self.backend.intersect(o, sun[k[at]].astype(np.float32), np.float32(SHADOW_RANGE), time=frac)
-            visible[rows[i[at]], k[at]] = np.asarray(h.instance) < 0
+            h = self.backend.intersect(o.astype(np.float32), sun[k[at]], np.float32(SHADOW_RANGE), time=frac)
+            visible[rows[at] if i is None else rows[i[at]], k[at]] = np.asarray(h.instance) < 0
         return visible
 
     def surface(self, pattern, hits) -> dict:
