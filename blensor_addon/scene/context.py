@@ -667,7 +667,6 @@ class TimelineContext:
         sub = hits.take(rows)
         m = rows.size
         segment, time = np.asarray(sub.segment), np.asarray(sub.time)
-        steps = [(int(g), _as_slice(at)) for g, at in groups(segment)]
         r = np.asarray(sub.range, dtype=np.float64)
         d = sub.ray_direction
         kept = d is not None and (origins is None) == (sub.ray_offset is None)
@@ -679,8 +678,9 @@ class TimelineContext:
             v = np.asarray(directions, dtype=np.float64)[rows]
             ov = None if origins is None else np.asarray(origins, dtype=np.float64)[rows]
             pos, d = np.empty((m, 3)), np.empty((m, 3))
-            for g, at in steps:
-                sg = self._segments[g]
+            for g, at in groups(segment):
+                at = _as_slice(at)
+                sg = self._segments[int(g)]
                 s = sg.fraction(time[at])
                 turn = sg.turn(s)
                 pos[at] = sg.position(s)
@@ -699,25 +699,18 @@ class TimelineContext:
         normal *= (SHADOW_OFFSET * np.maximum(1.0, r))[:, None]
         p += normal
         del d, normal, ov
-        pairs = need[rows]
         sun = np.asarray(sun_dirs, dtype=np.float32)
-        if pairs.shape[1] == 1:  # one sun: a pair per row, the rows' steps
-            k = np.zeros(m, np.intp)
-            i = None
-        else:  # every (row, sun) pair to test, row-major
-            i, k = np.nonzero(pairs)
-            segment, time = segment[i], time[i]
-            steps = [(int(g), at) for g, at in groups(segment)]
+        i, k = np.nonzero(need[rows])  # every (row, sun) pair to test, row-major
+        segment, time = segment[i], time[i]
         # the step the backend holds first (the packet's last cast): its geometry is not given again
         held = None if self._current is None else self._segment_of.get(self._current.t0)
-        for g, at in sorted(steps, key=lambda st: st[0] != held):
+        for g, at in sorted(((int(g), at) for g, at in groups(segment)), key=lambda st: st[0] != held):
             step = self._steps[g]
             self._use(step)
-            o = p[at] if i is None else p[i[at]]
-            o -= step.snap.origin  # (each row's point once: in place where it is a view of p)
+            o = (p[i[at]] - step.snap.origin).astype(np.float32)
             frac = step.pose.fraction(time[at]).astype(np.float32) if step.moving else None
-            h = self.backend.intersect(o.astype(np.float32), sun[k[at]], np.float32(SHADOW_RANGE), time=frac)
-            visible[rows[at] if i is None else rows[i[at]], k[at]] = np.asarray(h.instance) < 0
+            h = self.backend.intersect(o, sun[k[at]], np.float32(SHADOW_RANGE), time=frac)
+            visible[rows[i[at]], k[at]] = np.asarray(h.instance) < 0
         return visible
 
     def surface(self, pattern, hits) -> dict:

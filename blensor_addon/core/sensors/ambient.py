@@ -136,7 +136,7 @@ def shadows(ctx: object, hits: Hits, pattern: RayPattern, lights: Lights, ray: F
     where no sun faces the surface); None (no shadows) for a context without it or where
     no pair needs a ray."""
     cast_shadows = getattr(ctx, "sun_visible", None)
-    if cast_shadows is None or not (lights.sun_irradiance > 0.0).any():
+    if cast_shadows is None:
         return None
     need = sun_candidates(lights, hits.normal, ray)
     if not need.any():
